@@ -1,0 +1,222 @@
+"""Broker configuration under Apache Kafka's property names.
+
+Read from a `server.properties` file plus `--override key=value` pairs, like
+`kafka-server-start.sh`. Unknown properties and bad values raise `ConfigError`,
+which the CLI turns into one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HOUR_MS = 3_600_000
+WEEK_MS = 7 * 24 * HOUR_MS
+LONG_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A property is unknown, malformed or out of range."""
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listeners(value: str) -> tuple[Listener, ...]:
+    """`PLAINTEXT://127.0.0.1:9092,...` -> listeners; an empty host means all interfaces."""
+    listeners = []
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)://(\[[^\]]*\]|[^:\[\]]*):(\d+)", item)
+        if not match:
+            raise ConfigError(f"listener {item!r} is not NAME://host:port")
+        name, host, port = match.group(1).upper(), match.group(2).strip("[]"), int(match.group(3))
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"listener {item!r} has port out of range")
+        listeners.append(Listener(name, host, port))
+    if not listeners:
+        raise ConfigError("listeners must name at least one listener")
+    return tuple(listeners)
+
+
+def _bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return lowered == "true"
+
+
+def _int(low: int, high: int = LONG_MAX) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        number = int(value.strip())
+        if not low <= number <= high:
+            raise ValueError(f"must be between {low} and {high}")
+        return number
+
+    return parse
+
+
+def _timestamp_type(value: str) -> str:
+    if value.strip() not in ("CreateTime", "LogAppendTime"):
+        raise ValueError("expected CreateTime or LogAppendTime")
+    return value.strip()
+
+
+def _str(value: str) -> str:
+    return value.strip()
+
+
+@dataclass(frozen=True, slots=True)
+class Property:
+    parse: Callable[[str], object]
+    default: str | None
+    doc: str
+
+
+# The properties kafkalite understands, with Kafka's defaults.
+PROPERTIES: dict[str, Property] = {
+    "broker.id": Property(_int(0, 2**31 - 1), "0", "id of this broker"),
+    "node.id": Property(_int(0, 2**31 - 1), None, "alias of broker.id (KRaft name)"),
+    "listeners": Property(parse_listeners, "PLAINTEXT://127.0.0.1:9092", "where to listen"),
+    "advertised.listeners": Property(parse_listeners, None, "what clients are told"),
+    "log.dirs": Property(_str, None, "data directories (first one used)"),
+    "log.dir": Property(_str, "/tmp/kafka-logs", "data directory when log.dirs is unset"),
+    "num.partitions": Property(_int(1, 2**31 - 1), "1", "partitions of auto-created topics"),
+    "default.replication.factor": Property(_int(1, 32767), "1", "replicas of new topics"),
+    "auto.create.topics.enable": Property(_bool, "true", "create topics on first use"),
+    "delete.topic.enable": Property(_bool, "true", "allow DeleteTopics"),
+    "log.segment.bytes": Property(_int(14, 2**31 - 1), str(1024**3), "segment roll size"),
+    "log.roll.ms": Property(_int(1), None, "segment roll age"),
+    "log.roll.hours": Property(_int(1, 2**31 - 1), "168", "segment roll age in hours"),
+    "log.retention.ms": Property(_int(-1), None, "retention by time (-1: forever)"),
+    "log.retention.minutes": Property(_int(-1, 2**31 - 1), None, "retention in minutes"),
+    "log.retention.hours": Property(_int(-1, 2**31 - 1), "336", "retention in hours"),
+    "log.retention.bytes": Property(_int(-1), "-1", "retention by size per partition"),
+    "log.retention.check.interval.ms": Property(_int(1), "300000", "retention check period"),
+    "log.index.interval.bytes": Property(_int(0, 2**31 - 1), "4096", "offset index density"),
+    "log.index.size.max.bytes": Property(_int(4, 2**31 - 1), str(10 * 1024**2), "index cap"),
+    "log.message.timestamp.type": Property(_timestamp_type, "CreateTime", "timestamp source"),
+    "log.flush.interval.messages": Property(_int(1), str(LONG_MAX), "fsync every N records"),
+    "log.flush.interval.ms": Property(_int(0), None, "fsync every N ms"),
+    "log.flush.scheduler.interval.ms": Property(_int(0), str(LONG_MAX), "flush check period"),
+    "message.max.bytes": Property(_int(0, 2**31 - 1), "1048588", "largest record batch"),
+    "socket.request.max.bytes": Property(_int(1, 2**31 - 1), "104857600", "largest request"),
+    "min.insync.replicas": Property(_int(1, 32767), "1", "replicas that must ack acks=all"),
+    "cluster.id": Property(_str, None, "cluster id (generated and stored when unset)"),
+    "producer.id.expiration.ms": Property(_int(1), "86400000", "idle producer state lifetime"),
+    "offsets.topic.num.partitions": Property(_int(1, 2**31 - 1), "50", "__consumer_offsets size"),
+    "offsets.retention.minutes": Property(_int(1, 2**31 - 1), "10080", "offsets lifetime"),
+    "group.initial.rebalance.delay.ms": Property(_int(0), "3000", "first rebalance delay"),
+    "zookeeper.connect": Property(_str, None, "ZooKeeper ensemble (cluster mode)"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Typed view of the properties the broker uses; `raw` keeps every value as given."""
+
+    raw: Mapping[str, str] = field(default_factory=dict)
+
+    def _get(self, name: str) -> object:
+        value = self.raw.get(name, PROPERTIES[name].default)
+        return None if value is None else PROPERTIES[name].parse(value)
+
+    @property
+    def broker_id(self) -> int:
+        node_id = self._get("node.id")
+        return node_id if node_id is not None else self._get("broker.id")  # type: ignore[return-value]
+
+    @property
+    def listeners(self) -> tuple[Listener, ...]:
+        return self._get("listeners")  # type: ignore[return-value]
+
+    @property
+    def advertised_listeners(self) -> tuple[Listener, ...]:
+        advertised = self._get("advertised.listeners") or self.listeners
+        return tuple(
+            Listener(lst.name, lst.host or "localhost", lst.port)
+            for lst in advertised  # type: ignore[union-attr]
+        )
+
+    @property
+    def log_dir(self) -> Path:
+        dirs = self._get("log.dirs") or self._get("log.dir")
+        return Path(str(dirs).split(",")[0].strip())
+
+    @property
+    def retention_ms(self) -> int:
+        for name, factor in (
+            ("log.retention.ms", 1),
+            ("log.retention.minutes", 60_000),
+            ("log.retention.hours", HOUR_MS),
+        ):
+            value = self._get(name)
+            if value is not None:
+                return -1 if value == -1 else value * factor  # type: ignore[operator]
+        raise AssertionError("log.retention.hours has a default")
+
+    @property
+    def roll_ms(self) -> int:
+        roll_ms = self._get("log.roll.ms")
+        return roll_ms if roll_ms is not None else self.int("log.roll.hours") * HOUR_MS  # type: ignore[return-value]
+
+    @property
+    def flush_interval_ms(self) -> int:
+        value = self._get("log.flush.interval.ms")
+        return LONG_MAX if value is None else value  # type: ignore[return-value]
+
+    def int(self, name: str) -> int:
+        return self._get(name)  # type: ignore[return-value]
+
+    def bool(self, name: str) -> bool:
+        return self._get(name)  # type: ignore[return-value]
+
+    def str(self, name: str) -> str | None:
+        return self._get(name)  # type: ignore[return-value]
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Java-properties subset: `key=value` or `key: value`, `#`/`!` comments, blank lines."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    props: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        match = re.match(r"([^=:\s]+)\s*[=:]\s*(.*)$", stripped)
+        if not match:
+            raise ConfigError(f"{path}:{number}: expected key=value, got {stripped!r}")
+        props[match.group(1)] = match.group(2)
+    return props
+
+
+def parse_override(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--override {text!r} is not key=value")
+    return key.strip(), value
+
+
+def build_config(
+    file_props: Mapping[str, str], overrides: Iterable[tuple[str, str]] = ()
+) -> BrokerConfig:
+    """Merge file and overrides, reject unknown names, and check every value parses."""
+    raw = dict(file_props)
+    raw.update(overrides)
+    for name, value in raw.items():
+        prop = PROPERTIES.get(name)
+        if prop is None:
+            raise ConfigError(f"unknown property {name!r}")
+        try:
+            prop.parse(value)
+        except (ValueError, ConfigError) as exc:
+            raise ConfigError(f"invalid value {value!r} for {name}: {exc}") from None
+    return BrokerConfig(raw)
