@@ -1,0 +1,117 @@
+"""Metadata (key 3), versions 0-12.
+
+Topics by name or (v10+) by id, topic ids, and auto-creation of unknown topics when both the
+broker (`auto.create.topics.enable`) and the request (v4+ `allow_auto_topic_creation`) allow it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.broker.replica_manager import Topic, topic_name_error
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _partitions(ctx: RequestContext, topic: Topic) -> tuple[Any, ...]:
+    return tuple(
+        make(
+            ctx.schema.MetadataResponsePartition,
+            error_code=ErrorCode.none,
+            partition_index=p.index,
+            leader_id=p.leader_id,
+            leader_epoch=p.leader_epoch,
+            replica_nodes=tuple(p.replicas),
+            isr_nodes=tuple(p.isr),
+            offline_replicas=(),
+        )
+        for p in topic.partitions
+    )
+
+
+def _topic(ctx: RequestContext, topic: Topic) -> Any:
+    return make(
+        ctx.schema.MetadataResponseTopic,
+        error_code=ErrorCode.none,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.name in INTERNAL_TOPICS,
+        partitions=_partitions(ctx, topic),
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def _error_topic(
+    ctx: RequestContext, name: str | None, topic_id: uuid.UUID, error: ErrorCode
+) -> Any:
+    return make(
+        ctx.schema.MetadataResponseTopic,
+        error_code=error,
+        name=name,
+        topic_id=topic_id,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def _lookup(ctx: RequestContext, requested: Any, auto_create: bool) -> Any:
+    manager = ctx.broker.replica_manager
+    topic_id = getattr(requested, "topic_id", None) or ZERO_UUID
+    name = requested.name
+    if name is None:
+        topic = manager.topic_by_id(topic_id)
+        if topic is None:
+            return _error_topic(ctx, None, topic_id, ErrorCode.unknown_topic_id)
+        return _topic(ctx, topic)
+    topic = manager.topics.get(name)
+    if topic is not None:
+        return _topic(ctx, topic)
+    if topic_name_error(name):
+        return _error_topic(ctx, name, ZERO_UUID, ErrorCode.invalid_topic_exception)
+    if not auto_create:
+        return _error_topic(ctx, name, ZERO_UUID, ErrorCode.unknown_topic_or_partition)
+    outcome, created = manager.create_topic(name)
+    if created is None:
+        return _error_topic(ctx, name, ZERO_UUID, outcome.error)
+    return _topic(ctx, created)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    allow = getattr(request, "allow_auto_topic_creation", True)
+    auto_create = allow and broker.config.bool("auto.create.topics.enable")
+    all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
+    if all_topics:
+        topics = tuple(_topic(ctx, t) for t in broker.replica_manager.topics.values())
+    else:
+        topics = tuple(_lookup(ctx, requested, auto_create) for requested in request.topics)
+    listener = broker.advertised_listener
+    brokers = (
+        make(
+            ctx.schema.MetadataResponseBroker,
+            node_id=broker.node_id,
+            host=listener.host,
+            port=listener.port,
+            rack=None,
+        ),
+    )
+    return make(
+        ctx.schema.MetadataResponse,
+        throttle_time=NO_THROTTLE,
+        brokers=brokers,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=topics,
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        error_code=ErrorCode.none,
+    )
+
+
+API = ApiHandler(api_key=3, min_version=0, max_version=12, handle=handle)

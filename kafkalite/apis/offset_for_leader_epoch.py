@@ -1,0 +1,52 @@
+"""OffsetForLeaderEpoch (key 23), versions 3-4 advertised, 2 accepted too.
+
+librdkafka sends v2 even when the broker does not advertise it, so v2 is served but not
+advertised: Kafka 4 advertises 3-4. Answers the end offset of the requested
+epoch from the leader epoch cache, which consumers use to detect log truncation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+
+
+def _partition_result(ctx: RequestContext, topic: str, request: Any) -> Any:
+    def respond(error: ErrorCode, epoch: int = -1, end_offset: int = -1) -> Any:
+        return make(
+            ctx.schema.EpochEndOffset,
+            error_code=error,
+            partition=request.partition,
+            leader_epoch=epoch,
+            end_offset=end_offset,
+        )
+
+    partition = ctx.broker.replica_manager.partition(topic, request.partition)
+    if partition is None:
+        return respond(ErrorCode.unknown_topic_or_partition)
+    epoch_error = partition.check_leader_epoch(getattr(request, "current_leader_epoch", -1))
+    if epoch_error != ErrorCode.none:
+        return respond(epoch_error)
+    log = partition.log
+    epoch, end_offset = log.leader_epoch_cache.end_offset_for(
+        request.leader_epoch, log.log_end_offset
+    )
+    return respond(ErrorCode.none, epoch, end_offset)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    topics = tuple(
+        make(
+            ctx.schema.OffsetForLeaderTopicResult,
+            topic=topic.topic,
+            partitions=tuple(_partition_result(ctx, topic.topic, p) for p in topic.partitions),
+        )
+        for topic in request.topics
+    )
+    return make(ctx.schema.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=topics)
+
+
+API = ApiHandler(api_key=23, min_version=3, max_version=4, handle=handle, accepted_min_version=2)

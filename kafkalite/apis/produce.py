@@ -1,0 +1,115 @@
+"""Produce (key 0), versions 3-12 served; 0-2 advertised and refused (see produce_legacy).
+
+Batches are appended as the client sent them (offsets patched, CRC checked) without decoding
+records. acks=0 gets no response; acks=1 and acks=-1 are answered after the append (a single
+node is the whole ISR), subject to the topic's min.insync.replicas.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis import produce_legacy
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.broker.topic_config import effective_value
+from kafkalite.storage.errors import StorageError
+
+VALID_ACKS = (-1, 0, 1)
+
+
+def _partition_response(
+    ctx: RequestContext,
+    index: int,
+    error: ErrorCode,
+    base_offset: int = -1,
+    log_append_time_ms: int = -1,
+    log_start_offset: int = -1,
+    message: str | None = None,
+) -> Any:
+    append_time = (
+        datetime.datetime.fromtimestamp(log_append_time_ms / 1000, tz=datetime.UTC)
+        if log_append_time_ms >= 0
+        else None
+    )
+    return make(
+        ctx.schema.PartitionProduceResponse,
+        index=index,
+        error_code=error,
+        base_offset=base_offset,
+        log_append_time=append_time,
+        log_start_offset=log_start_offset,
+        record_errors=(),
+        error_message=message,
+    )
+
+
+def _produce_partition(ctx: RequestContext, topic: str, data: Any, acks: int) -> Any:
+    manager = ctx.broker.replica_manager
+    partition = manager.partition(topic, data.index)
+    if partition is None:
+        return _partition_response(ctx, data.index, ErrorCode.unknown_topic_or_partition)
+    if data.records is None or len(data.records) == 0:
+        return _partition_response(
+            ctx, data.index, ErrorCode.invalid_record, message="no record batches"
+        )
+    if acks == -1:
+        overrides = manager.topics[topic].metadata.configs
+        min_isr = int(effective_value(ctx.broker.config, overrides, "min.insync.replicas")[0])
+        if len(partition.isr) < min_isr:
+            return _partition_response(ctx, data.index, ErrorCode.not_enough_replicas)
+    result = manager.append(partition, data.records)
+    if isinstance(result, StorageError):
+        return _partition_response(
+            ctx,
+            data.index,
+            result.error_code,
+            message=str(result) or None,
+            log_start_offset=partition.log_start_offset,
+        )
+    return _partition_response(
+        ctx,
+        data.index,
+        ErrorCode.none,
+        base_offset=result.first_offset,
+        log_append_time_ms=result.log_append_time_ms,
+        log_start_offset=result.log_start_offset,
+    )
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    acks = request.acks
+    responses = []
+    for topic_data in request.topic_data:
+        if acks in VALID_ACKS:
+            partitions = tuple(
+                _produce_partition(ctx, topic_data.name, data, acks)
+                for data in topic_data.partition_data
+            )
+        else:
+            partitions = tuple(
+                _partition_response(ctx, data.index, ErrorCode.invalid_required_acks)
+                for data in topic_data.partition_data
+            )
+        responses.append(
+            make(
+                ctx.schema.TopicProduceResponse,
+                name=topic_data.name,
+                partition_responses=partitions,
+            )
+        )
+    if acks == 0:
+        return None
+    return make(ctx.schema.ProduceResponse, responses=tuple(responses), throttle_time=NO_THROTTLE)
+
+
+API = ApiHandler(
+    api_key=0,
+    min_version=0,
+    max_version=12,
+    handle=handle,
+    legacy=produce_legacy.answer,
+    legacy_below=3,
+)

@@ -1,0 +1,246 @@
+"""Topic-level configs: names, types, broker synonyms and how they become a LogConfig.
+
+A topic config overrides its broker synonym (`retention.ms` over `log.retention.ms`), which
+overrides Kafka's default; DescribeConfigs reports that chain as synonyms with sources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from kafkalite.config import HOUR_MS, LONG_MAX, BrokerConfig
+from kafkalite.storage.log import LogConfig
+
+# DescribeConfigs config_type values (Kafka's ConfigEntry.ConfigType ordinal as on the wire).
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = (
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    7,
+)
+# DescribeConfigs sources.
+SOURCE_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+
+class InvalidConfig(ValueError):
+    """A topic config name or value Kafka would reject (INVALID_CONFIG)."""
+
+
+def _long(low: int = -1, high: int = LONG_MAX) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise InvalidConfig(f"{value!r} is not a number") from None
+        if not low <= number <= high:
+            raise InvalidConfig(f"{number} is not in [{low}, {high}]")
+        return number
+
+    return parse
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if value.strip() not in choices:
+            raise InvalidConfig(f"{value!r} is not one of {', '.join(choices)}")
+        return value.strip()
+
+    return parse
+
+
+def _cleanup_policy(value: str) -> str:
+    parts = [p.strip() for p in value.split(",") if p.strip()]
+    if not parts or any(p not in ("delete", "compact") for p in parts):
+        raise InvalidConfig(f"{value!r} is not a list of delete, compact")
+    return ",".join(parts)
+
+
+def _any(value: str) -> str:
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigDef:
+    name: str
+    parse: Callable[[str], object]
+    config_type: int
+    default: str
+    broker_synonym: str | None  # the broker property that supplies the default
+    log_field: str | None  # LogConfig field it sets
+
+
+_I32_MAX = 2**31 - 1
+
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
+    d.name: d
+    for d in (
+        TopicConfigDef("cleanup.policy", _cleanup_policy, TYPE_LIST, "delete", None, None),
+        TopicConfigDef(
+            "compression.type",
+            _choice("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+            TYPE_STRING,
+            "producer",
+            None,
+            None,
+        ),
+        TopicConfigDef(
+            "retention.ms",
+            _long(-1),
+            TYPE_LONG,
+            str(2 * 168 * HOUR_MS),
+            "log.retention.ms",
+            "retention_ms",
+        ),
+        TopicConfigDef(
+            "retention.bytes",
+            _long(-1),
+            TYPE_LONG,
+            "-1",
+            "log.retention.bytes",
+            "retention_bytes",
+        ),
+        TopicConfigDef(
+            "segment.bytes",
+            _long(14, _I32_MAX),
+            TYPE_INT,
+            str(1024**3),
+            "log.segment.bytes",
+            "segment_bytes",
+        ),
+        TopicConfigDef(
+            "segment.ms", _long(1), TYPE_LONG, str(168 * HOUR_MS), "log.roll.ms", "segment_ms"
+        ),
+        TopicConfigDef(
+            "max.message.bytes",
+            _long(0, _I32_MAX),
+            TYPE_INT,
+            "1048588",
+            "message.max.bytes",
+            "max_message_bytes",
+        ),
+        TopicConfigDef(
+            "message.timestamp.type",
+            _choice("CreateTime", "LogAppendTime"),
+            TYPE_STRING,
+            "CreateTime",
+            "log.message.timestamp.type",
+            "message_timestamp_type",
+        ),
+        TopicConfigDef(
+            "index.interval.bytes",
+            _long(0, _I32_MAX),
+            TYPE_INT,
+            "4096",
+            "log.index.interval.bytes",
+            "index_interval_bytes",
+        ),
+        TopicConfigDef(
+            "flush.messages",
+            _long(1),
+            TYPE_LONG,
+            str(LONG_MAX),
+            "log.flush.interval.messages",
+            "flush_messages",
+        ),
+        TopicConfigDef(
+            "flush.ms", _long(0), TYPE_LONG, str(LONG_MAX), "log.flush.interval.ms", "flush_ms"
+        ),
+        TopicConfigDef(
+            "min.insync.replicas", _long(1, _I32_MAX), TYPE_INT, "1", "min.insync.replicas", None
+        ),
+        TopicConfigDef(
+            "segment.index.bytes",
+            _long(4, _I32_MAX),
+            TYPE_INT,
+            str(10 * 1024**2),
+            "log.index.size.max.bytes",
+            None,
+        ),
+        TopicConfigDef(
+            "unclean.leader.election.enable",
+            _choice("true", "false"),
+            TYPE_BOOLEAN,
+            "false",
+            None,
+            None,
+        ),
+        TopicConfigDef("delete.retention.ms", _long(0), TYPE_LONG, "86400000", None, None),
+        TopicConfigDef("min.compaction.lag.ms", _long(0), TYPE_LONG, "0", None, None),
+        TopicConfigDef("max.compaction.lag.ms", _long(1), TYPE_LONG, str(LONG_MAX), None, None),
+        TopicConfigDef("min.cleanable.dirty.ratio", _any, TYPE_DOUBLE, "0.5", None, None),
+        TopicConfigDef("file.delete.delay.ms", _long(0), TYPE_LONG, "60000", None, None),
+        TopicConfigDef("preallocate", _choice("true", "false"), TYPE_BOOLEAN, "false", None, None),
+        TopicConfigDef(
+            "message.timestamp.before.max.ms", _long(0), TYPE_LONG, str(LONG_MAX), None, None
+        ),
+        TopicConfigDef(
+            "message.timestamp.after.max.ms", _long(0), TYPE_LONG, str(LONG_MAX), None, None
+        ),
+    )
+}
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+    """Check names and values; returns the normalised overrides. Raises InvalidConfig."""
+    normalised: dict[str, str] = {}
+    for name, value in configs.items():
+        definition = TOPIC_CONFIGS.get(name)
+        if definition is None:
+            raise InvalidConfig(f"Unknown topic config name: {name}")
+        if value is None:
+            raise InvalidConfig(f"Null value not supported for topic config {name}")
+        try:
+            definition.parse(value)
+        except InvalidConfig as exc:
+            raise InvalidConfig(f"Invalid value {value} for configuration {name}: {exc}") from None
+        normalised[name] = value.strip()
+    return normalised
+
+
+def broker_value(broker: BrokerConfig, definition: TopicConfigDef) -> str | None:
+    """The broker-level value for a topic config, when the broker property is set explicitly."""
+    synonym = definition.broker_synonym
+    if synonym is None:
+        return None
+    if definition.name == "retention.ms":
+        explicit = any(
+            k in broker.raw
+            for k in ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
+        )
+        return str(broker.retention_ms) if explicit else None
+    if definition.name == "segment.ms":
+        explicit = "log.roll.ms" in broker.raw or "log.roll.hours" in broker.raw
+        return str(broker.roll_ms) if explicit else None
+    return broker.raw.get(synonym)
+
+
+def effective_value(
+    broker: BrokerConfig, overrides: Mapping[str, str], name: str
+) -> tuple[str, int]:
+    """(value, source) of a topic config: topic override, broker setting, or default."""
+    definition = TOPIC_CONFIGS[name]
+    if name in overrides:
+        return overrides[name], SOURCE_TOPIC
+    from_broker = broker_value(broker, definition)
+    if from_broker is not None:
+        return from_broker.strip(), SOURCE_STATIC_BROKER
+    return definition.default, SOURCE_DEFAULT
+
+
+def log_config_for(broker: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
+    """The LogConfig a partition of a topic with these overrides runs with."""
+    fields: dict[str, object] = {
+        "producer_id_expiration_ms": broker.int("producer.id.expiration.ms"),
+    }
+    for definition in TOPIC_CONFIGS.values():
+        if definition.log_field is None:
+            continue
+        value, _ = effective_value(broker, overrides, definition.name)
+        fields[definition.log_field] = definition.parse(value)
+    return LogConfig(**fields)  # type: ignore[arg-type]

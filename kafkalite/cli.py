@@ -1,0 +1,102 @@
+"""`kafkalite serve [--config server.properties] [--override key=value]...`
+
+A bad argument, property or value, or an unusable port or directory: one line on stderr and
+exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+import trio
+
+from kafkalite.broker.broker import Broker
+from kafkalite.config import ConfigError, build_config, parse_override, read_properties
+from kafkalite.server import bound_config, open_listeners, serve
+
+log = logging.getLogger("kafkalite")
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"kafkalite: {message}\n")
+        sys.exit(EXIT_USAGE)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kafkalite", description="A Kafka-compatible broker.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    serve_cmd = commands.add_parser("serve", help="run the broker")
+    serve_cmd.add_argument("--config", type=Path, help="server.properties file")
+    serve_cmd.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a property (repeatable), like kafka-server-start.sh --override",
+    )
+    serve_cmd.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+    return parser
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"kafkalite: {message}\n")
+    return EXIT_USAGE
+
+
+async def _run(config_args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    file_props = read_properties(config_args.config) if config_args.config else {}
+    config = build_config(file_props, map(parse_override, config_args.override))
+    try:
+        listeners = await open_listeners(config)
+    except OSError as exc:
+        where = ", ".join(f"{lst.host}:{lst.port}" for lst in config.listeners)
+        return _fail(f"cannot listen on {where}: {exc.strerror or exc}")
+    config = bound_config(config, listeners)
+    try:
+        broker = Broker.open(config)
+    except (OSError, ValueError) as exc:
+        return _fail(f"cannot use log dir {config.log_dir}: {exc}")
+    try:
+        await trio.lowlevel.checkpoint()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve, broker, listeners)
+            advertised = config.advertised_listeners[0]
+            log.info(
+                "kafkalite started: node %d, cluster %s, listening on %s:%d, data in %s (%.0f ms)",
+                broker.node_id,
+                broker.cluster_id,
+                advertised.host,
+                advertised.port,
+                config.log_dir,
+                (time.monotonic() - started) * 1000,
+            )
+    finally:
+        broker.shutdown()
+        log.info("kafkalite stopped cleanly")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level,
+        stream=sys.stdout,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return trio.run(_run, args)
+    except ConfigError as exc:
+        return _fail(str(exc))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

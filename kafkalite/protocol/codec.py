@@ -1,0 +1,101 @@
+"""Sans-IO request/response framing over kio: frame bytes in, typed requests out, and back.
+
+A frame is the request without its 4-byte size prefix. Errors that Kafka answers by closing
+the connection (unknown API key, unsupported version of anything but ApiVersions, a body that
+does not parse) raise FrameError; the server logs the reason and closes.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema
+from kio.serial import entity_reader, entity_writer
+
+from kafkalite.apis.base import ApiHandler
+
+API_VERSIONS_KEY = 18
+_HEADER_PREFIX = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+
+
+class FrameError(Exception):
+    """The frame cannot be served; Kafka closes the connection."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedRequest:
+    handler: ApiHandler
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+
+
+@dataclass(frozen=True, slots=True)
+class UnsupportedApiVersions:
+    """An ApiVersions request of a version we do not know: answered in v0 with an error."""
+
+    correlation_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyAnswer:
+    """A request of a version kio has no schema for, already answered by its handler."""
+
+    frame: bytes
+
+
+@cache
+def _readers(api_key: int, version: int) -> tuple[Any, Any, type]:
+    schema = load_request_schema(api_key, version)
+    return entity_reader(schema.__header_schema__), entity_reader(schema), schema
+
+
+def decode_request(
+    frame: bytes, handlers: Mapping[int, ApiHandler]
+) -> DecodedRequest | UnsupportedApiVersions | LegacyAnswer:
+    if len(frame) < _HEADER_PREFIX.size:
+        raise FrameError(f"request of {len(frame)} bytes is shorter than a request header")
+    api_key, version, correlation_id = _HEADER_PREFIX.unpack_from(frame)
+    handler = handlers.get(api_key)
+    if handler is None:
+        raise FrameError(f"unknown or unsupported API key {api_key}")
+    if not handler.accepts(version):
+        if api_key == API_VERSIONS_KEY:
+            return UnsupportedApiVersions(correlation_id)
+        raise FrameError(f"unsupported version {version} of API key {api_key}")
+    if handler.legacy is not None and version < handler.legacy_below:
+        return LegacyAnswer(handler.legacy(version, correlation_id, frame))
+    read_header, read_body, _ = _readers(api_key, version)
+    try:
+        header, consumed = read_header(frame, 0)
+        body, _ = read_body(frame, consumed)
+    except Exception as exc:  # kio raises several types for malformed input
+        raise FrameError(
+            f"malformed request (API key {api_key} v{version}): {type(exc).__name__}: {exc}"
+        ) from None
+    return DecodedRequest(handler, version, correlation_id, header.client_id, body)
+
+
+@cache
+def _writer(cls: type) -> Any:
+    return entity_writer(cls)
+
+
+def encode_response(correlation_id: int, response: Any) -> bytes:
+    """Size-prefixed response frame: header v0 or v1 as the response class says, then body."""
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    buf.write(_SIZE.pack(correlation_id))
+    if response.__header_schema__.__version__ >= 1:
+        buf.write(b"\0")  # empty tagged fields of response header v1
+    _writer(type(response))(buf, response)
+    data = buf.getbuffer()
+    _SIZE.pack_into(data, 0, len(data) - 4)
+    return bytes(data)

@@ -1,0 +1,164 @@
+"""The trio server: listeners, one task pair per connection, and periodic maintenance.
+
+Per connection a reader task splits frames and decodes requests into a bounded channel and a
+processor answers them one at a time, in order (pipelined requests queue in the channel,
+like Kafka's one-in-flight-per-connection processing). A bad frame closes only its own
+connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Mapping
+from dataclasses import replace
+
+import trio
+
+from kafkalite.apis.api_versions import api_versions_response
+from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.apis.registry import HANDLERS
+from kafkalite.broker.broker import Broker
+from kafkalite.config import BrokerConfig, Listener
+from kafkalite.protocol.codec import (
+    DecodedRequest,
+    FrameError,
+    LegacyAnswer,
+    UnsupportedApiVersions,
+    decode_request,
+    encode_response,
+)
+from kafkalite.protocol.frames import FrameReader
+
+log = logging.getLogger("kafkalite.server")
+
+MAX_QUEUED_REQUESTS = 16
+MAINTENANCE_INTERVAL_S = 1.0
+Queued = DecodedRequest | UnsupportedApiVersions | LegacyAnswer
+
+
+async def _read_requests(
+    stream: trio.SocketStream,
+    peer: str,
+    max_frame_bytes: int,
+    handlers: Mapping[int, ApiHandler],
+    queue: trio.MemorySendChannel[Queued],
+) -> None:
+    reader = FrameReader(max_frame_bytes)
+    async with queue:
+        while True:
+            try:
+                frame = reader.next_frame()
+                if frame is None:
+                    data = await stream.receive_some(reader.bytes_wanted)
+                    if not data:
+                        if reader.pending:
+                            log.info("connection from %s closed mid-request", peer)
+                        return
+                    reader.feed(data)
+                    continue
+                await queue.send(decode_request(frame, handlers))
+            except FrameError as exc:
+                log.warning("closing connection from %s: %s", peer, exc)
+                return
+
+
+async def _process(
+    broker: Broker, stream: trio.SocketStream, queue: trio.MemoryReceiveChannel[Queued]
+) -> None:
+    async for item in queue:
+        if isinstance(item, LegacyAnswer):
+            await stream.send_all(item.frame)
+            continue
+        if isinstance(item, UnsupportedApiVersions):
+            response = api_versions_response(0, error=_unsupported_version())
+            await stream.send_all(encode_response(item.correlation_id, response))
+            continue
+        ctx = RequestContext(
+            broker, item.handler.api_key, item.api_version, item.correlation_id, item.client_id
+        )
+        if item.handler.is_async:
+            response = await item.handler.handle(ctx, item.body)
+        else:
+            response = item.handler.handle(ctx, item.body)
+        if response is not None:
+            await stream.send_all(encode_response(item.correlation_id, response))
+
+
+def _unsupported_version():  # noqa: ANN202 - kio's ErrorCode member
+    from kio.schema.errors import ErrorCode
+
+    return ErrorCode.unsupported_version
+
+
+async def handle_connection(broker: Broker, stream: trio.SocketStream) -> None:
+    try:
+        peer = "{}:{}".format(*stream.socket.getpeername()[:2])
+    except OSError:
+        peer = "?"
+    max_frame = broker.config.int("socket.request.max.bytes")
+    send, receive = trio.open_memory_channel[Queued](MAX_QUEUED_REQUESTS)
+    try:
+        async with stream, trio.open_nursery() as nursery:
+            nursery.start_soon(_read_requests, stream, peer, max_frame, HANDLERS, send)
+            await _process(broker, stream, receive)
+            nursery.cancel_scope.cancel()
+    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+        log.debug("connection from %s dropped", peer)
+    except Exception:
+        log.exception("closing connection from %s after an internal error", peer)
+
+
+async def _maintenance(broker: Broker) -> None:
+    """Flush policy and checkpoints every second; retention on its own interval."""
+    retention_every = broker.config.int("log.retention.check.interval.ms") / 1000
+    next_retention = trio.current_time() + retention_every
+    while True:
+        await trio.sleep(MAINTENANCE_INTERVAL_S)
+        broker.replica_manager.maintenance()
+        if trio.current_time() >= next_retention:
+            deleted = broker.replica_manager.apply_retention()
+            if deleted:
+                log.info("retention deleted %d segment(s)", deleted)
+            next_retention = trio.current_time() + retention_every
+
+
+async def open_listeners(config: BrokerConfig) -> list[trio.SocketListener]:
+    listeners: list[trio.SocketListener] = []
+    for listener in config.listeners:
+        host = listener.host or None
+        listeners.extend(await trio.open_tcp_listeners(listener.port, host=host))
+    return listeners
+
+
+def bound_config(config: BrokerConfig, listeners: list[trio.SocketListener]) -> BrokerConfig:
+    """Advertise the real port when a listener asked for port 0 (tests use that)."""
+    configured = config.listeners[0]
+    if configured.port != 0:
+        return config
+    port = listeners[0].socket.getsockname()[1]
+    advertised = config.advertised_listeners[0]
+    real = Listener(advertised.name, advertised.host, port)
+    raw = dict(config.raw)
+    raw["advertised.listeners"] = f"{real.name}://{real.host}:{real.port}"
+    return replace(config, raw=raw)
+
+
+async def serve(
+    broker: Broker,
+    listeners: list[trio.SocketListener],
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve until cancelled or SIGTERM/SIGINT; the caller shuts the broker down after."""
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_maintenance, broker)
+            await nursery.start(
+                trio.serve_listeners, lambda s: handle_connection(broker, s), listeners
+            )
+            task_status.started()
+            async for signum in signals:
+                log.info("received %s, shutting down", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break

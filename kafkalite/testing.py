@@ -1,0 +1,115 @@
+"""Run a real kafkalite broker process, for tests, compatibility suites and benchmarks.
+
+The broker listens on port 0 and its "kafkalite started" log line carries the real port, so
+there is no free-port race and no polling: a reader thread signals when the line appears.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+_STARTED = re.compile(r"kafkalite started: .* listening on (\S+):(\d+)")
+
+
+class BrokerProcess:
+    def __init__(
+        self,
+        data_dir: Path,
+        overrides: Mapping[str, str] | None = None,
+        config_file: Path | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.overrides = {
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(self.data_dir),
+            **(overrides or {}),
+        }
+        self.config_file = config_file
+        self.process: subprocess.Popen[str] | None = None
+        self.lines: list[str] = []
+        self.host = "127.0.0.1"
+        self.port = 0
+        self._started = threading.Event()
+        self._reader: threading.Thread | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "kafkalite", "serve"]
+        if self.config_file:
+            cmd += ["--config", str(self.config_file)]
+        for key, value in self.overrides.items():
+            cmd += ["--override", f"{key}={value}"]
+        return cmd
+
+    def start(self, timeout: float = 60.0) -> BrokerProcess:
+        self._started.clear()
+        self.process = subprocess.Popen(
+            self.command(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self._reader = threading.Thread(target=self._read_output, args=(self.process,), daemon=True)
+        self._reader.start()
+        if not self._started.wait(timeout) or self.process.poll() is not None:
+            output = "".join(self.lines[-30:])
+            self.stop()
+            raise RuntimeError(f"kafkalite did not start within {timeout}s:\n{output}")
+        return self
+
+    def _read_output(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            self.lines.append(line)
+            match = _STARTED.search(line)
+            if match:
+                self.host, self.port = match.group(1), int(match.group(2))
+                self._started.set()
+        self._started.set()  # process ended: wake a waiting start()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int | None:
+        """Signal the broker and wait for it; SIGKILL if it does not stop in time."""
+        process = self.process
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.send_signal(sig)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._reader is not None:
+            self._reader.join(timeout)
+        self.process = None
+        return process.returncode
+
+    def kill(self) -> int | None:
+        return self.stop(signal.SIGKILL)
+
+    def restart(self, **kwargs: float) -> BrokerProcess:
+        """Stop cleanly and start again on the same data dir (and, if possible, port)."""
+        self.stop()
+        if self.port:
+            self.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
+        return self.start(**kwargs)
+
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
