@@ -1,0 +1,1 @@
+"""Benchmarks of kafkalite (`make bench` / `python -m bench.broker_bench`)."""
