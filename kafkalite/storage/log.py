@@ -1,0 +1,583 @@
+"""UnifiedLog: one partition's log, a sequence of LogSegments in a directory.
+
+Mirrors Kafka's UnifiedLog/LocalLog/LogLoader: appends as leader (validate, producer
+checks, roll, assign offsets, write, index), reads whole batches, recovers everything
+after the recovery point on open, and enforces retention. Synchronous and sans-trio.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkalite.storage.batch import BatchHeader, InvalidBatch, assign_offsets, validate_batches
+from kafkalite.storage.errors import (
+    InvalidRecordError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+    from_invalid_batch,
+)
+from kafkalite.storage.leader_epoch import LeaderEpochCache
+from kafkalite.storage.producer_state import ProducerStateManager
+from kafkalite.storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    scan_headers,
+)
+
+log = logging.getLogger("kafkalite.storage")
+
+LONG_MAX = 2**63 - 1
+LOG_APPEND_TIME = "LogAppendTime"
+LEFTOVER_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1024**3
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    retention_ms: int = 14 * 24 * 3600 * 1000  # -1: keep forever
+    retention_bytes: int = -1  # -1: no size limit (per partition)
+    index_interval_bytes: int = 4096
+    max_message_bytes: int = 1048588  # largest batch (framing included)
+    message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
+    flush_messages: int = LONG_MAX  # fsync after this many records
+    flush_ms: int = LONG_MAX  # fsync when the last flush is older
+    producer_id_expiration_ms: int = 86_400_000
+    segment_index_bytes: int = 10 * 1024 * 1024  # segment.index.bytes: roll when an index fills
+    cleanup_policy: str = "delete"  # "compact" alone disables time/size retention
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    first_offset: int  # base offset of the first batch (original offsets for a duplicate)
+    last_offset: int
+    log_append_time_ms: int  # -1 with CreateTime
+    log_start_offset: int
+    duplicate: bool = False
+
+
+@dataclass(eq=False)
+class UnifiedLog:
+    dir: Path
+    config: LogConfig
+    log_start_offset: int
+    recovery_point: int
+    leader_epoch_cache: LeaderEpochCache
+    producer_state: ProducerStateManager
+    segments: list[LogSegment] = field(default_factory=list)
+    _now_ms: int = 0  # latest time a caller gave us, stamps flushes
+    _last_flush_ms: int = 0
+    _dir_dirty: bool = False  # a segment file was created since the last directory fsync
+
+    # ---- opening and loading ---------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        dir: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        now_ms: int,
+    ) -> UnifiedLog:
+        dir = Path(dir)
+        dir.mkdir(parents=True, exist_ok=True)
+        _remove_leftovers(dir)
+        self = cls(
+            dir,
+            config,
+            log_start_offset,
+            recovery_point,
+            LeaderEpochCache.load(dir),
+            ProducerStateManager(dir, config.producer_id_expiration_ms),
+            _now_ms=now_ms,
+            _last_flush_ms=now_ms,
+        )
+        self.segments = [self._open_segment(base, now_ms) for base in _segment_bases(dir)]
+        if not self.segments:
+            self.segments.append(self._open_segment(log_start_offset, now_ms))
+        self._recover(recovery_point)
+        self._finish_load(now_ms)
+        return self
+
+    def _open_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+        return LogSegment.open(
+            self.dir,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_bytes=self.config.segment_index_bytes,
+            now_ms=now_ms,
+        )
+
+    def _recover(self, recovery_point: int) -> None:
+        """Validate every segment from the one holding the recovery point to the end.
+
+        Earlier segments are only recovered if an index needs rebuilding. After the first
+        segment that had to be truncated, all later segments are deleted, as Kafka does.
+        """
+        cache = self.leader_epoch_cache
+        first_unflushed = self._segment_index(recovery_point)
+        if not cache.loaded_ok:
+            cache.clear()
+            for segment in self.segments[:first_unflushed]:
+                for _, header in scan_headers(segment.fd, 0, segment.size):
+                    _maybe_assign_epoch(cache, header)
+
+        def on_batch(header: BatchHeader) -> None:
+            _maybe_assign_epoch(cache, header)
+
+        for i, segment in enumerate(self.segments):
+            if i < first_unflushed and not segment.needs_recovery:
+                continue
+            truncated = segment.recover(self.config.max_message_bytes, on_batch)
+            if truncated:
+                log.warning(
+                    "%s: truncated %d invalid bytes from segment %d, log end now %d",
+                    self.dir,
+                    truncated,
+                    segment.base_offset,
+                    segment.next_offset,
+                )
+                self._delete_segments_after(i)
+                break
+
+    def _delete_segments_after(self, index: int) -> None:
+        for segment in self.segments[index + 1 :]:
+            log.warning("%s: deleting segment %d after corruption", self.dir, segment.base_offset)
+            segment.delete()
+        del self.segments[index + 1 :]
+
+    def _finish_load(self, now_ms: int) -> None:
+        leo = self.log_end_offset
+        if leo < self.log_start_offset:
+            log.warning(
+                "%s: log end %d below log start %d; starting empty at the log start",
+                self.dir,
+                leo,
+                self.log_start_offset,
+            )
+            self._truncate_fully_and_start_at(self.log_start_offset, now_ms)
+            leo = self.log_end_offset
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.recovery_point = min(self.recovery_point, leo)
+        self.leader_epoch_cache.truncate_from_end(leo)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        if not self.leader_epoch_cache.loaded_ok:
+            self.leader_epoch_cache.flush()
+            self.leader_epoch_cache.loaded_ok = True
+        self._load_producer_state(now_ms)
+
+    def _load_producer_state(self, now_ms: int) -> None:
+        """Newest snapshot <= log end, then replay batch headers up to the log end."""
+        state = self.producer_state
+        leo = self.log_end_offset
+        snapshot = state.load_latest_snapshot(leo, now_ms)
+        start = max(snapshot if snapshot is not None else 0, self.segments[0].base_offset)
+        for header in self._iter_headers(start):
+            state.replay(header)
+        state.map_end_offset = leo
+        state.remove_expired(now_ms)
+
+    def _iter_headers(self, from_offset: int) -> Iterator[BatchHeader]:
+        """Headers of every batch ending at or after `from_offset`, in log order."""
+        for segment in self.segments[self._segment_index(from_offset) :]:
+            start = segment.offset_index.lookup(from_offset)
+            for _, header in scan_headers(segment.fd, start, segment.size):
+                if header.last_offset >= from_offset:
+                    yield header
+
+    # ---- properties ------------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active_segment.next_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self.segments)
+
+    def _segment_index(self, offset: int) -> int:
+        """Index of the segment whose range holds `offset` (the first one if below all)."""
+        bases = [segment.base_offset for segment in self.segments]
+        return max(bisect_right(bases, offset) - 1, 0)
+
+    # ---- append ----------------------------------------------------------------------------
+
+    def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> AppendResult:
+        """Append a producer's batches atomically; raises a StorageError on rejection."""
+        self._now_ms = now_ms
+        headers = self._validate(records)
+        first_offset = self.log_end_offset
+        pending = self.producer_state.prepare(headers, first_offset)
+        if pending.duplicate is not None:
+            return self._duplicate_result(pending.duplicate)
+        append_time = now_ms if self.config.message_timestamp_type == LOG_APPEND_TIME else None
+        count = sum(header.last_offset_delta + 1 for header in headers)
+        last_offset = first_offset + count - 1
+        max_timestamp = (
+            append_time if append_time is not None else max(h.max_timestamp for h in headers)
+        )
+        self._maybe_roll(len(records), max_timestamp, last_offset, now_ms)
+        buffer = bytearray(records)
+        patched = assign_offsets(buffer, headers, first_offset, leader_epoch, append_time)
+        self._write(buffer, patched, now_ms)
+        if leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        self.producer_state.commit(pending, last_offset + 1)
+        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+            self.flush()
+        return AppendResult(
+            first_offset,
+            last_offset,
+            append_time if append_time is not None else -1,
+            self.log_start_offset,
+        )
+
+    def _validate(self, records: bytes) -> list[BatchHeader]:
+        try:
+            headers = validate_batches(records, self.config.max_message_bytes)
+        except InvalidBatch as exc:
+            raise from_invalid_batch(exc) from exc
+        if len(records) > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"Message batch size is {len(records)} bytes in append, which exceeds the "
+                f"maximum configured segment size of {self.config.segment_bytes}"
+            )
+        for header in headers:
+            _validate_client_batch(header)
+        return headers
+
+    def _duplicate_result(self, duplicate) -> AppendResult:
+        log_append_time = (
+            duplicate.timestamp if self.config.message_timestamp_type == LOG_APPEND_TIME else -1
+        )
+        return AppendResult(
+            duplicate.first_offset,
+            duplicate.last_offset,
+            log_append_time,
+            self.log_start_offset,
+            duplicate=True,
+        )
+
+    def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now_ms: int) -> None:
+        """Kafka's shouldRoll: size, segment.ms age, full indexes, or offsets out of range."""
+        segment, config = self.active_segment, self.config
+        if (
+            segment.size > config.segment_bytes - size
+            or (
+                segment.size > 0
+                and segment.time_waited_for_roll(now_ms, max_timestamp) > config.segment_ms
+            )
+            or segment.indexes_full
+            or not segment.can_hold_offset(last_offset)
+        ):
+            self.roll(now_ms)
+
+    def _write(self, buffer: bytearray, headers: list[BatchHeader], now_ms: int) -> None:
+        segment = self.active_segment
+        try:
+            segment.append(buffer, headers)
+        except OSError as exc:
+            try:
+                segment.truncate_to(headers[0].base_offset, now_ms)
+            except OSError:
+                pass
+            raise KafkaStorageError(f"append to {self.dir} failed: {exc}") from exc
+
+    def roll(self, now_ms: int) -> None:
+        """Start a new active segment at the log end; the old one is flushed (as Kafka)."""
+        self._now_ms = now_ms
+        old = self.active_segment
+        if old.size == 0:
+            return
+        new_base = self.log_end_offset
+        old.on_become_inactive()
+        self.producer_state.map_end_offset = new_base
+        self.producer_state.take_snapshot()
+        self.segments.append(self._open_segment(new_base, now_ms))
+        self._dir_dirty = True
+        self._flush_upto(new_base)
+
+    # ---- read ------------------------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool = True
+    ) -> bytes:
+        """Whole batches from the one holding `offset`, all below `max_offset`."""
+        leo = self.log_end_offset
+        if offset < self.log_start_offset or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range [{self.log_start_offset}, {leo}] for {self.dir}"
+            )
+        index = self._segment_index(offset)
+        while index < len(self.segments) and offset < min(leo, max_offset):
+            segment = self.segments[index]
+            data = segment.read(offset, max_bytes, max_offset, min_one_batch)
+            if data:
+                return data
+            index += 1
+            if index < len(self.segments):
+                offset = max(offset, self.segments[index].base_offset)
+        return b""
+
+    # ---- timestamps and epochs -------------------------------------------------------------
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """(offset, timestamp, epoch) of the first record with timestamp >= `timestamp`."""
+        for segment in self.segments:
+            if segment.size == 0 or segment.max_timestamp < timestamp:
+                continue
+            if segment.next_offset <= self.log_start_offset:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    def max_timestamp_entry(self) -> tuple[int, int, int] | None:
+        """(offset, timestamp, epoch) of the record holding the log's largest timestamp."""
+        candidates = [segment for segment in self.segments if segment.size > 0]
+        if not candidates:
+            return None
+        best = candidates[0]
+        for segment in candidates[1:]:
+            if segment.max_timestamp > best.max_timestamp:
+                best = segment
+        return best.max_timestamp_entry()
+
+    def epoch_for_offset(self, offset: int) -> int:
+        if offset < self.log_start_offset or offset >= self.log_end_offset:
+            return -1
+        found = self.segments[self._segment_index(offset)].find_batch(offset)
+        return max(found[1].partition_leader_epoch, -1) if found else -1
+
+    # ---- deletion and retention ------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start forward (never back), drop segments below it."""
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {offset}: log end offset is {self.log_end_offset}"
+            )
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+        self._delete_old_segments(self._below_log_start, self.log_end_offset)
+        return self.log_start_offset
+
+    def apply_retention(self, now_ms: int, high_watermark: int | None = None) -> int:
+        """Kafka's deleteOldSegments: log start, size and time retention, in that order.
+
+        Segments at or beyond `high_watermark` (default: the log end) are never deleted.
+        """
+        self._now_ms = now_ms
+        high_watermark = self.log_end_offset if high_watermark is None else high_watermark
+        deleted = self._delete_old_segments(self._below_log_start, high_watermark)
+        if "delete" not in self.config.cleanup_policy:
+            return deleted
+        deleted += self._delete_by_size(high_watermark)
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            deleted += self._delete_old_segments(
+                lambda segment, _next: now_ms - segment.largest_timestamp() > retention_ms,
+                high_watermark,
+            )
+        return deleted
+
+    def _below_log_start(self, segment: LogSegment, next_segment: LogSegment | None) -> bool:
+        return next_segment is not None and next_segment.base_offset <= self.log_start_offset
+
+    def _delete_by_size(self, high_watermark: int) -> int:
+        retention_bytes = self.config.retention_bytes
+        size = self.size_in_bytes
+        if retention_bytes < 0 or size < retention_bytes:
+            return 0
+        excess = size - retention_bytes
+
+        def should_delete(segment: LogSegment, _next: LogSegment | None) -> bool:
+            nonlocal excess
+            if excess - segment.size >= 0:
+                excess -= segment.size
+                return True
+            return False
+
+        return self._delete_old_segments(should_delete, high_watermark)
+
+    def _delete_old_segments(
+        self,
+        predicate: Callable[[LogSegment, LogSegment | None], bool],
+        high_watermark: int,
+    ) -> int:
+        """Delete the oldest segments while `predicate` holds; roll first if all would go."""
+        deletable = self._deletable_segments(predicate, high_watermark)
+        if not deletable:
+            return 0
+        if len(deletable) == len(self.segments):
+            self.roll(self._now_ms)
+        for segment in deletable:
+            log.info("%s: deleting segment %d", self.dir, segment.base_offset)
+            segment.delete()
+        del self.segments[: len(deletable)]
+        if self.segments[0].base_offset > self.log_start_offset:
+            self.log_start_offset = self.segments[0].base_offset
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        return len(deletable)
+
+    def _deletable_segments(
+        self,
+        predicate: Callable[[LogSegment, LogSegment | None], bool],
+        high_watermark: int,
+    ) -> list[LogSegment]:
+        deletable = []
+        for i, segment in enumerate(self.segments):
+            next_segment = self.segments[i + 1] if i + 1 < len(self.segments) else None
+            upper = next_segment.base_offset if next_segment else self.log_end_offset
+            last_and_empty = next_segment is None and segment.size == 0
+            if last_and_empty or high_watermark < upper or not predicate(segment, next_segment):
+                break
+            deletable.append(segment)
+        return deletable
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        return self.producer_state.remove_expired(now_ms)
+
+    # ---- configuration, flushing and lifecycle ---------------------------------------------
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        self.producer_state.producer_id_expiration_ms = config.producer_id_expiration_ms
+        for segment in self.segments:
+            segment.index_interval_bytes = config.index_interval_bytes
+
+    def flush(self) -> None:
+        """fsync everything up to the log end and advance the recovery point to it."""
+        self._flush_upto(self.log_end_offset)
+        self._last_flush_ms = self._now_ms
+
+    def _flush_upto(self, offset: int) -> None:
+        if offset <= self.recovery_point and not self._dir_dirty:
+            return
+        for segment in self.segments[self._segment_index(self.recovery_point) :]:
+            if segment.base_offset >= offset:
+                break
+            segment.flush()
+        if self._dir_dirty:
+            _fsync_dir(self.dir)
+            self._dir_dirty = False
+        self.recovery_point = max(self.recovery_point, offset)
+
+    def maybe_flush(self, now_ms: int) -> None:
+        """Time-based policy: flush when the last flush is flush.ms old."""
+        self._now_ms = max(self._now_ms, now_ms)
+        if now_ms - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            self._last_flush_ms = now_ms
+
+    def close(self) -> None:
+        """Flush, snapshot producer state at the log end and close every file."""
+        if not self.segments or self.active_segment.fd < 0:
+            return
+        self.active_segment.on_become_inactive()
+        self.flush()
+        self.producer_state.map_end_offset = self.log_end_offset
+        self.producer_state.take_snapshot()
+        for segment in self.segments:
+            segment.close()
+
+    def delete(self) -> None:
+        for segment in self.segments:
+            if segment.fd >= 0:
+                segment.offset_index.close()
+                segment.time_index.close()
+                os.close(segment.fd)
+                segment.fd = -1
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything at or beyond `offset` (follower truncation)."""
+        if offset >= self.log_end_offset:
+            return
+        now_ms = self._now_ms
+        if offset < self.segments[0].base_offset:
+            self._truncate_fully_and_start_at(offset, now_ms)
+            self.log_start_offset = offset
+        else:
+            keep = self._segment_index(offset)
+            if self.segments[keep].base_offset == offset and keep > 0:
+                keep -= 1
+            for segment in self.segments[keep + 1 :]:
+                segment.delete()
+            del self.segments[keep + 1 :]
+            self.active_segment.truncate_to(offset, now_ms)
+        leo = self.log_end_offset
+        self.recovery_point = min(self.recovery_point, leo)
+        self.log_start_offset = min(self.log_start_offset, leo)
+        self.leader_epoch_cache.truncate_from_end(leo)
+        self._load_producer_state(now_ms)
+
+    def _truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
+        for segment in self.segments:
+            segment.delete()
+        self.segments = [self._open_segment(offset, now_ms)]
+        self._dir_dirty = True
+        self.recovery_point = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.delete_snapshots_after(-1)
+        self.producer_state.clear(offset)
+
+
+def _validate_client_batch(header: BatchHeader) -> None:
+    """The LogValidator checks Kafka applies to client batches beyond framing and CRC."""
+    if header.is_control:
+        raise InvalidRecordError("Clients are not allowed to write control records")
+    if header.has_producer_id and header.base_sequence < 0:
+        raise InvalidRecordError(
+            f"Invalid sequence number {header.base_sequence} in record batch with producerId "
+            f"{header.producer_id}"
+        )
+    if header.is_transactional and not header.has_producer_id:
+        raise InvalidRecordError("Transactional batch without a producer id")
+
+
+def _maybe_assign_epoch(cache: LeaderEpochCache, header: BatchHeader) -> None:
+    epoch = header.partition_leader_epoch
+    if epoch >= 0 and epoch > cache.latest_epoch:
+        cache.assign(epoch, header.base_offset)
+
+
+def _segment_bases(dir: Path) -> list[int]:
+    return sorted(int(path.stem) for path in dir.glob("*" + LOG_SUFFIX) if path.stem.isdigit())
+
+
+def _remove_leftovers(dir: Path) -> None:
+    """Temporary files of interrupted writes, and index files whose log is gone."""
+    for path in dir.iterdir():
+        orphan = (
+            path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            and not path.with_suffix(LOG_SUFFIX).exists()
+        )
+        if path.is_file() and (path.name.endswith(LEFTOVER_SUFFIXES) or orphan):
+            log.info("removing leftover file %s", path)
+            path.unlink(missing_ok=True)
+
+
+def _fsync_dir(dir: Path) -> None:
+    fd = os.open(dir, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,117 @@
+"""OffsetIndex: sparse map from offset to file position in one segment's `.index` file.
+
+Entries are (relative offset i32, position i32), big-endian, 8 bytes each, the format of
+Kafka's OffsetIndex. The file is appended to with pwrite and mirrored in memory for bisect;
+unlike Kafka we never preallocate, so the file size is always entries * 8.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+from array import array
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkalite.storage.errors import CorruptIndexError
+
+ENTRY_SIZE = 8
+_ENTRY = struct.Struct(">ii")
+
+
+@dataclass(eq=False)
+class OffsetIndex:
+    path: Path
+    base_offset: int
+    max_entries: int
+    fd: int
+    _offsets: array = field(default_factory=lambda: array("i"))  # relative offsets
+    _positions: array = field(default_factory=lambda: array("i"))
+
+    @classmethod
+    def open(cls, path: Path, base_offset: int, max_index_bytes: int) -> OffsetIndex:
+        """Open or create; raises CorruptIndexError if the file cannot be an index."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        index = cls(path, base_offset, max(1, max_index_bytes // ENTRY_SIZE), fd)
+        try:
+            index._load()
+        except CorruptIndexError:
+            os.close(fd)
+            raise
+        return index
+
+    def _load(self) -> None:
+        size = os.fstat(self.fd).st_size
+        if size % ENTRY_SIZE:
+            raise CorruptIndexError(f"{self.path}: size {size} is not a multiple of {ENTRY_SIZE}")
+        data = os.pread(self.fd, size, 0)
+        pairs = array("i", data)
+        if sys.byteorder == "little":
+            pairs.byteswap()  # the file is big-endian
+        self._offsets = pairs[0::2]
+        self._positions = pairs[1::2]
+
+    def sanity_check(self, segment_size: int) -> None:
+        """Kafka's sanityCheck plus monotonicity: raise CorruptIndexError to force a rebuild."""
+        offsets, positions = self._offsets, self._positions
+        for i in range(len(offsets)):
+            if offsets[i] < 0 or positions[i] < 0:
+                raise CorruptIndexError(f"{self.path}: negative entry {i}")
+            if i and (offsets[i] <= offsets[i - 1] or positions[i] < positions[i - 1]):
+                raise CorruptIndexError(f"{self.path}: entry {i} is not monotonic")
+        if positions and positions[-1] >= segment_size:
+            raise CorruptIndexError(f"{self.path}: last entry points past the segment end")
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self._offsets) >= self.max_entries
+
+    @property
+    def last_offset(self) -> int:
+        """Largest indexed offset, or the base offset if the index is empty."""
+        return self.base_offset + self._offsets[-1] if self._offsets else self.base_offset
+
+    def append(self, offset: int, position: int) -> None:
+        relative = offset - self.base_offset
+        if self._offsets and relative <= self._offsets[-1]:
+            return  # only strictly increasing offsets, as Kafka requires
+        os.pwrite(self.fd, _ENTRY.pack(relative, position), len(self._offsets) * ENTRY_SIZE)
+        self._offsets.append(relative)
+        self._positions.append(position)
+
+    def lookup_entry(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the greatest entry <= offset, else (base offset, 0)."""
+        slot = bisect_right(self._offsets, offset - self.base_offset) - 1
+        if slot < 0:
+            return self.base_offset, 0
+        return self.base_offset + self._offsets[slot], self._positions[slot]
+
+    def lookup(self, offset: int) -> int:
+        return self.lookup_entry(offset)[1]
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry with offset >= `offset`."""
+        keep = bisect_right(self._offsets, offset - self.base_offset - 1)
+        self._truncate_entries(keep)
+
+    def reset(self) -> None:
+        self._truncate_entries(0)
+
+    def _truncate_entries(self, count: int) -> None:
+        if count < len(self._offsets):
+            del self._offsets[count:]
+            del self._positions[count:]
+            os.ftruncate(self.fd, count * ENTRY_SIZE)
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

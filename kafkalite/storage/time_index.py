@@ -1,0 +1,117 @@
+"""TimeIndex: sparse map from max timestamp so far to offset in a segment's `.timeindex`.
+
+Entries are (timestamp i64, relative offset i32), big-endian, 12 bytes each, the format of
+Kafka's TimeIndex. An entry is only added when its timestamp exceeds the last one, so
+timestamps are strictly increasing and bisect finds where a timestamp search starts.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkalite.storage.errors import CorruptIndexError
+
+ENTRY_SIZE = 12
+NO_TIMESTAMP = -1
+_ENTRY = struct.Struct(">qi")
+
+
+@dataclass(eq=False)
+class TimeIndex:
+    path: Path
+    base_offset: int
+    max_entries: int
+    fd: int
+    _timestamps: array = field(default_factory=lambda: array("q"))
+    _offsets: array = field(default_factory=lambda: array("i"))  # relative offsets
+
+    @classmethod
+    def open(cls, path: Path, base_offset: int, max_index_bytes: int) -> TimeIndex:
+        """Open or create; raises CorruptIndexError if the file cannot be a time index."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        index = cls(path, base_offset, max(1, max_index_bytes // ENTRY_SIZE), fd)
+        try:
+            index._load()
+        except CorruptIndexError:
+            os.close(fd)
+            raise
+        return index
+
+    def _load(self) -> None:
+        size = os.fstat(self.fd).st_size
+        if size % ENTRY_SIZE:
+            raise CorruptIndexError(f"{self.path}: size {size} is not a multiple of {ENTRY_SIZE}")
+        data = os.pread(self.fd, size, 0)
+        for timestamp, relative in _ENTRY.iter_unpack(data):
+            self._timestamps.append(timestamp)
+            self._offsets.append(relative)
+
+    def sanity_check(self) -> None:
+        """Timestamps strictly increasing, offsets non-decreasing and non-negative."""
+        stamps, offsets = self._timestamps, self._offsets
+        for i in range(len(stamps)):
+            if offsets[i] < 0:
+                raise CorruptIndexError(f"{self.path}: negative offset in entry {i}")
+            if i and (stamps[i] <= stamps[i - 1] or offsets[i] < offsets[i - 1]):
+                raise CorruptIndexError(f"{self.path}: entry {i} is not monotonic")
+
+    def __len__(self) -> int:
+        return len(self._timestamps)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self._timestamps) >= self.max_entries
+
+    @property
+    def last_entry(self) -> tuple[int, int]:
+        """(timestamp, offset) of the last entry, (-1, base offset) if empty."""
+        if not self._timestamps:
+            return NO_TIMESTAMP, self.base_offset
+        return self._timestamps[-1], self.base_offset + self._offsets[-1]
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Add (timestamp, offset) if the timestamp is larger than the last entry's."""
+        if timestamp <= self.last_entry[0]:
+            return  # also skips NO_TIMESTAMP on an empty index, as Kafka's lastEntry does
+        if self.is_full and not skip_full_check:
+            return
+        relative = offset - self.base_offset
+        if self._offsets and relative < self._offsets[-1]:
+            return
+        os.pwrite(self.fd, _ENTRY.pack(timestamp, relative), len(self._timestamps) * ENTRY_SIZE)
+        self._timestamps.append(timestamp)
+        self._offsets.append(relative)
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """(timestamp, offset) of the greatest entry with timestamp <= `timestamp`.
+
+        (-1, base offset) when there is none: the search then starts at the segment start.
+        """
+        slot = bisect_right(self._timestamps, timestamp) - 1
+        if slot < 0:
+            return NO_TIMESTAMP, self.base_offset
+        return self._timestamps[slot], self.base_offset + self._offsets[slot]
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry with offset >= `offset`."""
+        keep = bisect_right(self._offsets, offset - self.base_offset - 1)
+        if keep < len(self._offsets):
+            del self._timestamps[keep:]
+            del self._offsets[keep:]
+            os.ftruncate(self.fd, keep * ENTRY_SIZE)
+
+    def reset(self) -> None:
+        self.truncate_to(self.base_offset)
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
