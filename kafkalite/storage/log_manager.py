@@ -1,0 +1,171 @@
+"""LogManager: every partition log in one log directory, as Kafka's LogManager.
+
+Partition directories are `<topic>-<partition>`. Recovery points and log start offsets
+live in Kafka's checkpoint files in the log dir; `.kafka_cleanshutdown` marks a clean stop.
+Deleted partitions are first renamed to `<topic>-<partition>.<uuid>-delete` so a crash
+mid-removal leaves a leftover that the next load removes, never a half-deleted log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkalite.storage.leader_epoch import write_atomically
+from kafkalite.storage.log import LogConfig, UnifiedLog
+
+log = logging.getLogger("kafkalite.storage")
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+CHECKPOINT_VERSION = 0
+_PARTITION_DIR = re.compile(r"(?P<topic>.+)-(?P<partition>\d+)")
+_DELETE_DIR = re.compile(r".+-\d+\.[0-9a-f]{32}-delete")
+
+TopicPartition = tuple[str, int]
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    """`<topic>-<partition>` -> (topic, partition); the partition follows the last '-'."""
+    match = _PARTITION_DIR.fullmatch(name)
+    if match is None:
+        return None
+    return match["topic"], int(match["partition"])
+
+
+def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """Kafka's offset checkpoint file: version, count, then `topic partition offset` lines."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return {}
+    try:
+        if int(lines[0]) != CHECKPOINT_VERSION:
+            raise ValueError(f"unknown version {lines[0]!r}")
+        count = int(lines[1])
+        offsets = {}
+        for line in lines[2 : 2 + count]:
+            topic, partition, offset = line.split()
+            offsets[(topic, int(partition))] = int(offset)
+        if len(offsets) != count:
+            raise ValueError(f"expected {count} entries, found {len(offsets)}")
+        return offsets
+    except (ValueError, IndexError) as exc:
+        log.warning("%s is malformed (%s); ignoring it", path, exc)
+        return {}
+
+
+def write_checkpoint(path: Path, offsets: dict[TopicPartition, int]) -> None:
+    lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
+    lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in offsets.items()]
+    write_atomically(path, "\n".join(lines) + "\n")
+
+
+@dataclass(eq=False)
+class LogManager:
+    log_dir: Path
+    logs: dict[TopicPartition, UnifiedLog] = field(default_factory=dict)
+    had_clean_shutdown: bool = False
+
+    def __post_init__(self) -> None:
+        self.log_dir = Path(self.log_dir)
+
+    def load(
+        self, configs: Callable[[str, int], LogConfig], now_ms: int
+    ) -> dict[TopicPartition, UnifiedLog]:
+        """Open every partition log in the directory (recovering what needs it)."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        clean_file = self.log_dir / CLEAN_SHUTDOWN_FILE
+        self.had_clean_shutdown = clean_file.exists()
+        recovery_points = read_checkpoint(self.log_dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = read_checkpoint(self.log_dir / LOG_START_OFFSET_CHECKPOINT)
+        for entry in sorted(self.log_dir.iterdir()):
+            if not entry.is_dir():
+                continue
+            if _DELETE_DIR.fullmatch(entry.name):
+                log.info("removing leftover deleted log %s", entry)
+                shutil.rmtree(entry, ignore_errors=True)
+                continue
+            tp = parse_partition_dir(entry.name)
+            if tp is None:
+                continue
+            self.logs[tp] = UnifiedLog.open(
+                entry,
+                configs(*tp),
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp, 0),
+                now_ms=now_ms,
+            )
+        # A crash before the next clean stop must not look clean.
+        clean_file.unlink(missing_ok=True)
+        return self.logs
+
+    def create_log(self, topic: str, partition: int, config: LogConfig, now_ms: int) -> UnifiedLog:
+        existing = self.logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        created = UnifiedLog.open(self.log_dir / f"{topic}-{partition}", config, now_ms=now_ms)
+        _fsync_dir(self.log_dir)
+        self.logs[(topic, partition)] = created
+        return created
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Rename to `<topic>-<partition>.<uuid>-delete` (durably), then remove it."""
+        existing = self.logs.pop((topic, partition), None)
+        path = self.log_dir / f"{topic}-{partition}"
+        if not path.exists():
+            return
+        doomed = path.with_name(f"{topic}-{partition}.{uuid.uuid4().hex}-delete")
+        os.rename(path, doomed)
+        _fsync_dir(self.log_dir)
+        if existing is not None:
+            existing.dir = doomed
+            existing.delete()
+        else:
+            shutil.rmtree(doomed, ignore_errors=True)
+        self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Write the recovery point and log start offset checkpoints atomically."""
+        write_checkpoint(
+            self.log_dir / RECOVERY_POINT_CHECKPOINT,
+            {tp: partition_log.recovery_point for tp, partition_log in self.logs.items()},
+        )
+        write_checkpoint(
+            self.log_dir / LOG_START_OFFSET_CHECKPOINT,
+            {tp: partition_log.log_start_offset for tp, partition_log in self.logs.items()},
+        )
+
+    def flush_all(self, now_ms: int) -> None:
+        for partition_log in self.logs.values():
+            partition_log.maybe_flush(now_ms)
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Retention on every log (and producer id expiration); segments deleted."""
+        deleted = 0
+        for partition_log in self.logs.values():
+            deleted += partition_log.apply_retention(now_ms)
+            partition_log.remove_expired_producers(now_ms)
+        return deleted
+
+    def shutdown(self) -> None:
+        """Close every log, checkpoint, then mark the shutdown clean."""
+        for partition_log in self.logs.values():
+            partition_log.close()
+        self.checkpoint()
+        write_atomically(self.log_dir / CLEAN_SHUTDOWN_FILE, '{"version":0,"brokerEpoch":-1}')
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
