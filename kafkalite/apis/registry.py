@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from kafkalite.apis import (
     api_versions,
+    create_partitions,
+    create_topics,
+    delete_records,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
     fetch,
+    incremental_alter_configs,
     init_producer_id,
     list_offsets,
     metadata,
@@ -24,6 +31,13 @@ _MODULES = (
     api_versions,
     init_producer_id,
     offset_for_leader_epoch,
+    create_topics,
+    delete_topics,
+    delete_records,
+    describe_configs,
+    create_partitions,
+    incremental_alter_configs,
+    describe_cluster,
 )
 
 HANDLERS: dict[int, ApiHandler] = {module.API.api_key: module.API for module in _MODULES}

@@ -1,0 +1,273 @@
+"""CreateTopics (key 19), versions 2-7.
+
+Follows Kafka's controller (ControllerApis.createTopics, ReplicationControlManager.createTopic):
+checks run in Kafka's order (duplicate names, topic name, existence, configs, manual assignment,
+partition count and replication factor) with Kafka's messages. -1 partitions or replication
+factor mean the broker defaults; a manual assignment may only name this node. v5+ results carry
+the partition count, replication factor and every effective topic config; v7 the topic id.
+`validate_only` runs every check and answers as for a creation, but creates nothing. A timeout
+of 0 or less answers REQUEST_TIMED_OUT, as Kafka's controller does.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, has_field, make
+from kafkalite.broker.replica_manager import OK, Outcome, topic_name_error
+from kafkalite.broker.topic_config import (
+    TOPIC_CONFIGS,
+    InvalidConfig,
+    effective_value,
+    validate_topic_configs,
+)
+
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+USE_DEFAULT = -1
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPlan:
+    """What a valid CreateTopics entry resolves to."""
+
+    num_partitions: int
+    replication_factor: int
+    configs: dict[str, str]
+
+
+def validate_manual_assignment(
+    replicas: Sequence[int], node_id: int, replication_factor: int | None
+) -> Outcome:
+    """Kafka's validateManualPartitionAssignment, with this node as the only registered broker."""
+    if not replicas:
+        return Outcome(
+            ErrorCode.invalid_replica_assignment,
+            "The manual partition assignment includes an empty replica list.",
+        )
+    previous = None
+    for broker_id in sorted(replicas):  # sorted, so the message names the lowest offender
+        if broker_id != node_id:
+            return Outcome(
+                ErrorCode.invalid_replica_assignment,
+                f"The manual partition assignment includes broker {broker_id}, but no such "
+                "broker is registered.",
+            )
+        if broker_id == previous:
+            return Outcome(
+                ErrorCode.invalid_replica_assignment,
+                f"The manual partition assignment includes the broker {broker_id} more than once.",
+            )
+        previous = broker_id
+    if replication_factor is not None and len(replicas) != replication_factor:
+        return Outcome(
+            ErrorCode.invalid_replica_assignment,
+            f"The manual partition assignment includes a partition with {len(replicas)} "
+            "replica(s), but this is not consistent with previous partitions, which have "
+            f"{replication_factor} replica(s).",
+        )
+    return OK
+
+
+def _check_assignments(ctx: RequestContext, topic: Any) -> tuple[Outcome, int]:
+    """Validate a manual assignment; returns (outcome, partition count)."""
+    if topic.replication_factor != USE_DEFAULT:
+        return Outcome(
+            ErrorCode.invalid_request,
+            "A manual partition assignment was specified, but replication factor was not set "
+            "to -1.",
+        ), 0
+    if topic.num_partitions != USE_DEFAULT:
+        return Outcome(
+            ErrorCode.invalid_request,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        ), 0
+    seen: set[int] = set()
+    replication_factor = None
+    for assignment in topic.assignments:
+        if assignment.partition_index in seen:
+            return Outcome(
+                ErrorCode.invalid_replica_assignment,
+                "Found multiple manual partition assignments for partition "
+                f"{assignment.partition_index}",
+            ), 0
+        seen.add(assignment.partition_index)
+        outcome = validate_manual_assignment(
+            assignment.broker_ids, ctx.broker.node_id, replication_factor
+        )
+        if not outcome.ok:
+            return outcome, 0
+        replication_factor = len(assignment.broker_ids)
+    if seen != set(range(len(seen))):
+        return Outcome(
+            ErrorCode.invalid_replica_assignment,
+            "partitions should be a consecutive 0-based integer sequence",
+        ), 0
+    return OK, len(seen)
+
+
+def _check_configs(topic: Any) -> tuple[Outcome, dict[str, str]]:
+    nulls = [c.name for c in topic.configs if c.value is None]
+    if nulls:
+        return Outcome(
+            ErrorCode.invalid_config,
+            f"Null value not supported for topic configs: {','.join(nulls)}",
+        ), {}
+    try:
+        return OK, validate_topic_configs({c.name: c.value for c in topic.configs})
+    except InvalidConfig as exc:
+        return Outcome(ErrorCode.invalid_config, str(exc)), {}
+
+
+def _resolve_counts(ctx: RequestContext, topic: Any) -> tuple[Outcome, int, int]:
+    """(outcome, partitions, replication factor), defaults applied, for automatic placement."""
+    if topic.assignments:
+        outcome, count = _check_assignments(ctx, topic)
+        return outcome, count, 1  # every replica is this node, named once
+    if topic.replication_factor < USE_DEFAULT or topic.replication_factor == 0:
+        return Outcome(
+            ErrorCode.invalid_replication_factor,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        ), 0, 0
+    if topic.num_partitions < USE_DEFAULT or topic.num_partitions == 0:
+        return Outcome(
+            ErrorCode.invalid_partitions,
+            "Number of partitions was set to an invalid non-positive value.",
+        ), 0, 0
+    config = ctx.broker.config
+    partitions = topic.num_partitions
+    if partitions == USE_DEFAULT:
+        partitions = config.int("num.partitions")
+    replication = topic.replication_factor
+    if replication == USE_DEFAULT:
+        replication = config.int("default.replication.factor")
+    return OK, partitions, replication
+
+
+def plan_topic(ctx: RequestContext, topic: Any) -> tuple[Outcome, TopicPlan | None]:
+    """Every check of one entry, in Kafka's order."""
+    if topic.name == CLUSTER_METADATA_TOPIC:
+        return Outcome(
+            ErrorCode.invalid_request,
+            f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.",
+        ), None
+    reason = topic_name_error(topic.name)
+    if reason:
+        return Outcome(ErrorCode.invalid_topic_exception, reason), None
+    manager = ctx.broker.replica_manager
+    if topic.name in manager.topics:
+        return Outcome(
+            ErrorCode.topic_already_exists, f"Topic '{topic.name}' already exists."
+        ), None
+    outcome, configs = _check_configs(topic)
+    if not outcome.ok:
+        return outcome, None
+    outcome, partitions, replication = _resolve_counts(ctx, topic)
+    if not outcome.ok:
+        return outcome, None
+    # The replica manager has the last word (replication beyond the one registered broker).
+    outcome, configs = manager.check_new_topic(topic.name, partitions, replication, configs)
+    if not outcome.ok:
+        return outcome, None
+    return OK, TopicPlan(partitions, replication, configs)
+
+
+def _config_entries(ctx: RequestContext, overrides: dict[str, str]) -> tuple[Any, ...]:
+    if not has_field(ctx.schema.CreatableTopicResult, "configs"):
+        return ()  # before v5
+    entries = []
+    for name in sorted(TOPIC_CONFIGS):
+        value, source = effective_value(ctx.broker.config, overrides, name)
+        entries.append(
+            make(
+                ctx.schema.CreatableTopicConfigs,
+                name=name,
+                value=value,
+                read_only=False,
+                config_source=source,
+                is_sensitive=False,
+            )
+        )
+    return tuple(entries)
+
+
+def _success(ctx: RequestContext, name: str, topic_id: Any, plan: TopicPlan) -> Any:
+    return make(
+        ctx.schema.CreatableTopicResult,
+        name=name,
+        topic_id=topic_id,
+        error_code=ErrorCode.none,
+        error_message=None,
+        num_partitions=plan.num_partitions,
+        replication_factor=plan.replication_factor,
+        configs=_config_entries(ctx, plan.configs),
+    )
+
+
+def _failure(ctx: RequestContext, name: str, outcome: Outcome) -> Any:
+    return make(
+        ctx.schema.CreatableTopicResult,
+        name=name,
+        topic_id=None,  # the zero UUID on the wire
+        error_code=outcome.error,
+        error_message=outcome.message,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=(),
+    )
+
+
+def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
+    outcome, plan = plan_topic(ctx, topic)
+    if plan is None:
+        return _failure(ctx, topic.name, outcome)
+    if validate_only:
+        # Kafka answers with a fresh random id it then discards; the zero id is more honest.
+        return _success(ctx, topic.name, None, plan)
+    outcome, created = ctx.broker.replica_manager.create_topic(
+        topic.name, plan.num_partitions, plan.replication_factor, plan.configs
+    )
+    if created is None:
+        return _failure(ctx, topic.name, outcome)
+    return _success(ctx, topic.name, created.topic_id, plan)
+
+
+def deadline_passed(timeout: datetime.timedelta) -> bool:
+    """Kafka's controller turns the request timeout into a deadline for its event; with 0 or
+    less the event expires before it runs: REQUEST_TIMED_OUT for every entry, nothing done."""
+    return timeout <= datetime.timedelta(0)
+
+
+def duplicate_names(names: Iterable[str]) -> set[str]:
+    return {name for name, count in Counter(names).items() if count > 1}
+
+
+def _create_all(ctx: RequestContext, request: Any) -> tuple[Any, ...]:
+    duplicates = duplicate_names(t.name for t in request.topics)
+    results = []
+    answered: set[str] = set()
+    for topic in request.topics:
+        if topic.name not in duplicates:
+            results.append(_create(ctx, topic, request.validate_only))
+        elif topic.name not in answered:  # one answer per repeated name, nothing created
+            answered.add(topic.name)
+            duplicate = Outcome(ErrorCode.invalid_request, "Duplicate topic name.")
+            results.append(_failure(ctx, topic.name, duplicate))
+    return tuple(results)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    if deadline_passed(request.timeout):
+        timed_out = Outcome(ErrorCode.request_timed_out)
+        results = tuple(_failure(ctx, topic.name, timed_out) for topic in request.topics)
+    else:
+        results = _create_all(ctx, request)
+    return make(ctx.schema.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=results)
+
+
+API = ApiHandler(api_key=19, min_version=2, max_version=7, handle=handle)

@@ -1,0 +1,89 @@
+"""DescribeCluster (key 60), versions 0-1.
+
+A broker endpoint: the cluster id, this node as the only broker and as the controller (Kafka 4
+brokers answer some live broker there), and the cluster operations when asked for (all of them:
+kafkalite has no authorizer). As in Kafka's AuthHelper.computeDescribeClusterResponse, a v1
+request for the controllers endpoint answers MISMATCHED_ENDPOINT_TYPE and an unknown endpoint
+type UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST in v0).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.broker.replica_manager import OK, Outcome
+
+ENDPOINT_BROKERS = 1
+ENDPOINT_CONTROLLERS = 2
+_ENDPOINT_NAMES = {ENDPOINT_BROKERS: "BROKER", ENDPOINT_CONTROLLERS: "CONTROLLER"}
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# Every operation on the cluster resource (Kafka's AclEntry.supportedOperations), as AclOperation
+# codes: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
+_CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)
+ALL_CLUSTER_OPERATIONS = sum(1 << code for code in _CLUSTER_OPERATIONS)
+
+
+def _check_endpoint(ctx: RequestContext, endpoint_type: int) -> Outcome:
+    if endpoint_type == ENDPOINT_BROKERS:
+        return OK
+    if endpoint_type not in _ENDPOINT_NAMES:
+        error = ErrorCode.unsupported_endpoint_type
+        message = f"Unsupported endpoint type {endpoint_type}"
+    else:
+        error = ErrorCode.mismatched_endpoint_type
+        message = (
+            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
+            f"type {_ENDPOINT_NAMES[endpoint_type]}"
+        )
+    if ctx.api_version == 0:
+        error = ErrorCode.invalid_request
+    return Outcome(error, message)
+
+
+def _error_response(ctx: RequestContext, outcome: Outcome) -> Any:
+    return make(
+        ctx.schema.DescribeClusterResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=outcome.error,
+        error_message=outcome.message,
+        endpoint_type=ENDPOINT_BROKERS,
+        cluster_id="",
+        controller_id=-1,
+        brokers=(),
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    outcome = _check_endpoint(ctx, getattr(request, "endpoint_type", ENDPOINT_BROKERS))
+    if not outcome.ok:
+        return _error_response(ctx, outcome)
+    broker = ctx.broker
+    listener = broker.advertised_listener
+    node = make(
+        ctx.schema.DescribeClusterBroker,
+        broker_id=broker.node_id,
+        host=listener.host,
+        port=listener.port,
+        rack=None,
+    )
+    operations = AUTHORIZED_OPERATIONS_OMITTED
+    if request.include_cluster_authorized_operations:
+        operations = ALL_CLUSTER_OPERATIONS
+    return make(
+        ctx.schema.DescribeClusterResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=ENDPOINT_BROKERS,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=(node,),
+        cluster_authorized_operations=operations,
+    )
+
+
+API = ApiHandler(api_key=60, min_version=0, max_version=1, handle=handle)

@@ -1,0 +1,236 @@
+"""DescribeConfigs (key 32), versions 1-4.
+
+TOPIC resources (type 2) list every topic config with its effective value and source (topic
+override, broker setting, default); BROKER resources (type 4) named after this node list the
+broker properties that have a value (STATIC_BROKER_CONFIG when set, DEFAULT_CONFIG otherwise).
+As in Kafka's ConfigHelper, the cluster-default broker resource ("") lists the dynamic cluster
+defaults, of which kafkalite has none; synonyms come only with `include_synonyms`,
+documentation only with `include_documentation`, and `configuration_keys` filters by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.broker.replica_manager import Outcome, topic_name_error
+from kafkalite.broker.topic_config import (
+    SOURCE_DEFAULT,
+    SOURCE_STATIC_BROKER,
+    SOURCE_TOPIC,
+    TOPIC_CONFIGS,
+    TYPE_BOOLEAN,
+    TYPE_INT,
+    TYPE_LONG,
+    TYPE_STRING,
+    TopicConfigDef,
+    effective_value,
+)
+from kafkalite.config import PROPERTIES
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+# Broker properties that stand for one setting, highest precedence first (Kafka's synonyms).
+_BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+}
+
+# Kafka's ConfigDef types of the broker properties (DescribeConfigs v3+ config_type).
+_BROKER_TYPES: dict[str, int] = {
+    **dict.fromkeys(
+        (
+            "broker.id", "node.id", "num.partitions", "default.replication.factor",
+            "log.segment.bytes", "log.roll.hours",
+            "log.retention.minutes", "log.retention.hours", "log.index.interval.bytes",
+            "log.index.size.max.bytes", "message.max.bytes", "socket.request.max.bytes",
+            "min.insync.replicas", "producer.id.expiration.ms", "offsets.topic.num.partitions",
+            "offsets.retention.minutes", "group.initial.rebalance.delay.ms",
+        ),
+        TYPE_INT,
+    ),
+    **dict.fromkeys(
+        (
+            "log.roll.ms", "log.retention.ms", "log.retention.bytes",
+            "log.retention.check.interval.ms", "log.flush.interval.messages",
+            "log.flush.interval.ms", "log.flush.scheduler.interval.ms",
+        ),
+        TYPE_LONG,
+    ),
+    "auto.create.topics.enable": TYPE_BOOLEAN,
+    "delete.topic.enable": TYPE_BOOLEAN,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Flags:
+    """What the request asks to include."""
+
+    synonyms: bool
+    documentation: bool
+
+
+def _synonym(ctx: RequestContext, name: str, value: str | None, source: int) -> Any:
+    return make(ctx.schema.DescribeConfigsSynonym, name=name, value=value, source=source)
+
+
+def _entry(
+    ctx: RequestContext,
+    name: str,
+    value: str,
+    source: int,
+    *,
+    read_only: bool,
+    synonyms: tuple[Any, ...],
+    config_type: int,
+    documentation: str | None,
+) -> Any:
+    return make(
+        ctx.schema.DescribeConfigsResourceResult,
+        name=name,
+        value=value,
+        read_only=read_only,
+        config_source=source,
+        is_sensitive=False,
+        synonyms=synonyms,
+        config_type=config_type,
+        documentation=documentation,
+    )
+
+
+def _default_synonym(
+    ctx: RequestContext, definition: TopicConfigDef, chain: Iterable[str | None]
+) -> Any:
+    for name in filter(None, chain):
+        prop = PROPERTIES.get(name)
+        if prop is not None and prop.default is not None:
+            return _synonym(ctx, name, prop.default, SOURCE_DEFAULT)
+    name = definition.broker_synonym or definition.name
+    return _synonym(ctx, name, definition.default, SOURCE_DEFAULT)
+
+
+def _topic_synonyms(
+    ctx: RequestContext, definition: TopicConfigDef, overrides: dict[str, str]
+) -> tuple[Any, ...]:
+    """Topic override, then each broker property that is set, then the default."""
+    synonyms = []
+    if definition.name in overrides:
+        synonyms.append(_synonym(ctx, definition.name, overrides[definition.name], SOURCE_TOPIC))
+    raw = ctx.broker.config.raw
+    chain = _BROKER_SYNONYMS.get(definition.broker_synonym or "", (definition.broker_synonym,))
+    for name in filter(None, chain):
+        if name in raw:
+            synonyms.append(_synonym(ctx, name, raw[name].strip(), SOURCE_STATIC_BROKER))
+    synonyms.append(_default_synonym(ctx, definition, chain))
+    return tuple(synonyms)
+
+
+def _topic_entries(ctx: RequestContext, overrides: dict[str, str], flags: _Flags) -> list[Any]:
+    entries = []
+    for name in sorted(TOPIC_CONFIGS):
+        definition = TOPIC_CONFIGS[name]
+        value, source = effective_value(ctx.broker.config, overrides, name)
+        synonyms = _topic_synonyms(ctx, definition, overrides) if flags.synonyms else ()
+        entries.append(_entry(
+            ctx, name, value, source, read_only=False, synonyms=synonyms,
+            config_type=definition.config_type, documentation=None,  # no topic docs kept
+        ))
+    return entries
+
+
+def _describe_topic(ctx: RequestContext, name: str, flags: _Flags) -> tuple[Outcome, list[Any]]:
+    reason = topic_name_error(name)
+    if reason:
+        return Outcome(ErrorCode.invalid_topic_exception, reason), []
+    topic = ctx.broker.replica_manager.topics.get(name)
+    if topic is None:
+        return Outcome(ErrorCode.unknown_topic_or_partition), []  # Kafka sends no message
+    return Outcome(), _topic_entries(ctx, topic.metadata.configs, flags)
+
+
+def _broker_synonyms(ctx: RequestContext, name: str) -> tuple[Any, ...]:
+    """The static setting if any, then the default if any (Kafka lists both)."""
+    synonyms = []
+    raw = ctx.broker.config.raw
+    if name in raw:
+        synonyms.append(_synonym(ctx, name, raw[name].strip(), SOURCE_STATIC_BROKER))
+    default = PROPERTIES[name].default
+    if default is not None:
+        synonyms.append(_synonym(ctx, name, default, SOURCE_DEFAULT))
+    return tuple(synonyms)
+
+
+def _broker_entries(ctx: RequestContext, flags: _Flags) -> list[Any]:
+    raw = ctx.broker.config.raw
+    entries = []
+    for name, prop in sorted(PROPERTIES.items()):
+        if name in raw:
+            value, source = raw[name].strip(), SOURCE_STATIC_BROKER
+        elif prop.default is not None:
+            value, source = prop.default, SOURCE_DEFAULT
+        else:
+            continue
+        entries.append(_entry(
+            ctx, name, value, source,
+            read_only=True,  # kafkalite changes no broker config at runtime
+            synonyms=_broker_synonyms(ctx, name) if flags.synonyms else (),
+            config_type=_BROKER_TYPES.get(name, TYPE_STRING),
+            documentation=prop.doc if flags.documentation else None,
+        ))
+    return entries
+
+
+def _describe_broker(ctx: RequestContext, name: str, flags: _Flags) -> tuple[Outcome, list[Any]]:
+    if name == "":
+        return Outcome(), []  # no dynamic cluster-wide defaults exist
+    try:
+        broker_id = int(name)
+    except ValueError:
+        return Outcome(
+            ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {name}"
+        ), []
+    if broker_id != ctx.broker.node_id:
+        return Outcome(
+            ErrorCode.invalid_request,
+            f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received "
+            f"{name}",
+        ), []
+    return Outcome(), _broker_entries(ctx, flags)
+
+
+def _describe(ctx: RequestContext, resource: Any, flags: _Flags) -> Any:
+    name = resource.resource_name
+    if resource.resource_type == RESOURCE_TOPIC:
+        outcome, entries = _describe_topic(ctx, name, flags)
+    elif resource.resource_type == RESOURCE_BROKER:
+        outcome, entries = _describe_broker(ctx, name, flags)
+    else:
+        outcome = Outcome(
+            ErrorCode.invalid_request, f"Unsupported resource type: {resource.resource_type}"
+        )
+        entries = []
+    keys = resource.configuration_keys
+    if keys:  # null or empty: every config
+        entries = [e for e in entries if e.name in keys]
+    return make(
+        ctx.schema.DescribeConfigsResult,
+        error_code=outcome.error,
+        error_message=outcome.message,
+        resource_type=resource.resource_type,
+        resource_name=name,
+        configs=tuple(entries),
+    )
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    flags = _Flags(request.include_synonyms, getattr(request, "include_documentation", False))
+    results = tuple(_describe(ctx, resource, flags) for resource in request.resources)
+    return make(ctx.schema.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=results)
+
+
+API = ApiHandler(api_key=32, min_version=1, max_version=4, handle=handle)

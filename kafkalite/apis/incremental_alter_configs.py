@@ -1,0 +1,178 @@
+"""IncrementalAlterConfigs (key 44), versions 0-1.
+
+TOPIC resources (type 2): SET, DELETE, APPEND and SUBTRACT (the last two on list configs only)
+applied to the topic's overrides, the result validated as a whole and stored through the
+replica manager, which updates the partition logs; `validate_only` stops before storing.
+Checks and messages follow Kafka's ConfigAdminManager.preprocess and the controller's
+ConfigurationControlManager. BROKER resources (type 4) are checked as Kafka checks them, then
+refused: kafkalite has no dynamic broker configs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.broker.replica_manager import OK, Outcome, topic_name_error
+from kafkalite.broker.topic_config import (
+    TOPIC_CONFIGS,
+    TYPE_LIST,
+    InvalidConfig,
+    validate_topic_configs,
+)
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
+
+
+def _list_parts(value: str | None) -> list[str]:
+    return [part for part in (value or "").split(",") if part]
+
+
+def _apply_list_op(overrides: dict[str, str], config: Any) -> Outcome:
+    definition = TOPIC_CONFIGS.get(config.name)
+    if definition is None or definition.config_type != TYPE_LIST:
+        return Outcome(
+            ErrorCode.invalid_config,
+            f"Can't {_OP_NAMES[config.config_operation]} to key {config.name} because its type "
+            "is not LIST.",
+        )
+    # An absent override starts from the default, as in Kafka.
+    parts = _list_parts(overrides.get(config.name, definition.default))
+    for value in config.value.split(","):
+        if config.config_operation == OP_APPEND and value not in parts:
+            parts.append(value)
+        elif config.config_operation == OP_SUBTRACT and value in parts:
+            parts.remove(value)
+    overrides[config.name] = ",".join(parts)
+    return OK
+
+
+def _apply(overrides: dict[str, str], configs: Any) -> tuple[Outcome, dict[str, str]]:
+    """The topic's overrides after the operations, not yet validated."""
+    result = dict(overrides)
+    for config in configs:
+        if config.config_operation == OP_SET:
+            result[config.name] = config.value
+        elif config.config_operation == OP_DELETE:
+            result.pop(config.name, None)
+        else:
+            outcome = _apply_list_op(result, config)
+            if not outcome.ok:
+                return outcome, {}
+    return OK, result
+
+
+def _alter_topic(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
+    name = resource.resource_name
+    if not name:
+        return Outcome(ErrorCode.invalid_request, "Default topic resources are not allowed.")
+    reason = topic_name_error(name)
+    if reason:
+        return Outcome(ErrorCode.invalid_topic_exception, reason)
+    manager = ctx.broker.replica_manager
+    topic = manager.topics.get(name)
+    current = topic.metadata.configs if topic is not None else {}
+    outcome, altered = _apply(current, resource.configs)
+    if not outcome.ok:
+        return outcome
+    try:
+        normalised = validate_topic_configs(altered)
+    except InvalidConfig as exc:
+        return Outcome(ErrorCode.invalid_config, str(exc))
+    # Kafka validates the configs before it looks for the topic.
+    if topic is None:
+        return Outcome(
+            ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
+        )
+    if validate_only:
+        return OK
+    return manager.set_topic_configs(name, normalised)
+
+
+def _alter_broker(ctx: RequestContext, resource: Any) -> Outcome:
+    name = resource.resource_name
+    if name:  # "" is the cluster-wide default
+        try:
+            node_id = int(name)
+        except ValueError:
+            return Outcome(
+                ErrorCode.invalid_request, f"Node id must be an integer, but it is: {name}"
+            )
+        if node_id != ctx.broker.node_id:
+            return Outcome(
+                ErrorCode.invalid_request,
+                f"Unexpected broker id, expected {ctx.broker.node_id}, but received {name}",
+            )
+    return Outcome(
+        ErrorCode.invalid_request,
+        "Dynamic broker configs are not supported by kafkalite: set broker properties in "
+        "server.properties and restart the broker.",
+    )
+
+
+def _check_entries(resource: Any) -> Outcome:
+    """ConfigAdminManager.preprocess checks common to every resource type."""
+    names = [config.name for config in resource.configs]
+    if len(set(names)) != len(names):
+        return Outcome(ErrorCode.invalid_request, "Error due to duplicate config keys")
+    for config in resource.configs:
+        if config.config_operation not in _OP_NAMES:
+            return Outcome(
+                ErrorCode.invalid_request, f"Unknown operations type {config.config_operation}"
+            )
+    nulls = [
+        c.name for c in resource.configs if c.config_operation != OP_DELETE and c.value is None
+    ]
+    if nulls:
+        return Outcome(
+            ErrorCode.invalid_request, f"Null value not supported for : {', '.join(nulls)}"
+        )
+    return OK
+
+
+def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
+    outcome = _check_entries(resource)
+    if not outcome.ok:
+        return outcome
+    if resource.resource_type == RESOURCE_TOPIC:
+        return _alter_topic(ctx, resource, validate_only)
+    if resource.resource_type == RESOURCE_BROKER:
+        return _alter_broker(ctx, resource)
+    return Outcome(
+        ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}"
+    )
+
+
+def _response(ctx: RequestContext, resource: Any, outcome: Outcome) -> Any:
+    return make(
+        ctx.schema.AlterConfigsResourceResponse,
+        error_code=outcome.error,
+        error_message=outcome.message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    responses = []
+    for resource in request.resources:
+        if counts[resource.resource_type, resource.resource_name] > 1:
+            outcome = Outcome(ErrorCode.invalid_request, "Each resource must appear at most once.")
+        else:
+            outcome = _alter(ctx, resource, request.validate_only)
+        responses.append(_response(ctx, resource, outcome))
+    return make(
+        ctx.schema.IncrementalAlterConfigsResponse,
+        throttle_time=NO_THROTTLE,
+        responses=tuple(responses),
+    )
+
+
+API = ApiHandler(api_key=44, min_version=0, max_version=1, handle=handle)
