@@ -1,4 +1,8 @@
-"""Fixtures for the API tests: real Brokers on temporary log dirs."""
+"""Fixtures for the API tests: real in-process Brokers on temporary log dirs.
+
+Here `broker` and `broker_factory` give `Broker` objects for calling handlers directly; they
+shadow the broker-process fixtures of tests/conftest.py inside tests/apis.
+"""
 
 from __future__ import annotations
 
