@@ -77,6 +77,8 @@ class UnifiedLog:
     _now_ms: int = 0  # latest time a caller gave us, stamps flushes
     _last_flush_ms: int = 0
     _dir_dirty: bool = False  # a segment file was created since the last directory fsync
+    _bases: list[int] = field(default_factory=list)
+    _bases_key: tuple[int, int, int] | None = None
 
     # ---- opening and loading ---------------------------------------------------------------
 
@@ -212,8 +214,17 @@ class UnifiedLog:
 
     def _segment_index(self, offset: int) -> int:
         """Index of the segment whose range holds `offset` (the first one if below all)."""
-        bases = [segment.base_offset for segment in self.segments]
-        return max(bisect_right(bases, offset) - 1, 0)
+        return max(bisect_right(self._segment_bases(), offset) - 1, 0)
+
+    def _segment_bases(self) -> list[int]:
+        """Base offsets, cached. Segments only ever change by dropping a prefix or suffix or
+        appending, so (count, first base, last base) identifies the list's contents."""
+        segments = self.segments
+        key = (len(segments), segments[0].base_offset, segments[-1].base_offset)
+        if key != self._bases_key:
+            self._bases = [segment.base_offset for segment in segments]
+            self._bases_key = key
+        return self._bases
 
     # ---- append ----------------------------------------------------------------------------
 
@@ -248,6 +259,8 @@ class UnifiedLog:
         )
 
     def _validate(self, records: bytes) -> list[BatchHeader]:
+        if not records:  # Kafka's ProduceRequest.validateRecords: INVALID_RECORD
+            raise InvalidRecordError("Produce requests must have at least one record batch")
         try:
             headers = validate_batches(records, self.config.max_message_bytes)
         except InvalidBatch as exc:

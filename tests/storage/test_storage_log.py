@@ -207,6 +207,7 @@ def test_rejects_invalid_batches_atomically(tmp_path) -> None:
         (bytes(old_magic), UnsupportedMessageFormatError, 87),
         (good[:-3], CorruptRecordError, 2),
         (make_batch(1, control=True), InvalidRecordError, 87),
+        (b"", InvalidRecordError, 87),
         (make_batch(1, producer_id=5, producer_epoch=0, base_sequence=-1), InvalidRecordError, 87),
         (make_batch(1, value_size=400) * 6, RecordListTooLargeError, 18),
     ]
