@@ -141,7 +141,8 @@ class UnifiedLog:
         for i, segment in enumerate(self.segments):
             if i < first_unflushed and not segment.needs_recovery:
                 continue
-            truncated = segment.recover(self.config.max_message_bytes, on_batch)
+            resume = recovery_point if i == first_unflushed else None
+            truncated = segment.recover(self.config.max_message_bytes, on_batch, resume)
             if truncated:
                 log.warning(
                     "%s: truncated %d invalid bytes from segment %d, log end now %d",

@@ -337,18 +337,26 @@ class LogSegment:
         self,
         max_batch_bytes: int,
         on_batch: Callable[[BatchHeader], None] | None = None,
+        from_offset: int | None = None,
     ) -> int:
-        """Validate every batch from the start, rebuild both indexes, cut at the first bad one.
+        """Validate batches, rebuild both indexes, cut at the first bad one.
 
-        Returns the number of bytes truncated. `on_batch` sees each valid header.
+        Scans the whole segment, or with `from_offset` (a recovery point: everything below
+        it was fsynced with its indexes) only from the index entry at or below it, keeping
+        the index entries before. Returns the number of bytes truncated; `on_batch` sees
+        each valid header scanned.
         """
-        self.offset_index.reset()
-        self.time_index.reset()
-        self._max_timestamp = (NO_TIMESTAMP, -1)
+        start = 0
+        if from_offset is not None and not self.needs_recovery:
+            start = self._resume_position(from_offset)
+        if start == 0:
+            self.offset_index.reset()
+            self.time_index.reset()
+            self._max_timestamp = (NO_TIMESTAMP, -1)
         self._rolling_timestamp = None
         file_size = os.fstat(self.fd).st_size
-        reader = _Window(self.fd, 0, file_size)
-        valid = last_index_position = 0
+        reader = _Window(self.fd, start, file_size)
+        valid = last_index_position = start
         next_offset = self.base_offset
         while True:
             header = self._valid_batch_at(reader, valid, file_size, max_batch_bytes, next_offset)
@@ -364,12 +372,30 @@ class LogSegment:
                 on_batch(header)
             valid += header.size
             next_offset = header.next_offset
+        if valid == start and start > 0:
+            self.needs_recovery = True  # the trusted prefix is damaged: start over
+            return self.recover(max_batch_bytes, on_batch)
         self.size, self.next_offset = valid, next_offset
         self.bytes_since_last_index_entry = valid - last_index_position
         self.needs_recovery = False
         if valid < file_size:
             os.ftruncate(self.fd, valid)
         return file_size - valid
+
+    def _resume_position(self, offset: int) -> int:
+        """Keep the index entries up to the one at or below `offset`; return its position.
+
+        The time index entries with offsets up to that entry's offset hold the exact max
+        timestamp of everything before the position, so the scan can continue from there.
+        """
+        indexed_offset, position = self.offset_index.lookup_entry(offset)
+        if position == 0:
+            return 0
+        self.offset_index.truncate_to(indexed_offset + 1)
+        self.time_index.truncate_to(indexed_offset + 1)
+        timestamp, max_offset = self.time_index.last_entry
+        self._max_timestamp = (timestamp, max_offset) if timestamp != NO_TIMESTAMP else (-1, -1)
+        return position
 
     def _valid_batch_at(
         self, reader: _Window, pos: int, file_size: int, max_batch_bytes: int, expected: int

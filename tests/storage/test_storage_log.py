@@ -482,3 +482,56 @@ def test_timestamps_records(tmp_path) -> None:
     log.append_as_leader(make_batch([Record(timestamp=t) for t in (5, 30, 10)]), 0, now_ms=0)
     assert log.max_timestamp_entry() == (1, 30, 0)
     log.close()
+
+
+def index_state(log: UnifiedLog) -> list:
+    return [
+        (
+            list(s.offset_index._offsets),
+            list(s.offset_index._positions),
+            list(s.time_index._timestamps),
+            list(s.time_index._offsets),
+            s.max_timestamp_and_offset,
+            s.size,
+            s.next_offset,
+        )
+        for s in log.segments
+    ]
+
+
+@pytest.mark.parametrize("close", [True, False])
+def test_resumed_recovery_matches_full_recovery(tmp_path, close) -> None:
+    config = LogConfig(segment_bytes=3000, index_interval_bytes=100)
+    log = open_log(tmp_path, config)
+    for i in range(70):
+        ts = 10_000 + (i * 7919) % 500  # timestamps jump back and forth
+        log.append_as_leader(make_batch(2, value_size=30, base_timestamp=ts), 0, now_ms=0)
+        if i == 60:
+            log.flush()
+    point = log.recovery_point
+    if close:
+        log.close()
+        point = log.recovery_point
+    resumed = open_log(tmp_path, config, recovery_point=point)
+    state = index_state(resumed)
+    resumed.close()
+    full = open_log(tmp_path, config, recovery_point=0)
+    assert index_state(full) == state
+    full.close()
+
+
+def test_damage_at_resume_position_falls_back_to_full_recovery(tmp_path) -> None:
+    config = LogConfig(index_interval_bytes=100)
+    log = open_log(tmp_path, config)
+    fill(log, 20)
+    log.close()
+    segment = log.segments[-1]
+    _, position = segment.offset_index.lookup_entry(log.log_end_offset)
+    assert position > 0
+    with active_log_path(log).open("r+b") as f:
+        f.seek(position + 30)
+        f.write(b"\xff\xff")
+    reopened = open_log(tmp_path, config, recovery_point=log.recovery_point)
+    assert read_all(reopened)[-1][1] == reopened.log_end_offset - 1
+    assert reopened.active_segment.size == position
+    reopened.close()
