@@ -281,9 +281,14 @@ class LogSegment:
 
     @property
     def max_timestamp_and_offset(self) -> tuple[int, int]:
-        """(largest timestamp, last offset of its batch); loaded lazily like Kafka."""
+        """(largest timestamp, last offset of its batch).
+
+        Loaded lazily from the time index's last entry, as Kafka does: roll, close and
+        recovery all leave the segment's max timestamp there.
+        """
         if self._max_timestamp is None:
-            self._max_timestamp = self._read_largest_timestamp()
+            timestamp, offset = self.time_index.last_entry
+            self._max_timestamp = (timestamp, offset) if timestamp != NO_TIMESTAMP else (-1, -1)
         return self._max_timestamp
 
     @property
@@ -378,6 +383,8 @@ class LogSegment:
         self.size, self.next_offset = valid, next_offset
         self.bytes_since_last_index_entry = valid - last_index_position
         self.needs_recovery = False
+        # As a normally closed segment, end the time index with the max timestamp (Kafka too).
+        self.time_index.maybe_append(*self._max_timestamp, skip_full_check=True)
         if valid < file_size:
             os.ftruncate(self.fd, valid)
         return file_size - valid
@@ -445,7 +452,7 @@ class LogSegment:
             self.size = position
         self.next_offset = self._read_next_offset()
         self.bytes_since_last_index_entry = 0
-        self._max_timestamp = None
+        self._max_timestamp = self._read_largest_timestamp()
         if self.size == 0:
             self.created_ms, self._rolling_timestamp = now_ms, None
         return removed

@@ -15,7 +15,7 @@ CONFIG = LogConfig(segment_bytes=600, index_interval_bytes=120)
 
 operations = st.lists(
     st.one_of(
-        st.tuples(st.just("append"), st.integers(1, 4), st.integers(1, 120)),
+        st.tuples(st.just("append"), st.integers(1, 4), st.integers(1, 120), st.integers(0, 99)),
         st.tuples(st.just("roll")),
         st.tuples(st.just("reopen")),
         st.tuples(st.just("crash")),
@@ -48,18 +48,21 @@ def read_all(log: UnifiedLog) -> list[tuple[int, int]]:
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(ops=operations)
-def test_log_matches_model(tmp_path_factory, ops) -> None:
+@given(ops=operations, target=st.integers(0, 100))
+def test_log_matches_model(tmp_path_factory, ops, target) -> None:
     path = tmp_path_factory.mktemp("model") / "t-0"
     log = UnifiedLog.open(path, CONFIG, now_ms=0)
     model: list[tuple[int, int]] = []  # batch offset ranges still in the log
+    stamps: dict[int, int] = {}  # batch base offset -> timestamp of all its records
     start = 0
     for op in ops:
         leo = model[-1][1] + 1 if model else start
         if op[0] == "append":
-            result = log.append_as_leader(make_batch(op[1], value_size=op[2]), 0, now_ms=0)
+            batch = make_batch(op[1], value_size=op[2], base_timestamp=op[3])
+            result = log.append_as_leader(batch, 0, now_ms=0)
             assert result.first_offset == leo
             model.append((leo, leo + op[1] - 1))
+            stamps[leo] = op[3]
         elif op[0] == "roll":
             log.roll(0)
         elif op[0] in ("reopen", "crash", "garbage"):
@@ -89,4 +92,9 @@ def test_log_matches_model(tmp_path_factory, ops) -> None:
         assert log.log_end_offset == leo
         assert log.log_start_offset == start
         assert read_all(log) == [r for r in model if r[1] >= start]
+        hits = [
+            (max(b, start), stamps[b]) for b, last in model if last >= start and stamps[b] >= target
+        ]
+        found = log.fetch_offset_by_timestamp(target)
+        assert (found[:2] if found else None) == (hits[0] if hits else None)
     log.close()
