@@ -234,10 +234,10 @@ class UnifiedLog:
         self._now_ms = now_ms
         headers = self._validate(records)
         first_offset = self.log_end_offset
-        pending = self.producer_state.prepare(headers, first_offset)
+        append_time = now_ms if self.config.message_timestamp_type == LOG_APPEND_TIME else None
+        pending = self.producer_state.prepare(headers, first_offset, append_time)
         if pending.duplicate is not None:
             return self._duplicate_result(pending.duplicate)
-        append_time = now_ms if self.config.message_timestamp_type == LOG_APPEND_TIME else None
         count = sum(header.last_offset_delta + 1 for header in headers)
         last_offset = first_offset + count - 1
         max_timestamp = (
@@ -374,10 +374,14 @@ class UnifiedLog:
         return best.max_timestamp_entry()
 
     def epoch_for_offset(self, offset: int) -> int:
-        if offset < self.log_start_offset or offset >= self.log_end_offset:
-            return -1
-        found = self.segments[self._segment_index(offset)].find_batch(offset)
-        return max(found[1].partition_leader_epoch, -1) if found else -1
+        """Leader epoch of the batch holding `offset`; without one (e.g. the log end), the
+        epoch cache's answer, as Kafka's epochForOffset. -1 when unknown."""
+        found = None
+        if self.log_start_offset <= offset < self.log_end_offset:
+            found = self.segments[self._segment_index(offset)].find_batch(offset)
+        if found is not None and found[1].partition_leader_epoch >= 0:
+            return found[1].partition_leader_epoch
+        return self.leader_epoch_cache.epoch_for_offset(offset)
 
     # ---- deletion and retention ------------------------------------------------------------
 

@@ -125,8 +125,15 @@ class ProducerStateManager:
 
     # ---- appends ---------------------------------------------------------------------------
 
-    def prepare(self, headers: Iterable[BatchHeader], first_offset: int) -> PendingAppend:
+    def prepare(
+        self,
+        headers: Iterable[BatchHeader],
+        first_offset: int,
+        log_append_time_ms: int | None = None,
+    ) -> PendingAppend:
         """Check a client append whose batches will start at `first_offset`.
+
+        With LogAppendTime, `log_append_time_ms` is the max timestamp the batches will carry.
 
         Returns the staged updates, or the original batch if one is a retried duplicate.
         Raises InvalidProducerEpochError / OutOfOrderSequenceError; mutates nothing.
@@ -144,7 +151,7 @@ class ProducerStateManager:
             entry = updated.get(header.producer_id) or current.without_batches()
             _check_epoch(entry, header, base)
             _check_sequence(current, entry, header, base)
-            entry.add_batch(_at_offset(header, base))
+            entry.add_batch(_as_appended(header, base, log_append_time_ms))
             if header.is_transactional and entry.current_txn_first_offset < 0:
                 entry.current_txn_first_offset = base
             updated[header.producer_id] = entry
@@ -276,9 +283,11 @@ def _check_sequence(
         )
 
 
-def _at_offset(header: BatchHeader, base_offset: int) -> BatchHeader:
-    """The header as it will be once the log assigns `base_offset`."""
-    return replace(header, base_offset=base_offset)
+def _as_appended(header: BatchHeader, base_offset: int, append_time: int | None) -> BatchHeader:
+    """The header as it will be once the log assigns offsets (and LogAppendTime)."""
+    if append_time is None:
+        return replace(header, base_offset=base_offset)
+    return replace(header, base_offset=base_offset, max_timestamp=append_time)
 
 
 def _snapshot_path(dir: Path, offset: int) -> Path:

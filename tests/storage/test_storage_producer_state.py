@@ -196,3 +196,14 @@ def test_snapshot_round_trip(tmp_path) -> None:
     assert state.load_latest_snapshot(4, now_ms=0) == 4
     assert state.producers == log.producer_state.producers
     log.close()
+
+
+def test_duplicate_with_log_append_time_returns_original_append_time(tmp_path) -> None:
+    log = open_log(tmp_path, LogConfig(message_timestamp_type="LogAppendTime"))
+    batch = make_batch(1, producer_id=PID, producer_epoch=0, base_sequence=0, base_timestamp=5)
+    first = log.append_as_leader(batch, 0, now_ms=1000)
+    again = log.append_as_leader(batch, 0, now_ms=2000)
+    assert (first.log_append_time_ms, again.log_append_time_ms) == (1000, 1000)
+    assert again.duplicate and again.first_offset == 0
+    assert log.producer_state.last_entry(PID).last_timestamp == 1000
+    log.close()

@@ -92,5 +92,8 @@ def test_max_timestamp_entry_first_holder_and_empty(tmp_path) -> None:
 def test_epoch_for_offset(tmp_path) -> None:
     log = build(tmp_path, NONE)
     assert [log.epoch_for_offset(o) for o in range(10)] == [0, 0, 0, 1, 1, 2, 2, 3, 3, 3][:10]
-    assert log.epoch_for_offset(10) == -1
+    assert log.epoch_for_offset(10) == 3  # the log end: the latest epoch, as Kafka
+    empty = UnifiedLog.open(tmp_path / "e-0", LogConfig(), now_ms=0)
+    assert empty.epoch_for_offset(0) == -1
+    empty.close()
     log.close()
