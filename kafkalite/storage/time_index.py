@@ -7,6 +7,7 @@ timestamps are strictly increasing and bisect finds where a timestamp search sta
 
 from __future__ import annotations
 
+import operator
 import os
 import struct
 from array import array
@@ -53,12 +54,13 @@ class TimeIndex:
 
     def sanity_check(self) -> None:
         """Timestamps strictly increasing, offsets non-decreasing and non-negative."""
-        stamps, offsets = self._timestamps, self._offsets
-        for i in range(len(stamps)):
-            if offsets[i] < 0:
-                raise CorruptIndexError(f"{self.path}: negative offset in entry {i}")
-            if i and (stamps[i] <= stamps[i - 1] or offsets[i] < offsets[i - 1]):
-                raise CorruptIndexError(f"{self.path}: entry {i} is not monotonic")
+        stamps, offsets = self._timestamps.tolist(), self._offsets.tolist()
+        if not stamps:
+            return
+        if not all(map(operator.lt, stamps, stamps[1:])):
+            raise CorruptIndexError(f"{self.path}: timestamps are not strictly increasing")
+        if offsets[0] < 0 or not all(map(operator.le, offsets, offsets[1:])):
+            raise CorruptIndexError(f"{self.path}: offsets are not increasing")
 
     def __len__(self) -> int:
         return len(self._timestamps)
