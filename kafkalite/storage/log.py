@@ -24,7 +24,7 @@ from kafkalite.storage.errors import (
     from_invalid_batch,
 )
 from kafkalite.storage.leader_epoch import LeaderEpochCache
-from kafkalite.storage.producer_state import ProducerStateManager
+from kafkalite.storage.producer_state import BatchMetadata, ProducerStateManager
 from kafkalite.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -141,7 +141,8 @@ class UnifiedLog:
         for i, segment in enumerate(self.segments):
             if i < first_unflushed and not segment.needs_recovery:
                 continue
-            resume = recovery_point if i == first_unflushed else None
+            # Resume mid-segment only when the epoch cache needs nothing from the prefix.
+            resume = recovery_point if i == first_unflushed and cache.loaded_ok else None
             truncated = segment.recover(self.config.max_message_bytes, on_batch, resume)
             if truncated:
                 log.warning(
@@ -246,7 +247,7 @@ class UnifiedLog:
         self._maybe_roll(len(records), max_timestamp, last_offset, now_ms)
         buffer = bytearray(records)
         patched = assign_offsets(buffer, headers, first_offset, leader_epoch, append_time)
-        self._write(buffer, patched, now_ms)
+        self._write(buffer, patched)
         if leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
         self.producer_state.commit(pending, last_offset + 1)
@@ -275,7 +276,7 @@ class UnifiedLog:
             _validate_client_batch(header)
         return headers
 
-    def _duplicate_result(self, duplicate) -> AppendResult:
+    def _duplicate_result(self, duplicate: BatchMetadata) -> AppendResult:
         log_append_time = (
             duplicate.timestamp if self.config.message_timestamp_type == LOG_APPEND_TIME else -1
         )
@@ -301,15 +302,10 @@ class UnifiedLog:
         ):
             self.roll(now_ms)
 
-    def _write(self, buffer: bytearray, headers: list[BatchHeader], now_ms: int) -> None:
-        segment = self.active_segment
+    def _write(self, buffer: bytearray, headers: list[BatchHeader]) -> None:
         try:
-            segment.append(buffer, headers)
+            self.active_segment.append(buffer, headers)
         except OSError as exc:
-            try:
-                segment.truncate_to(headers[0].base_offset, now_ms)
-            except OSError:
-                pass
             raise KafkaStorageError(f"append to {self.dir} failed: {exc}") from exc
 
     def roll(self, now_ms: int) -> None:

@@ -192,7 +192,11 @@ class LogSegment:
         largest_ts, offset_of_largest = _largest_timestamp(headers)
         if position == 0:
             self._rolling_timestamp = largest_ts
-        _write_fully(self.fd, records, position)
+        try:
+            _write_fully(self.fd, records, position)
+        except OSError:
+            os.ftruncate(self.fd, position)  # all or nothing; if this fails, recovery cuts it
+            raise
         self.size += len(records)
         last_offset = headers[-1].last_offset
         self.next_offset = last_offset + 1

@@ -15,6 +15,7 @@ from kafkalite.storage.batch import compute_crc, iter_batches, parse_header
 from kafkalite.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
     RecordTooLargeError,
@@ -535,3 +536,24 @@ def test_damage_at_resume_position_falls_back_to_full_recovery(tmp_path) -> None
     assert read_all(reopened)[-1][1] == reopened.log_end_offset - 1
     assert reopened.active_segment.size == position
     reopened.close()
+
+
+def test_failed_write_leaves_nothing_behind(tmp_path, monkeypatch) -> None:
+    log = open_log(tmp_path, LogConfig())
+    fill(log, 2)
+    size = log.size_in_bytes
+    real = os.pwrite
+
+    def half_then_fail(fd, data, position):
+        if len(data) > 40:
+            real(fd, bytes(data[:40]), position)
+            return 40
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", half_then_fail)
+    with pytest.raises(KafkaStorageError):
+        log.append_as_leader(make_batch(3, value_size=50), 0, now_ms=0)
+    monkeypatch.setattr(os, "pwrite", real)
+    assert log.size_in_bytes == size and active_log_path(log).stat().st_size == size
+    assert log.append_as_leader(make_batch(1), 0, now_ms=0).first_offset == 6
+    log.close()
