@@ -32,7 +32,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 INT32_MAX = 2**31 - 1
-SCAN_CHUNK = 1 << 20  # header scans read this much per pread
+FIRST_SCAN_CHUNK = 16 << 10
+SCAN_CHUNK = 1 << 20  # header scans read up to this much per pread
 RECOVER_CHUNK = 8 << 20
 READ_SLACK = 64 << 10  # extra bytes read so the first pread usually covers the batches
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
@@ -50,12 +51,14 @@ def file_stem(base_offset: int) -> str:
 def scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of each whole batch in the file between `start` and `end`.
 
-    Reads SCAN_CHUNK bytes per pread and skips batch bodies; stops at a partial or
-    malformed batch. No CRC check: for files already validated by recovery.
+    Reads in chunks growing from 16 KiB (lookups usually stop early) to SCAN_CHUNK (long
+    scans); stops at a partial or malformed batch. No CRC check: for files already
+    validated by recovery.
     """
-    pos = start
+    pos, chunk = start, FIRST_SCAN_CHUNK
     while pos + HEADER_SIZE <= end:
-        buf = os.pread(fd, min(SCAN_CHUNK, end - pos), pos)
+        buf = os.pread(fd, min(chunk, end - pos), pos)
+        chunk = min(chunk * 4, SCAN_CHUNK)
         off = 0
         while off + HEADER_SIZE <= len(buf):
             header = parse_header(buf, off)
