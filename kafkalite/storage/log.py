@@ -73,11 +73,11 @@ class UnifiedLog:
     recovery_point: int
     leader_epoch_cache: LeaderEpochCache
     producer_state: ProducerStateManager
-    segments: list[LogSegment] = field(default_factory=list)
+    segments: list[LogSegment] = field(default_factory=list, repr=False)
     _now_ms: int = 0  # latest time a caller gave us, stamps flushes
     _last_flush_ms: int = 0
     _dir_dirty: bool = False  # a segment file was created since the last directory fsync
-    _bases: list[int] = field(default_factory=list)
+    _bases: list[int] = field(default_factory=list, repr=False)
     _bases_key: tuple[int, int, int] | None = None
 
     # ---- opening and loading ---------------------------------------------------------------

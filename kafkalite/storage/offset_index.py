@@ -28,8 +28,8 @@ class OffsetIndex:
     base_offset: int
     max_entries: int
     fd: int
-    _offsets: array = field(default_factory=lambda: array("i"))  # relative offsets
-    _positions: array = field(default_factory=lambda: array("i"))
+    _offsets: array = field(default_factory=lambda: array("i"), repr=False)  # relative offsets
+    _positions: array = field(default_factory=lambda: array("i"), repr=False)
 
     @classmethod
     def open(cls, path: Path, base_offset: int, max_index_bytes: int) -> OffsetIndex:

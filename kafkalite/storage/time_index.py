@@ -28,8 +28,8 @@ class TimeIndex:
     base_offset: int
     max_entries: int
     fd: int
-    _timestamps: array = field(default_factory=lambda: array("q"))
-    _offsets: array = field(default_factory=lambda: array("i"))  # relative offsets
+    _timestamps: array = field(default_factory=lambda: array("q"), repr=False)
+    _offsets: array = field(default_factory=lambda: array("i"), repr=False)  # relative offsets
 
     @classmethod
     def open(cls, path: Path, base_offset: int, max_index_bytes: int) -> TimeIndex:
