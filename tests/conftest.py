@@ -1,0 +1,99 @@
+"""Shared fixtures: real kafkalite broker processes in temporary data dirs, unique topic names.
+
+- `broker`: a fresh broker for one test (stopped after).
+- `broker_factory`: start brokers with overrides (and optionally a given data dir); every
+  broker it started is stopped at teardown.
+- `module_broker_factory` / `module_broker`: the same, shared by the tests of one module,
+  for tests that do not need a fresh broker (they keep apart through unique topic names).
+- `topic_name`: makes unique, legal topic names.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from kafkalite.testing import BrokerProcess
+
+# Small and quick by default; tests add what they need.
+DEFAULT_OVERRIDES: dict[str, str] = {
+    "num.partitions": "1",
+}
+
+BrokerFactory = Callable[..., BrokerProcess]
+
+
+class _Brokers:
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory, basename: str) -> None:
+        self.tmp_path_factory = tmp_path_factory
+        self.basename = basename
+        self.started: list[BrokerProcess] = []
+
+    def __call__(
+        self,
+        overrides: Mapping[str, str] | None = None,
+        data_dir: Path | None = None,
+        start: bool = True,
+    ) -> BrokerProcess:
+        data_dir = data_dir or self.tmp_path_factory.mktemp(self.basename)
+        process = BrokerProcess(data_dir, {**DEFAULT_OVERRIDES, **(overrides or {})})
+        self.started.append(process)
+        return process.start() if start else process
+
+    def stop_all(self) -> None:
+        errors = []
+        for process in self.started:
+            try:
+                process.stop()
+            except Exception as exc:  # keep stopping the others
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+
+@pytest.fixture
+def broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerFactory]:
+    brokers = _Brokers(tmp_path_factory, "broker")
+    try:
+        yield brokers
+    finally:
+        brokers.stop_all()
+
+
+@pytest.fixture
+def broker(broker_factory: BrokerFactory) -> BrokerProcess:
+    return broker_factory()
+
+
+@pytest.fixture(scope="module")
+def module_broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerFactory]:
+    brokers = _Brokers(tmp_path_factory, "module-broker")
+    try:
+        yield brokers
+    finally:
+        brokers.stop_all()
+
+
+@pytest.fixture(scope="module")
+def module_broker(module_broker_factory: BrokerFactory) -> BrokerProcess:
+    return module_broker_factory()
+
+
+def make_topic_name(hint: str = "t") -> str:
+    """A legal topic name (Kafka: [a-zA-Z0-9._-], at most 249 chars) no other test uses."""
+    cleaned = re.sub(r"[^a-zA-Z0-9._-]+", "-", hint).strip("-.")[:60] or "t"
+    return f"{cleaned}-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> Callable[..., str]:
+    """Call to get a fresh topic name derived from the test's name."""
+
+    def make(suffix: str = "") -> str:
+        return make_topic_name(f"{request.node.name}{'-' + suffix if suffix else ''}")
+
+    return make
