@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis import produce_legacy
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.broker.topic_config import effective_value
+from kafkalite.storage.batch import LOG_OVERHEAD, peek_offset_and_size
 from kafkalite.storage.errors import StorageError
 
 VALID_ACKS = (-1, 0, 1)
@@ -46,6 +47,16 @@ def _partition_response(
     )
 
 
+def _holds_several_batches(records: bytes) -> bool:
+    """Kafka's ProduceRequest.validateRecords: v3+ carries one batch per partition.
+
+    Only the first batch's framing is read here; storage validates the batch itself.
+    """
+    if len(records) < LOG_OVERHEAD:
+        return False
+    return peek_offset_and_size(records, 0)[1] < len(records)
+
+
 def _produce_partition(ctx: RequestContext, topic: str, data: Any, acks: int) -> Any:
     manager = ctx.broker.replica_manager
     partition = manager.partition(topic, data.index)
@@ -54,6 +65,14 @@ def _produce_partition(ctx: RequestContext, topic: str, data: Any, acks: int) ->
     if data.records is None or len(data.records) == 0:
         return _partition_response(
             ctx, data.index, ErrorCode.invalid_record, message="no record batches"
+        )
+    if _holds_several_batches(data.records):
+        return _partition_response(
+            ctx,
+            data.index,
+            ErrorCode.invalid_record,
+            message="Produce requests with version 3 and above must contain exactly one "
+            "record batch per partition",
         )
     if acks == -1:
         overrides = manager.topics[topic].metadata.configs

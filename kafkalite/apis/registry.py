@@ -14,6 +14,7 @@ from kafkalite.apis import (
     describe_cluster,
     describe_configs,
     fetch,
+    find_coordinator,
     incremental_alter_configs,
     init_producer_id,
     list_offsets,
@@ -38,6 +39,7 @@ _MODULES = (
     create_partitions,
     incremental_alter_configs,
     describe_cluster,
+    find_coordinator,
 )
 
 HANDLERS: dict[int, ApiHandler] = {module.API.api_key: module.API for module in _MODULES}

@@ -80,7 +80,9 @@ _I32_MAX = 2**31 - 1
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     d.name: d
     for d in (
-        TopicConfigDef("cleanup.policy", _cleanup_policy, TYPE_LIST, "delete", None, None),
+        TopicConfigDef(
+            "cleanup.policy", _cleanup_policy, TYPE_LIST, "delete", None, "cleanup_policy"
+        ),
         TopicConfigDef(
             "compression.type",
             _choice("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
@@ -160,7 +162,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             TYPE_INT,
             str(10 * 1024**2),
             "log.index.size.max.bytes",
-            None,
+            "segment_index_bytes",
         ),
         TopicConfigDef(
             "unclean.leader.election.enable",

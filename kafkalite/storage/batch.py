@@ -25,6 +25,7 @@ ATTRIBUTES_OFFSET = 21
 MAX_TIMESTAMP_OFFSET = 35
 
 COMPRESSION_MASK = 0x07
+MAX_COMPRESSION_CODEC = 4  # none, gzip, snappy, lz4, zstd
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
@@ -44,7 +45,9 @@ class InvalidBatch(ValueError):
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
-        self.kind = kind  # "corrupt" | "unsupported_magic" | "too_large" | "invalid_record"
+        # "corrupt" | "unsupported_magic" | "too_large" | "invalid_record" |
+        # "unsupported_compression"
+        self.kind = kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +152,10 @@ def validate_batches(records: bytes, max_batch_bytes: int) -> list[BatchHeader]:
         if header.size > max_batch_bytes:
             raise InvalidBatch(
                 "too_large", f"batch of {header.size} bytes exceeds {max_batch_bytes}"
+            )
+        if header.compression > MAX_COMPRESSION_CODEC:
+            raise InvalidBatch(
+                "unsupported_compression", f"compression codec {header.compression} unknown"
             )
         if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
             if not (header.records_count == 0 and header.is_control):

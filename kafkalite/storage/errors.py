@@ -68,6 +68,12 @@ class InvalidProducerEpochError(StorageError):
     error_code = ErrorCode.invalid_producer_epoch
 
 
+class UnsupportedCompressionError(StorageError):
+    """Compression codec id 5-7: Kafka's UnsupportedCompressionTypeException."""
+
+    error_code = ErrorCode.unsupported_compression_type
+
+
 class CorruptIndexError(StorageError):
     """An index file failed its sanity check; the log rebuilds it, clients never see this."""
 
@@ -79,6 +85,7 @@ _BY_KIND: dict[str, type[StorageError]] = {
     "unsupported_magic": UnsupportedMessageFormatError,
     "too_large": RecordTooLargeError,
     "invalid_record": InvalidRecordError,
+    "unsupported_compression": UnsupportedCompressionError,
 }
 
 

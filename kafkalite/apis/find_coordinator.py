@@ -1,0 +1,49 @@
+"""FindCoordinator (key 10), versions 0-6 (batched keys from v4).
+
+A single node coordinates every group. Transaction coordination arrives with the
+transactions issue; until then transactional ids get COORDINATOR_NOT_AVAILABLE.
+librdkafka also reads this API's presence as "broker >= 0.8.2" and enables LZ4 only then.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+
+GROUP, TRANSACTION = 0, 1
+
+
+def _locate(key_type: int) -> tuple[ErrorCode, str | None]:
+    if key_type == GROUP:
+        return ErrorCode.none, None
+    if key_type == TRANSACTION:
+        return ErrorCode.coordinator_not_available, "transactions are not supported yet"
+    return ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}"
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    listener = ctx.broker.advertised_listener
+    key_type = getattr(request, "key_type", GROUP)
+    error, message = _locate(key_type)
+    found = error == ErrorCode.none
+    where = {
+        "node_id": ctx.broker.node_id if found else -1,
+        "host": listener.host if found else "",
+        "port": listener.port if found else -1,
+        "error_code": error,
+        "error_message": message,
+    }
+    if ctx.api_version < 4:
+        return make(ctx.schema.FindCoordinatorResponse, throttle_time=NO_THROTTLE, **where)
+    coordinators = tuple(
+        make(ctx.schema.Coordinator, key=key, **where) for key in request.coordinator_keys
+    )
+    return make(
+        ctx.schema.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=coordinators
+    )
+
+
+API = ApiHandler(api_key=10, min_version=0, max_version=6, handle=handle)
