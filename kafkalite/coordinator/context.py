@@ -1,0 +1,54 @@
+"""What the request handlers share: settings, groups, timers and the completion outbox."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from kafkalite.coordinator.config import GroupConfig
+from kafkalite.coordinator.group import ClassicGroup
+from kafkalite.coordinator.messages import (
+    Completion,
+    JoinGroupResponse,
+    SyncGroupResponse,
+    Ticket,
+)
+from kafkalite.coordinator.offsets import OffsetStore
+from kafkalite.coordinator.states import GroupState
+from kafkalite.coordinator.timers import Timers
+
+
+def random_uuid() -> str:
+    return str(uuid.uuid4())
+
+
+@dataclass(slots=True)
+class Context:
+    config: GroupConfig
+    groups: dict[str, ClassicGroup] = field(default_factory=dict)
+    offsets: OffsetStore = field(default_factory=lambda: OffsetStore())
+    timers: Timers = field(default_factory=Timers)
+    outbox: list[Completion] = field(default_factory=list)
+    # Injected so tests (and replays) get deterministic member ids.
+    new_uuid: Callable[[], str] = random_uuid
+    _ticket_ids: itertools.count[int] = field(default_factory=itertools.count)
+
+    def issue(self, kind: Literal["join", "sync"], group_id: str) -> Ticket:
+        return Ticket(next(self._ticket_ids), kind, group_id)
+
+    def complete(
+        self, ticket: Ticket | None, response: JoinGroupResponse | SyncGroupResponse
+    ) -> None:
+        """Queue the response of a parked request (no-op when nothing was parked)."""
+        if ticket is not None:
+            self.outbox.append(Completion(ticket, response))
+
+    def remove_group(self, group: ClassicGroup, now_ms: int) -> None:
+        """Retire an Empty group: Dead, out of the table, its timers and offsets gone."""
+        group.transition_to(GroupState.DEAD, now_ms)
+        self.groups.pop(group.group_id, None)
+        self.timers.cancel_group(group.group_id)
+        self.offsets.delete_group(group.group_id)

@@ -1,0 +1,122 @@
+"""The sans-IO classic group coordinator: the one object the I/O layer talks to.
+
+How a trio layer drives it (nothing here blocks, sleeps or touches a socket):
+
+* Every call takes `now_ms` (the broker's clock); nothing reads a clock itself.
+* `join_group` / `sync_group` return a `Ticket`. The response for that ticket appears,
+  possibly during that same call, in the completions drained by `take_completions()`.
+  The I/O layer keeps `ticket -> waiting connection`, and after *every* call (requests
+  and `tick`) drains completions and wakes the matching waiters. Completions for tickets
+  whose connection is gone are simply dropped, as Kafka drops responses to closed sockets.
+* `heartbeat`, `leave_group`, `commit_offsets`, `fetch_offsets`, `describe_group`,
+  `list_groups`, `delete_groups` answer directly (they may still complete other tickets,
+  e.g. a leave that ends a rebalance, so drain afterwards too).
+* `next_deadline()` says when `tick(now_ms)` must be called next (None: no timers);
+  `timers()` lists the pending deadlines as data. A single timer task sleeps until the
+  next deadline, or until a request reschedules things, then ticks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.coordinator import admin, heartbeat, join, leave, offset_commit, sync
+from kafkalite.coordinator.admin import DescribedGroup, ListedGroup
+from kafkalite.coordinator.config import GroupConfig
+from kafkalite.coordinator.context import Context, random_uuid
+from kafkalite.coordinator.group import ClassicGroup
+from kafkalite.coordinator.messages import (
+    Completion,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    SyncGroupRequest,
+    Ticket,
+)
+from kafkalite.coordinator.offset_commit import (
+    ExpiredOffsets,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+)
+from kafkalite.coordinator.offsets import OffsetAndMetadata, TopicPartition
+from kafkalite.coordinator.rebalance import on_timer
+from kafkalite.coordinator.timers import Timer
+
+
+class GroupCoordinator:
+    def __init__(
+        self, config: GroupConfig | None = None, *, new_uuid: Callable[[], str] = random_uuid
+    ) -> None:
+        self._ctx = Context(config=config or GroupConfig(), new_uuid=new_uuid)
+
+    @property
+    def config(self) -> GroupConfig:
+        return self._ctx.config
+
+    # -- membership --
+
+    def join_group(self, request: JoinGroupRequest, now_ms: int) -> Ticket:
+        return join.join_group(self._ctx, request, now_ms)
+
+    def sync_group(self, request: SyncGroupRequest, now_ms: int) -> Ticket:
+        return sync.sync_group(self._ctx, request, now_ms)
+
+    def heartbeat(self, request: HeartbeatRequest, now_ms: int) -> ErrorCode:
+        return heartbeat.heartbeat(self._ctx, request, now_ms)
+
+    def leave_group(self, request: LeaveGroupRequest, now_ms: int) -> LeaveGroupResponse:
+        return leave.leave_group(self._ctx, request, now_ms)
+
+    # -- offsets --
+
+    def commit_offsets(self, request: OffsetCommitRequest, now_ms: int) -> OffsetCommitResponse:
+        return offset_commit.commit_offsets(self._ctx, request, now_ms)
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> OffsetFetchResponse:
+        return offset_commit.fetch_offsets(self._ctx, group_id, partitions)
+
+    def expire_offsets(self, now_ms: int, retention_ms: int) -> ExpiredOffsets:
+        return offset_commit.expire_offsets(self._ctx, now_ms, retention_ms)
+
+    def committed(self, group_id: str, tp: TopicPartition) -> OffsetAndMetadata | None:
+        return self._ctx.offsets.get(group_id, tp)
+
+    # -- admin --
+
+    def describe_group(self, group_id: str, api_version: int) -> DescribedGroup:
+        return admin.describe_group(self._ctx, group_id, api_version)
+
+    def list_groups(
+        self, states: Iterable[str] = (), types: Iterable[str] = ()
+    ) -> list[ListedGroup]:
+        return admin.list_groups(self._ctx, states, types)
+
+    def delete_groups(self, group_ids: Iterable[str], now_ms: int) -> dict[str, ErrorCode]:
+        return admin.delete_groups(self._ctx, group_ids, now_ms)
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        """The live group record, for inspection (treat it as read-only)."""
+        return self._ctx.groups.get(group_id)
+
+    # -- time and output --
+
+    def next_deadline(self) -> int | None:
+        return self._ctx.timers.next_deadline()
+
+    def timers(self) -> list[Timer]:
+        return self._ctx.timers.all()
+
+    def tick(self, now_ms: int) -> None:
+        """Apply every timer due at `now_ms`, earliest first (each may schedule others)."""
+        while (timer := self._ctx.timers.pop_due(now_ms)) is not None:
+            on_timer(self._ctx, timer, now_ms)
+
+    def take_completions(self) -> list[Completion]:
+        completions, self._ctx.outbox[:] = list(self._ctx.outbox), []
+        return completions

@@ -1,0 +1,67 @@
+"""Committed offsets of every group, kept in memory (sans-IO: persistence is the caller's).
+
+Like Kafka, offsets live beside the group metadata, keyed by group id, so a simple
+consumer (manual assignment, generation -1) can commit without ever joining.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+NO_LEADER_EPOCH = -1
+INVALID_OFFSET = -1
+NO_METADATA = ""
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int = NO_LEADER_EPOCH
+    metadata: str = NO_METADATA
+    commit_timestamp_ms: int = 0
+    # Only OffsetCommit v2-v4 carry a retention time; otherwise the broker default applies.
+    expire_timestamp_ms: int | None = None
+
+
+class OffsetStore:
+    def __init__(self) -> None:
+        self._by_group: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+
+    def commit(self, group_id: str, tp: TopicPartition, value: OffsetAndMetadata) -> None:
+        self._by_group.setdefault(group_id, {})[tp] = value
+
+    def get(self, group_id: str, tp: TopicPartition) -> OffsetAndMetadata | None:
+        return self._by_group.get(group_id, {}).get(tp)
+
+    def of_group(self, group_id: str) -> Mapping[TopicPartition, OffsetAndMetadata]:
+        return self._by_group.get(group_id, {})
+
+    def has_offsets(self, group_id: str) -> bool:
+        return bool(self._by_group.get(group_id))
+
+    def group_ids(self) -> list[str]:
+        return list(self._by_group)
+
+    def delete(self, group_id: str, partitions: Iterable[TopicPartition]) -> int:
+        offsets = self._by_group.get(group_id, {})
+        removed = sum(offsets.pop(tp, None) is not None for tp in partitions)
+        if not offsets:
+            self._by_group.pop(group_id, None)
+        return removed
+
+    def delete_group(self, group_id: str) -> int:
+        return len(self._by_group.pop(group_id, {}))
+
+    def remove_if(
+        self, group_id: str, predicate: Callable[[TopicPartition, OffsetAndMetadata], bool]
+    ) -> list[TopicPartition]:
+        doomed = [tp for tp, value in self.of_group(group_id).items() if predicate(tp, value)]
+        self.delete(group_id, doomed)
+        return doomed
