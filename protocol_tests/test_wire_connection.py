@@ -84,9 +84,12 @@ def _unknown_api_key() -> bytes:
     return struct.pack(">i", len(frame)) + frame
 
 
-def _unserved_api_key() -> bytes:
-    """FindCoordinator (10): a real Kafka API kafkalite does not serve (not advertised)."""
-    frame = struct.pack(">hhih", 10, 0, 5, -1) + struct.pack(">h", 1) + b"g"
+# Real Kafka APIs kafkalite has no reason to serve soon; the first one not advertised is used.
+_UNSERVED_CANDIDATES = (29, 30, 31, 4, 5, 6, 7, 38, 39, 40, 41, 48, 49, 50, 51)
+
+
+def _unserved_api_key_frame(api_key: int) -> bytes:
+    frame = struct.pack(">hhih", api_key, 0, 5, -1) + b"\x00" * 8
     return struct.pack(">i", len(frame)) + frame
 
 
@@ -109,7 +112,7 @@ BAD_FRAMES: dict[str, Callable[[], bytes]] = {
     ),
     "size-int-max": lambda: struct.pack(">i", 2**31 - 1),
     "unknown-api-key": _unknown_api_key,
-    "unserved-api-key": _unserved_api_key,
+    "unserved-api-key": lambda: b"",  # chosen from ApiVersions in the test
     "unsupported-version": _unsupported_version,
     "shorter-than-header": _too_short,
 }
@@ -118,9 +121,15 @@ BAD_FRAMES: dict[str, Callable[[], bytes]] = {
 @pytest.mark.parametrize("kind", list(BAD_FRAMES))
 def test_bad_frame_closes_only_its_connection(connect: Callable[..., RawClient], kind: str) -> None:
     other = connect()
-    assert other.request(api_versions_request(3)).error_code == NONE
+    versions = other.request(api_versions_request(3))
+    assert versions.error_code == NONE
+    frame = BAD_FRAMES[kind]()
+    if kind == "unserved-api-key":
+        advertised = {k.api_key for k in versions.api_keys}
+        unserved = next(k for k in _UNSERVED_CANDIDATES if k not in advertised)
+        frame = _unserved_api_key_frame(unserved)
     bad = connect()
-    bad.send_raw(BAD_FRAMES[kind]())
+    bad.send_raw(frame)
     assert bad.is_closed_by_peer(), f"{kind}: the broker kept the connection open"
     assert other.request(api_versions_request(3)).error_code == NONE
     assert connect().request(api_versions_request(3)).error_code == NONE

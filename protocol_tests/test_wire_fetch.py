@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import time
 import uuid
 from collections.abc import Callable
@@ -11,11 +12,14 @@ import pytest
 from protocol_tests.batches import Record, build_batch, decode_records, simple_batch
 from protocol_tests.raw_client import (
     RawClient,
+    build,
+    create_topics_request,
     fetch_request,
     list_offsets_request,
     offset_for_leader_epoch_request,
     produce_request,
     response_class,
+    unique_name,
 )
 
 NONE = 0
@@ -205,3 +209,76 @@ def test_offset_for_leader_epoch(client: RawClient, new_topic: NewTopic, version
     assert (result.leader_epoch, result.end_offset) == (0, 3)
     response = client.request(offset_for_leader_epoch_request(topic, 5, 0, version=version))
     assert response.topics[0].partitions[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_long_poll_waits_for_min_bytes(
+    client: RawClient, connect: Callable[..., RawClient], new_topic: NewTopic
+) -> None:
+    """Data below min_bytes does not end the wait; enough data does, before max_wait."""
+    topic, _ = new_topic()
+    _produce(client, topic, simple_batch(1, b"small"))
+    started = time.monotonic()
+    cid = client.send(fetch_request(topic, 0, 0, max_wait_ms=5000, min_bytes=3000))
+    assert not client.readable_within(0.5), "answered with fewer than min_bytes"
+    producer = connect()
+    _produce(producer, topic, build_batch([Record(b"k", b"x" * 4000)]))
+    got, response = client.recv(response_class(1, 12))
+    assert got == cid
+    assert time.monotonic() - started < 0.5 + 2.0
+    records = decode_records(response.responses[0].partitions[0].records)
+    assert [r.offset for r in records] == [0, 1]
+
+
+def test_fetch_max_bytes_across_partitions(client: RawClient) -> None:
+    """The response-wide max_bytes: the first batch always comes back (KIP-74), later
+    partitions get only what still fits (a partial trailing batch, as Kafka may send, is
+    not a record)."""
+    topic = unique_name("multi")
+    assert client.request(create_topics_request(topic, partitions=2)).topics[0].error_code == 0
+    for partition in (0, 1):
+        batch = build_batch([Record(b"k", b"p%d" % partition + b"x" * 5000)])
+        response = client.request(produce_request(topic, partition, batch))
+        assert response.responses[0].partition_responses[0].error_code == NONE
+    version = 12
+
+    def request(max_bytes: int) -> object:
+        partitions = tuple(
+            build(
+                1,
+                version,
+                "FetchPartition",
+                partition=p,
+                current_leader_epoch=-1,
+                fetch_offset=0,
+                last_fetched_epoch=-1,
+                log_start_offset=-1,
+                partition_max_bytes=1_000_000,
+            )
+            for p in (0, 1)
+        )
+        fetch_topic = build(1, version, "FetchTopic", topic=topic, partitions=partitions)
+        return build(
+            1,
+            version,
+            "FetchRequest",
+            replica_id=-1,
+            max_wait=datetime.timedelta(0),
+            min_bytes=1,
+            max_bytes=max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(fetch_topic,),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+
+    def counts(max_bytes: int) -> list[int]:
+        parts = client.request(request(max_bytes)).responses[0].partitions
+        return [
+            len(decode_records(p.records)) for p in sorted(parts, key=lambda p: p.partition_index)
+        ]
+
+    assert counts(100) == [1, 0]
+    assert counts(7_000) == [1, 0]
+    assert counts(20_000) == [1, 1]

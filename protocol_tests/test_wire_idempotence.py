@@ -115,3 +115,14 @@ def test_non_idempotent_batches_are_never_deduplicated(
     assert _produce(client, topic, batch) == (NONE, 0)
     assert _produce(client, topic, batch) == (NONE, 2)
     assert _latest(client, topic) == 4
+
+
+def test_sequence_wraps_around_int32_max(client: RawClient, new_topic: NewTopic) -> None:
+    """Sequences wrap from 2**31-1 to 0 (Kafka's DefaultRecordBatch.incrementSequence)."""
+    topic, _ = new_topic()
+    pid, epoch = _init_producer_id(client)
+    first = _batch(pid, epoch, 2**31 - 2, 3, b"wrap")  # sequences 2**31-2, 2**31-1, 0
+    assert _produce(client, topic, first) == (NONE, 0)
+    assert _produce(client, topic, first) == (NONE, 0)  # still a duplicate
+    assert _produce(client, topic, _batch(pid, epoch, 1, 2, b"after")) == (NONE, 3)
+    assert _latest(client, topic) == 5

@@ -179,12 +179,6 @@ def test_produce_magic_v1_batch_is_invalid_record(client: RawClient, new_topic: 
     assert _latest(client, topic) == 0
 
 
-@pytest.mark.xfail(
-    reason="kafkalite bug: a Produce v3+ partition carrying two record batches is appended "
-    "(error NONE) instead of refused with INVALID_RECORD as Kafka's "
-    "ProduceRequest.validateRecords does",
-    strict=True,
-)
 def test_produce_two_batches_in_one_partition_is_invalid_record(
     client: RawClient, new_topic: NewTopic
 ) -> None:
@@ -194,6 +188,17 @@ def test_produce_two_batches_in_one_partition_is_invalid_record(
     records = simple_batch(1, b"one") + simple_batch(1, b"two")
     response = _produce(client, topic, records)
     assert response.error_code == INVALID_RECORD
+    assert _latest(client, topic) == 0
+
+
+def test_produce_unknown_compression_codec_is_refused(
+    client: RawClient, new_topic: NewTopic
+) -> None:
+    """Codec ids 5-7 do not exist: the batch is refused and nothing is appended."""
+    topic, _ = new_topic()
+    response = _produce(client, topic, build_batch([Record(b"k", b"v")], attributes=5))
+    assert response.error_code != NONE
+    assert response.base_offset == -1
     assert _latest(client, topic) == 0
 
 

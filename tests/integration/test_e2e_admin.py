@@ -80,6 +80,20 @@ def test_create_topics_with_configs(
     assert errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
 
 
+def test_create_topics_broker_defaults(
+    broker_factory: Callable[..., BrokerProcess], topic_name: Callable[..., str]
+) -> None:
+    """NewTopic without counts sends -1/-1: the broker's num.partitions and
+    default.replication.factor apply."""
+    broker = broker_factory({"num.partitions": "3"})
+    topic = topic_name()
+    futures = admin(broker.bootstrap).create_topics([NewTopic(topic)])
+    assert futures[topic].result(timeout=CLIENT_TIMEOUT) is None
+    partitions = _topics(broker.bootstrap)[topic].partitions
+    assert sorted(partitions) == [0, 1, 2]
+    assert all(list(p.replicas) == [0] for p in partitions.values())
+
+
 def test_create_topics_validate_only(
     admin_broker: BrokerProcess, topic_name: Callable[..., str]
 ) -> None:

@@ -159,3 +159,24 @@ def test_retention_configured_at_broker_level(
     assert len(segment_files(broker.data_dir, topic, 0)) >= 2
     low = wait_until(lambda: low_watermark(broker.bootstrap, topic), message="log start to move")
     assert 0 < low < 60
+
+
+def test_everything_deleted_then_restart(
+    broker_factory: Callable[..., BrokerProcess], topic_name: Callable[..., str]
+) -> None:
+    """After retention removed every old segment, a restart keeps the log start at the log
+    end (not back at 0) and producing continues there."""
+    broker = broker_factory({"log.retention.check.interval.ms": str(CHECK_INTERVAL_MS)})
+    topic = topic_name()
+    create_topic(
+        broker.bootstrap, topic, 1, {"segment.bytes": str(SEGMENT_BYTES), "retention.ms": "1000"}
+    )
+    _one_batch_per_message(
+        broker.bootstrap, topic, 15, timestamp=int(time.time() * 1000) - 3_600_000
+    )
+    wait_until(lambda: low_watermark(broker.bootstrap, topic) == 15, message="all deleted")
+    for restart in (broker.restart, lambda: (broker.kill(), broker.start())):
+        restart()
+        assert watermarks(broker.bootstrap, topic, 0) == (15, 15)
+    deliveries = produce_all(producer(broker.bootstrap), topic, [{"value": b"v", "partition": 0}])
+    assert deliveries.succeeded[0].offset == 15

@@ -5,13 +5,15 @@ order per partition, with key, value, headers and timestamp intact."""
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import TIMESTAMP_CREATE_TIME
+from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, TopicPartition
 from e2e_helpers import (
     batch_attributes,
     consume_all,
+    consumer,
     create_topic,
     produce_all,
     producer,
@@ -24,14 +26,6 @@ PARTITIONS = 3
 PER_PARTITION = 60
 BASE_TS = 1_700_000_000_000
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-# librdkafka enables LZ4 only when the broker advertises FindCoordinator (its feature map:
-# RD_KAFKA_FEATURE_LZ4 depends on {FindCoordinator, 0, 0}, a stand-in for "broker >= 0.8.2");
-# without it, compression.type=lz4 silently produces uncompressed batches.
-LZ4_XFAIL = pytest.mark.xfail(
-    reason="kafkalite does not advertise FindCoordinator (key 10), so librdkafka disables "
-    "its LZ4 feature and sends compression.type=lz4 batches uncompressed",
-    strict=True,
-)
 WORDS = [b"kafka", b"lite", b"broker", b"segment", b"offset", b"\x00\xff", b"record"]
 
 
@@ -103,17 +97,16 @@ def test_round_trip_every_codec(
 
 @pytest.mark.parametrize(
     "codec",
-    [
-        pytest.param(codec, marks=LZ4_XFAIL) if codec == "lz4" else codec
-        for codec in CODECS
-        if codec != "none"
-    ],
+    [codec for codec in CODECS if codec != "none"],
 )
 def test_producer_codec_is_stored(
     module_broker: BrokerProcess, topic_name: Callable[..., str], codec: str
 ) -> None:
-    """The batches really are stored compressed with the producer's codec (librdkafka
-    silently sends uncompressed when it thinks the broker cannot take a codec)."""
+    """The batches really are stored compressed with the producer's codec. librdkafka
+    silently sends uncompressed when it thinks the broker cannot take a codec: LZ4 needs
+    FindCoordinator advertised (its feature map: RD_KAFKA_FEATURE_LZ4 depends on
+    FindCoordinator v0), zstd needs Produce v7 and Fetch v10, and gzip/snappy/lz4 need
+    Produce's advertised min version to be 0 (librdkafka <= 2.11)."""
     topic = topic_name()
     create_topic(module_broker.bootstrap, topic, 1)
     prod = producer(module_broker.bootstrap, **{"compression.type": codec, "linger.ms": 20})
@@ -150,3 +143,33 @@ def test_round_trip_auto_created_topic(
     produce_all(prod, topic, ({"key": b"k", "value": b"v%d" % i} for i in range(10)))
     consumed = consume_all(module_broker.bootstrap, topic, [0])[0]
     assert [c.value for c in consumed] == [b"v%d" % i for i in range(10)]
+
+
+@pytest.mark.parametrize("where", ["topic", "broker"])
+def test_log_append_time(
+    broker_factory: Callable[..., BrokerProcess], topic_name: Callable[..., str], where: str
+) -> None:
+    """message.timestamp.type=LogAppendTime: the broker stamps every record with its own
+    clock; consumers see TIMESTAMP_LOG_APPEND_TIME and timestamp lookups use that time."""
+    overrides = {"log.message.timestamp.type": "LogAppendTime"} if where == "broker" else {}
+    broker = broker_factory(overrides)
+    topic = topic_name()
+    config = {"message.timestamp.type": "LogAppendTime"} if where == "topic" else {}
+    create_topic(broker.bootstrap, topic, 1, config)
+    before = int(time.time() * 1000)
+    prod = producer(broker.bootstrap, **{"linger.ms": 50, "compression.type": "gzip"})
+    produce_all(prod, topic, ({"value": b"v%d" % i, "timestamp": 1_000 + i} for i in range(20)))
+    after = int(time.time() * 1000)
+    consumed = consume_all(broker.bootstrap, topic, [0])[0]
+    assert len(consumed) == 20
+    for record in consumed:
+        assert record.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
+        assert before - 1000 <= record.timestamp <= after + 1000, "not the broker's clock"
+    cons = consumer(broker.bootstrap)
+    try:
+        (early,) = cons.offsets_for_times([TopicPartition(topic, 0, 5_000)], timeout=20)
+        assert early.offset == 0  # the producer's timestamps (1000...) were replaced
+        (late,) = cons.offsets_for_times([TopicPartition(topic, 0, after + 60_000)], timeout=20)
+        assert late.offset == -1
+    finally:
+        cons.close()

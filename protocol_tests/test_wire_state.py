@@ -1,0 +1,149 @@
+"""Broker state on the wire: producer state and topic ids across restarts and crashes,
+producer epochs, and min.insync.replicas."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from kafkalite.testing import BrokerProcess
+from protocol_tests.batches import decode_records, simple_batch
+from protocol_tests.raw_client import (
+    RawClient,
+    build,
+    create_topics_request,
+    fetch_request,
+    init_producer_id_request,
+    list_offsets_request,
+    metadata_request,
+    produce_request,
+    unique_name,
+)
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_ENOUGH_REPLICAS = 19
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_PRODUCER_EPOCH = 47
+UNKNOWN_TOPIC_ID = 100
+LATEST = -1
+
+
+def _produce(client: RawClient, topic: str, batch: bytes, acks: int = -1) -> tuple[int, int]:
+    response = client.request(produce_request(topic, 0, batch, acks=acks))
+    part = response.responses[0].partition_responses[0]
+    return part.error_code, part.base_offset
+
+
+def _latest(client: RawClient, topic: str) -> int:
+    return client.request(list_offsets_request(topic, 0, LATEST)).topics[0].partitions[0].offset
+
+
+def _idempotent(pid: int, epoch: int, sequence: int, count: int, tag: bytes) -> bytes:
+    return simple_batch(count, tag, producer_id=pid, producer_epoch=epoch, base_sequence=sequence)
+
+
+def _topic_id(client: RawClient, topic: str) -> uuid.UUID:
+    (meta,) = client.request(metadata_request([topic], auto_create=False)).topics
+    assert meta.error_code == NONE
+    return meta.topic_id
+
+
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+def test_duplicate_detected_after_restart(
+    broker_factory: Callable[..., BrokerProcess], how: str
+) -> None:
+    """Producer state is persisted (snapshot) or rebuilt from the log after a crash: a
+    retried batch is still recognised as a duplicate after the broker comes back."""
+    broker = broker_factory()
+    client = RawClient(broker.host, broker.port)
+    topic = unique_name("pstate")
+    assert client.request(create_topics_request(topic)).topics[0].error_code == NONE
+    pid = client.request(init_producer_id_request()).producer_id
+    batches = [_idempotent(pid, 0, 3 * i, 3, b"b%d" % i) for i in range(3)]
+    for i, batch in enumerate(batches):
+        assert _produce(client, topic, batch) == (NONE, 3 * i)
+    client.close()
+
+    if how == "sigterm":
+        broker.restart()
+    else:
+        broker.kill()
+        broker.start()
+    client = RawClient(broker.host, broker.port)
+    try:
+        assert _latest(client, topic) == 9
+        assert _produce(client, topic, batches[-1]) == (NONE, 6), "duplicate appended again"
+        assert _produce(client, topic, batches[0]) == (NONE, 0), "older duplicate appended"
+        assert _latest(client, topic) == 9
+        error, _ = _produce(client, topic, _idempotent(pid, 0, 20, 1, b"gap"))
+        assert error == OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert _produce(client, topic, _idempotent(pid, 0, 9, 1, b"next")) == (NONE, 9)
+    finally:
+        client.close()
+
+
+def test_producer_epoch_rules(client: RawClient, new_topic: Callable) -> None:
+    """Kafka's ProducerAppendInfo: a lower epoch is fenced (INVALID_PRODUCER_EPOCH); a
+    higher epoch must start again at sequence 0."""
+    topic, _ = new_topic()
+    pid = client.request(init_producer_id_request()).producer_id
+    assert _produce(client, topic, _idempotent(pid, 1, 0, 2, b"e1")) == (NONE, 0)
+    error, _ = _produce(client, topic, _idempotent(pid, 0, 2, 1, b"old"))
+    assert error == INVALID_PRODUCER_EPOCH
+    error, _ = _produce(client, topic, _idempotent(pid, 2, 5, 1, b"new-epoch-late-seq"))
+    assert error == OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert _produce(client, topic, _idempotent(pid, 2, 0, 1, b"e2")) == (NONE, 2)
+    assert _latest(client, topic) == 3
+
+
+def test_topic_id_stable_across_restart_and_new_after_recreate(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    broker = broker_factory()
+    topic = unique_name("ids")
+    with RawClient(broker.host, broker.port) as client:
+        created = client.request(create_topics_request(topic)).topics[0]
+        assert created.error_code == NONE
+        first_id = _topic_id(client, topic)
+        assert created.topic_id == first_id
+        assert _produce(client, topic, simple_batch(2)) == (NONE, 0)
+    broker.restart()
+    with RawClient(broker.host, broker.port) as client:
+        assert _topic_id(client, topic) == first_id
+        part = client.request(fetch_request(None, 0, 0, version=13, topic_id=first_id))
+        assert len(decode_records(part.responses[0].partitions[0].records)) == 2
+
+        request = build(
+            20,
+            6,
+            "DeleteTopicsRequest",
+            topics=(build(20, 6, "DeleteTopicState", name=topic, topic_id=None),),
+            timeout=datetime.timedelta(seconds=10),
+        )
+        (deleted,) = client.request(request).responses
+        assert (deleted.error_code, deleted.topic_id) == (NONE, first_id)
+        assert client.request(create_topics_request(topic)).topics[0].error_code == NONE
+        second_id = _topic_id(client, topic)
+        assert second_id != first_id
+        old = client.request(fetch_request(None, 0, 0, version=13, topic_id=first_id))
+        assert old.responses[0].partitions[0].error_code == UNKNOWN_TOPIC_ID
+        new = client.request(fetch_request(None, 0, 0, version=13, topic_id=second_id))
+        part = new.responses[0].partitions[0]
+        assert (part.error_code, part.high_watermark) == (NONE, 0)
+        assert not part.records
+
+
+def test_min_insync_replicas_above_isr(client: RawClient) -> None:
+    """A single node is the whole ISR: with min.insync.replicas=2, acks=all is refused with
+    NOT_ENOUGH_REPLICAS while acks=1 is accepted (Kafka's Partition.appendRecordsToLeader)."""
+    topic = unique_name("min-isr")
+    created = client.request(create_topics_request(topic, configs={"min.insync.replicas": "2"}))
+    assert created.topics[0].error_code == NONE
+    assert _produce(client, topic, simple_batch(1), acks=-1)[0] == NOT_ENOUGH_REPLICAS
+    assert _latest(client, topic) == 0
+    assert _produce(client, topic, simple_batch(1), acks=1) == (NONE, 0)
+    assert _latest(client, topic) == 1
