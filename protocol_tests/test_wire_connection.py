@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import socket
 import struct
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from protocol_tests.raw_client import (
     SOCKET_REQUEST_MAX_BYTES,
     RawClient,
     api_versions_request,
+    build,
     encode_request,
     fetch_request,
     list_offsets_request,
@@ -177,3 +179,28 @@ def test_client_disconnect_during_long_poll(
     assert other.request(api_versions_request(3)).error_code == NONE
     response = other.request(produce_request(topic, 0, simple_batch(1)))
     assert response.responses[0].partition_responses[0].error_code == NONE
+
+
+def test_topic_deleted_during_long_poll(
+    connect: Callable[..., RawClient], new_topic: Callable[..., tuple[str, object]]
+) -> None:
+    """Deleting the topic a fetch is waiting on: the fetch still gets an answer and the
+    connection stays usable."""
+    topic, _ = new_topic()
+    waiting = connect()
+    cid = waiting.send(fetch_request(topic, 0, 0, max_wait_ms=1500, min_bytes=1))
+    admin = connect()
+    request = build(
+        20,
+        6,
+        "DeleteTopicsRequest",
+        topics=(build(20, 6, "DeleteTopicState", name=topic, topic_id=None),),
+        timeout=datetime.timedelta(seconds=10),
+    )
+    assert admin.request(request).responses[0].error_code == NONE
+    got, response = waiting.recv(response_class(1, 12))
+    assert got == cid
+    part = response.responses[0].partitions[0]
+    assert part.error_code in (NONE, 3)  # UNKNOWN_TOPIC_OR_PARTITION once it is gone
+    assert not part.records
+    assert waiting.request(api_versions_request(3)).error_code == NONE

@@ -197,17 +197,42 @@ def test_delete_unknown_topic(admin_broker: BrokerProcess, topic_name: Callable[
     assert _error_of(futures[topic]).code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
-def test_deleted_topic_stays_deleted_after_restart(
+def test_admin_changes_survive_restart(
     broker: BrokerProcess, topic_name: Callable[..., str]
 ) -> None:
-    topic, kept = topic_name("gone"), topic_name("kept")
-    create_topic(broker.bootstrap, topic, 1)
-    create_topic(broker.bootstrap, kept, 1)
-    admin(broker.bootstrap).delete_topics([topic])[topic].result(timeout=CLIENT_TIMEOUT)
-    broker.restart()
-    topics = _topics(broker.bootstrap)
-    assert topic not in topics
-    assert kept in topics
+    """Deleted topics stay deleted; added partitions, altered configs and moved log start
+    offsets are all still there after a clean restart and after kill -9."""
+    gone, kept = topic_name("gone"), topic_name("kept")
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, gone, 1)
+    create_topic(bootstrap, kept, 1, {"retention.ms": "86400000"})
+    client = admin(bootstrap)
+    client.delete_topics([gone])[gone].result(timeout=CLIENT_TIMEOUT)
+    client.create_partitions([NewPartitions(kept, 3)])[kept].result(timeout=CLIENT_TIMEOUT)
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        kept,
+        incremental_configs=[
+            ConfigEntry(
+                "retention.bytes", "123456789", incremental_operation=AlterConfigOpType.SET
+            ),
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ],
+    )
+    next(iter(client.incremental_alter_configs([resource]).values())).result(CLIENT_TIMEOUT)
+    produce_all(producer(bootstrap), kept, ({"value": b"v", "partition": 2} for _ in range(10)))
+    tp = TopicPartition(kept, 2, 4)
+    client.delete_records([tp])[tp].result(timeout=CLIENT_TIMEOUT)
+
+    for restart in (broker.restart, lambda: (broker.kill(), broker.start())):
+        restart()
+        topics = _topics(broker.bootstrap)
+        assert gone not in topics
+        assert sorted(topics[kept].partitions) == [0, 1, 2]
+        configs = _describe_topic(broker.bootstrap, kept)
+        assert configs["retention.bytes"].value == "123456789"
+        assert configs["retention.ms"].source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        assert watermarks(broker.bootstrap, kept, 2) == (4, 10)
 
 
 # -- CreatePartitions ------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+import pytest
 from e2e_helpers import (
     Deliveries,
     consume_all,
@@ -56,12 +57,14 @@ def test_idempotent_producer_exactly_once(
         assert stored[(d.partition, d.offset)] == d.value
 
 
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
 def test_idempotent_producer_across_broker_restart(
-    broker: BrokerProcess, topic_name: Callable[..., str]
+    broker: BrokerProcess, topic_name: Callable[..., str], how: str
 ) -> None:
-    """The broker restarts (SIGTERM, same port) while the idempotent producer has batches
-    in flight: librdkafka retries them, and the broker must deduplicate from its persisted
-    producer state, so the log still holds every message exactly once."""
+    """The broker restarts (same port) while the idempotent producer has batches in flight:
+    librdkafka retries them, and the broker must deduplicate from its persisted (SIGTERM)
+    or rebuilt-from-the-log (SIGKILL) producer state, so the log still holds every message
+    exactly once."""
     topic = topic_name()
     create_topic(broker.bootstrap, topic, PARTITIONS)
     deliveries = Deliveries()
@@ -86,7 +89,11 @@ def test_idempotent_producer_across_broker_restart(
                 prod.poll(0.05)
         prod.poll(0)
         if i == len(values) // 2:
-            broker.restart()
+            if how == "sigterm":
+                broker.restart()
+            else:
+                broker.kill()
+                broker.restart()  # same port, so the producer reconnects
     assert prod.flush(60) == 0
     assert not deliveries.failed, deliveries.failed[0].error
     assert len(deliveries.succeeded) == len(values)

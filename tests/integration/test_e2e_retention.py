@@ -180,3 +180,25 @@ def test_everything_deleted_then_restart(
         assert watermarks(broker.bootstrap, topic, 0) == (15, 15)
     deliveries = produce_all(producer(broker.bootstrap), topic, [{"value": b"v", "partition": 0}])
     assert deliveries.succeeded[0].offset == 15
+
+
+def test_segment_roll_by_time(
+    retention_broker: BrokerProcess, topic_name: Callable[..., str]
+) -> None:
+    """segment.ms: Kafka's LogSegment.timeWaitedForRoll measures the incoming batch's max
+    timestamp against the segment's first batch timestamp, so old-but-equal timestamps do
+    not roll, and the first record more than segment.ms newer does."""
+    topic = topic_name()
+    bootstrap = retention_broker.bootstrap
+    create_topic(bootstrap, topic, 1, {"segment.ms": "60000"})
+    old = int(time.time() * 1000) - 3_600_000
+    _one_batch_per_message(bootstrap, topic, 3, timestamp=old)
+    assert _segment_bases(retention_broker, topic) == [0]
+    _one_batch_per_message(bootstrap, topic, 3)  # an hour newer: one roll, then none
+    assert _segment_bases(retention_broker, topic) == [0, 3]
+    _one_batch_per_message(bootstrap, topic, 1, timestamp=old + 30_000)
+    assert _segment_bases(retention_broker, topic) == [0, 3]
+
+
+def _segment_bases(broker: BrokerProcess, topic: str) -> list[int]:
+    return [int(s.name.removesuffix(".log")) for s in segment_files(broker.data_dir, topic, 0)]
