@@ -78,7 +78,8 @@ class Property:
     doc: str
 
 
-# The properties kafkalite understands, with Kafka's defaults.
+# The properties kafkalite understands, with Kafka's defaults, except retention: two weeks
+# (log.retention.hours=336) where Kafka keeps 168 hours.
 PROPERTIES: dict[str, Property] = {
     "broker.id": Property(_int(0, 2**31 - 1), "0", "id of this broker"),
     "node.id": Property(_int(0, 2**31 - 1), None, "alias of broker.id (KRaft name)"),
