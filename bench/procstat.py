@@ -23,15 +23,21 @@ def status_kib(pid: int, field: str) -> int | None:
     return None
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of a process so far (all its threads), from /proc/<pid>/stat."""
+def cpu_times(pid: int) -> tuple[float, float] | None:
+    """(user, system) CPU seconds of a process so far (all its threads), from /proc/<pid>/stat."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
     # fields[0] is the state (field 3 of the man page): utime is field 14, stime field 15.
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    return int(fields[11]) / _CLOCK_TICKS, int(fields[12]) / _CLOCK_TICKS
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process so far."""
+    times = cpu_times(pid)
+    return None if times is None else sum(times)
 
 
 def self_cpu_seconds() -> float:
@@ -46,20 +52,23 @@ class CpuMeter:
     broker_pid: int | None
     wall: float = 0.0
     broker_cpu: float | None = None
+    broker_sys: float | None = None  # the part of broker_cpu spent in the kernel
     client_cpu: float = 0.0
 
     def __enter__(self) -> CpuMeter:
         self._wall0 = time.perf_counter()
         self._client0 = self_cpu_seconds()
-        self._broker0 = cpu_seconds(self.broker_pid) if self.broker_pid else None
+        self._broker0 = cpu_times(self.broker_pid) if self.broker_pid else None
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.wall = time.perf_counter() - self._wall0
         self.client_cpu = self_cpu_seconds() - self._client0
         if self.broker_pid and self._broker0 is not None:
-            now = cpu_seconds(self.broker_pid)
-            self.broker_cpu = None if now is None else now - self._broker0
+            now = cpu_times(self.broker_pid)
+            if now is not None:
+                self.broker_cpu = sum(now) - sum(self._broker0)
+                self.broker_sys = now[1] - self._broker0[1]
 
     def percent(self, cpu: float | None) -> float | None:
         return None if cpu is None or self.wall <= 0 else 100.0 * cpu / self.wall

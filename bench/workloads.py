@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 MIB = 1 << 20
 POLL_EVERY = 1000
+STALL_SECONDS = 60.0  # a producer queue that stays full this long means the broker is stuck
 
 
 def payload(size: int) -> bytes:
@@ -191,11 +192,19 @@ def produce_throughput(
     start = time.perf_counter()
     for i in range(messages):
         callback = sampled if i % sample_every == 0 else None
+        full_since = None
         while True:
             try:
                 produce(topic, value, partition=0, on_delivery=callback)
                 break
             except BufferError:
+                now = time.perf_counter()
+                full_since = full_since or now
+                if now - full_since > STALL_SECONDS:
+                    raise RuntimeError(
+                        f"producer queue full for {STALL_SECONDS:g}s after {i} messages: "
+                        f"the broker stopped acknowledging ({errors.errors[-3:]})"
+                    ) from None
                 poll(0.001)
         if i % POLL_EVERY == 0:
             poll(0)
