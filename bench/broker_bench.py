@@ -267,6 +267,14 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}%"
 
 
+def _broker_cpu(figures: dict[str, Any]) -> str:
+    if figures.get("broker_cpu_pct") is None:
+        return "broker CPU not measured"
+    return (
+        f"broker CPU {_pct(figures['broker_cpu_pct'])} ({_pct(figures['broker_sys_pct'])} kernel)"
+    )
+
+
 def format_table(results: dict[str, Any]) -> str:
     cfg = results["config"]
     rows: list[tuple[str, str, str, str]] = []
@@ -277,8 +285,7 @@ def format_table(results: dict[str, Any]) -> str:
                 f"produce throughput acks={acks}",
                 f"{mb:8.1f} MB/s  {figures['msg_s']:>9,.0f} msg/s",
                 f">= {PRODUCE_BAR_MB_S:g} MB/s {_verdict(mb, PRODUCE_BAR_MB_S)}",
-                f"broker CPU {_pct(figures['broker_cpu_pct'])} "
-                f"({_pct(figures['broker_sys_pct'])} kernel), "
+                f"{_broker_cpu(figures)}, "
                 f"client CPU {_pct(figures['client_cpu_pct'])}, {figures['seconds']:.1f}s",
             )
         )
@@ -309,8 +316,7 @@ def format_table(results: dict[str, Any]) -> str:
                 "consume throughput",
                 f"{consume['mb_s']:8.1f} MB/s  {consume['msg_s']:>9,.0f} msg/s",
                 f">= {CONSUME_BAR_MB_S:g} MB/s {_verdict(consume['mb_s'], CONSUME_BAR_MB_S)}",
-                f"broker CPU {_pct(consume['broker_cpu_pct'])} "
-                f"({_pct(consume['broker_sys_pct'])} kernel), "
+                f"{_broker_cpu(consume)}, "
                 f"client CPU {_pct(consume['client_cpu_pct'])}, {consume['seconds']:.1f}s, "
                 f"first msg {consume['first_message_ms']:.0f} ms",
             )
