@@ -37,7 +37,8 @@ class FrameReader:
             return None
         begin = self._start + 4
         self._start = begin + size
-        return bytes(self._buffer[begin : self._start])
+        with memoryview(self._buffer) as view:  # one copy, not a bytearray slice and a copy
+            return bytes(view[begin : self._start])
 
     @property
     def bytes_wanted(self) -> int:

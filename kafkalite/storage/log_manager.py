@@ -73,6 +73,7 @@ class LogManager:
     log_dir: Path
     logs: dict[TopicPartition, UnifiedLog] = field(default_factory=dict)
     had_clean_shutdown: bool = False
+    _last_checkpoint: tuple[dict, dict] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.log_dir = Path(self.log_dir)
@@ -133,15 +134,17 @@ class LogManager:
         self.checkpoint()
 
     def checkpoint(self) -> None:
-        """Write the recovery point and log start offset checkpoints atomically."""
-        write_checkpoint(
-            self.log_dir / RECOVERY_POINT_CHECKPOINT,
-            {tp: partition_log.recovery_point for tp, partition_log in self.logs.items()},
-        )
-        write_checkpoint(
-            self.log_dir / LOG_START_OFFSET_CHECKPOINT,
-            {tp: partition_log.log_start_offset for tp, partition_log in self.logs.items()},
-        )
+        """Write the recovery point and log start offset checkpoints atomically.
+
+        Skipped when nothing changed since the last write: each write costs two fsyncs.
+        """
+        recovery = {tp: log.recovery_point for tp, log in self.logs.items()}
+        starts = {tp: log.log_start_offset for tp, log in self.logs.items()}
+        if (recovery, starts) == self._last_checkpoint:
+            return
+        write_checkpoint(self.log_dir / RECOVERY_POINT_CHECKPOINT, recovery)
+        write_checkpoint(self.log_dir / LOG_START_OFFSET_CHECKPOINT, starts)
+        self._last_checkpoint = (recovery, starts)
 
     def flush_all(self, now_ms: int) -> None:
         for partition_log in self.logs.values():
