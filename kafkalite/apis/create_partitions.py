@@ -13,15 +13,17 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-from kafkalite.apis.create_topics import (
+from kafkalite.apis.topic_admin import (
+    answer_each_name_once,
     deadline_passed,
-    duplicate_names,
     validate_manual_assignment,
 )
 from kafkalite.broker.replica_manager import OK, Outcome
 
 
-def _check_assignments(ctx: RequestContext, assignments: Any, additional: int, rf: int) -> Outcome:
+def _check_assignments(
+    ctx: RequestContext, assignments: Any, additional: int, replication_factor: int
+) -> Outcome:
     if len(assignments) != additional:
         return Outcome(
             ErrorCode.invalid_replica_assignment,
@@ -29,31 +31,23 @@ def _check_assignments(ctx: RequestContext, assignments: Any, additional: int, r
             f"{len(assignments)} assignment(s) were specified.",
         )
     for assignment in assignments:
-        outcome = validate_manual_assignment(assignment.broker_ids, ctx.broker.node_id, rf)
+        outcome = validate_manual_assignment(
+            assignment.broker_ids, ctx.broker.node_id, replication_factor
+        )
         if not outcome.ok:
             return outcome
     return OK
 
 
 def _check(ctx: RequestContext, request_topic: Any) -> Outcome:
-    topic = ctx.broker.replica_manager.topics.get(request_topic.name)
-    if topic is None:
-        return Outcome(ErrorCode.unknown_topic_or_partition)  # Kafka sends no message here
-    current = len(topic.partitions)
-    count = request_topic.count
-    if count == current:
-        return Outcome(ErrorCode.invalid_partitions, f"Topic already has {current} partition(s).")
-    if count < current:
-        return Outcome(
-            ErrorCode.invalid_partitions,
-            f"The topic {topic.name} currently has {current} partition(s); {count} would not be "
-            "an increase.",
-        )
-    if request_topic.assignments is None:
-        return OK
-    replication_factor = len(topic.partitions[0].replicas)
+    manager = ctx.broker.replica_manager
+    outcome = manager.check_new_partitions(request_topic.name, request_topic.count)
+    if not outcome.ok or request_topic.assignments is None:
+        return outcome
+    partitions = manager.topics[request_topic.name].partitions
+    added = request_topic.count - len(partitions)
     return _check_assignments(
-        ctx, request_topic.assignments, count - current, replication_factor
+        ctx, request_topic.assignments, added, replication_factor=len(partitions[0].replicas)
     )
 
 
@@ -74,17 +68,11 @@ def _result(ctx: RequestContext, name: str, outcome: Outcome) -> Any:
 
 
 def _grow_all(ctx: RequestContext, request: Any) -> tuple[Any, ...]:
-    duplicates = duplicate_names(t.name for t in request.topics)
-    results = []
-    answered: set[str] = set()
-    for topic in request.topics:
-        if topic.name not in duplicates:
-            results.append(_result(ctx, topic.name, _grow(ctx, topic, request.validate_only)))
-        elif topic.name not in answered:  # one answer per repeated name, nothing grown
-            answered.add(topic.name)
-            duplicate = Outcome(ErrorCode.invalid_request, "Duplicate topic name.")
-            results.append(_result(ctx, topic.name, duplicate))
-    return tuple(results)
+    return answer_each_name_once(
+        request.topics,
+        lambda topic: _result(ctx, topic.name, _grow(ctx, topic, request.validate_only)),
+        lambda name, duplicate: _result(ctx, name, duplicate),
+    )
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:

@@ -11,15 +11,17 @@ of 0 or less answers REQUEST_TIMED_OUT, as Kafka's controller does.
 
 from __future__ import annotations
 
-import datetime
-from collections import Counter
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, has_field, make
+from kafkalite.apis.topic_admin import (
+    answer_each_name_once,
+    deadline_passed,
+    validate_manual_assignment,
+)
 from kafkalite.broker.replica_manager import OK, Outcome, topic_name_error
 from kafkalite.broker.topic_config import (
     TOPIC_CONFIGS,
@@ -39,39 +41,6 @@ class TopicPlan:
     num_partitions: int
     replication_factor: int
     configs: dict[str, str]
-
-
-def validate_manual_assignment(
-    replicas: Sequence[int], node_id: int, replication_factor: int | None
-) -> Outcome:
-    """Kafka's validateManualPartitionAssignment, with this node as the only registered broker."""
-    if not replicas:
-        return Outcome(
-            ErrorCode.invalid_replica_assignment,
-            "The manual partition assignment includes an empty replica list.",
-        )
-    previous = None
-    for broker_id in sorted(replicas):  # sorted, so the message names the lowest offender
-        if broker_id != node_id:
-            return Outcome(
-                ErrorCode.invalid_replica_assignment,
-                f"The manual partition assignment includes broker {broker_id}, but no such "
-                "broker is registered.",
-            )
-        if broker_id == previous:
-            return Outcome(
-                ErrorCode.invalid_replica_assignment,
-                f"The manual partition assignment includes the broker {broker_id} more than once.",
-            )
-        previous = broker_id
-    if replication_factor is not None and len(replicas) != replication_factor:
-        return Outcome(
-            ErrorCode.invalid_replica_assignment,
-            f"The manual partition assignment includes a partition with {len(replicas)} "
-            "replica(s), but this is not consistent with previous partitions, which have "
-            f"{replication_factor} replica(s).",
-        )
-    return OK
 
 
 def _check_assignments(ctx: RequestContext, topic: Any) -> tuple[Outcome, int]:
@@ -130,15 +99,23 @@ def _resolve_counts(ctx: RequestContext, topic: Any) -> tuple[Outcome, int, int]
         outcome, count = _check_assignments(ctx, topic)
         return outcome, count, 1  # every replica is this node, named once
     if topic.replication_factor < USE_DEFAULT or topic.replication_factor == 0:
-        return Outcome(
-            ErrorCode.invalid_replication_factor,
-            "Replication factor must be larger than 0, or -1 to use the default value.",
-        ), 0, 0
+        return (
+            Outcome(
+                ErrorCode.invalid_replication_factor,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            ),
+            0,
+            0,
+        )
     if topic.num_partitions < USE_DEFAULT or topic.num_partitions == 0:
-        return Outcome(
-            ErrorCode.invalid_partitions,
-            "Number of partitions was set to an invalid non-positive value.",
-        ), 0, 0
+        return (
+            Outcome(
+                ErrorCode.invalid_partitions,
+                "Number of partitions was set to an invalid non-positive value.",
+            ),
+            0,
+            0,
+        )
     config = ctx.broker.config
     partitions = topic.num_partitions
     if partitions == USE_DEFAULT:
@@ -237,28 +214,12 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
     return _success(ctx, topic.name, created.topic_id, plan)
 
 
-def deadline_passed(timeout: datetime.timedelta) -> bool:
-    """Kafka's controller turns the request timeout into a deadline for its event; with 0 or
-    less the event expires before it runs: REQUEST_TIMED_OUT for every entry, nothing done."""
-    return timeout <= datetime.timedelta(0)
-
-
-def duplicate_names(names: Iterable[str]) -> set[str]:
-    return {name for name, count in Counter(names).items() if count > 1}
-
-
 def _create_all(ctx: RequestContext, request: Any) -> tuple[Any, ...]:
-    duplicates = duplicate_names(t.name for t in request.topics)
-    results = []
-    answered: set[str] = set()
-    for topic in request.topics:
-        if topic.name not in duplicates:
-            results.append(_create(ctx, topic, request.validate_only))
-        elif topic.name not in answered:  # one answer per repeated name, nothing created
-            answered.add(topic.name)
-            duplicate = Outcome(ErrorCode.invalid_request, "Duplicate topic name.")
-            results.append(_failure(ctx, topic.name, duplicate))
-    return tuple(results)
+    return answer_each_name_once(
+        request.topics,
+        lambda topic: _create(ctx, topic, request.validate_only),
+        lambda name, duplicate: _failure(ctx, name, duplicate),
+    )
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:

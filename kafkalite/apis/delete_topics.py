@@ -18,7 +18,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-from kafkalite.apis.create_topics import deadline_passed
+from kafkalite.apis.topic_admin import deadline_passed
 from kafkalite.broker.replica_manager import Outcome
 
 # Kafka's ApiError(error) carries the error's default message.
@@ -70,13 +70,19 @@ def _sort(request: Any) -> _Deletion:
     deletion = _Deletion()
     for name, topic_id in _requested(request):
         if name is None and topic_id is None:
-            deletion.answer(None, None, Outcome(
-                ErrorCode.invalid_request, "Neither topic name nor id were specified."
-            ))
+            deletion.answer(
+                None,
+                None,
+                Outcome(ErrorCode.invalid_request, "Neither topic name nor id were specified."),
+            )
         elif name is not None and topic_id is not None:
-            deletion.answer(name, topic_id, Outcome(
-                ErrorCode.invalid_request, "You may not specify both topic name and topic id."
-            ))
+            deletion.answer(
+                name,
+                topic_id,
+                Outcome(
+                    ErrorCode.invalid_request, "You may not specify both topic name and topic id."
+                ),
+            )
         elif name is not None:
             deletion.add_name(name)
         else:
@@ -107,10 +113,14 @@ def _resolve(ctx: RequestContext, deletion: _Deletion) -> dict[uuid.UUID, str]:
         elif topic.topic_id in to_delete or topic.topic_id in deletion.duplicate_ids:
             # Named twice, once by id and once by name: Kafka deletes neither.
             to_delete.pop(topic.topic_id, None)
-            deletion.answer(name, topic.topic_id, Outcome(
-                ErrorCode.invalid_request,
-                "The provided topic name maps to an ID that was already supplied.",
-            ))
+            deletion.answer(
+                name,
+                topic.topic_id,
+                Outcome(
+                    ErrorCode.invalid_request,
+                    "The provided topic name maps to an ID that was already supplied.",
+                ),
+            )
         else:
             to_delete[topic.topic_id] = name
     return to_delete

@@ -244,19 +244,30 @@ class ReplicaManager:
             self.log_manager.delete_log(name, partition.index)
         return OK
 
-    def create_partitions(self, name: str, count: int) -> Outcome:
+    def check_new_partitions(self, name: str, count: int) -> Outcome:
+        """Validate growing a topic to `count` partitions (also for validate_only), with the
+        messages of Kafka's ReplicationControlManager.createPartitions."""
         topic = self.topics.get(name)
         if topic is None:
-            return Outcome(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
+            return Outcome(ErrorCode.unknown_topic_or_partition)  # Kafka sends no message here
         current = len(topic.partitions)
+        if count == current:
+            return Outcome(
+                ErrorCode.invalid_partitions, f"Topic already has {current} partition(s)."
+            )
         if count < current:
             return Outcome(
                 ErrorCode.invalid_partitions,
-                f"Topic currently has {current} partitions, which is higher than the requested "
-                f"{count}.",
+                f"The topic {name} currently has {current} partition(s); {count} would not be "
+                "an increase.",
             )
-        if count == current:
-            return Outcome(ErrorCode.invalid_partitions, f"Topic already has {current} partitions.")
+        return OK
+
+    def create_partitions(self, name: str, count: int) -> Outcome:
+        outcome = self.check_new_partitions(name, count)
+        if not outcome.ok:
+            return outcome
+        topic = self.topics[name]
         topic.metadata.num_partitions = count
         self.store.save()
         self._add_partitions(topic, count)
