@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 import trio
+from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.api_versions import api_versions_response
 from kafkalite.apis.base import ApiHandler, RequestContext
@@ -71,7 +72,7 @@ async def _process(
             await stream.send_all(item.frame)
             continue
         if isinstance(item, UnsupportedApiVersions):
-            response = api_versions_response(0, error=_unsupported_version())
+            response = api_versions_response(0, error=ErrorCode.unsupported_version)
             await stream.send_all(encode_response(item.correlation_id, response))
             continue
         ctx = RequestContext(
@@ -83,12 +84,6 @@ async def _process(
             response = item.handler.handle(ctx, item.body)
         if response is not None:
             await stream.send_all(encode_response(item.correlation_id, response))
-
-
-def _unsupported_version():  # noqa: ANN202 - kio's ErrorCode member
-    from kio.schema.errors import ErrorCode
-
-    return ErrorCode.unsupported_version
 
 
 async def handle_connection(broker: Broker, stream: trio.SocketStream) -> None:

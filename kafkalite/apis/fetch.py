@@ -48,15 +48,14 @@ def _partition_data(
 
 
 def _read_partition(
-    ctx: RequestContext, topic: Topic | None, request: Any, budget: _Budget
+    ctx: RequestContext, topic: Topic, request: Any, budget: _Budget
 ) -> tuple[Any, int]:
     index = request.partition
-    partition = topic.partitions[index] if topic and 0 <= index < len(topic.partitions) else None
-    if partition is None:
-        return _partition_data(ctx, index, ErrorCode.unknown_topic_or_partition), 0
-    epoch_error = partition.check_leader_epoch(getattr(request, "current_leader_epoch", -1))
-    if epoch_error != ErrorCode.none:
-        return _partition_data(ctx, index, epoch_error, partition), 0
+    partition, error = ctx.broker.replica_manager.leader_partition(
+        topic.name, index, getattr(request, "current_leader_epoch", -1)
+    )
+    if partition is None or error != ErrorCode.none:
+        return _partition_data(ctx, index, error, partition), 0
     limit = min(request.partition_max_bytes, budget.remaining)
     try:
         records = partition.log.read(

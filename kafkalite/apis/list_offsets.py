@@ -55,12 +55,11 @@ def _partition_response(ctx: RequestContext, topic: str, request: Any) -> Any:
             leader_epoch=epoch,
         )
 
-    partition = ctx.broker.replica_manager.partition(topic, request.partition_index)
-    if partition is None:
-        return respond(ErrorCode.unknown_topic_or_partition)
-    epoch_error = partition.check_leader_epoch(getattr(request, "current_leader_epoch", -1))
-    if epoch_error != ErrorCode.none:
-        return respond(epoch_error)
+    partition, error = ctx.broker.replica_manager.leader_partition(
+        topic, request.partition_index, getattr(request, "current_leader_epoch", -1)
+    )
+    if partition is None or error != ErrorCode.none:
+        return respond(error)
     return respond(ErrorCode.none, lookup(partition, request.timestamp))
 
 

@@ -24,12 +24,11 @@ def _partition_result(ctx: RequestContext, topic: str, request: Any) -> Any:
             end_offset=end_offset,
         )
 
-    partition = ctx.broker.replica_manager.partition(topic, request.partition)
-    if partition is None:
-        return respond(ErrorCode.unknown_topic_or_partition)
-    epoch_error = partition.check_leader_epoch(getattr(request, "current_leader_epoch", -1))
-    if epoch_error != ErrorCode.none:
-        return respond(epoch_error)
+    partition, error = ctx.broker.replica_manager.leader_partition(
+        topic, request.partition, getattr(request, "current_leader_epoch", -1)
+    )
+    if partition is None or error != ErrorCode.none:
+        return respond(error)
     log = partition.log
     epoch, end_offset = log.leader_epoch_cache.end_offset_for(
         request.leader_epoch, log.log_end_offset

@@ -175,6 +175,15 @@ class ReplicaManager:
             return None
         return found.partitions[index]
 
+    def leader_partition(
+        self, topic: str, index: int, current_leader_epoch: int = -1
+    ) -> tuple[Partition | None, ErrorCode]:
+        """The partition a client addresses as leader, checking its current_leader_epoch."""
+        partition = self.partition(topic, index)
+        if partition is None:
+            return None, ErrorCode.unknown_topic_or_partition
+        return partition, partition.check_leader_epoch(current_leader_epoch)
+
     def topic_by_id(self, topic_id: uuid.UUID) -> Topic | None:
         return self.topics_by_id.get(topic_id)
 
