@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalite.storage.errors import CorruptIndexError
+from kafkalite.storage.index_file import open_index_file
 
 ENTRY_SIZE = 8
 _ENTRY = struct.Struct(">ii")
@@ -34,20 +35,12 @@ class OffsetIndex:
     @classmethod
     def open(cls, path: Path, base_offset: int, max_index_bytes: int) -> OffsetIndex:
         """Open or create; raises CorruptIndexError if the file cannot be an index."""
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd, data = open_index_file(path, ENTRY_SIZE)
         index = cls(path, base_offset, max(1, max_index_bytes // ENTRY_SIZE), fd)
-        try:
-            index._load()
-        except CorruptIndexError:
-            os.close(fd)
-            raise
+        index._load(data)
         return index
 
-    def _load(self) -> None:
-        size = os.fstat(self.fd).st_size
-        if size % ENTRY_SIZE:
-            raise CorruptIndexError(f"{self.path}: size {size} is not a multiple of {ENTRY_SIZE}")
-        data = os.pread(self.fd, size, 0)
+    def _load(self, data: bytes) -> None:
         pairs = array("i", data)
         if sys.byteorder == "little":
             pairs.byteswap()  # the file is big-endian

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalite.storage.errors import CorruptIndexError
+from kafkalite.storage.index_file import open_index_file
 
 ENTRY_SIZE = 12
 NO_TIMESTAMP = -1
@@ -34,20 +35,12 @@ class TimeIndex:
     @classmethod
     def open(cls, path: Path, base_offset: int, max_index_bytes: int) -> TimeIndex:
         """Open or create; raises CorruptIndexError if the file cannot be a time index."""
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd, data = open_index_file(path, ENTRY_SIZE)
         index = cls(path, base_offset, max(1, max_index_bytes // ENTRY_SIZE), fd)
-        try:
-            index._load()
-        except CorruptIndexError:
-            os.close(fd)
-            raise
+        index._load(data)
         return index
 
-    def _load(self) -> None:
-        size = os.fstat(self.fd).st_size
-        if size % ENTRY_SIZE:
-            raise CorruptIndexError(f"{self.path}: size {size} is not a multiple of {ENTRY_SIZE}")
-        data = os.pread(self.fd, size, 0)
+    def _load(self, data: bytes) -> None:
         for timestamp, relative in _ENTRY.iter_unpack(data):
             self._timestamps.append(timestamp)
             self._offsets.append(relative)
