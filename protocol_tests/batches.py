@@ -32,6 +32,7 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
 CODECS = {"none": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
+SNAPPY_RAW = 102  # test-only: snappy blocks without xerial framing (as librdkafka writes)
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
@@ -120,6 +121,8 @@ def compress(codec: int, data: bytes) -> bytes:
         block = bytes(cramjam.snappy.compress_raw(data))
         header = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
         return header + struct.pack(">i", len(block)) + block
+    if codec == SNAPPY_RAW:
+        return bytes(cramjam.snappy.compress_raw(data))
     if codec == LZ4:  # the LZ4 frame format (KafkaLZ4BlockOutputStream)
         return bytes(cramjam.lz4.compress(data))
     if codec == ZSTD:
@@ -189,7 +192,7 @@ def build_batch(
             encode_record(record, delta, base_timestamp) for delta, record in enumerate(records)
         ),
     )
-    attributes |= compression
+    attributes |= SNAPPY if compression == SNAPPY_RAW else compression
     max_timestamp = max(
         (base_timestamp if r.timestamp is None else r.timestamp for r in records),
         default=base_timestamp,

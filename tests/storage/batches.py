@@ -1,70 +1,24 @@
-"""Encode real magic v2 record batches for storage tests (varint records, CRC32C)."""
+"""Record batches for storage tests: `make_batch`, a storage-flavoured front end to the
+project's one test encoder in protocol_tests/batches.py."""
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-import cramjam
-import zstandard
-from crc32c import crc32c
+from protocol_tests.batches import (
+    GZIP,
+    LZ4,
+    NONE,
+    SNAPPY,
+    SNAPPY_RAW,
+    ZSTD,
+    Record,
+    build_batch,
+)
 
-NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
-SNAPPY_RAW = 102  # test-only: snappy without xerial framing (librdkafka style)
+__all__ = ["GZIP", "LZ4", "NONE", "SNAPPY", "SNAPPY_RAW", "ZSTD", "Record", "make_batch"]
 
-
-@dataclass(frozen=True)
-class Record:
-    value: bytes | None = b"v"
-    key: bytes | None = None
-    timestamp: int | None = None  # defaults to the batch's base timestamp
-    headers: Sequence[tuple[str, bytes | None]] = ()
-
-
-def varint(value: int) -> bytes:
-    zigzag = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while True:
-        byte = zigzag & 0x7F
-        zigzag >>= 7
-        if zigzag:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _bytes_field(data: bytes | None) -> bytes:
-    return varint(-1) if data is None else varint(len(data)) + data
-
-
-def encode_record(record: Record, offset_delta: int, timestamp_delta: int) -> bytes:
-    body = bytearray(b"\x00")
-    body += varint(timestamp_delta) + varint(offset_delta)
-    body += _bytes_field(record.key) + _bytes_field(record.value)
-    body += varint(len(record.headers))
-    for name, value in record.headers:
-        body += _bytes_field(name.encode()) + _bytes_field(value)
-    return varint(len(body)) + bytes(body)
-
-
-def compress(codec: int, data: bytes) -> bytes:
-    if codec == NONE:
-        return data
-    if codec == GZIP:
-        return bytes(cramjam.gzip.compress(data))
-    if codec == SNAPPY:  # xerial framing, as the Java client writes
-        block = bytes(cramjam.snappy.compress_raw(data))
-        header = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
-        return header + struct.pack(">i", len(block)) + block
-    if codec == SNAPPY_RAW:
-        return bytes(cramjam.snappy.compress_raw(data))
-    if codec == LZ4:
-        return bytes(cramjam.lz4.compress(data))  # LZ4 frame format
-    if codec == ZSTD:
-        return zstandard.ZstdCompressor().compress(data)
-    raise ValueError(codec)
+LOG_APPEND_TIME, TRANSACTIONAL, CONTROL = 0x08, 0x10, 0x20
 
 
 def make_batch(
@@ -85,25 +39,19 @@ def make_batch(
     """A magic v2 batch; `records` may be a count of records with `value_size`-byte values."""
     if isinstance(records, int):
         records = [Record(value=b"x" * value_size) for _ in range(records)]
-    stamps = [r.timestamp if r.timestamp is not None else base_timestamp for r in records]
-    body = b"".join(
-        encode_record(r, i, ts - base_timestamp)
-        for i, (r, ts) in enumerate(zip(records, stamps, strict=True))
+    attributes = (
+        (LOG_APPEND_TIME if log_append_time else 0)
+        | (TRANSACTIONAL if transactional else 0)
+        | (CONTROL if control else 0)
     )
-    codec = SNAPPY if compression == SNAPPY_RAW else compression
-    attributes = codec | (0x08 if log_append_time else 0)
-    attributes |= (0x10 if transactional else 0) | (0x20 if control else 0)
-    after_crc = struct.pack(
-        ">hiqqqhii",
-        attributes,
-        len(records) - 1,
-        base_timestamp,
-        max(stamps),
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        len(records),
-    ) + compress(compression, body)
-    crc = crc32c(after_crc)
-    batch_length = 4 + 1 + 4 + len(after_crc)  # leader epoch + magic + crc + rest
-    return struct.pack(">qiibI", base_offset, batch_length, leader_epoch, 2, crc) + after_crc
+    return build_batch(
+        list(records),
+        base_offset=base_offset,
+        base_timestamp=base_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        partition_leader_epoch=leader_epoch,
+        attributes=attributes,
+        compression=compression,
+    )
