@@ -1,18 +1,28 @@
-"""Decode the records inside one magic v2 batch, only for timestamp lookups (rare path).
+"""The records inside magic v2 batches: decode (rare paths: timestamp lookups, internal
+topics, the log cleaner) and encode (batches the broker writes itself).
 
 Record layout (varints are zigzag-encoded): length, attributes i8, timestampDelta varlong,
-offsetDelta varint, key, value, headers. Only the timestamp and offset are needed, so each
-record is skipped via its length once those two fields are read.
+offsetDelta varint, key, value, headers. The hot path never gets here: client batches are
+stored as sent.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import cramjam
 import zstandard
+from crc32c import crc32c
 
-from kafkalite.storage.batch import HEADER_SIZE, TIMESTAMP_TYPE_MASK, parse_header
+from kafkalite.storage.batch import (
+    HEADER_SIZE,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    TIMESTAMP_TYPE_MASK,
+    parse_header,
+)
 from kafkalite.storage.errors import CorruptRecordError
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
@@ -20,6 +30,19 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER_SIZE = 16  # magic, version i32, compatible version i32
 SNAPPY_FRAMING_MAGIC = b"\xff\x06\x00\x00sNaPpY"
 _I32 = struct.Struct(">i")
+_AFTER_CRC = struct.Struct(">hiqqqhii")
+_BEFORE_CRC = struct.Struct(">qiibI")
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record of a batch; `offset` and `timestamp` are absolute."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 def record_timestamps(batch: bytes | memoryview) -> list[tuple[int, int]]:
@@ -27,12 +50,83 @@ def record_timestamps(batch: bytes | memoryview) -> list[tuple[int, int]]:
 
     With LogAppendTime every record's timestamp is the batch's maxTimestamp, as in Kafka.
     """
+    return [(record.offset, record.timestamp) for record in decode_records(batch)]
+
+
+def decode_records(batch: bytes | memoryview) -> list[Record]:
+    """Every record of one batch, decompressed (LogAppendTime applied like Kafka)."""
     header = parse_header(batch)
     payload = decompress(header.compression, memoryview(batch)[HEADER_SIZE : header.size])
-    entries = _decode(payload, header.records_count, header.base_offset, header.base_timestamp)
-    if header.attributes & TIMESTAMP_TYPE_MASK:
-        return [(offset, header.max_timestamp) for offset, _ in entries]
-    return entries
+    log_append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+    records = []
+    pos = 0
+    try:
+        for _ in range(header.records_count):
+            length, pos = _varint(payload, pos)
+            end = pos + length
+            pos += 1  # attributes
+            timestamp_delta, pos = _varint(payload, pos)
+            offset_delta, pos = _varint(payload, pos)
+            key, pos = _nullable_bytes(payload, pos)
+            value, pos = _nullable_bytes(payload, pos)
+            header_count, pos = _varint(payload, pos)
+            headers = []
+            for _ in range(header_count):
+                name, pos = _nullable_bytes(payload, pos)
+                header_value, pos = _nullable_bytes(payload, pos)
+                headers.append(((name or b"").decode("utf-8", "replace"), header_value))
+            timestamp = header.base_timestamp + timestamp_delta
+            records.append(
+                Record(
+                    header.base_offset + offset_delta,
+                    timestamp if log_append_time is None else log_append_time,
+                    key,
+                    value,
+                    tuple(headers),
+                )
+            )
+            pos = end
+    except IndexError as exc:
+        raise CorruptRecordError("record data ends inside a record") from exc
+    return records
+
+
+def encode_batch(
+    records: Sequence[tuple[bytes | None, bytes | None]],
+    *,
+    timestamp: int,
+    base_offset: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    attributes: int = 0,
+) -> bytes:
+    """One uncompressed magic v2 batch of (key, value) records, all stamped `timestamp`."""
+    body = bytearray()
+    for delta, (key, value) in enumerate(records):
+        record = bytearray(b"\x00")  # attributes
+        record += _encode_varint(0)  # timestamp delta
+        record += _encode_varint(delta)
+        record += _encode_nullable_bytes(key)
+        record += _encode_nullable_bytes(value)
+        record += _encode_varint(0)  # no headers
+        body += _encode_varint(len(record))
+        body += record
+    after_crc = (
+        _AFTER_CRC.pack(
+            attributes,
+            len(records) - 1,
+            timestamp,
+            timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+        + body
+    )
+    batch_length = 4 + 1 + 4 + len(after_crc)  # leader epoch, magic, crc, rest
+    return _BEFORE_CRC.pack(base_offset, batch_length, -1, 2, crc32c(after_crc)) + after_crc
 
 
 def decompress(codec: int, data: bytes | memoryview) -> bytes:
@@ -67,25 +161,6 @@ def _snappy(data: bytes) -> bytes:
     return bytes(cramjam.snappy.decompress_raw(data))
 
 
-def _decode(
-    data: bytes, count: int, base_offset: int, base_timestamp: int
-) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    pos = 0
-    try:
-        for _ in range(count):
-            length, pos = _varint(data, pos)
-            end = pos + length
-            pos += 1  # attributes
-            timestamp_delta, pos = _varint(data, pos)
-            offset_delta, pos = _varint(data, pos)
-            out.append((base_offset + offset_delta, base_timestamp + timestamp_delta))
-            pos = end
-    except IndexError as exc:
-        raise CorruptRecordError("record data ends inside a record") from exc
-    return out
-
-
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
     """Zigzag varint (up to 64 bits) at `pos` -> (value, next position)."""
     raw = shift = 0
@@ -98,3 +173,29 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise CorruptRecordError("varint too long")
+
+
+def _nullable_bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
+    length, pos = _varint(data, pos)
+    if length < 0:
+        return None, pos
+    end = pos + length
+    if end > len(data):
+        raise CorruptRecordError("record field runs past the end of the batch")
+    return data[pos:end], end
+
+
+def _encode_varint(value: int) -> bytes:
+    raw = ((value << 1) ^ (value >> 63)) & ((1 << 64) - 1)
+    out = bytearray()
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+def _encode_nullable_bytes(value: bytes | None) -> bytes:
+    if value is None:
+        return _encode_varint(-1)
+    return _encode_varint(len(value)) + value
