@@ -112,7 +112,16 @@ PROPERTIES: dict[str, Property] = {
     "producer.id.expiration.ms": Property(_int(1), "86400000", "idle producer state lifetime"),
     "offsets.topic.num.partitions": Property(_int(1, 2**31 - 1), "50", "__consumer_offsets size"),
     "offsets.retention.minutes": Property(_int(1, 2**31 - 1), "10080", "offsets lifetime"),
+    "offsets.retention.check.interval.ms": Property(_int(1), "600000", "offset expiry period"),
+    "offsets.topic.segment.bytes": Property(
+        _int(1, 2**31 - 1), "104857600", "__consumer_offsets segment size"
+    ),
+    "offsets.topic.replication.factor": Property(_int(1, 32767), "1", "__consumer_offsets RF"),
+    "offset.metadata.max.bytes": Property(_int(0, 2**31 - 1), "4096", "commit metadata limit"),
     "group.initial.rebalance.delay.ms": Property(_int(0), "3000", "first rebalance delay"),
+    "group.min.session.timeout.ms": Property(_int(0, 2**31 - 1), "6000", "least session"),
+    "group.max.session.timeout.ms": Property(_int(0, 2**31 - 1), "1800000", "longest session"),
+    "group.max.size": Property(_int(1, 2**31 - 1), str(2**31 - 1), "members per group"),
     "zookeeper.connect": Property(_str, None, "ZooKeeper ensemble (cluster mode)"),
 }
 

@@ -65,7 +65,10 @@ async def _read_requests(
 
 
 async def _process(
-    broker: Broker, stream: trio.SocketStream, queue: trio.MemoryReceiveChannel[Queued]
+    broker: Broker,
+    stream: trio.SocketStream,
+    client_host: str,
+    queue: trio.MemoryReceiveChannel[Queued],
 ) -> None:
     async for item in queue:
         if isinstance(item, LegacyAnswer):
@@ -76,7 +79,12 @@ async def _process(
             await stream.send_all(encode_response(item.correlation_id, response))
             continue
         ctx = RequestContext(
-            broker, item.handler.api_key, item.api_version, item.correlation_id, item.client_id
+            broker,
+            item.handler.api_key,
+            item.api_version,
+            item.correlation_id,
+            item.client_id,
+            client_host,
         )
         if item.handler.is_async:
             response = await item.handler.handle(ctx, item.body)
@@ -88,15 +96,16 @@ async def _process(
 
 async def handle_connection(broker: Broker, stream: trio.SocketStream) -> None:
     try:
-        peer = "{}:{}".format(*stream.socket.getpeername()[:2])
+        host, port = stream.socket.getpeername()[:2]
     except OSError:
-        peer = "?"
+        host, port = "?", 0
+    peer = f"{host}:{port}"
     max_frame = broker.config.int("socket.request.max.bytes")
     send, receive = trio.open_memory_channel[Queued](MAX_QUEUED_REQUESTS)
     try:
         async with stream, trio.open_nursery() as nursery:
             nursery.start_soon(_read_requests, stream, peer, max_frame, HANDLERS, send)
-            await _process(broker, stream, receive)
+            await _process(broker, stream, f"/{host}", receive)
             nursery.cancel_scope.cancel()
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         log.debug("connection from %s dropped", peer)
@@ -149,6 +158,7 @@ async def serve(
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_maintenance, broker)
+            await nursery.start(broker.groups.run)
             await nursery.start(
                 trio.serve_listeners, lambda s: handle_connection(broker, s), listeners
             )

@@ -31,6 +31,7 @@ class RequestContext:
     api_version: int
     correlation_id: int
     client_id: str | None
+    client_host: str = ""  # the peer's address, as Kafka reports it ("/127.0.0.1")
 
     @property
     def schema(self) -> ModuleType:
@@ -79,3 +80,8 @@ def make(cls: type, **values: Any) -> Any:
 
 def has_field(cls: type, name: str) -> bool:
     return name in _field_names(cls)
+
+
+def millis(duration: datetime.timedelta) -> int:
+    """A kio timedelta field (timeouts, retention) as Kafka's integer milliseconds."""
+    return duration // datetime.timedelta(milliseconds=1)

@@ -1,7 +1,7 @@
 """FindCoordinator (key 10), versions 0-6 (batched keys from v4).
 
-A single node coordinates every group. Transaction coordination arrives with the
-transactions issue; until then transactional ids get COORDINATOR_NOT_AVAILABLE.
+A single node coordinates every group; the first group lookup creates `__consumer_offsets`.
+Transaction coordination arrives with the transactions issue; until then transactional ids get COORDINATOR_NOT_AVAILABLE.
 librdkafka also reads this API's presence as "broker >= 0.8.2" and enables LZ4 only then.
 """
 
@@ -16,9 +16,10 @@ from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 GROUP, TRANSACTION = 0, 1
 
 
-def _locate(key_type: int) -> tuple[ErrorCode, str | None]:
+def _locate(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, str | None]:
     if key_type == GROUP:
-        return ErrorCode.none, None
+        # Like Kafka, the first group lookup creates `__consumer_offsets`.
+        return ctx.broker.groups.ensure_offsets_topic(), None
     if key_type == TRANSACTION:
         return ErrorCode.coordinator_not_available, "transactions are not supported yet"
     return ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}"
@@ -27,7 +28,7 @@ def _locate(key_type: int) -> tuple[ErrorCode, str | None]:
 def handle(ctx: RequestContext, request: Any) -> Any:
     listener = ctx.broker.advertised_listener
     key_type = getattr(request, "key_type", GROUP)
-    error, message = _locate(key_type)
+    error, message = _locate(ctx, key_type)
     found = error == ErrorCode.none
     where = {
         "node_id": ctx.broker.node_id if found else -1,

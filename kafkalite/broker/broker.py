@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
 from kafkalite.broker.metadata_store import MetadataStore
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.config import BrokerConfig, Listener
@@ -23,6 +24,7 @@ class Broker:
     config: BrokerConfig
     store: MetadataStore
     replica_manager: ReplicaManager
+    groups: GroupCoordinatorService
     clock_ms: Callable[[], int] = wall_clock_ms
     # Set and replaced on every append, so long-polling fetches wake up (see apis/fetch.py).
     data_arrived: trio.Event = field(default_factory=trio.Event)
@@ -34,7 +36,9 @@ class Broker:
         store.load(config.broker_id, config.str("cluster.id"))
         replica_manager = ReplicaManager(config, store, LogManager(config.log_dir), clock_ms)
         replica_manager.load()
-        broker = cls(config, store, replica_manager, clock_ms)
+        groups = GroupCoordinatorService(config, replica_manager)
+        groups.load()
+        broker = cls(config, store, replica_manager, groups, clock_ms)
         replica_manager.on_append = broker._notify_append
         return broker
 

@@ -11,6 +11,9 @@ How a trio layer drives it (nothing here blocks, sleeps or touches a socket):
 * `heartbeat`, `leave_group`, `commit_offsets`, `fetch_offsets`, `describe_group`,
   `list_groups`, `delete_groups` answer directly (they may still complete other tickets,
   e.g. a leave that ends a rebalance, so drain afterwards too).
+* Offset commits and removals (commits, expiry, OffsetDelete, DeleteGroups) queue up in
+  `take_offset_changes()`; the I/O layer persists them in `__consumer_offsets` before it
+  answers, and replays that topic through `load_offset` at startup.
 * `next_deadline()` says when `tick(now_ms)` must be called next (None: no timers);
   `timers()` lists the pending deadlines as data. A single timer task sleeps until the
   next deadline, or until a request reschedules things, then ticks.
@@ -40,9 +43,10 @@ from kafkalite.coordinator.offset_commit import (
     ExpiredOffsets,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteResponse,
     OffsetFetchResponse,
 )
-from kafkalite.coordinator.offsets import OffsetAndMetadata, TopicPartition
+from kafkalite.coordinator.offsets import OffsetAndMetadata, OffsetChange, TopicPartition
 from kafkalite.coordinator.rebalance import on_timer
 from kafkalite.coordinator.timers import Timer
 
@@ -84,8 +88,24 @@ class GroupCoordinator:
     def expire_offsets(self, now_ms: int, retention_ms: int) -> ExpiredOffsets:
         return offset_commit.expire_offsets(self._ctx, now_ms, retention_ms)
 
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> OffsetDeleteResponse:
+        return offset_commit.delete_offsets(self._ctx, group_id, partitions)
+
     def committed(self, group_id: str, tp: TopicPartition) -> OffsetAndMetadata | None:
         return self._ctx.offsets.get(group_id, tp)
+
+    def load_offset(
+        self, group_id: str, tp: TopicPartition, value: OffsetAndMetadata | None, now_ms: int
+    ) -> None:
+        """Replay a persisted commit (None: its tombstone) without queueing it again."""
+        offset_commit.load_offset(self._ctx, group_id, tp, value, now_ms)
+
+    def take_offset_changes(self) -> list[OffsetChange]:
+        """Offset commits and removals since the last call, for `__consumer_offsets`."""
+        changes, self._ctx.offsets.changes[:] = list(self._ctx.offsets.changes), []
+        return changes
 
     # -- admin --
 

@@ -252,3 +252,48 @@ def _expire_group(
 
     removed = ctx.offsets.remove_if(group.group_id, is_expired)
     return removed, not kept
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteResponse:
+    error: ErrorCode
+    partitions: tuple[PartitionResult, ...] = ()
+
+
+def delete_offsets(
+    ctx: Context, group_id: str, partitions: Iterable[TopicPartition]
+) -> OffsetDeleteResponse:
+    """OffsetDelete, as Kafka's OffsetMetadataManager.deleteOffsets with a classic group.
+
+    Only offsets nobody consumes may go: a live group's subscribed topics answer
+    GROUP_SUBSCRIBED_TO_TOPIC, and a live non-consumer group refuses as a whole.
+    """
+    group = ctx.groups.get(group_id)
+    if group is None or group.state is GroupState.DEAD:
+        return OffsetDeleteResponse(ErrorCode.group_id_not_found)
+    live = group.state is not GroupState.EMPTY
+    if live and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        return OffsetDeleteResponse(ErrorCode.non_empty_group)
+    results = []
+    for topic, partition in partitions:
+        if live and group.is_subscribed_to_topic(topic):
+            results.append(PartitionResult(topic, partition, ErrorCode.group_subscribed_to_topic))
+            continue
+        ctx.offsets.delete(group_id, [TopicPartition(topic, partition)])
+        results.append(PartitionResult(topic, partition, ErrorCode.none))
+    return OffsetDeleteResponse(ErrorCode.none, tuple(results))
+
+
+def load_offset(
+    ctx: Context, group_id: str, tp: TopicPartition, value: OffsetAndMetadata | None, now_ms: int
+) -> None:
+    """Replay one `__consumer_offsets` record (None: a tombstone) at startup.
+
+    A group known only through its offsets comes back Empty, like a simple group.
+    """
+    if value is None:
+        ctx.offsets.unload(group_id, [tp])
+        return
+    if group_id not in ctx.groups:
+        ctx.groups[group_id] = ClassicGroup(group_id, GroupState.EMPTY, now_ms)
+    ctx.offsets.load(group_id, tp, value)

@@ -1,7 +1,9 @@
 """Committed offsets of every group, kept in memory (sans-IO: persistence is the caller's).
 
 Like Kafka, offsets live beside the group metadata, keyed by group id, so a simple
-consumer (manual assignment, generation -1) can commit without ever joining.
+consumer (manual assignment, generation -1) can commit without ever joining. Every change
+is also queued in `changes` (None: the offset was removed) for the I/O layer to persist in
+`__consumer_offsets`; `load` replays a persisted commit without queueing it again.
 """
 
 from __future__ import annotations
@@ -30,11 +32,22 @@ class OffsetAndMetadata:
     expire_timestamp_ms: int | None = None
 
 
+class OffsetChange(NamedTuple):
+    group_id: str
+    tp: TopicPartition
+    value: OffsetAndMetadata | None  # None: removed (a tombstone)
+
+
 class OffsetStore:
     def __init__(self) -> None:
         self._by_group: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self.changes: list[OffsetChange] = []
 
     def commit(self, group_id: str, tp: TopicPartition, value: OffsetAndMetadata) -> None:
+        self.load(group_id, tp, value)
+        self.changes.append(OffsetChange(group_id, tp, value))
+
+    def load(self, group_id: str, tp: TopicPartition, value: OffsetAndMetadata) -> None:
         self._by_group.setdefault(group_id, {})[tp] = value
 
     def get(self, group_id: str, tp: TopicPartition) -> OffsetAndMetadata | None:
@@ -50,14 +63,20 @@ class OffsetStore:
         return list(self._by_group)
 
     def delete(self, group_id: str, partitions: Iterable[TopicPartition]) -> int:
+        removed = self.unload(group_id, partitions)
+        self.changes.extend(OffsetChange(group_id, tp, None) for tp in removed)
+        return len(removed)
+
+    def unload(self, group_id: str, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Remove without queueing a change (replaying a persisted tombstone)."""
         offsets = self._by_group.get(group_id, {})
-        removed = sum(offsets.pop(tp, None) is not None for tp in partitions)
+        removed = [tp for tp in partitions if offsets.pop(tp, None) is not None]
         if not offsets:
             self._by_group.pop(group_id, None)
         return removed
 
     def delete_group(self, group_id: str) -> int:
-        return len(self._by_group.pop(group_id, {}))
+        return self.delete(group_id, list(self.of_group(group_id)))
 
     def remove_if(
         self, group_id: str, predicate: Callable[[TopicPartition, OffsetAndMetadata], bool]

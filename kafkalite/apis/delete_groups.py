@@ -1,0 +1,32 @@
+"""DeleteGroups (key 42), versions 0-2: remove Empty groups with their committed offsets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    schema = ctx.schema
+    groups = ctx.broker.groups
+    names = list(request.groups_names)
+    results = groups.coordinator.delete_groups([n for n in names if n], groups.now_ms())
+    failed = groups.after_call()
+    return make(
+        schema.DeleteGroupsResponse,
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            make(
+                schema.DeletableGroupResult,
+                group_id=name,
+                error_code=failed.get(name, results.get(name, ErrorCode.invalid_group_id)),
+            )
+            for name in names
+        ),
+    )
+
+
+API = ApiHandler(api_key=42, min_version=0, max_version=2, handle=handle)

@@ -1,0 +1,57 @@
+"""DescribeGroups (key 15), versions 0-6.
+
+v3+ may ask for authorized operations, v4+ report group.instance.id, v6 (KIP-1043) answer
+GROUP_ID_NOT_FOUND with a message for a group that does not exist.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+
+# Without ACLs every group operation is allowed: READ(3), DELETE(6), DESCRIBE(8).
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    schema = ctx.schema
+    operations = (
+        GROUP_OPERATIONS
+        if getattr(request, "include_authorized_operations", False)
+        else OPERATIONS_NOT_REQUESTED
+    )
+    coordinator = ctx.broker.groups.coordinator
+    described = [
+        coordinator.describe_group(group_id, ctx.api_version) for group_id in request.groups
+    ]
+    groups = tuple(
+        make(
+            schema.DescribedGroup,
+            error_code=group.error,
+            error_message=group.error_message,
+            group_id=group.group_id,
+            group_state=group.state,
+            protocol_type=group.protocol_type,
+            protocol_data=group.protocol_data,
+            members=tuple(
+                make(
+                    schema.DescribedGroupMember,
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=m.metadata,
+                    member_assignment=m.assignment,
+                )
+                for m in group.members
+            ),
+            authorized_operations=operations,
+        )
+        for group in described
+    )
+    return make(schema.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=groups)
+
+
+API = ApiHandler(api_key=15, min_version=0, max_version=6, handle=handle)

@@ -1,0 +1,29 @@
+"""Heartbeat (key 12), versions 0-4 (v3+ carry group.instance.id).
+
+REBALANCE_IN_PROGRESS tells a live member to rejoin.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.coordinator import HeartbeatRequest
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    groups = ctx.broker.groups
+    error = groups.coordinator.heartbeat(
+        HeartbeatRequest(
+            group_id=request.group_id,
+            generation_id=request.generation_id,
+            member_id=request.member_id,
+            group_instance_id=getattr(request, "group_instance_id", None),
+        ),
+        groups.now_ms(),
+    )
+    groups.after_call()
+    return make(ctx.schema.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)
+
+
+API = ApiHandler(api_key=12, min_version=0, max_version=4, handle=handle)

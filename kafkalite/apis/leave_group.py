@@ -1,0 +1,53 @@
+"""LeaveGroup (key 13), versions 0-5.
+
+v0-2 remove one member by id; v3+ a batch of members, static ones by group.instance.id
+(KIP-345), with a per-member error; v5 adds a reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.coordinator import LeaveGroupRequest, MemberIdentity
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.api_version < 3:
+        members: tuple[MemberIdentity, ...] = (MemberIdentity(request.member_id),)
+    else:
+        members = tuple(
+            MemberIdentity(m.member_id, m.group_instance_id, getattr(m, "reason", None))
+            for m in request.members
+        )
+    groups = ctx.broker.groups
+    left = groups.coordinator.leave_group(
+        LeaveGroupRequest(request.group_id, members), groups.now_ms()
+    )
+    groups.after_call()
+    schema = ctx.schema
+    error = left.error
+    if ctx.api_version < 3 and left.members:
+        # One member, one error: v0-2 have no per-member list.
+        error = left.members[0].error if left.error is ErrorCode.none else left.error
+    return make(
+        schema.LeaveGroupResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        members=tuple(
+            make(
+                schema.MemberResponse,
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                error_code=m.error,
+            )
+            for m in left.members
+        )
+        if ctx.api_version >= 3
+        else (),
+    )
+
+
+API = ApiHandler(api_key=13, min_version=0, max_version=5, handle=handle)

@@ -1,0 +1,35 @@
+"""ListGroups (key 16), versions 0-5 (v4+ filter by state, KIP-518; v5+ by type, KIP-848)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    schema = ctx.schema
+    listed = ctx.broker.groups.coordinator.list_groups(
+        getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
+    )
+    groups = tuple(
+        make(
+            schema.ListedGroup,
+            group_id=group.group_id,
+            protocol_type=group.protocol_type,
+            group_state=group.state,
+            group_type=group.group_type,
+        )
+        for group in listed
+    )
+    return make(
+        schema.ListGroupsResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        groups=groups,
+    )
+
+
+API = ApiHandler(api_key=16, min_version=0, max_version=5, handle=handle)

@@ -1,0 +1,66 @@
+"""OffsetDelete (key 47), version 0: drop a group's committed offsets (KIP-496).
+
+Allowed for an Empty group, or for topics a live consumer group does not subscribe to.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.coordinator import TopicPartition
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    schema = ctx.schema
+    groups = ctx.broker.groups
+    requested = [
+        TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions
+    ]
+    errors = {
+        tp: ErrorCode.unknown_topic_or_partition
+        for tp in requested
+        if ctx.broker.replica_manager.partition(*tp) is None
+    }
+    top_error = ErrorCode.none
+    if not request.group_id:
+        top_error = ErrorCode.invalid_group_id
+    else:
+        deleted = groups.coordinator.delete_offsets(
+            request.group_id, [tp for tp in requested if tp not in errors]
+        )
+        groups.after_call()
+        top_error = deleted.error
+        errors.update((TopicPartition(r.topic, r.partition), r.error) for r in deleted.partitions)
+    if top_error is not ErrorCode.none:
+        return make(
+            schema.OffsetDeleteResponse, error_code=top_error, throttle_time=NO_THROTTLE, topics=()
+        )
+    topics = tuple(
+        make(
+            schema.OffsetDeleteResponseTopic,
+            name=t.name,
+            partitions=tuple(
+                make(
+                    schema.OffsetDeleteResponsePartition,
+                    partition_index=p.partition_index,
+                    error_code=errors.get(
+                        TopicPartition(t.name, p.partition_index), ErrorCode.none
+                    ),
+                )
+                for p in t.partitions
+            ),
+        )
+        for t in request.topics
+    )
+    return make(
+        schema.OffsetDeleteResponse,
+        error_code=ErrorCode.none,
+        throttle_time=NO_THROTTLE,
+        topics=topics,
+    )
+
+
+API = ApiHandler(api_key=47, min_version=0, max_version=0, handle=handle)

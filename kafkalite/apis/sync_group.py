@@ -1,0 +1,37 @@
+"""SyncGroup (key 14), versions 0-5.
+
+The leader sends everyone's assignment; every member's request is parked until then.
+v3+ carry group.instance.id, v5+ echo the protocol type and name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.coordinator import SyncGroupRequest
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    synced = await ctx.broker.groups.sync_group(
+        SyncGroupRequest(
+            group_id=request.group_id,
+            generation_id=request.generation_id,
+            member_id=request.member_id,
+            group_instance_id=getattr(request, "group_instance_id", None),
+            protocol_type=getattr(request, "protocol_type", None),
+            protocol_name=getattr(request, "protocol_name", None),
+            assignments={a.member_id: a.assignment for a in request.assignments},
+        )
+    )
+    return make(
+        ctx.schema.SyncGroupResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=synced.error,
+        protocol_type=synced.protocol_type,
+        protocol_name=synced.protocol_name,
+        assignment=synced.assignment,
+    )
+
+
+API = ApiHandler(api_key=14, min_version=0, max_version=5, handle=handle, is_async=True)

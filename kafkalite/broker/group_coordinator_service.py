@@ -1,0 +1,289 @@
+"""The trio side of the group coordinator: parked requests, timers and durable offsets.
+
+The sans-IO `GroupCoordinator` decides everything; this layer
+* parks JoinGroup/SyncGroup callers until their `Completion` arrives,
+* runs one timer task that ticks the coordinator at its next deadline (and expires
+  offsets every offsets.retention.check.interval.ms),
+* persists every offset change in `__consumer_offsets` (compacted, partition = hash of the
+  group id) before the request that caused it is answered, and replays that topic on start.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from kafkalite.coordinator import (
+    GroupConfig,
+    GroupCoordinator,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    PartitionResult,
+    SyncGroupRequest,
+    SyncGroupResponse,
+    Ticket,
+    group_partition,
+)
+from kafkalite.coordinator.offsets import OffsetChange, TopicPartition
+from kafkalite.coordinator.records import (
+    OffsetCommitKey,
+    decode_key,
+    decode_offset_commit_value,
+    offset_commit_record,
+    offset_tombstone,
+)
+from kafkalite.storage.batch import iter_batches
+from kafkalite.storage.errors import StorageError
+from kafkalite.storage.records import decode_records, encode_batch
+
+if TYPE_CHECKING:
+    from kafkalite.broker.replica_manager import Partition, ReplicaManager
+    from kafkalite.config import BrokerConfig
+
+log = logging.getLogger("kafkalite.groups")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+LOAD_CHUNK_BYTES = 1024 * 1024
+
+# What a failed `__consumer_offsets` append means to a committer (Kafka's
+# CoordinatorRuntime / GroupCoordinatorService error normalisation).
+_APPEND_ERRORS = {
+    ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+}
+
+
+def group_config_from(config: BrokerConfig) -> GroupConfig:
+    return GroupConfig(
+        min_session_timeout_ms=config.int("group.min.session.timeout.ms"),
+        max_session_timeout_ms=config.int("group.max.session.timeout.ms"),
+        max_size=config.int("group.max.size"),
+        initial_rebalance_delay_ms=config.int("group.initial.rebalance.delay.ms"),
+        offset_metadata_max_bytes=config.int("offset.metadata.max.bytes"),
+    )
+
+
+def offsets_topic_configs(config: BrokerConfig) -> dict[str, str]:
+    """Kafka's fixed settings of `__consumer_offsets` (groupMetadataTopicConfigs)."""
+    return {
+        "cleanup.policy": "compact",
+        "compression.type": "producer",
+        "segment.bytes": str(config.int("offsets.topic.segment.bytes")),
+    }
+
+
+@dataclass(eq=False)
+class _Waiter:
+    done: trio.Event = field(default_factory=trio.Event)
+    response: JoinGroupResponse | SyncGroupResponse | None = None
+
+
+@dataclass(eq=False)
+class GroupCoordinatorService:
+    config: BrokerConfig
+    replica_manager: ReplicaManager
+    coordinator: GroupCoordinator = field(init=False)
+    _waiters: dict[int, _Waiter] = field(default_factory=dict)
+    _wake_timers: trio.Event = field(default_factory=trio.Event)
+
+    def __post_init__(self) -> None:
+        self.coordinator = GroupCoordinator(group_config_from(self.config))
+
+    def now_ms(self) -> int:
+        return self.replica_manager.clock_ms()
+
+    # -- startup ---------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Replay `__consumer_offsets`, if it exists, into the coordinator."""
+        topic = self.replica_manager.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            return
+        loaded = 0
+        for partition in topic.partitions:
+            loaded += self._load_partition(partition)
+        log.info("loaded %d record(s) from %s", loaded, OFFSETS_TOPIC)
+
+    def _load_partition(self, partition: Partition) -> int:
+        now, log_ = self.now_ms(), partition.log
+        offset, end, loaded = log_.log_start_offset, log_.log_end_offset, 0
+        while offset < end:
+            data = log_.read(offset, LOAD_CHUNK_BYTES, end)
+            if not data:
+                break
+            for position, header in iter_batches(data):
+                offset = header.next_offset
+                if header.is_control:
+                    continue
+                for record in decode_records(memoryview(data)[position : position + header.size]):
+                    loaded += self._replay(record.key, record.value, now)
+        return loaded
+
+    def _replay(self, key: bytes | None, value: bytes | None, now_ms: int) -> int:
+        if key is None:
+            return 0
+        decoded = decode_key(key)
+        if isinstance(decoded, OffsetCommitKey):
+            tp = TopicPartition(decoded.topic, decoded.partition)
+            offset = None if value is None else decode_offset_commit_value(value)
+            self.coordinator.load_offset(decoded.group_id, tp, offset, now_ms)
+            return 1
+        # Group metadata (GroupMetadataKey) is not replayed yet: members rejoin after a restart.
+        return 0
+
+    # -- partitions of __consumer_offsets --------------------------------------------------
+
+    def ensure_offsets_topic(self) -> ErrorCode:
+        """Create `__consumer_offsets` on first use, as Kafka does."""
+        if OFFSETS_TOPIC in self.replica_manager.topics:
+            return ErrorCode.none
+        outcome, _ = self.replica_manager.create_topic(
+            OFFSETS_TOPIC,
+            self.config.int("offsets.topic.num.partitions"),
+            self.config.int("offsets.topic.replication.factor"),
+            offsets_topic_configs(self.config),
+        )
+        if not outcome.ok:
+            log.error("cannot create %s: %s", OFFSETS_TOPIC, outcome.message)
+            return ErrorCode.coordinator_not_available
+        log.info("created %s", OFFSETS_TOPIC)
+        return ErrorCode.none
+
+    def _offsets_partition(self, group_id: str) -> Partition | None:
+        topic = self.replica_manager.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            return None
+        return topic.partitions[group_partition(group_id, len(topic.partitions))]
+
+    def _persist(self) -> dict[str, ErrorCode]:
+        """Append the queued offset changes; returns the groups whose append failed."""
+        changes = self.coordinator.take_offset_changes()
+        if not changes:
+            return {}
+        if self.ensure_offsets_topic() is not ErrorCode.none:
+            return {c.group_id: ErrorCode.coordinator_not_available for c in changes}
+        by_partition: dict[int, list[OffsetChange]] = defaultdict(list)
+        for change in changes:
+            partition = self._offsets_partition(change.group_id)
+            assert partition is not None
+            by_partition[partition.index].append(change)
+        failed: dict[str, ErrorCode] = {}
+        topic = self.replica_manager.topics[OFFSETS_TOPIC]
+        for index, batch_changes in by_partition.items():
+            error = self._append(topic.partitions[index], batch_changes)
+            if error is not ErrorCode.none:
+                failed.update((c.group_id, error) for c in batch_changes)
+        return failed
+
+    def _append(self, partition: Partition, changes: list[OffsetChange]) -> ErrorCode:
+        records = [_record(change) for change in changes]
+        result = self.replica_manager.append(
+            partition, encode_batch(records, timestamp=self.now_ms())
+        )
+        if isinstance(result, StorageError):
+            log.error("cannot persist %d offset change(s): %s", len(changes), result)
+            return _APPEND_ERRORS.get(result.error_code, ErrorCode.unknown_server_error)
+        return ErrorCode.none
+
+    # -- requests --------------------------------------------------------------------------
+
+    async def join_group(self, request: JoinGroupRequest) -> JoinGroupResponse:
+        response = await self._park(self.coordinator.join_group(request, self.now_ms()))
+        assert isinstance(response, JoinGroupResponse)
+        return response
+
+    async def sync_group(self, request: SyncGroupRequest) -> SyncGroupResponse:
+        response = await self._park(self.coordinator.sync_group(request, self.now_ms()))
+        assert isinstance(response, SyncGroupResponse)
+        return response
+
+    def commit_offsets(self, request: OffsetCommitRequest) -> OffsetCommitResponse:
+        response = self.coordinator.commit_offsets(request, self.now_ms())
+        failed = self.after_call().get(request.group_id)
+        if failed is None:
+            return response
+        return OffsetCommitResponse(
+            tuple(
+                replace(p, error=failed) if p.error is ErrorCode.none else p
+                for p in response.partitions
+            )
+        )
+
+    def after_call(self) -> dict[str, ErrorCode]:
+        """Run after every coordinator call: persist, answer parked callers, re-arm timers."""
+        failed = self._persist()
+        for completion in self.coordinator.take_completions():
+            waiter = self._waiters.pop(completion.ticket.id, None)
+            if waiter is not None:  # None: the caller's connection is gone
+                waiter.response = completion.response
+                waiter.done.set()
+        self._wake_timers.set()
+        return failed
+
+    async def _park(self, ticket: Ticket) -> JoinGroupResponse | SyncGroupResponse:
+        waiter = self._waiters[ticket.id] = _Waiter()
+        self.after_call()
+        try:
+            await waiter.done.wait()
+        finally:
+            self._waiters.pop(ticket.id, None)
+        assert waiter.response is not None
+        return waiter.response
+
+    # -- timers ----------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Tick the coordinator at each deadline; expire offsets on their own period."""
+        expiry_every_ms = self.config.int("offsets.retention.check.interval.ms")
+        retention_ms = self.config.int("offsets.retention.minutes") * 60_000
+        next_expiry = self.now_ms() + expiry_every_ms
+        task_status.started()
+        while True:
+            deadline = min(self.coordinator.next_deadline() or math.inf, next_expiry)
+            # Requests set this event, since each may move the next deadline earlier.
+            self._wake_timers = trio.Event()
+            with trio.move_on_after(max(0.0, (deadline - self.now_ms()) / 1000)):
+                await self._wake_timers.wait()
+            now = self.now_ms()
+            self.coordinator.tick(now)
+            if now >= next_expiry:
+                self._expire_offsets(now, retention_ms)
+                next_expiry = now + expiry_every_ms
+            self.after_call()
+
+    def _expire_offsets(self, now_ms: int, retention_ms: int) -> None:
+        expired = self.coordinator.expire_offsets(now_ms, retention_ms)
+        count = sum(len(tps) for tps in expired.partitions.values())
+        if count or expired.deleted_groups:
+            log.info(
+                "expired %d offset(s); removed %d empty group(s)",
+                count,
+                len(expired.deleted_groups),
+            )
+
+    def unknown_partitions(self, partitions: Iterable[tuple[str, int]]) -> list[PartitionResult]:
+        """Commits for partitions the broker does not have: UNKNOWN_TOPIC_OR_PARTITION."""
+        return [
+            PartitionResult(topic, index, ErrorCode.unknown_topic_or_partition)
+            for topic, index in partitions
+            if self.replica_manager.partition(topic, index) is None
+        ]
+
+
+def _record(change: OffsetChange) -> tuple[bytes, bytes | None]:
+    group_id, (topic, partition), value = change
+    if value is None:
+        return offset_tombstone(group_id, topic, partition)
+    return offset_commit_record(group_id, topic, partition, value)
