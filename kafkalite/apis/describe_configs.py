@@ -45,35 +45,20 @@ _BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
 _BROKER_TYPES: dict[str, int] = {
     **dict.fromkeys(
         (
-            "broker.id",
-            "node.id",
-            "num.partitions",
-            "default.replication.factor",
-            "log.segment.bytes",
-            "log.roll.hours",
-            "log.retention.minutes",
-            "log.retention.hours",
-            "log.index.interval.bytes",
-            "log.index.size.max.bytes",
-            "message.max.bytes",
-            "socket.request.max.bytes",
-            "min.insync.replicas",
-            "producer.id.expiration.ms",
-            "offsets.topic.num.partitions",
-            "offsets.retention.minutes",
-            "group.initial.rebalance.delay.ms",
+            "broker.id", "node.id", "num.partitions", "default.replication.factor",
+            "log.segment.bytes", "log.roll.hours",
+            "log.retention.minutes", "log.retention.hours", "log.index.interval.bytes",
+            "log.index.size.max.bytes", "message.max.bytes", "socket.request.max.bytes",
+            "min.insync.replicas", "producer.id.expiration.ms", "offsets.topic.num.partitions",
+            "offsets.retention.minutes", "group.initial.rebalance.delay.ms",
         ),
         TYPE_INT,
     ),
     **dict.fromkeys(
         (
-            "log.roll.ms",
-            "log.retention.ms",
-            "log.retention.bytes",
-            "log.retention.check.interval.ms",
-            "log.flush.interval.messages",
-            "log.flush.interval.ms",
-            "log.flush.scheduler.interval.ms",
+            "log.roll.ms", "log.retention.ms", "log.retention.bytes",
+            "log.retention.check.interval.ms", "log.flush.interval.messages",
+            "log.flush.interval.ms", "log.flush.scheduler.interval.ms",
         ),
         TYPE_LONG,
     ),
@@ -151,18 +136,10 @@ def _topic_entries(ctx: RequestContext, overrides: dict[str, str], flags: _Flags
         definition = TOPIC_CONFIGS[name]
         value, source = effective_value(ctx.broker.config, overrides, name)
         synonyms = _topic_synonyms(ctx, definition, overrides) if flags.synonyms else ()
-        entries.append(
-            _entry(
-                ctx,
-                name,
-                value,
-                source,
-                read_only=False,
-                synonyms=synonyms,
-                config_type=definition.config_type,
-                documentation=None,  # no topic docs kept
-            )
-        )
+        entries.append(_entry(
+            ctx, name, value, source, read_only=False, synonyms=synonyms,
+            config_type=definition.config_type, documentation=None,  # no topic docs kept
+        ))
     return entries
 
 
@@ -198,18 +175,13 @@ def _broker_entries(ctx: RequestContext, flags: _Flags) -> list[Any]:
             value, source = prop.default, SOURCE_DEFAULT
         else:
             continue
-        entries.append(
-            _entry(
-                ctx,
-                name,
-                value,
-                source,
-                read_only=True,  # kafkalite changes no broker config at runtime
-                synonyms=_broker_synonyms(ctx, name) if flags.synonyms else (),
-                config_type=_BROKER_TYPES.get(name, TYPE_STRING),
-                documentation=prop.doc if flags.documentation else None,
-            )
-        )
+        entries.append(_entry(
+            ctx, name, value, source,
+            read_only=True,  # kafkalite changes no broker config at runtime
+            synonyms=_broker_synonyms(ctx, name) if flags.synonyms else (),
+            config_type=_BROKER_TYPES.get(name, TYPE_STRING),
+            documentation=prop.doc if flags.documentation else None,
+        ))
     return entries
 
 

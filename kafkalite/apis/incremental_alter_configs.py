@@ -87,7 +87,9 @@ def _alter_topic(ctx: RequestContext, resource: Any, validate_only: bool) -> Out
         return Outcome(ErrorCode.invalid_config, str(exc))
     # Kafka validates the configs before it looks for the topic.
     if topic is None:
-        return Outcome(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+        return Outcome(
+            ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
+        )
     if validate_only:
         return OK
     return manager.set_topic_configs(name, normalised)
@@ -142,7 +144,9 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
         return _alter_topic(ctx, resource, validate_only)
     if resource.resource_type == RESOURCE_BROKER:
         return _alter_broker(ctx, resource)
-    return Outcome(ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}")
+    return Outcome(
+        ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}"
+    )
 
 
 def _response(ctx: RequestContext, resource: Any, outcome: Outcome) -> Any:
