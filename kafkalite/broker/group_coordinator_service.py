@@ -33,11 +33,17 @@ from kafkalite.coordinator import (
     Ticket,
     group_partition,
 )
+from kafkalite.coordinator.group_snapshot import GroupChange
 from kafkalite.coordinator.offsets import OffsetChange, TopicPartition
 from kafkalite.coordinator.records import (
+    GroupMetadataKey,
+    InvalidRecord,
     OffsetCommitKey,
+    decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
+    group_metadata_record,
+    group_tombstone,
     offset_commit_record,
     offset_tombstone,
 )
@@ -52,6 +58,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kafkalite.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+Change = OffsetChange | GroupChange
 LOAD_CHUNK_BYTES = 1024 * 1024
 
 # What a failed `__consumer_offsets` append means to a committer (Kafka's
@@ -128,7 +135,12 @@ class GroupCoordinatorService:
                 if header.is_control:
                     continue
                 for record in decode_records(memoryview(data)[position : position + header.size]):
-                    loaded += self._replay(record.key, record.value, now)
+                    try:
+                        loaded += self._replay(record.key, record.value, now)
+                    except InvalidRecord as exc:
+                        log.warning(
+                            "skipping %s record at %d: %s", OFFSETS_TOPIC, record.offset, exc
+                        )
         return loaded
 
     def _replay(self, key: bytes | None, value: bytes | None, now_ms: int) -> int:
@@ -140,8 +152,11 @@ class GroupCoordinatorService:
             offset = None if value is None else decode_offset_commit_value(value)
             self.coordinator.load_offset(decoded.group_id, tp, offset, now_ms)
             return 1
-        # Group metadata (GroupMetadataKey) is not replayed yet: members rejoin after a restart.
-        return 0
+        if isinstance(decoded, GroupMetadataKey):
+            group = None if value is None else decode_group_metadata_value(value)
+            self.coordinator.load_group(decoded.group_id, group, now_ms)
+            return 1
+        return 0  # a record type of Kafka's newer group protocols
 
     # -- partitions of __consumer_offsets --------------------------------------------------
 
@@ -169,12 +184,12 @@ class GroupCoordinatorService:
 
     def _persist(self) -> dict[str, ErrorCode]:
         """Append the queued offset changes; returns the groups whose append failed."""
-        changes = self.coordinator.take_offset_changes()
+        changes = self.coordinator.take_changes()
         if not changes:
             return {}
         if self.ensure_offsets_topic() is not ErrorCode.none:
             return {c.group_id: ErrorCode.coordinator_not_available for c in changes}
-        by_partition: dict[int, list[OffsetChange]] = defaultdict(list)
+        by_partition: dict[int, list[Change]] = defaultdict(list)
         for change in changes:
             partition = self._offsets_partition(change.group_id)
             assert partition is not None
@@ -187,7 +202,7 @@ class GroupCoordinatorService:
                 failed.update((c.group_id, error) for c in batch_changes)
         return failed
 
-    def _append(self, partition: Partition, changes: list[OffsetChange]) -> ErrorCode:
+    def _append(self, partition: Partition, changes: list[Change]) -> ErrorCode:
         records = [_record(change) for change in changes]
         result = self.replica_manager.append(
             partition, encode_batch(records, timestamp=self.now_ms())
@@ -282,7 +297,11 @@ class GroupCoordinatorService:
         ]
 
 
-def _record(change: OffsetChange) -> tuple[bytes, bytes | None]:
+def _record(change: Change) -> tuple[bytes, bytes | None]:
+    if isinstance(change, GroupChange):
+        if change.value is None:
+            return group_tombstone(change.group_id)
+        return group_metadata_record(change.group_id, change.value)
     group_id, (topic, partition), value = change
     if value is None:
         return offset_tombstone(group_id, topic, partition)

@@ -10,13 +10,14 @@ from typing import Literal
 
 from kafkalite.coordinator.config import GroupConfig
 from kafkalite.coordinator.group import ClassicGroup
+from kafkalite.coordinator.group_snapshot import GroupChange, snapshot
 from kafkalite.coordinator.messages import (
     Completion,
     JoinGroupResponse,
     SyncGroupResponse,
     Ticket,
 )
-from kafkalite.coordinator.offsets import OffsetStore
+from kafkalite.coordinator.offsets import OffsetChange, OffsetStore
 from kafkalite.coordinator.states import GroupState
 from kafkalite.coordinator.timers import Timers
 
@@ -29,12 +30,21 @@ def random_uuid() -> str:
 class Context:
     config: GroupConfig
     groups: dict[str, ClassicGroup] = field(default_factory=dict)
-    offsets: OffsetStore = field(default_factory=lambda: OffsetStore())
+    # What must reach `__consumer_offsets`, in order: offset and group metadata changes.
+    journal: list[OffsetChange | GroupChange] = field(default_factory=list)
+    offsets: OffsetStore = field(init=False)
     timers: Timers = field(default_factory=Timers)
     outbox: list[Completion] = field(default_factory=list)
     # Injected so tests (and replays) get deterministic member ids.
     new_uuid: Callable[[], str] = random_uuid
     _ticket_ids: itertools.count[int] = field(default_factory=itertools.count)
+
+    def __post_init__(self) -> None:
+        self.offsets = OffsetStore(self.journal)
+
+    def store_group(self, group: ClassicGroup) -> None:
+        """Queue the group's metadata for persistence (Kafka's storeGroup)."""
+        self.journal.append(GroupChange(group.group_id, snapshot(group)))
 
     def issue(self, kind: Literal["join", "sync"], group_id: str) -> Ticket:
         return Ticket(next(self._ticket_ids), kind, group_id)
@@ -52,3 +62,4 @@ class Context:
         self.groups.pop(group.group_id, None)
         self.timers.cancel_group(group.group_id)
         self.offsets.delete_group(group.group_id)
+        self.journal.append(GroupChange(group.group_id, None))

@@ -11,9 +11,10 @@ How a trio layer drives it (nothing here blocks, sleeps or touches a socket):
 * `heartbeat`, `leave_group`, `commit_offsets`, `fetch_offsets`, `describe_group`,
   `list_groups`, `delete_groups` answer directly (they may still complete other tickets,
   e.g. a leave that ends a rebalance, so drain afterwards too).
-* Offset commits and removals (commits, expiry, OffsetDelete, DeleteGroups) queue up in
-  `take_offset_changes()`; the I/O layer persists them in `__consumer_offsets` before it
-  answers, and replays that topic through `load_offset` at startup.
+* Offset commits and removals (commits, expiry, OffsetDelete, DeleteGroups) and group
+  metadata snapshots queue up in `take_changes()`; the I/O layer persists them in
+  `__consumer_offsets` before it answers, and replays that topic through `load_offset` and
+  `load_group` at startup.
 * `next_deadline()` says when `tick(now_ms)` must be called next (None: no timers);
   `timers()` lists the pending deadlines as data. A single timer task sleeps until the
   next deadline, or until a request reschedules things, then ticks.
@@ -25,11 +26,20 @@ from collections.abc import Callable, Iterable
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.coordinator import admin, heartbeat, join, leave, offset_commit, sync
+from kafkalite.coordinator import (
+    admin,
+    group_store,
+    heartbeat,
+    join,
+    leave,
+    offset_commit,
+    sync,
+)
 from kafkalite.coordinator.admin import DescribedGroup, ListedGroup
 from kafkalite.coordinator.config import GroupConfig
 from kafkalite.coordinator.context import Context, random_uuid
 from kafkalite.coordinator.group import ClassicGroup
+from kafkalite.coordinator.group_snapshot import GroupChange
 from kafkalite.coordinator.messages import (
     Completion,
     HeartbeatRequest,
@@ -48,6 +58,7 @@ from kafkalite.coordinator.offset_commit import (
 )
 from kafkalite.coordinator.offsets import OffsetAndMetadata, OffsetChange, TopicPartition
 from kafkalite.coordinator.rebalance import on_timer
+from kafkalite.coordinator.records import GroupMetadataRecord
 from kafkalite.coordinator.timers import Timer
 
 
@@ -102,9 +113,13 @@ class GroupCoordinator:
         """Replay a persisted commit (None: its tombstone) without queueing it again."""
         offset_commit.load_offset(self._ctx, group_id, tp, value, now_ms)
 
-    def take_offset_changes(self) -> list[OffsetChange]:
-        """Offset commits and removals since the last call, for `__consumer_offsets`."""
-        changes, self._ctx.offsets.changes[:] = list(self._ctx.offsets.changes), []
+    def load_group(self, group_id: str, record: GroupMetadataRecord | None, now_ms: int) -> None:
+        """Replay persisted group metadata (None: its tombstone) without queueing it again."""
+        group_store.load_group(self._ctx, group_id, record, now_ms)
+
+    def take_changes(self) -> list[OffsetChange | GroupChange]:
+        """Offset and group changes since the last call, in order, for `__consumer_offsets`."""
+        changes, self._ctx.journal[:] = list(self._ctx.journal), []
         return changes
 
     # -- admin --

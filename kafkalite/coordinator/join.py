@@ -260,7 +260,8 @@ def _update_static_member_and_rebalance(
 
     if group.state is GroupState.STABLE:
         if group.protocol_name == group.select_protocol():
-            # Kafka persists the new member id here before answering; we have no log yet.
+            # Persist the new member id before answering, as Kafka does.
+            ctx.store_group(group)
             if request.supports_skip_assignment:
                 # v9+: the leader learns it leads but must not run the assignor, as a
                 # Stable group would not broadcast a new assignment anyway.

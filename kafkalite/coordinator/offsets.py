@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 NO_LEADER_EPOCH = -1
 INVALID_OFFSET = -1
@@ -39,9 +39,10 @@ class OffsetChange(NamedTuple):
 
 
 class OffsetStore:
-    def __init__(self) -> None:
+    def __init__(self, changes: list[Any] | None = None) -> None:
         self._by_group: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-        self.changes: list[OffsetChange] = []
+        # Shared with the coordinator's journal when given, to keep one order of changes.
+        self.changes: list[Any] = [] if changes is None else changes
 
     def commit(self, group_id: str, tp: TopicPartition, value: OffsetAndMetadata) -> None:
         self.load(group_id, tp, value)

@@ -141,6 +141,7 @@ def complete_join(ctx: Context, group: ClassicGroup, now_ms: int) -> None:
     group.init_next_generation(now_ms)
     if group.state is GroupState.EMPTY:
         log.info("Group %s with generation %d is now empty", group.group_id, group.generation_id)
+        ctx.store_group(group)
         return
     log.info(
         "Stabilized group %s generation %d with %d members",

@@ -54,6 +54,7 @@ def _sync(ctx: Context, request: SyncGroupRequest, ticket: Ticket, now_ms: int) 
             assignment = {m: request.assignments.get(m, b"") for m in group.members}
             set_and_propagate_assignment(ctx, group, assignment, now_ms)
             group.transition_to(GroupState.STABLE, now_ms)
+            ctx.store_group(group)
     else:  # Stable: (re)send the member its current assignment.
         remove_pending_sync_member(ctx, group, member_id)
         member = group.members[member_id]
