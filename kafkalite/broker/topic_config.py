@@ -61,8 +61,14 @@ def _cleanup_policy(value: str) -> str:
     return ",".join(parts)
 
 
-def _any(value: str) -> str:
-    return value
+def _ratio(value: str) -> float:
+    try:
+        number = float(value.strip())
+    except ValueError:
+        raise InvalidConfig(f"{value!r} is not a number") from None
+    if not 0.0 <= number <= 1.0:
+        raise InvalidConfig(f"{number} is not in [0.0, 1.0]")
+    return number
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,10 +178,21 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             None,
             None,
         ),
-        TopicConfigDef("delete.retention.ms", _long(0), TYPE_LONG, "86400000", None, None),
-        TopicConfigDef("min.compaction.lag.ms", _long(0), TYPE_LONG, "0", None, None),
+        TopicConfigDef(
+            "delete.retention.ms", _long(0), TYPE_LONG, "86400000", None, "delete_retention_ms"
+        ),
+        TopicConfigDef(
+            "min.compaction.lag.ms", _long(0), TYPE_LONG, "0", None, "min_compaction_lag_ms"
+        ),
         TopicConfigDef("max.compaction.lag.ms", _long(1), TYPE_LONG, str(LONG_MAX), None, None),
-        TopicConfigDef("min.cleanable.dirty.ratio", _any, TYPE_DOUBLE, "0.5", None, None),
+        TopicConfigDef(
+            "min.cleanable.dirty.ratio",
+            _ratio,
+            TYPE_DOUBLE,
+            "0.5",
+            None,
+            "min_cleanable_dirty_ratio",
+        ),
         TopicConfigDef("file.delete.delay.ms", _long(0), TYPE_LONG, "60000", None, None),
         TopicConfigDef("preallocate", _choice("true", "false"), TYPE_BOOLEAN, "false", None, None),
         TopicConfigDef(

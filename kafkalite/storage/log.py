@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalite.storage.batch import BatchHeader, InvalidBatch, assign_offsets, validate_batches
+from kafkalite.storage.cleaner import CleanResult, clean_log, find_cleanable
 from kafkalite.storage.errors import (
     InvalidRecordError,
     KafkaStorageError,
@@ -26,18 +27,21 @@ from kafkalite.storage.errors import (
 from kafkalite.storage.leader_epoch import LeaderEpochCache
 from kafkalite.storage.producer_state import BatchMetadata, ProducerStateManager
 from kafkalite.storage.segment import (
+    CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
     scan_headers,
+    segment_paths,
 )
 
 log = logging.getLogger("kafkalite.storage")
 
 LONG_MAX = 2**63 - 1
 LOG_APPEND_TIME = "LogAppendTime"
-LEFTOVER_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+TEMPORARY_SUFFIXES = (".tmp", ".deleted", CLEANED_SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,9 @@ class LogConfig:
     producer_id_expiration_ms: int = 86_400_000
     segment_index_bytes: int = 10 * 1024 * 1024  # segment.index.bytes: roll when an index fills
     cleanup_policy: str = "delete"  # "compact" alone disables time/size retention
+    delete_retention_ms: int = 86_400_000  # how long the cleaner keeps tombstones
+    min_cleanable_dirty_ratio: float = 0.5  # clean once dirty bytes / cleanable bytes reach it
+    min_compaction_lag_ms: int = 0  # segments with newer records are not cleaned yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +101,7 @@ class UnifiedLog:
     ) -> UnifiedLog:
         dir = Path(dir)
         dir.mkdir(parents=True, exist_ok=True)
-        _remove_leftovers(dir)
+        _prepare_files(dir)
         self = cls(
             dir,
             config,
@@ -112,13 +119,14 @@ class UnifiedLog:
         self._finish_load(now_ms)
         return self
 
-    def _open_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+    def _open_segment(self, base_offset: int, now_ms: int, suffix: str = "") -> LogSegment:
         return LogSegment.open(
             self.dir,
             base_offset,
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_bytes=self.config.segment_index_bytes,
             now_ms=now_ms,
+            suffix=suffix,
         )
 
     def _recover(self, recovery_point: int) -> None:
@@ -469,6 +477,73 @@ class UnifiedLog:
     def remove_expired_producers(self, now_ms: int) -> int:
         return self.producer_state.remove_expired(now_ms)
 
+    # ---- compaction ------------------------------------------------------------------------
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction: nothing from it on may be cleaned."""
+        starts = [
+            entry.current_txn_first_offset
+            for entry in self.producer_state.producers.values()
+            if entry.current_txn_first_offset >= 0
+        ]
+        return min(starts, default=None)
+
+    def compact(
+        self,
+        now_ms: int,
+        first_dirty_offset: int | None = None,
+        *,
+        high_watermark: int | None = None,
+        min_dirty_ratio: float = 0.0,
+    ) -> CleanResult | None:
+        """Clean the segments below the active one (see cleaner.py).
+
+        `first_dirty_offset` is where the last cleaning stopped (default: the log start).
+        None when no cleanable segment is dirty or the dirty ratio (dirty bytes over the
+        cleanable segments' bytes) is below `min_dirty_ratio`; otherwise the result's
+        `first_dirty_offset` is the value to checkpoint for the next call.
+        """
+        self._now_ms = max(self._now_ms, now_ms)
+        first_dirty = self.log_start_offset if first_dirty_offset is None else first_dirty_offset
+        cleanable = find_cleanable(self, first_dirty, now_ms, high_watermark)
+        if cleanable is None or not cleanable.dirty_bytes:
+            return None
+        if cleanable.dirty_ratio < min_dirty_ratio:
+            return None
+        return clean_log(self, cleanable, now_ms)
+
+    def open_cleaned_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+        """A fresh `<base>.log.cleaned` (+ indexes) for the cleaner to write into."""
+        for path in segment_paths(self.dir, base_offset, CLEANED_SUFFIX):
+            path.unlink(missing_ok=True)
+        return self._open_segment(base_offset, now_ms, CLEANED_SUFFIX)
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
+        """Swap a flushed `.cleaned` segment in for consecutive `old` ones (same first base).
+
+        Kafka's replaceSegments: rename to `.swap` (the commit point: from here a restart
+        finishes the swap, see `_complete_swap`), delete the old segments, rename to the
+        final names. The directory is fsynced after each step so a restart never sees the
+        final names while old segments overlapping them survive.
+        """
+        assert new.suffix == CLEANED_SUFFIX and new.base_offset == old[0].base_offset
+        first = self.segments.index(old[0])
+        assert self.segments[first : first + len(old)] == old and old[-1] is not self.segments[-1]
+        try:
+            new.change_suffix(SWAP_SUFFIX)
+            _fsync_dir(self.dir)
+            for segment in old:
+                segment.delete()
+            self.segments[first : first + len(old)] = [new]
+            self._bases_key = None  # a middle segment changed: the cache key cannot tell
+            _fsync_dir(self.dir)
+            new.change_suffix("")
+            _fsync_dir(self.dir)
+        except OSError as exc:
+            message = f"swapping cleaned segments into {self.dir} failed: {exc}"
+            raise KafkaStorageError(message) from exc
+
     # ---- configuration, flushing and lifecycle ---------------------------------------------
 
     def update_config(self, config: LogConfig) -> None:
@@ -577,16 +652,66 @@ def _segment_bases(dir: Path) -> list[int]:
     return sorted(int(path.stem) for path in dir.glob("*" + LOG_SUFFIX) if path.stem.isdigit())
 
 
-def _remove_leftovers(dir: Path) -> None:
-    """Temporary files of interrupted writes, and index files whose log is gone."""
+def _prepare_files(dir: Path) -> None:
+    """Kafka's LogLoader file passes: drop temporaries (`.cleaned` included), complete the
+    swaps a crash interrupted, then drop what is left of them and orphaned indexes."""
+    _remove_files(dir, lambda path: path.name.endswith(TEMPORARY_SUFFIXES))
+    for swap_log in sorted(dir.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
+        _complete_swap(dir, swap_log)
+    _remove_files(
+        dir,
+        lambda path: (
+            path.name.endswith(SWAP_SUFFIX)  # an index renamed before its log reached .swap
+            or (
+                path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+                and not path.with_suffix(LOG_SUFFIX).exists()
+            )
+        ),
+    )
+
+
+def _remove_files(dir: Path, predicate: Callable[[Path], bool]) -> None:
     for path in dir.iterdir():
-        orphan = (
-            path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
-            and not path.with_suffix(LOG_SUFFIX).exists()
-        )
-        if path.is_file() and (path.name.endswith(LEFTOVER_SUFFIXES) or orphan):
+        if path.is_file() and predicate(path):
             log.info("removing leftover file %s", path)
             path.unlink(missing_ok=True)
+
+
+def _complete_swap(dir: Path, swap_log: Path) -> None:
+    """Finish an interrupted replace_segments: the `.swap` log was flushed before its rename,
+    so it is whole. Delete every old segment inside its offset range, then rename it (and
+    any `.swap` indexes; missing ones are rebuilt) to the final names.
+
+    Like Kafka, the range ends at the swap's last offset: an old segment whose records were
+    all cleaned away may survive; it only holds records a later cleaning drops again.
+    """
+    stem = swap_log.name.split(".", 1)[0]
+    if not stem.isdigit():
+        return
+    base = int(stem)
+    end = max(_next_offset_of(swap_log, base), base + 1)
+    log.warning("%s: completing the interrupted swap of cleaned segment %d", dir, base)
+    for old_base in _segment_bases(dir):
+        if base <= old_base < end:
+            for path in segment_paths(dir, old_base):
+                path.unlink(missing_ok=True)
+    _fsync_dir(dir)
+    swap_paths, final_paths = segment_paths(dir, base, SWAP_SUFFIX), segment_paths(dir, base)
+    for source, target in zip(swap_paths[::-1], final_paths[::-1], strict=True):
+        if source.exists():
+            os.replace(source, target)
+    _fsync_dir(dir)
+
+
+def _next_offset_of(log_path: Path, base_offset: int) -> int:
+    fd = os.open(log_path, os.O_RDONLY)
+    try:
+        next_offset = base_offset
+        for _, header in scan_headers(fd, 0, os.fstat(fd).st_size):
+            next_offset = header.next_offset
+        return next_offset
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(dir: Path) -> None:

@@ -1,7 +1,8 @@
 """LogManager: every partition log in one log directory, as Kafka's LogManager.
 
-Partition directories are `<topic>-<partition>`. Recovery points and log start offsets
-live in Kafka's checkpoint files in the log dir; `.kafka_cleanshutdown` marks a clean stop.
+Partition directories are `<topic>-<partition>`. Recovery points, log start offsets and the
+cleaner's first dirty offsets live in Kafka's checkpoint files in the log dir;
+`.kafka_cleanshutdown` marks a clean stop.
 Deleted partitions are first renamed to `<topic>-<partition>.<uuid>-delete` so a crash
 mid-removal leaves a leftover that the next load removes, never a half-deleted log.
 """
@@ -13,10 +14,11 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkalite.storage.errors import StorageError
 from kafkalite.storage.leader_epoch import write_atomically
 from kafkalite.storage.log import LogConfig, UnifiedLog
 
@@ -24,6 +26,7 @@ log = logging.getLogger("kafkalite.storage")
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 CHECKPOINT_VERSION = 0
 _PARTITION_DIR = re.compile(r"(?P<topic>.+)-(?P<partition>\d+)")
@@ -74,6 +77,9 @@ class LogManager:
     logs: dict[TopicPartition, UnifiedLog] = field(default_factory=dict)
     had_clean_shutdown: bool = False
     _last_checkpoint: tuple[dict, dict] | None = field(default=None, repr=False)
+    # Per compacted log, where its last cleaning stopped (Kafka's LogCleanerManager state).
+    cleaner_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    _uncleanable: set[TopicPartition] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
         self.log_dir = Path(self.log_dir)
@@ -87,6 +93,7 @@ class LogManager:
         self.had_clean_shutdown = clean_file.exists()
         recovery_points = read_checkpoint(self.log_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_checkpoint(self.log_dir / LOG_START_OFFSET_CHECKPOINT)
+        self.cleaner_offsets = read_checkpoint(self.log_dir / CLEANER_OFFSET_CHECKPOINT)
         for entry in sorted(self.log_dir.iterdir()):
             if not entry.is_dir():
                 continue
@@ -120,6 +127,9 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> None:
         """Rename to `<topic>-<partition>.<uuid>-delete` (durably), then remove it."""
         existing = self.logs.pop((topic, partition), None)
+        if self.cleaner_offsets.pop((topic, partition), None) is not None:
+            self._write_cleaner_offsets()
+        self._uncleanable.discard((topic, partition))
         path = self.log_dir / f"{topic}-{partition}"
         if not path.exists():
             return
@@ -157,6 +167,45 @@ class LogManager:
             deleted += partition_log.apply_retention(now_ms)
             partition_log.remove_expired_producers(now_ms)
         return deleted
+
+    def clean_logs(
+        self, now_ms: int, high_watermarks: Mapping[TopicPartition, int] | None = None
+    ) -> int:
+        """Compact every log whose cleanup.policy has "compact" and whose dirty ratio reached
+        min.cleanable.dirty.ratio; returns the bytes reclaimed.
+
+        `high_watermarks` bounds what each log's cleaning may rely on (default: the log end).
+        A log whose cleaning fails is logged and left alone until restart, as Kafka marks it
+        uncleanable. Synchronous: call it where nothing else touches the logs meanwhile.
+        """
+        reclaimed = 0
+        changed = False
+        for tp, partition_log in self.logs.items():
+            if "compact" not in partition_log.config.cleanup_policy or tp in self._uncleanable:
+                continue
+            high_watermark = high_watermarks.get(tp) if high_watermarks is not None else None
+            try:
+                result = partition_log.compact(
+                    now_ms,
+                    self.cleaner_offsets.get(tp),
+                    high_watermark=high_watermark,
+                    min_dirty_ratio=partition_log.config.min_cleanable_dirty_ratio,
+                )
+            except StorageError:
+                log.exception("%s: cleaning failed; not cleaning it again", partition_log.dir)
+                self._uncleanable.add(tp)
+                continue
+            if result is not None:
+                reclaimed += result.bytes_reclaimed
+                changed |= self.cleaner_offsets.get(tp) != result.first_dirty_offset
+                self.cleaner_offsets[tp] = result.first_dirty_offset
+        if changed:
+            self._write_cleaner_offsets()
+        return reclaimed
+
+    def _write_cleaner_offsets(self) -> None:
+        offsets = {tp: offset for tp, offset in self.cleaner_offsets.items() if tp in self.logs}
+        write_checkpoint(self.log_dir / CLEANER_OFFSET_CHECKPOINT, offsets)
 
     def shutdown(self) -> None:
         """Close every log, checkpoint, then mark the shutdown clean."""

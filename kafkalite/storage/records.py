@@ -17,6 +17,7 @@ import zstandard
 from crc32c import crc32c
 
 from kafkalite.storage.batch import (
+    COMPRESSION_MASK,
     HEADER_SIZE,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
@@ -102,22 +103,53 @@ def encode_batch(
     attributes: int = 0,
 ) -> bytes:
     """One uncompressed magic v2 batch of (key, value) records, all stamped `timestamp`."""
+    return encode_record_batch(
+        [
+            Record(base_offset + delta, timestamp, key, value)
+            for delta, (key, value) in enumerate(records)
+        ],
+        base_offset=base_offset,
+        base_timestamp=timestamp,
+        max_timestamp=timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        attributes=attributes,
+    )
+
+
+def encode_record_batch(
+    records: Sequence[Record],
+    *,
+    base_offset: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    last_offset_delta: int | None = None,
+    partition_leader_epoch: int = -1,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    attributes: int = 0,
+) -> bytes:
+    """One uncompressed magic v2 batch holding `records` at their own offsets and timestamps.
+
+    Offsets may have gaps (the log cleaner's output) and `last_offset_delta` may reach past
+    the last record, as Kafka keeps a cleaned batch's original offset range; the default is
+    the last record's delta. Compression bits in `attributes` are cleared.
+    """
     body = bytearray()
-    for delta, (key, value) in enumerate(records):
-        record = bytearray(b"\x00")  # attributes
-        record += _encode_varint(0)  # timestamp delta
-        record += _encode_varint(delta)
-        record += _encode_nullable_bytes(key)
-        record += _encode_nullable_bytes(value)
-        record += _encode_varint(0)  # no headers
-        body += _encode_varint(len(record))
-        body += record
+    for record in records:
+        encoded = _encode_record(record, base_offset, base_timestamp)
+        body += _encode_varint(len(encoded))
+        body += encoded
+    if last_offset_delta is None:
+        last_offset_delta = records[-1].offset - base_offset if records else -1
     after_crc = (
         _AFTER_CRC.pack(
-            attributes,
-            len(records) - 1,
-            timestamp,
-            timestamp,
+            attributes & ~COMPRESSION_MASK,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
             producer_id,
             producer_epoch,
             base_sequence,
@@ -126,7 +158,23 @@ def encode_batch(
         + body
     )
     batch_length = 4 + 1 + 4 + len(after_crc)  # leader epoch, magic, crc, rest
-    return _BEFORE_CRC.pack(base_offset, batch_length, -1, 2, crc32c(after_crc)) + after_crc
+    return (
+        _BEFORE_CRC.pack(base_offset, batch_length, partition_leader_epoch, 2, crc32c(after_crc))
+        + after_crc
+    )
+
+
+def _encode_record(record: Record, base_offset: int, base_timestamp: int) -> bytearray:
+    out = bytearray(b"\x00")  # attributes
+    out += _encode_varint(record.timestamp - base_timestamp)
+    out += _encode_varint(record.offset - base_offset)
+    out += _encode_nullable_bytes(record.key)
+    out += _encode_nullable_bytes(record.value)
+    out += _encode_varint(len(record.headers))
+    for name, value in record.headers:
+        out += _encode_nullable_bytes(name.encode())
+        out += _encode_nullable_bytes(value)
+    return out
 
 
 def decompress(codec: int, data: bytes | memoryview) -> bytes:

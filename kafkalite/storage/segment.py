@@ -31,6 +31,8 @@ log = logging.getLogger("kafkalite.storage")
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+CLEANED_SUFFIX = ".cleaned"  # a cleaner's segment being written: discarded on load
+SWAP_SUFFIX = ".swap"  # a cleaned segment committed to replace old ones: completed on load
 INT32_MAX = 2**31 - 1
 FIRST_SCAN_CHUNK = 16 << 10
 SCAN_CHUNK = 1 << 20  # header scans read up to this much per pread
@@ -46,6 +48,16 @@ LAST_OFFSET_DELTA_OFFSET = 23
 
 def file_stem(base_offset: int) -> str:
     return f"{base_offset:020d}"
+
+
+def segment_paths(dir: Path, base_offset: int, suffix: str = "") -> tuple[Path, Path, Path]:
+    """(log, offset index, time index) paths; `suffix` marks a cleaner's `.cleaned`/`.swap`."""
+    stem = file_stem(base_offset)
+    return (
+        dir / f"{stem}{LOG_SUFFIX}{suffix}",
+        dir / f"{stem}{INDEX_SUFFIX}{suffix}",
+        dir / f"{stem}{TIME_INDEX_SUFFIX}{suffix}",
+    )
 
 
 def scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
@@ -90,6 +102,7 @@ class LogSegment:
     next_offset: int
     created_ms: int
     needs_recovery: bool = False  # an index was missing or failed its sanity check
+    suffix: str = ""  # "" for a live segment; ".cleaned" or ".swap" while the cleaner swaps
     bytes_since_last_index_entry: int = 0
     # (largest timestamp, last offset of the first batch holding it); None until loaded
     _max_timestamp: tuple[int, int] | None = None
@@ -106,26 +119,19 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         now_ms: int,
+        suffix: str = "",
     ) -> LogSegment:
         """Open (or create) a segment. Sets `needs_recovery` if an index must be rebuilt."""
-        stem = dir / file_stem(base_offset)
-        log_path = stem.with_suffix(LOG_SUFFIX)
+        log_path, index_path, time_index_path = segment_paths(dir, base_offset, suffix)
         existed = log_path.exists()
         fd = os.open(log_path, os.O_RDWR | os.O_CREAT, 0o644)
         size = os.fstat(fd).st_size
         missing_index = (
-            existed
-            and size > 0
-            and not (
-                stem.with_suffix(INDEX_SUFFIX).exists()
-                and stem.with_suffix(TIME_INDEX_SUFFIX).exists()
-            )
+            existed and size > 0 and not (index_path.exists() and time_index_path.exists())
         )
-        offset_index, corrupt = _open_index(
-            OffsetIndex, stem.with_suffix(INDEX_SUFFIX), base_offset, max_index_bytes
-        )
+        offset_index, corrupt = _open_index(OffsetIndex, index_path, base_offset, max_index_bytes)
         time_index, corrupt_time = _open_index(
-            TimeIndex, stem.with_suffix(TIME_INDEX_SUFFIX), base_offset, max_index_bytes
+            TimeIndex, time_index_path, base_offset, max_index_bytes
         )
         segment = cls(
             dir,
@@ -137,6 +143,7 @@ class LogSegment:
             size,
             base_offset,
             now_ms,
+            suffix=suffix,
         )
         segment.needs_recovery = missing_index or corrupt or corrupt_time
         if not segment.needs_recovery:
@@ -172,9 +179,19 @@ class LogSegment:
             self.time_index.close()
             os.close(self.fd)
             self.fd = -1
-        stem = self.dir / file_stem(self.base_offset)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            stem.with_suffix(suffix).unlink(missing_ok=True)
+        for path in segment_paths(self.dir, self.base_offset, self.suffix):
+            path.unlink(missing_ok=True)
+
+    def change_suffix(self, suffix: str) -> None:
+        """Rename the files (open fds stay valid): indexes first, the log last, so a `.log`
+        with the new suffix implies its indexes have it too (the swap protocol relies on it).
+        """
+        old = segment_paths(self.dir, self.base_offset, self.suffix)
+        new = segment_paths(self.dir, self.base_offset, suffix)
+        for source, target in zip(old[::-1], new[::-1], strict=True):
+            os.replace(source, target)
+        self.offset_index.path, self.time_index.path = new[1], new[2]
+        self.suffix = suffix
 
     def flush(self) -> None:
         os.fsync(self.fd)
@@ -473,7 +490,7 @@ class LogSegment:
 
     @property
     def _name(self) -> str:
-        return str(self.dir / (file_stem(self.base_offset) + LOG_SUFFIX))
+        return str(segment_paths(self.dir, self.base_offset, self.suffix)[0])
 
 
 def _open_index(kind: type, path: Path, base_offset: int, max_index_bytes: int) -> tuple:
