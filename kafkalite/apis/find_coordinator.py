@@ -1,7 +1,8 @@
 """FindCoordinator (key 10), versions 0-6 (batched keys from v4).
 
 A single node coordinates every group; the first group lookup creates `__consumer_offsets`.
-Transaction coordination arrives with the transactions issue; until then transactional ids get COORDINATOR_NOT_AVAILABLE.
+Transaction coordination arrives with the transactions issue; until then transactional ids
+get COORDINATOR_NOT_AVAILABLE.
 librdkafka also reads this API's presence as "broker >= 0.8.2" and enables LZ4 only then.
 """
 

@@ -12,9 +12,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.broker.group_coordinator_service import OFFSETS_TOPIC
 from kafkalite.broker.replica_manager import Topic, topic_name_error
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -77,6 +78,13 @@ def _lookup(ctx: RequestContext, requested: Any, auto_create: bool) -> Any:
         return _error_topic(ctx, name, ZERO_UUID, ErrorCode.invalid_topic_exception)
     if not auto_create:
         return _error_topic(ctx, name, ZERO_UUID, ErrorCode.unknown_topic_or_partition)
+    if name == OFFSETS_TOPIC:
+        # Created with its fixed settings, as the group coordinator would.
+        ctx.broker.groups.ensure_offsets_topic()
+        created = manager.topics.get(name)
+        if created is None:
+            return _error_topic(ctx, name, ZERO_UUID, ErrorCode.coordinator_not_available)
+        return _topic(ctx, created)
     outcome, created = manager.create_topic(name)
     if created is None:
         return _error_topic(ctx, name, ZERO_UUID, outcome.error)

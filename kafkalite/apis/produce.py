@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import produce_legacy
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.metadata import INTERNAL_TOPICS
 from kafkalite.broker.topic_config import effective_value
 from kafkalite.storage.batch import LOG_OVERHEAD, peek_offset_and_size
 from kafkalite.storage.errors import StorageError
@@ -47,6 +48,9 @@ def _partition_response(
     )
 
 
+ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets this client id write internal topics
+
+
 def _holds_several_batches(records: bytes) -> bool:
     """Kafka's ProduceRequest.validateRecords: v3+ carries one batch per partition.
 
@@ -62,6 +66,14 @@ def _produce_partition(ctx: RequestContext, topic: str, data: Any, acks: int) ->
     partition = manager.partition(topic, data.index)
     if partition is None:
         return _partition_response(ctx, data.index, ErrorCode.unknown_topic_or_partition)
+    if topic in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
+        # Kafka's ReplicaManager: only the coordinators write their own topics.
+        return _partition_response(
+            ctx,
+            data.index,
+            ErrorCode.invalid_topic_exception,
+            message=f"Cannot append to internal topic {topic}",
+        )
     if data.records is None or len(data.records) == 0:
         return _partition_response(
             ctx, data.index, ErrorCode.invalid_record, message="no record batches"
