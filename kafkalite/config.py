@@ -99,6 +99,8 @@ PROPERTIES: dict[str, Property] = {
     "log.retention.hours": Property(_int(-1, 2**31 - 1), "336", "retention in hours"),
     "log.retention.bytes": Property(_int(-1), "-1", "retention by size per partition"),
     "log.retention.check.interval.ms": Property(_int(1), "300000", "retention check period"),
+    "log.cleaner.enable": Property(_bool, "true", "compact cleanup.policy=compact topics"),
+    "log.cleaner.backoff.ms": Property(_int(0), "15000", "pause between cleaner runs"),
     "log.index.interval.bytes": Property(_int(0, 2**31 - 1), "4096", "offset index density"),
     "log.index.size.max.bytes": Property(_int(4, 2**31 - 1), str(10 * 1024**2), "index cap"),
     "log.message.timestamp.type": Property(_timestamp_type, "CreateTime", "timestamp source"),

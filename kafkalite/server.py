@@ -114,9 +114,12 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream) -> None:
 
 
 async def _maintenance(broker: Broker) -> None:
-    """Flush policy and checkpoints every second; retention on its own interval."""
-    retention_every = broker.config.int("log.retention.check.interval.ms") / 1000
+    """Flush policy and checkpoints every second; retention and cleaning on their intervals."""
+    config = broker.config
+    retention_every = config.int("log.retention.check.interval.ms") / 1000
     next_retention = trio.current_time() + retention_every
+    cleaning_every = config.int("log.cleaner.backoff.ms") / 1000
+    next_cleaning = trio.current_time() + cleaning_every
     while True:
         await trio.sleep(MAINTENANCE_INTERVAL_S)
         broker.replica_manager.maintenance()
@@ -125,6 +128,11 @@ async def _maintenance(broker: Broker) -> None:
             if deleted:
                 log.info("retention deleted %d segment(s)", deleted)
             next_retention = trio.current_time() + retention_every
+        if config.bool("log.cleaner.enable") and trio.current_time() >= next_cleaning:
+            reclaimed = broker.replica_manager.clean_logs()
+            if reclaimed:
+                log.info("log cleaner reclaimed %d byte(s)", reclaimed)
+            next_cleaning = trio.current_time() + cleaning_every
 
 
 async def open_listeners(config: BrokerConfig) -> list[trio.SocketListener]:

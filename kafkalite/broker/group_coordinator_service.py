@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -49,7 +49,8 @@ from kafkalite.coordinator.records import (
 )
 from kafkalite.storage.batch import iter_batches
 from kafkalite.storage.errors import StorageError
-from kafkalite.storage.records import decode_records, encode_batch
+from kafkalite.storage.log import UnifiedLog
+from kafkalite.storage.records import Record, decode_records, encode_batch
 
 if TYPE_CHECKING:
     from kafkalite.broker.replica_manager import Partition, ReplicaManager
@@ -124,23 +125,12 @@ class GroupCoordinatorService:
         log.info("loaded %d record(s) from %s", loaded, OFFSETS_TOPIC)
 
     def _load_partition(self, partition: Partition) -> int:
-        now, log_ = self.now_ms(), partition.log
-        offset, end, loaded = log_.log_start_offset, log_.log_end_offset, 0
-        while offset < end:
-            data = log_.read(offset, LOAD_CHUNK_BYTES, end)
-            if not data:
-                break
-            for position, header in iter_batches(data):
-                offset = header.next_offset
-                if header.is_control:
-                    continue
-                for record in decode_records(memoryview(data)[position : position + header.size]):
-                    try:
-                        loaded += self._replay(record.key, record.value, now)
-                    except InvalidRecord as exc:
-                        log.warning(
-                            "skipping %s record at %d: %s", OFFSETS_TOPIC, record.offset, exc
-                        )
+        now, loaded = self.now_ms(), 0
+        for record in log_records(partition.log):
+            try:
+                loaded += self._replay(record.key, record.value, now)
+            except InvalidRecord as exc:
+                log.warning("skipping %s record at %d: %s", OFFSETS_TOPIC, record.offset, exc)
         return loaded
 
     def _replay(self, key: bytes | None, value: bytes | None, now_ms: int) -> int:
@@ -295,6 +285,19 @@ class GroupCoordinatorService:
             for topic, index in partitions
             if self.replica_manager.partition(topic, index) is None
         ]
+
+
+def log_records(log_: UnifiedLog) -> Iterator[Record]:
+    """Every data record of the log, from its start to its end (control batches skipped)."""
+    offset, end = log_.log_start_offset, log_.log_end_offset
+    while offset < end:
+        data = log_.read(offset, LOAD_CHUNK_BYTES, end)
+        if not data:
+            return
+        for position, header in iter_batches(data):
+            offset = header.next_offset
+            if not header.is_control:
+                yield from decode_records(memoryview(data)[position : position + header.size])
 
 
 def _record(change: Change) -> tuple[bytes, bytes | None]:

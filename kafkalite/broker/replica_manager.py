@@ -319,6 +319,15 @@ class ReplicaManager:
     def apply_retention(self) -> int:
         return self.log_manager.apply_retention(self.clock_ms())
 
+    def clean_logs(self) -> int:
+        """Compact the logs of cleanup.policy=compact topics; returns the bytes reclaimed."""
+        high_watermarks = {
+            (topic.name, p.index): p.high_watermark
+            for topic in self.topics.values()
+            for p in topic.partitions
+        }
+        return self.log_manager.clean_logs(self.clock_ms(), high_watermarks)
+
     def maintenance(self) -> None:
         """Periodic work: flush policy and checkpoints."""
         self.log_manager.flush_all(self.clock_ms())
