@@ -31,18 +31,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kafkalite.storage.batch import HEADER_SIZE, TIMESTAMP_TYPE_MASK, BatchHeader, iter_batches
+from kafkalite.storage.batch import (
+    HEADER_SIZE,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    iter_batches,
+    parse_header,
+)
 from kafkalite.storage.errors import KafkaStorageError
 from kafkalite.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from kafkalite.storage.producer_state import ProducerStateManager
 from kafkalite.storage.records import Record, decode_records, encode_record_batch
-from kafkalite.storage.segment import (
-    CLEANED_SUFFIX,
-    INT32_MAX,
-    MIN_BATCH_LENGTH,
-    LogSegment,
-    parse_header,
-)
+from kafkalite.storage.segment import CLEANED_SUFFIX, INT32_MAX, MIN_BATCH_LENGTH, LogSegment
 from kafkalite.storage.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 
 if TYPE_CHECKING:
