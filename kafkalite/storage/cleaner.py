@@ -279,10 +279,10 @@ def filter_batch(
         return batch  # transaction markers: kept (kafkalite writes none yet)
     records = decode_records(batch)
     kept = [record for record in records if _retain(record, offset_map, retain_deletes)]
+    if not kept and not _holds_last_sequence(header, producer_state):
+        return None  # also a bare header kept earlier, once its producer wrote again
     if len(kept) == len(records):
         return batch
-    if not kept and not _holds_last_sequence(header, producer_state):
-        return None
     rewritten = rebuild_batch(header, kept)
     # Retained records are written uncompressed (Kafka recompresses with the batch's codec).
     # Should that outgrow what recovery accepts, keep the original: compaction may keep

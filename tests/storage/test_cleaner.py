@@ -11,6 +11,8 @@ from batches import GZIP, LZ4, SNAPPY, ZSTD, Record, make_batch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafkalite.broker.topic_config import InvalidConfig, log_config_for, validate_topic_configs
+from kafkalite.config import BrokerConfig
 from kafkalite.storage.batch import iter_batches, parse_header
 from kafkalite.storage.errors import OutOfOrderSequenceError
 from kafkalite.storage.log import LogConfig, UnifiedLog
@@ -250,7 +252,15 @@ def test_a_producers_last_batch_stays_as_an_empty_header(tmp_path) -> None:
     assert log.producer_state.last_entry(7).last_seq == 1
     with pytest.raises(OutOfOrderSequenceError):
         put(log, (b"a", b"3"), **idempotent, base_sequence=5)
-    put(log, (b"a", b"3"), **idempotent, base_sequence=2)
+    put(log, (b"a", b"3"), **idempotent, base_sequence=2)  # 5
+    log.roll(now_ms=1_000)
+    put(log, (b"c", b"2"))
+
+    log.compact(now_ms=2_000)  # the bare header is no longer the producer's last batch
+
+    headers = [h for _, h in iter_batches(log.read(0, 10_000, 100))]
+    assert [(h.base_offset, h.records_count) for h in headers] == [(2, 1), (5, 1)]
+    assert entries(log) == [(3, b"b", b"2"), (5, b"a", b"3"), (6, b"c", b"2")]
     log.close()
 
 
@@ -612,3 +622,35 @@ def compact_and_crash(
             log.segments.append(segment)  # so drop_fds closes it too
     drop_fds(log)
     return open_log(path, config, now_ms=now)
+
+
+def test_a_rewrite_too_large_for_recovery_keeps_the_compressed_original(tmp_path) -> None:
+    config = LogConfig(segment_bytes=10_000, max_message_bytes=400, cleanup_policy="compact")
+    log = open_log(tmp_path, config)
+    big = b"x" * 200
+    put(log, (b"a", big), (b"b", big), (b"c", big), compression=GZIP)  # small compressed
+    put(log, (b"a", b"new"))
+    log.roll(now_ms=1_000)
+    put(log, (b"z", b"1"))
+
+    log.compact(now_ms=2_000)
+
+    headers = [h for _, h in iter_batches(log.read(0, 10_000, 100))]
+    assert [(h.base_offset, h.compression) for h in headers] == [(0, GZIP), (3, 0)]
+    log.close()
+
+
+def test_topic_configs_reach_the_log_config() -> None:
+    overrides = {
+        "cleanup.policy": "compact",
+        "delete.retention.ms": "5",
+        "min.cleanable.dirty.ratio": "0.25",
+        "min.compaction.lag.ms": "7",
+    }
+    config = log_config_for(BrokerConfig(), overrides)
+    assert (config.delete_retention_ms, config.min_cleanable_dirty_ratio) == (5, 0.25)
+    assert (config.min_compaction_lag_ms, config.cleanup_policy) == (7, "compact")
+    defaults = log_config_for(BrokerConfig(), {})
+    assert (defaults.delete_retention_ms, defaults.min_cleanable_dirty_ratio) == (DAY, 0.5)
+    with pytest.raises(InvalidConfig):
+        validate_topic_configs({"min.cleanable.dirty.ratio": "1.5"})
