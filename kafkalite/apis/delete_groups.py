@@ -1,10 +1,11 @@
-"""DeleteGroups (key 42), versions 0-2: remove Empty groups with their committed offsets."""
+"""DeleteGroups (key 42), versions 0-2: remove Empty groups with their committed offsets.
+
+Like Kafka, the group id "" is looked up as any other (only a null id is INVALID_GROUP_ID).
+"""
 
 from __future__ import annotations
 
 from typing import Any
-
-from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 
@@ -13,7 +14,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     groups = ctx.broker.groups
     names = list(request.groups_names)
-    results = groups.coordinator.delete_groups([n for n in names if n], groups.now_ms())
+    results = groups.coordinator.delete_groups(names, groups.now_ms())
     failed = groups.after_call()
     return make(
         schema.DeleteGroupsResponse,
@@ -22,7 +23,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             make(
                 schema.DeletableGroupResult,
                 group_id=name,
-                error_code=failed.get(name, results.get(name, ErrorCode.invalid_group_id)),
+                error_code=failed.get(name, results[name]),
             )
             for name in names
         ),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 
 # Without ACLs every group operation is allowed: READ(3), DELETE(6), DESCRIBE(8).
@@ -47,7 +49,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 )
                 for m in group.members
             ),
-            authorized_operations=operations,
+            # Kafka sets the operations only on groups described without an error.
+            authorized_operations=(
+                operations if group.error is ErrorCode.none else OPERATIONS_NOT_REQUESTED
+            ),
         )
         for group in described
     )

@@ -2,7 +2,9 @@
 
 v2-4 carry a retention time; v6+ the leader epoch; v7+ group.instance.id. Partitions the
 broker does not have get UNKNOWN_TOPIC_OR_PARTITION; the rest go to the coordinator, which
-persists them in `__consumer_offsets` before this answers.
+persists them in `__consumer_offsets` before this answers. Like Kafka, the group id "" is
+accepted "for backwards compatibility" (only a null id, which the schema cannot carry, is
+INVALID_GROUP_ID).
 """
 
 from __future__ import annotations
@@ -23,9 +25,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     errors: dict[tuple[str, int], ErrorCode] = {}
     commits = []
     for topic, p in requested:
-        if not request.group_id:
-            errors[(topic, p.partition_index)] = ErrorCode.invalid_group_id
-        elif ctx.broker.replica_manager.partition(topic, p.partition_index) is None:
+        if ctx.broker.replica_manager.partition(topic, p.partition_index) is None:
             errors[(topic, p.partition_index)] = ErrorCode.unknown_topic_or_partition
         else:
             commits.append(

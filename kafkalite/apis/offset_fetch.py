@@ -1,15 +1,14 @@
 """OffsetFetch (key 9), versions 1-9 (v0 was removed in Kafka 4, KIP-896).
 
 v2+ may ask for every committed partition (topics null) and have a top-level error;
-v5+ return the leader epoch; v8+ batch several groups in one request.
+v5+ return the leader epoch; v8+ batch several groups in one request. The group id "" is
+served like any other, as Kafka does for backwards compatibility.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any
-
-from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.coordinator import FetchedOffset, OffsetFetchResponse, TopicPartition
@@ -45,8 +44,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> OffsetFetchResponse:
-    if not group_id:
-        return OffsetFetchResponse(ErrorCode.invalid_group_id)
     wanted = (
         None
         if topics is None

@@ -1,18 +1,34 @@
 """SyncGroup (key 14), versions 0-5.
 
 The leader sends everyone's assignment; every member's request is parked until then.
-v3+ carry group.instance.id, v5+ echo the protocol type and name.
+v3+ carry group.instance.id, v5+ echo the protocol type and name: they are mandatory there,
+and a v5 request without them gets INCONSISTENT_GROUP_PROTOCOL (as KafkaApis does).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.coordinator import SyncGroupRequest
 
+PROTOCOL_MANDATORY_FROM = 5
+
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.api_version >= PROTOCOL_MANDATORY_FROM and (
+        request.protocol_type is None or request.protocol_name is None
+    ):
+        return make(
+            ctx.schema.SyncGroupResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.inconsistent_group_protocol,
+            protocol_type=None,
+            protocol_name=None,
+            assignment=b"",
+        )
     synced = await ctx.broker.groups.sync_group(
         SyncGroupRequest(
             group_id=request.group_id,
