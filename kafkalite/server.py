@@ -107,9 +107,10 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream) -> None:
             nursery.start_soon(_read_requests, stream, peer, max_frame, HANDLERS, send)
             await _process(broker, stream, f"/{host}", receive)
             nursery.cancel_scope.cancel()
-    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+    # The nursery wraps whatever its tasks raise in an ExceptionGroup.
+    except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         log.debug("connection from %s dropped", peer)
-    except Exception:
+    except* Exception:
         log.exception("closing connection from %s after an internal error", peer)
 
 

@@ -57,20 +57,9 @@ def group_broker(module_broker_factory: Callable[..., BrokerProcess]) -> BrokerP
 
 
 _LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
-_EXCEPTION_LINE = re.compile(r"^[\s|+]*([\w.]+(?:Error|Exception|Group)): ")
-# A client that goes away while its request is being read or answered. The broker means
-# to log these at debug level, but they reach it wrapped in an ExceptionGroup by the
-# connection's nursery and are logged as internal errors (see
-# test_client_disconnect_is_not_an_internal_error): tolerated here, pinned there.
-_DISCONNECT_EXCEPTIONS = {
-    "ExceptionGroup",
-    "trio.BrokenResourceError",
-    "BrokenPipeError",
-    "ConnectionResetError",
-}
 
 
-def broker_errors(lines: list[str], tolerate_disconnects: bool = True) -> list[str]:
+def broker_errors(lines: list[str]) -> list[str]:
     """The ERROR records (with their tracebacks) among a broker's log lines."""
     records: list[list[str]] = []
     for line in lines:
@@ -82,9 +71,6 @@ def broker_errors(lines: list[str], tolerate_disconnects: bool = True) -> list[s
     for record in records:
         text = "".join(record)
         if " ERROR " not in record[0] and "Traceback" not in text:
-            continue
-        raised = {m.group(1) for line in record if (m := _EXCEPTION_LINE.match(line))}
-        if tolerate_disconnects and raised and raised <= _DISCONNECT_EXCEPTIONS:
             continue
         errors.append(text)
     return errors
@@ -1026,12 +1012,6 @@ def test_pattern_subscription_picks_up_a_new_topic(
 # -- the broker's log ----------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="broker bug: handle_connection's except clause misses BrokenResourceError/"
-    "ConnectionResetError wrapped in the nursery's ExceptionGroup, so a client disconnect "
-    "is logged at ERROR as an internal error with a traceback",
-)
 def test_client_disconnect_is_not_an_internal_error(
     broker_factory: Callable[..., BrokerProcess], topic_name: Callable[..., str]
 ) -> None:
@@ -1047,5 +1027,5 @@ def test_client_disconnect_is_not_an_internal_error(
     # A full round trip on another connection gives the broker time to see the resets.
     create_topic(broker.bootstrap, topic_name(), 1)
     broker.stop()
-    errors = broker_errors(broker.lines, tolerate_disconnects=False)
+    errors = broker_errors(broker.lines)
     assert errors == [], errors[0]
