@@ -1,5 +1,5 @@
 # Every target installs what it needs first (scripts/bootstrap.sh is idempotent).
-.PHONY: setup serve test test-fast lint bench
+.PHONY: setup serve test test-fast lint bench compat bench-compare
 
 setup:
 	./scripts/bootstrap.sh
@@ -14,7 +14,15 @@ test-fast: setup
 	.venv/bin/python -m pytest -q -m "not slow"
 
 lint: setup
-	.venv/bin/ruff check kafkalite tests protocol_tests bench
+	.venv/bin/ruff check kafkalite tests protocol_tests bench compat spark_jobs
 
 bench: setup
 	.venv/bin/python -m bench.broker_bench
+
+# Differential suites: kafkalite and real Apache Kafka (provisioned from Maven Central).
+compat: setup
+	.venv/bin/python -m compat
+
+# The broker benchmark against kafkalite and Apache Kafka, with ratios (bench/results/).
+bench-compare: setup
+	.venv/bin/python -m bench.compare
