@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import re
 import signal
 import socket
 import subprocess
@@ -144,6 +145,20 @@ class KafkaServer:
             **self.overrides,
         }
 
+    def _previous_ports(self) -> tuple[int, int] | None:
+        """The ports of an earlier run on this (formatted) data dir: the controller's is in
+        the quorum's bootstrap voter set, and a stable bootstrap suits a restart."""
+        if not (self.log_dir / "meta.properties").is_file():
+            return None
+        try:
+            text = self.properties_file.read_text()
+        except OSError:
+            return None
+        match = re.search(
+            r"^listeners=PLAINTEXT://[^:]+:(\d+),CONTROLLER://[^:]+:(\d+)$", text, re.MULTILINE
+        )
+        return (int(match.group(1)), int(match.group(2))) if match else None
+
     def _java(self, main_class: str, *args: str, heap: tuple[str, ...] = ()) -> list[str]:
         log4j = self.data_dir / "log4j2.properties"
         return [
@@ -163,7 +178,7 @@ class KafkaServer:
         `start()` calls it; call it first to time the broker's start alone."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not (self.port and self.controller_port):
-            self.port, self.controller_port = free_ports(2, self.host)
+            self.port, self.controller_port = self._previous_ports() or free_ports(2, self.host)
         write_properties(self.properties_file, self.properties())
         (self.data_dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_file))
         if (self.log_dir / "meta.properties").is_file():
@@ -312,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         stop_requested = True
 
     signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)  # also when started with SIGINT ignored (&)
     with _data_dir(args.data_dir) as data_dir:
         server = KafkaServer(data_dir, overrides)
         try:
@@ -329,8 +345,6 @@ def main(argv: list[str] | None = None) -> int:
             )
             while not stop_requested and server.process and server.process.poll() is None:
                 time.sleep(0.2)
-        except KeyboardInterrupt:
-            pass
         finally:
             code = server.stop()
     return 0 if stop_requested or code in (0, 143, -signal.SIGTERM) else 1
