@@ -235,7 +235,8 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             bootstrap = broker.bootstrap
             pid = broker.process.pid if broker.process else None
         else:
-            bootstrap, pid = args.target, None
+            # An external broker; bench.compare passes the pid of one it started.
+            bootstrap, pid = args.target, getattr(args, "broker_pid", None)
         results["bootstrap"] = bootstrap
         log(f"bootstrap {bootstrap}" + (f", broker pid {pid}" if pid else ""))
         try:

@@ -266,9 +266,13 @@ def produce_request(
     version: int = 9,
     timeout_ms: int = 10_000,
     transactional_id: str | None = None,
+    topic_id: uuid.UUID = ZERO_UUID,
 ) -> Any:
+    """v13+ names the topic by `topic_id` (KIP-516); older versions by `topic`."""
     data = build(0, version, "PartitionProduceData", index=partition, records=records)
-    topic_data = build(0, version, "TopicProduceData", name=topic, partition_data=(data,))
+    topic_data = build(
+        0, version, "TopicProduceData", name=topic, topic_id=topic_id, partition_data=(data,)
+    )
     return build(
         0,
         version,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Callable
 
 import pytest
@@ -33,6 +34,7 @@ MESSAGE_TOO_LARGE = 10
 INVALID_REQUIRED_ACKS = 21
 UNSUPPORTED_VERSION = 35
 INVALID_RECORD = 87
+UNKNOWN_TOPIC_ID = 100
 LATEST = -1
 
 NewTopic = Callable[..., tuple[str, object]]
@@ -249,6 +251,24 @@ def test_produce_acks_zero_sends_no_response(client: RawClient, new_topic: NewTo
     # The next response on the connection answers the next request: none for acks=0.
     response = client.request(list_offsets_request(topic, 0, LATEST))
     assert response.topics[0].partitions[0].offset == 2
+
+
+def test_produce_v13_names_topics_by_id(client: RawClient, new_topic: NewTopic) -> None:
+    topic, topic_id = new_topic()
+    request = produce_request(topic, 0, simple_batch(2), version=13, topic_id=topic_id)
+    (topic_response,) = client.request(request).responses
+    assert topic_response.topic_id == topic_id
+    (part,) = topic_response.partition_responses
+    assert (part.error_code, part.base_offset) == (NONE, 0)
+    assert _latest(client, topic) == 2
+
+
+def test_produce_v13_unknown_topic_id(client: RawClient) -> None:
+    unknown = uuid.uuid4()
+    request = produce_request("", 0, simple_batch(1), version=13, topic_id=unknown)
+    (topic_response,) = client.request(request).responses
+    assert topic_response.topic_id == unknown
+    assert topic_response.partition_responses[0].error_code == UNKNOWN_TOPIC_ID
 
 
 @pytest.mark.parametrize("version", [3, 5, 7, 9, 10, 11, 12])

@@ -1,4 +1,4 @@
-"""DescribeCluster (key 60), versions 0-1.
+"""DescribeCluster (key 60), versions 0-2 (v2 may include fenced brokers: there are none).
 
 A broker endpoint: the cluster id, this node as the only broker and as the controller (Kafka 4
 brokers answer some live broker there), and the cluster operations when asked for (all of them:
@@ -13,17 +13,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kafkalite.apis import authorized_operations
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.broker.replica_manager import OK, Outcome
 
 ENDPOINT_BROKERS = 1
 ENDPOINT_CONTROLLERS = 2
 _ENDPOINT_NAMES = {ENDPOINT_BROKERS: "BROKER", ENDPOINT_CONTROLLERS: "CONTROLLER"}
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-# Every operation on the cluster resource (Kafka's AclEntry.supportedOperations), as AclOperation
-# codes: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
-_CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)
-ALL_CLUSTER_OPERATIONS = sum(1 << code for code in _CLUSTER_OPERATIONS)
 
 
 def _check_endpoint(ctx: RequestContext, endpoint_type: int) -> Outcome:
@@ -53,7 +49,7 @@ def _error_response(ctx: RequestContext, outcome: Outcome) -> Any:
         cluster_id="",
         controller_id=-1,
         brokers=(),
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=authorized_operations.OMITTED,
     )
 
 
@@ -69,10 +65,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         host=listener.host,
         port=listener.port,
         rack=None,
+        is_fenced=False,  # v2: this broker serves, so it is never fenced
     )
-    operations = AUTHORIZED_OPERATIONS_OMITTED
+    operations = authorized_operations.OMITTED
     if request.include_cluster_authorized_operations:
-        operations = ALL_CLUSTER_OPERATIONS
+        operations = authorized_operations.CLUSTER
     return make(
         ctx.schema.DescribeClusterResponse,
         throttle_time=NO_THROTTLE,
@@ -86,4 +83,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-API = ApiHandler(api_key=60, min_version=0, max_version=1, handle=handle)
+API = ApiHandler(api_key=60, min_version=0, max_version=2, handle=handle)

@@ -10,19 +10,16 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kafkalite.apis import authorized_operations
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-
-# Without ACLs every group operation is allowed: READ(3), DELETE(6), DESCRIBE(8).
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-OPERATIONS_NOT_REQUESTED = -(2**31)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     operations = (
-        GROUP_OPERATIONS
+        authorized_operations.GROUP
         if getattr(request, "include_authorized_operations", False)
-        else OPERATIONS_NOT_REQUESTED
+        else authorized_operations.OMITTED
     )
     coordinator = ctx.broker.groups.coordinator
     described = [
@@ -51,7 +48,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             ),
             # Kafka sets the operations only on groups described without an error.
             authorized_operations=(
-                operations if group.error is ErrorCode.none else OPERATIONS_NOT_REQUESTED
+                operations if group.error is ErrorCode.none else authorized_operations.OMITTED
             ),
         )
         for group in described

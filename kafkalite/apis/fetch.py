@@ -20,6 +20,8 @@ from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.broker.replica_manager import Partition, Topic
 from kafkalite.storage.errors import OffsetOutOfRangeError
 
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+
 
 @dataclass
 class _Budget:
@@ -33,40 +35,47 @@ def _partition_data(
     error: ErrorCode,
     partition: Partition | None = None,
     records: bytes = b"",
+    isolation_level: int = READ_UNCOMMITTED,
 ) -> Any:
-    high_watermark = partition.high_watermark if partition else -1
+    # Like Kafka, a partition with an error reports no offsets (-1).
+    known = partition is not None and error is ErrorCode.none
+    high_watermark = partition.high_watermark if known else -1
     return make(
         ctx.schema.PartitionData,
         partition_index=index,
         error_code=error,
         high_watermark=high_watermark,
         last_stable_offset=high_watermark,
-        log_start_offset=partition.log_start_offset if partition else -1,
-        aborted_transactions=(),
+        log_start_offset=partition.log_start_offset if known else -1,
+        # Kafka lists aborted transactions only for read_committed fetches; there are none
+        # yet (no transactions), so read_committed gets an empty list.
+        aborted_transactions=() if isolation_level == READ_COMMITTED else None,
         records=records,
     )
 
 
 def _read_partition(
-    ctx: RequestContext, topic: Topic, request: Any, budget: _Budget
+    ctx: RequestContext, topic: Topic, request: Any, budget: _Budget, isolation_level: int
 ) -> tuple[Any, int]:
     index = request.partition
     partition, error = ctx.broker.replica_manager.leader_partition(
         topic.name, index, getattr(request, "current_leader_epoch", -1)
     )
     if partition is None or error != ErrorCode.none:
-        return _partition_data(ctx, index, error, partition), 0
+        return _partition_data(ctx, index, error, partition, isolation_level=isolation_level), 0
     limit = min(request.partition_max_bytes, budget.remaining)
     try:
         records = partition.log.read(
             request.fetch_offset, limit, partition.high_watermark, min_one_batch=budget.first
         )
     except OffsetOutOfRangeError:
-        return _partition_data(ctx, index, ErrorCode.offset_out_of_range, partition), 0
+        error = ErrorCode.offset_out_of_range
+        return _partition_data(ctx, index, error, partition, isolation_level=isolation_level), 0
     if records:
         budget.first = False
         budget.remaining = max(budget.remaining - len(records), 0)
-    return _partition_data(ctx, index, ErrorCode.none, partition, records), len(records)
+    data = _partition_data(ctx, index, ErrorCode.none, partition, records, isolation_level)
+    return data, len(records)
 
 
 def _resolve_topic(ctx: RequestContext, fetch_topic: Any) -> tuple[Topic | None, ErrorCode]:
@@ -82,15 +91,18 @@ def read_fetch(ctx: RequestContext, request: Any) -> tuple[Any, int, bool]:
     """One pass over every requested partition: (response, bytes read, any partition error)."""
     budget = _Budget(request.max_bytes if request.max_bytes is not None else 2**31 - 1)
     total, failed, responses = 0, False, []
+    isolation = getattr(request, "isolation_level", READ_UNCOMMITTED)
     for fetch_topic in request.topics:
         topic, topic_error = _resolve_topic(ctx, fetch_topic)
         partitions = []
         for part in fetch_topic.partitions:
             if topic is None:
-                partitions.append(_partition_data(ctx, part.partition, topic_error))
+                partitions.append(
+                    _partition_data(ctx, part.partition, topic_error, isolation_level=isolation)
+                )
                 failed = True
                 continue
-            data, size = _read_partition(ctx, topic, part, budget)
+            data, size = _read_partition(ctx, topic, part, budget, isolation)
             failed = failed or data.error_code != ErrorCode.none
             total += size
             partitions.append(data)
@@ -142,4 +154,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             await arrived.wait()
 
 
-API = ApiHandler(api_key=1, min_version=4, max_version=16, handle=handle, is_async=True)
+API = ApiHandler(api_key=1, min_version=4, max_version=18, handle=handle, is_async=True)

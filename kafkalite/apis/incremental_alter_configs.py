@@ -11,6 +11,7 @@ refused: kafkalite has no dynamic broker configs.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -68,8 +69,15 @@ def _apply(overrides: dict[str, str], configs: Any) -> tuple[Outcome, dict[str, 
     return OK, result
 
 
-def _alter_topic(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
-    name = resource.resource_name
+def alter_topic(
+    ctx: RequestContext,
+    name: str,
+    change: Callable[[dict[str, str]], tuple[Outcome, dict[str, str]]],
+    validate_only: bool,
+) -> Outcome:
+    """Apply `change` to the topic's overrides, validate the result and store it.
+
+    Shared with the legacy AlterConfigs, whose change replaces every override."""
     if not name:
         return Outcome(ErrorCode.invalid_request, "Default topic resources are not allowed.")
     reason = topic_name_error(name)
@@ -78,7 +86,7 @@ def _alter_topic(ctx: RequestContext, resource: Any, validate_only: bool) -> Out
     manager = ctx.broker.replica_manager
     topic = manager.topics.get(name)
     current = topic.metadata.configs if topic is not None else {}
-    outcome, altered = _apply(current, resource.configs)
+    outcome, altered = change(current)
     if not outcome.ok:
         return outcome
     try:
@@ -95,7 +103,7 @@ def _alter_topic(ctx: RequestContext, resource: Any, validate_only: bool) -> Out
     return manager.set_topic_configs(name, normalised)
 
 
-def _alter_broker(ctx: RequestContext, resource: Any) -> Outcome:
+def alter_broker(ctx: RequestContext, resource: Any) -> Outcome:
     name = resource.resource_name
     if name:  # "" is the cluster-wide default
         try:
@@ -141,15 +149,20 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
     if not outcome.ok:
         return outcome
     if resource.resource_type == RESOURCE_TOPIC:
-        return _alter_topic(ctx, resource, validate_only)
+        return alter_topic(
+            ctx,
+            resource.resource_name,
+            lambda current: _apply(current, resource.configs),
+            validate_only,
+        )
     if resource.resource_type == RESOURCE_BROKER:
-        return _alter_broker(ctx, resource)
+        return alter_broker(ctx, resource)
     return Outcome(
         ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}"
     )
 
 
-def _response(ctx: RequestContext, resource: Any, outcome: Outcome) -> Any:
+def resource_response(ctx: RequestContext, resource: Any, outcome: Outcome) -> Any:
     return make(
         ctx.schema.AlterConfigsResourceResponse,
         error_code=outcome.error,
@@ -167,7 +180,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             outcome = Outcome(ErrorCode.invalid_request, "Each resource must appear at most once.")
         else:
             outcome = _alter(ctx, resource, request.validate_only)
-        responses.append(_response(ctx, resource, outcome))
+        responses.append(resource_response(ctx, resource, outcome))
     return make(
         ctx.schema.IncrementalAlterConfigsResponse,
         throttle_time=NO_THROTTLE,

@@ -1,9 +1,10 @@
-"""ListOffsets (key 2), versions 1-9.
+"""ListOffsets (key 2), versions 1-11 (v10 adds a timeout, which a local lookup needs not).
 
 Special timestamps: -2 earliest (log start offset), -1 latest (high watermark, or the last
 stable offset for read_committed), -3 (v7+) the record with the largest timestamp, -4 (v8+)
-earliest local = earliest here, -5 (v9+) latest tiered: none, as no tier exists. A real
-timestamp finds the first record at or after it through the time index.
+earliest local = earliest here, -5 (v9+) latest tiered and -6 (v11+, KIP-1023) earliest
+pending upload: none, as no tier exists. A real timestamp finds the first record at or after
+it through the time index.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.broker.replica_manager import Partition
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+EARLIEST_PENDING_UPLOAD = -6
 NOT_FOUND = (-1, -1, -1)  # (offset, timestamp, leader epoch)
 
 
@@ -32,7 +34,7 @@ def lookup(partition: Partition, timestamp: int) -> tuple[int, int, int]:
         return start, -1, log.epoch_for_offset(start)
     if timestamp == LATEST:
         return partition.high_watermark, -1, _latest_epoch(partition)
-    if timestamp == LATEST_TIERED:
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         return NOT_FOUND
     if timestamp == MAX_TIMESTAMP:
         found = log.max_timestamp_entry()
@@ -75,4 +77,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return make(ctx.schema.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
-API = ApiHandler(api_key=2, min_version=1, max_version=9, handle=handle)
+API = ApiHandler(api_key=2, min_version=1, max_version=11, handle=handle)

@@ -1,7 +1,8 @@
-"""Metadata (key 3), versions 0-12.
+"""Metadata (key 3), versions 0-13 (v13 adds a top-level error code).
 
 Topics by name or (v10+) by id, topic ids, and auto-creation of unknown topics when both the
 broker (`auto.create.topics.enable`) and the request (v4+ `allow_auto_topic_creation`) allow it.
+Authorized operations, when asked for (v8+ cluster, topics), are all of them: no authorizer.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kafkalite.apis import authorized_operations
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.broker.group_coordinator_service import OFFSETS_TOPIC
 from kafkalite.broker.replica_manager import Topic, topic_name_error
 
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -36,7 +37,7 @@ def _partitions(ctx: RequestContext, topic: Topic) -> tuple[Any, ...]:
     )
 
 
-def _topic(ctx: RequestContext, topic: Topic) -> Any:
+def _topic(ctx: RequestContext, topic: Topic, operations: int) -> Any:
     return make(
         ctx.schema.MetadataResponseTopic,
         error_code=ErrorCode.none,
@@ -44,7 +45,7 @@ def _topic(ctx: RequestContext, topic: Topic) -> Any:
         topic_id=topic.topic_id,
         is_internal=topic.name in INTERNAL_TOPICS,
         partitions=_partitions(ctx, topic),
-        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        topic_authorized_operations=operations,
     )
 
 
@@ -58,11 +59,11 @@ def _error_topic(
         topic_id=topic_id,
         is_internal=False,
         partitions=(),
-        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        topic_authorized_operations=authorized_operations.OMITTED,
     )
 
 
-def _lookup(ctx: RequestContext, requested: Any, auto_create: bool) -> Any:
+def _lookup(ctx: RequestContext, requested: Any, auto_create: bool, operations: int) -> Any:
     manager = ctx.broker.replica_manager
     topic_id = getattr(requested, "topic_id", None) or ZERO_UUID
     name = requested.name
@@ -70,10 +71,10 @@ def _lookup(ctx: RequestContext, requested: Any, auto_create: bool) -> Any:
         topic = manager.topic_by_id(topic_id)
         if topic is None:
             return _error_topic(ctx, None, topic_id, ErrorCode.unknown_topic_id)
-        return _topic(ctx, topic)
+        return _topic(ctx, topic, operations)
     topic = manager.topics.get(name)
     if topic is not None:
-        return _topic(ctx, topic)
+        return _topic(ctx, topic, operations)
     if topic_name_error(name):
         return _error_topic(ctx, name, ZERO_UUID, ErrorCode.invalid_topic_exception)
     if not auto_create:
@@ -84,22 +85,29 @@ def _lookup(ctx: RequestContext, requested: Any, auto_create: bool) -> Any:
         created = manager.topics.get(name)
         if created is None:
             return _error_topic(ctx, name, ZERO_UUID, ErrorCode.coordinator_not_available)
-        return _topic(ctx, created)
+        return _topic(ctx, created, operations)
     outcome, created = manager.create_topic(name)
     if created is None:
         return _error_topic(ctx, name, ZERO_UUID, outcome.error)
-    return _topic(ctx, created)
+    return _topic(ctx, created, operations)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     allow = getattr(request, "allow_auto_topic_creation", True)
     auto_create = allow and broker.config.bool("auto.create.topics.enable")
+    operations = authorized_operations.when(
+        getattr(request, "include_topic_authorized_operations", False), authorized_operations.TOPIC
+    )
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if all_topics:
-        topics = tuple(_topic(ctx, t) for t in broker.replica_manager.topics.values())
+        topics = tuple(
+            _topic(ctx, t, operations) for t in broker.replica_manager.topics.values()
+        )
     else:
-        topics = tuple(_lookup(ctx, requested, auto_create) for requested in request.topics)
+        topics = tuple(
+            _lookup(ctx, requested, auto_create, operations) for requested in request.topics
+        )
     listener = broker.advertised_listener
     brokers = (
         make(
@@ -117,9 +125,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=topics,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=authorized_operations.when(
+            getattr(request, "include_cluster_authorized_operations", False),
+            authorized_operations.CLUSTER,
+        ),
         error_code=ErrorCode.none,
     )
 
 
-API = ApiHandler(api_key=3, min_version=0, max_version=12, handle=handle)
+API = ApiHandler(api_key=3, min_version=0, max_version=13, handle=handle)

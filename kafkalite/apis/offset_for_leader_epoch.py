@@ -1,7 +1,6 @@
-"""OffsetForLeaderEpoch (key 23), versions 3-4 advertised, 2 accepted too.
+"""OffsetForLeaderEpoch (key 23), versions 2-4 (as Kafka 4.4 advertises; librdkafka sends v2).
 
-librdkafka sends v2 even when the broker does not advertise it, so v2 is served but not
-advertised: Kafka 4 advertises 3-4. Answers the end offset of the requested
+Answers the end offset of the requested
 epoch from the leader epoch cache, which consumers use to detect log truncation.
 """
 
@@ -48,4 +47,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return make(ctx.schema.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
-API = ApiHandler(api_key=23, min_version=3, max_version=4, handle=handle, accepted_min_version=2)
+API = ApiHandler(api_key=23, min_version=2, max_version=4, handle=handle)

@@ -1,4 +1,5 @@
-"""Produce (key 0), versions 3-12 served; 0-2 advertised and refused (see produce_legacy).
+"""Produce (key 0), versions 3-13 served (v13 names topics by id, KIP-516); 0-2 advertised
+and refused (see produce_legacy).
 
 Batches are appended as the client sent them (offsets patched, CRC checked) without decoding
 records. acks=0 gets no response; acks=1 and acks=-1 are answered after the append (a single
@@ -20,6 +21,7 @@ from kafkalite.storage.batch import LOG_OVERHEAD, peek_offset_and_size
 from kafkalite.storage.errors import StorageError
 
 VALID_ACKS = (-1, 0, 1)
+TOPIC_IDS_FROM = 13
 
 
 def _partition_response(
@@ -93,12 +95,11 @@ def _produce_partition(ctx: RequestContext, topic: str, data: Any, acks: int) ->
             return _partition_response(ctx, data.index, ErrorCode.not_enough_replicas)
     result = manager.append(partition, data.records)
     if isinstance(result, StorageError):
+        # Kafka reports offsets as -1 on a failed append, and a message only for record
+        # validation errors (its RecordValidationException).
+        validation = result.error_code in (ErrorCode.invalid_timestamp, ErrorCode.invalid_record)
         return _partition_response(
-            ctx,
-            data.index,
-            result.error_code,
-            message=str(result) or None,
-            log_start_offset=partition.log_start_offset,
+            ctx, data.index, result.error_code, message=str(result) if validation else None
         )
     return _partition_response(
         ctx,
@@ -110,24 +111,37 @@ def _produce_partition(ctx: RequestContext, topic: str, data: Any, acks: int) ->
     )
 
 
+def _topic_name(ctx: RequestContext, topic_data: Any) -> str | None:
+    """The topic a TopicProduceData names: by name, or (v13+, KIP-516) by topic id."""
+    if ctx.api_version < TOPIC_IDS_FROM:
+        return topic_data.name
+    topic = ctx.broker.replica_manager.topic_by_id(topic_data.topic_id)
+    return topic.name if topic is not None else None
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     responses = []
     for topic_data in request.topic_data:
-        if acks in VALID_ACKS:
+        name = _topic_name(ctx, topic_data)
+        if acks not in VALID_ACKS or name is None:
+            error = (
+                ErrorCode.invalid_required_acks
+                if acks not in VALID_ACKS
+                else ErrorCode.unknown_topic_id
+            )
             partitions = tuple(
-                _produce_partition(ctx, topic_data.name, data, acks)
-                for data in topic_data.partition_data
+                _partition_response(ctx, data.index, error) for data in topic_data.partition_data
             )
         else:
             partitions = tuple(
-                _partition_response(ctx, data.index, ErrorCode.invalid_required_acks)
-                for data in topic_data.partition_data
+                _produce_partition(ctx, name, data, acks) for data in topic_data.partition_data
             )
         responses.append(
             make(
                 ctx.schema.TopicProduceResponse,
-                name=topic_data.name,
+                name=getattr(topic_data, "name", None),
+                topic_id=getattr(topic_data, "topic_id", None),
                 partition_responses=partitions,
             )
         )
@@ -139,7 +153,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 API = ApiHandler(
     api_key=0,
     min_version=0,
-    max_version=12,
+    max_version=13,
     handle=handle,
     legacy=produce_legacy.answer,
     legacy_below=3,

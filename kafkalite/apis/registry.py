@@ -6,6 +6,7 @@ ApiVersions advertises exactly this table; there is no second list.
 from __future__ import annotations
 
 from kafkalite.apis import (
+    alter_configs,
     api_versions,
     create_partitions,
     create_topics,
@@ -48,6 +49,7 @@ _MODULES = (
     describe_configs,
     create_partitions,
     incremental_alter_configs,
+    alter_configs,
     describe_cluster,
     find_coordinator,
     offset_commit,

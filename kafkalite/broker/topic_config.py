@@ -57,7 +57,7 @@ def _choice(*choices: str) -> Callable[[str], str]:
 def _cleanup_policy(value: str) -> str:
     parts = [p.strip() for p in value.split(",") if p.strip()]
     if not parts or any(p not in ("delete", "compact") for p in parts):
-        raise InvalidConfig(f"{value!r} is not a list of delete, compact")
+        raise InvalidConfig("String must be one of: compact, delete")  # Kafka's ValidList
     return ",".join(parts)
 
 
@@ -196,10 +196,35 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         TopicConfigDef("file.delete.delay.ms", _long(0), TYPE_LONG, "60000", None, None),
         TopicConfigDef("preallocate", _choice("true", "false"), TYPE_BOOLEAN, "false", None, None),
         TopicConfigDef(
-            "message.timestamp.before.max.ms", _long(0), TYPE_LONG, str(LONG_MAX), None, None
+            "message.timestamp.before.max.ms",
+            _long(0),
+            TYPE_LONG,
+            str(LONG_MAX),
+            None,
+            "message_timestamp_before_max_ms",
         ),
+        # Kafka 4: a CreateTime more than an hour ahead of the broker's clock is rejected.
         TopicConfigDef(
-            "message.timestamp.after.max.ms", _long(0), TYPE_LONG, str(LONG_MAX), None, None
+            "message.timestamp.after.max.ms",
+            _long(0),
+            TYPE_LONG,
+            "3600000",
+            None,
+            "message_timestamp_after_max_ms",
+        ),
+        # Accepted and described like Kafka's; batches are stored as sent, so the broker
+        # never recompresses and the levels (KIP-390) do not change what it writes.
+        TopicConfigDef("compression.gzip.level", _long(-1, 9), TYPE_INT, "-1", None, None),
+        TopicConfigDef("compression.lz4.level", _long(1, 17), TYPE_INT, "9", None, None),
+        TopicConfigDef("compression.zstd.level", _long(-131072, 22), TYPE_INT, "3", None, None),
+        TopicConfigDef("segment.jitter.ms", _long(0), TYPE_LONG, "0", None, None),
+        TopicConfigDef(
+            "max.decompressed.message.bytes",
+            _long(0, _I32_MAX),
+            TYPE_INT,
+            str(_I32_MAX - 8),
+            None,
+            None,
         ),
     )
 }

@@ -53,6 +53,12 @@ class InvalidRecordError(StorageError):
     error_code = ErrorCode.invalid_record
 
 
+class InvalidTimestampError(StorageError):
+    """A CreateTime outside message.timestamp.before/after.max.ms of the broker's clock."""
+
+    error_code = ErrorCode.invalid_timestamp
+
+
 class UnsupportedMessageFormatError(StorageError):
     """Magic v0/v1 batch: Kafka 4's ProduceRequest.validateRecords throws
     InvalidRecordException for it, which clients see as INVALID_RECORD."""

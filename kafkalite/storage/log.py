@@ -19,6 +19,7 @@ from kafkalite.storage.batch import BatchHeader, InvalidBatch, assign_offsets, v
 from kafkalite.storage.cleaner import CleanResult, clean_log, find_cleanable
 from kafkalite.storage.errors import (
     InvalidRecordError,
+    InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
@@ -58,6 +59,9 @@ class LogConfig:
     producer_id_expiration_ms: int = 86_400_000
     segment_index_bytes: int = 10 * 1024 * 1024  # segment.index.bytes: roll when an index fills
     cleanup_policy: str = "delete"  # "compact" alone disables time/size retention
+    # CreateTime bounds around the broker's clock (Kafka 4 defaults: any past, 1 h ahead).
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3_600_000
     delete_retention_ms: int = 86_400_000  # how long the cleaner keeps tombstones
     min_cleanable_dirty_ratio: float = 0.5  # clean once dirty bytes / cleanable bytes reach it
     min_compaction_lag_ms: int = 0  # segments with newer records are not cleaned yet
@@ -282,7 +286,21 @@ class UnifiedLog:
             )
         for header in headers:
             _validate_client_batch(header)
+            if self.config.message_timestamp_type != LOG_APPEND_TIME:
+                self._validate_timestamps(header)
         return headers
+
+    def _validate_timestamps(self, header: BatchHeader) -> None:
+        """Kafka's LogValidator.validateTimestamp, on the batch's bounds: its first record's
+        timestamp (usually the earliest) and its max timestamp."""
+        low = self._now_ms - self.config.message_timestamp_before_max_ms
+        high = self._now_ms + self.config.message_timestamp_after_max_ms
+        for timestamp in (header.base_timestamp, header.max_timestamp):
+            if timestamp >= 0 and not low <= timestamp <= high:
+                raise InvalidTimestampError(
+                    f"Timestamp {timestamp} of message with offset 0 is out of range. The "
+                    f"timestamp should be within [{low}, {high}]"
+                )
 
     def _duplicate_result(self, duplicate: BatchMetadata) -> AppendResult:
         log_append_time = (
