@@ -146,8 +146,6 @@ def test_api_versions_ranges(pair: Pair) -> None:
 # kafkalite does not serve at all (transactions, ACLs, SASL, quotas, share groups, KRaft
 # internals...) are printed by the test but not listed here.
 KNOWN_RANGE_DIFFERENCES: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {
-    8: ((2, 9), (2, 10)),  # OffsetCommit v10: topic ids
-    9: ((1, 9), (1, 10)),  # OffsetFetch v10: topic ids
     18: ((0, 4), (0, 5)),  # ApiVersions v5: kio 0.6 has no schema for it
     42: ((0, 2), (0, 3)),  # DeleteGroups v3: kio 0.6 has no schema for it
 }

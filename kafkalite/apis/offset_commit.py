@@ -1,6 +1,7 @@
-"""OffsetCommit (key 8), versions 2-9 (0-1 were removed in Kafka 4, KIP-896).
+"""OffsetCommit (key 8), versions 2-10 (0-1 were removed in Kafka 4, KIP-896).
 
-v2-4 carry a retention time; v6+ the leader epoch; v7+ group.instance.id. Partitions the
+v2-4 carry a retention time; v6+ the leader epoch; v7+ group.instance.id; v10 names topics
+by id (an unknown id: UNKNOWN_TOPIC_ID). Partitions the
 broker does not have get UNKNOWN_TOPIC_OR_PARTITION; the rest go to the coordinator, which
 persists them in `__consumer_offsets` before this answers. Like Kafka, the group id "" is
 accepted "for backwards compatibility" (only a null id, which the schema cannot carry, is
@@ -14,6 +15,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make, millis
+from kafkalite.apis.topic_ids import topic_name
 from kafkalite.coordinator import OffsetCommitRequest, PartitionCommit
 
 NO_RETENTION = -1
@@ -21,11 +23,14 @@ NO_RETENTION = -1
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     groups = ctx.broker.groups
-    requested = [(t.name, p) for t in request.topics for p in t.partitions]
-    errors: dict[tuple[str, int], ErrorCode] = {}
+    names = [topic_name(ctx, t) for t in request.topics]
+    errors: dict[tuple[str | None, int], ErrorCode] = {}
     commits = []
-    for topic, p in requested:
-        if ctx.broker.replica_manager.partition(topic, p.partition_index) is None:
+    entries = zip(names, request.topics, strict=True)
+    for topic, p in ((name, p) for name, t in entries for p in t.partitions):
+        if topic is None:  # v10+: an id no topic has
+            errors[(topic, p.partition_index)] = ErrorCode.unknown_topic_id
+        elif ctx.broker.replica_manager.partition(topic, p.partition_index) is None:
             errors[(topic, p.partition_index)] = ErrorCode.unknown_topic_or_partition
         else:
             commits.append(
@@ -51,27 +56,33 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             )
         )
         errors.update(((r.topic, r.partition), r.error) for r in committed.partitions)
-    return _response(ctx, request, errors)
+    return _response(ctx, request, names, errors)
 
 
-def _response(ctx: RequestContext, request: Any, errors: dict[tuple[str, int], ErrorCode]) -> Any:
+def _response(
+    ctx: RequestContext,
+    request: Any,
+    names: list[str | None],
+    errors: dict[tuple[str | None, int], ErrorCode],
+) -> Any:
     schema = ctx.schema
     topics = tuple(
         make(
             schema.OffsetCommitResponseTopic,
-            name=t.name,
+            name=getattr(t, "name", None),
+            topic_id=getattr(t, "topic_id", None),
             partitions=tuple(
                 make(
                     schema.OffsetCommitResponsePartition,
                     partition_index=p.partition_index,
-                    error_code=errors[(t.name, p.partition_index)],
+                    error_code=errors[(name, p.partition_index)],
                 )
                 for p in t.partitions
             ),
         )
-        for t in request.topics
+        for name, t in zip(names, request.topics, strict=True)
     )
     return make(schema.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
-API = ApiHandler(api_key=8, min_version=2, max_version=9, handle=handle)
+API = ApiHandler(api_key=8, min_version=2, max_version=10, handle=handle)

@@ -1,16 +1,22 @@
-"""OffsetFetch (key 9), versions 1-9 (v0 was removed in Kafka 4, KIP-896).
+"""OffsetFetch (key 9), versions 1-10 (v0 was removed in Kafka 4, KIP-896).
 
 v2+ may ask for every committed partition (topics null) and have a top-level error;
-v5+ return the leader epoch; v8+ batch several groups in one request. The group id "" is
+v5+ return the leader epoch; v8+ batch several groups in one request; v10 names topics by
+id (an unknown id: UNKNOWN_TOPIC_ID). The group id "" is
 served like any other, as Kafka does for backwards compatibility.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.topic_ids import topic_id, topic_name
 from kafkalite.coordinator import FetchedOffset, OffsetFetchResponse, TopicPartition
 
 BATCHED_FROM = 8
@@ -44,12 +50,20 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> OffsetFetchResponse:
-    wanted = (
-        None
-        if topics is None
-        else [TopicPartition(t.name, index) for t in topics for index in t.partition_indexes]
-    )
-    return ctx.broker.groups.coordinator.fetch_offsets(group_id, wanted)
+    if topics is None:
+        return ctx.broker.groups.coordinator.fetch_offsets(group_id, None)
+    wanted, unknown = [], []
+    for entry in topics:
+        name = topic_name(ctx, entry)
+        for index in entry.partition_indexes:
+            if name is None:
+                unknown.append(
+                    FetchedOffset(str(entry.topic_id), index, error=ErrorCode.unknown_topic_id)
+                )
+            else:
+                wanted.append(TopicPartition(name, index))
+    fetched = ctx.broker.groups.coordinator.fetch_offsets(group_id, wanted)
+    return replace(fetched, partitions=fetched.partitions + tuple(unknown))
 
 
 def _topics(
@@ -62,6 +76,7 @@ def _topics(
         make(
             topic_cls,
             name=topic,
+            topic_id=_id_of(ctx, topic, offsets),
             partitions=tuple(
                 make(
                     partition_cls,
@@ -78,4 +93,10 @@ def _topics(
     )
 
 
-API = ApiHandler(api_key=9, min_version=1, max_version=9, handle=handle)
+def _id_of(ctx: RequestContext, topic: str, offsets: list[FetchedOffset]) -> uuid.UUID:
+    if offsets[0].error is ErrorCode.unknown_topic_id:
+        return uuid.UUID(topic)  # echo the id nobody has
+    return topic_id(ctx, topic)
+
+
+API = ApiHandler(api_key=9, min_version=1, max_version=10, handle=handle)

@@ -16,12 +16,12 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis import produce_legacy
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.apis.metadata import INTERNAL_TOPICS
+from kafkalite.apis.topic_ids import topic_name
 from kafkalite.broker.topic_config import effective_value
 from kafkalite.storage.batch import LOG_OVERHEAD, peek_offset_and_size
 from kafkalite.storage.errors import StorageError
 
 VALID_ACKS = (-1, 0, 1)
-TOPIC_IDS_FROM = 13
 
 
 def _partition_response(
@@ -111,19 +111,11 @@ def _produce_partition(ctx: RequestContext, topic: str, data: Any, acks: int) ->
     )
 
 
-def _topic_name(ctx: RequestContext, topic_data: Any) -> str | None:
-    """The topic a TopicProduceData names: by name, or (v13+, KIP-516) by topic id."""
-    if ctx.api_version < TOPIC_IDS_FROM:
-        return topic_data.name
-    topic = ctx.broker.replica_manager.topic_by_id(topic_data.topic_id)
-    return topic.name if topic is not None else None
-
-
 def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     responses = []
     for topic_data in request.topic_data:
-        name = _topic_name(ctx, topic_data)
+        name = topic_name(ctx, topic_data)
         if acks not in VALID_ACKS or name is None:
             error = (
                 ErrorCode.invalid_required_acks

@@ -52,8 +52,11 @@ def new_topic(
     if not isinstance(assignments, Mapping):
         assignments = dict(enumerate(assignments))
     return {
-        "name": name, "num_partitions": partitions, "replication_factor": replication,
-        "configs": dict(configs or {}), "assignments": dict(assignments),
+        "name": name,
+        "num_partitions": partitions,
+        "replication_factor": replication,
+        "configs": dict(configs or {}),
+        "assignments": dict(assignments),
     }
 
 
@@ -68,17 +71,23 @@ def create(
         entries = tuple(
             make(
                 m.CreatableTopic,
-                **{**t, "configs": tuple(
-                    make(m.CreatableTopicConfig, name=k, value=v) for k, v in t["configs"].items()
-                ), "assignments": tuple(
-                    make(m.CreatableReplicaAssignment, partition_index=i, broker_ids=tuple(ids))
-                    for i, ids in t["assignments"].items()
-                )},
+                **{
+                    **t,
+                    "configs": tuple(
+                        make(m.CreatableTopicConfig, name=k, value=v)
+                        for k, v in t["configs"].items()
+                    ),
+                    "assignments": tuple(
+                        make(m.CreatableReplicaAssignment, partition_index=i, broker_ids=tuple(ids))
+                        for i, ids in t["assignments"].items()
+                    ),
+                },
             )
             for t in topics
         )
-        return make(m.CreateTopicsRequest, topics=entries, timeout=timeout,
-                    validate_only=validate_only)
+        return make(
+            m.CreateTopicsRequest, topics=entries, timeout=timeout, validate_only=validate_only
+        )
 
     return call(broker, create_topics.API, version, build)
 
@@ -119,16 +128,20 @@ def grow(
     def build(m: Any) -> Any:
         entries = tuple(
             make(
-                m.CreatePartitionsTopic, name=name, count=count,
-                assignments=None if assignments is None else tuple(
-                    make(m.CreatePartitionsAssignment, broker_ids=tuple(ids))
-                    for ids in assignments
+                m.CreatePartitionsTopic,
+                name=name,
+                count=count,
+                assignments=None
+                if assignments is None
+                else tuple(
+                    make(m.CreatePartitionsAssignment, broker_ids=tuple(ids)) for ids in assignments
                 ),
             )
             for name, count, assignments in topics
         )
-        return make(m.CreatePartitionsRequest, topics=entries, timeout=timeout,
-                    validate_only=validate_only)
+        return make(
+            m.CreatePartitionsRequest, topics=entries, timeout=timeout, validate_only=validate_only
+        )
 
     return call(broker, create_partitions.API, version, build)
 
@@ -142,12 +155,20 @@ def describe(
 ) -> Any:
     def build(m: Any) -> Any:
         entries = tuple(
-            make(m.DescribeConfigsResource, resource_type=rtype, resource_name=name,
-                 configuration_keys=None if keys is None else tuple(keys))
+            make(
+                m.DescribeConfigsResource,
+                resource_type=rtype,
+                resource_name=name,
+                configuration_keys=None if keys is None else tuple(keys),
+            )
             for rtype, name, keys in resources
         )
-        return make(m.DescribeConfigsRequest, resources=entries, include_synonyms=synonyms,
-                    include_documentation=documentation)
+        return make(
+            m.DescribeConfigsRequest,
+            resources=entries,
+            include_synonyms=synonyms,
+            include_documentation=documentation,
+        )
 
     return call(broker, describe_configs.API, version, build)
 
@@ -166,21 +187,31 @@ def alter(
 ) -> Any:
     def build(m: Any) -> Any:
         entries = tuple(
-            make(m.AlterConfigsResource, resource_type=rtype, resource_name=name,
-                 configs=tuple(
-                     make(m.AlterableConfig, name=k, config_operation=op, value=v)
-                     for k, op, v in ops
-                 ))
+            make(
+                m.AlterConfigsResource,
+                resource_type=rtype,
+                resource_name=name,
+                configs=tuple(
+                    make(m.AlterableConfig, name=k, config_operation=op, value=v)
+                    for k, op, v in ops
+                ),
+            )
             for rtype, name, ops in resources
         )
-        return make(m.IncrementalAlterConfigsRequest, resources=entries,
-                    validate_only=validate_only)
+        return make(
+            m.IncrementalAlterConfigsRequest, resources=entries, validate_only=validate_only
+        )
 
     return call(broker, incremental_alter_configs.API, version, build)
 
 
-def alter_topic(broker: Broker, name: str, *ops: tuple[str, int, str | None], version: int = 1,
-                validate_only: bool = False) -> Any:
+def alter_topic(
+    broker: Broker,
+    name: str,
+    *ops: tuple[str, int, str | None],
+    version: int = 1,
+    validate_only: bool = False,
+) -> Any:
     [response] = alter(broker, version, (TOPIC, name, ops), validate_only=validate_only).responses
     return response
 
@@ -199,7 +230,9 @@ def delete_records_request(broker: Broker, version: int, topic: str, *offsets: t
 def describe_cluster_request(broker: Broker, version: int, **values: Any) -> Any:
     values.setdefault("include_cluster_authorized_operations", False)
     return call(
-        broker, describe_cluster.API, version,
+        broker,
+        describe_cluster.API,
+        version,
         lambda m: make(m.DescribeClusterRequest, **values),
     )
 
@@ -217,7 +250,16 @@ def produce(broker: Broker, topic: str, count: int, partition: int = 0) -> None:
 
 @pytest.mark.parametrize(
     ("key", "low", "high"),
-    [(19, 2, 7), (20, 1, 6), (21, 0, 2), (32, 1, 4), (37, 0, 3), (44, 0, 1), (60, 0, 1)],
+    [
+        (19, 2, 7),
+        (20, 1, 6),
+        (21, 0, 2),
+        (32, 1, 4),
+        (33, 0, 2),
+        (37, 0, 3),
+        (44, 0, 1),
+        (60, 0, 2),
+    ],
 )
 def test_registry_advertises_admin_apis(key: int, low: int, high: int) -> None:
     handler = HANDLERS[key]
@@ -250,10 +292,12 @@ def test_create_topic_uses_broker_defaults(broker_factory: Any) -> None:
     assert result.num_partitions == 4
     configs = {c.name: c for c in result.configs}
     assert (configs["retention.ms"].value, configs["retention.ms"].config_source) == (
-        "60000", SOURCE_STATIC_BROKER,
+        "60000",
+        SOURCE_STATIC_BROKER,
     )
     assert (configs["segment.bytes"].value, configs["segment.bytes"].config_source) == (
-        "1048576", SOURCE_TOPIC,
+        "1048576",
+        SOURCE_TOPIC,
     )
     assert broker.replica_manager.topics["t"].metadata.configs == {"segment.bytes": "1048576"}
 
@@ -287,34 +331,72 @@ def test_create_topic_validate_only_creates_nothing(broker: Broker, version: int
     ("topic", "error", "message"),
     [
         (new_topic("bad name"), ErrorCode.invalid_topic_exception, "illegal"),
-        (new_topic("x", 0), ErrorCode.invalid_partitions,
-         "Number of partitions was set to an invalid non-positive value."),
+        (
+            new_topic("x", 0),
+            ErrorCode.invalid_partitions,
+            "Number of partitions was set to an invalid non-positive value.",
+        ),
         (new_topic("x", -2), ErrorCode.invalid_partitions, "non-positive"),
-        (new_topic("x", 1, 0), ErrorCode.invalid_replication_factor,
-         "Replication factor must be larger than 0, or -1 to use the default value."),
-        (new_topic("x", 1, 3), ErrorCode.invalid_replication_factor,
-         "Unable to replicate the partition 3 time(s)"),
-        (new_topic("x", configs={"retention.ms": "soon"}), ErrorCode.invalid_config,
-         "retention.ms"),
-        (new_topic("x", configs={"no.such.config": "1"}), ErrorCode.invalid_config,
-         "no.such.config"),
-        (new_topic("x", configs={"retention.ms": None, "segment.ms": None}),
-         ErrorCode.invalid_config,
-         "Null value not supported for topic configs: retention.ms,segment.ms"),
-        (new_topic("x", 2, assignments=[[0]]), ErrorCode.invalid_request,
-         "A manual partition assignment was specified, but numPartitions was not set to -1."),
-        (new_topic("x", -1, 1, assignments=[[0]]), ErrorCode.invalid_request,
-         "but replication factor was not set to -1."),
-        (new_topic("x", assignments=[[7]]), ErrorCode.invalid_replica_assignment,
-         "The manual partition assignment includes broker 7, but no such broker is registered."),
-        (new_topic("x", assignments=[[0, 0]]), ErrorCode.invalid_replica_assignment,
-         "The manual partition assignment includes the broker 0 more than once."),
-        (new_topic("x", assignments=[[]]), ErrorCode.invalid_replica_assignment,
-         "The manual partition assignment includes an empty replica list."),
-        (new_topic("x", assignments={0: [0], 2: [0]}), ErrorCode.invalid_replica_assignment,
-         "partitions should be a consecutive 0-based integer sequence"),
-        (new_topic("__cluster_metadata"), ErrorCode.invalid_request,
-         "Creation of internal topic __cluster_metadata is prohibited."),
+        (
+            new_topic("x", 1, 0),
+            ErrorCode.invalid_replication_factor,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        ),
+        (
+            new_topic("x", 1, 3),
+            ErrorCode.invalid_replication_factor,
+            "Unable to replicate the partition 3 time(s)",
+        ),
+        (
+            new_topic("x", configs={"retention.ms": "soon"}),
+            ErrorCode.invalid_config,
+            "retention.ms",
+        ),
+        (
+            new_topic("x", configs={"no.such.config": "1"}),
+            ErrorCode.invalid_config,
+            "no.such.config",
+        ),
+        (
+            new_topic("x", configs={"retention.ms": None, "segment.ms": None}),
+            ErrorCode.invalid_config,
+            "Null value not supported for topic configs: retention.ms,segment.ms",
+        ),
+        (
+            new_topic("x", 2, assignments=[[0]]),
+            ErrorCode.invalid_request,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        ),
+        (
+            new_topic("x", -1, 1, assignments=[[0]]),
+            ErrorCode.invalid_request,
+            "but replication factor was not set to -1.",
+        ),
+        (
+            new_topic("x", assignments=[[7]]),
+            ErrorCode.invalid_replica_assignment,
+            "The manual partition assignment includes broker 7, but no such broker is registered.",
+        ),
+        (
+            new_topic("x", assignments=[[0, 0]]),
+            ErrorCode.invalid_replica_assignment,
+            "The manual partition assignment includes the broker 0 more than once.",
+        ),
+        (
+            new_topic("x", assignments=[[]]),
+            ErrorCode.invalid_replica_assignment,
+            "The manual partition assignment includes an empty replica list.",
+        ),
+        (
+            new_topic("x", assignments={0: [0], 2: [0]}),
+            ErrorCode.invalid_replica_assignment,
+            "partitions should be a consecutive 0-based integer sequence",
+        ),
+        (
+            new_topic("__cluster_metadata"),
+            ErrorCode.invalid_request,
+            "Creation of internal topic __cluster_metadata is prohibited.",
+        ),
     ],
 )
 @pytest.mark.parametrize("version", [2, 7])
@@ -343,7 +425,11 @@ def test_create_topic_manual_assignment(broker: Broker, version: int) -> None:
 def test_create_existing_and_duplicate_topics(broker: Broker, version: int) -> None:
     create_ok(broker, "exists")
     results = create(
-        broker, version, new_topic("exists"), new_topic("twice"), new_topic("twice", 2),
+        broker,
+        version,
+        new_topic("exists"),
+        new_topic("twice"),
+        new_topic("twice", 2),
         new_topic("fine"),
     ).topics
     by_name = {r.name: r for r in results}
@@ -358,8 +444,9 @@ def test_create_existing_and_duplicate_topics(broker: Broker, version: int) -> N
 
 @pytest.mark.parametrize("version", [2, 7])
 def test_create_topics_with_expired_deadline(broker: Broker, version: int) -> None:
-    results = create(broker, version, new_topic("late"), new_topic("bad name"),
-                     timeout=datetime.timedelta(0)).topics
+    results = create(
+        broker, version, new_topic("late"), new_topic("bad name"), timeout=datetime.timedelta(0)
+    ).topics
     assert [(r.name, r.error_code, r.error_message) for r in results] == [
         ("late", ErrorCode.request_timed_out, None),
         ("bad name", ErrorCode.request_timed_out, None),
@@ -394,7 +481,12 @@ def test_delete_topics_by_id_v6(broker: Broker) -> None:
     by_id, both = manager.topics["by-id"].topic_id, manager.topics["both"].topic_id
     unknown = uuid.uuid4()
     results = delete_v6(
-        broker, (None, by_id), (None, unknown), (None, None), ("both", both), ("dup", None),
+        broker,
+        (None, by_id),
+        (None, unknown),
+        (None, None),
+        ("both", both),
+        ("dup", None),
         ("dup", None),
     ).responses
     answers = {(r.name, r.topic_id): (r.error_code, r.error_message) for r in results}
@@ -403,7 +495,8 @@ def test_delete_topics_by_id_v6(broker: Broker) -> None:
         (None, unknown): (ErrorCode.unknown_topic_id, "This server does not host this topic ID."),
         (None, None): (ErrorCode.invalid_request, "Neither topic name nor id were specified."),
         ("both", both): (
-            ErrorCode.invalid_request, "You may not specify both topic name and topic id."
+            ErrorCode.invalid_request,
+            "You may not specify both topic name and topic id.",
         ),
         ("dup", None): (ErrorCode.invalid_request, "Duplicate topic name."),
     }
@@ -420,8 +513,11 @@ def test_delete_topic_named_by_id_and_name_deletes_nothing(broker: Broker) -> No
 
 @pytest.mark.parametrize(
     ("version", "error"),
-    [(1, ErrorCode.invalid_request), (3, ErrorCode.topic_deletion_disabled),
-     (6, ErrorCode.topic_deletion_disabled)],
+    [
+        (1, ErrorCode.invalid_request),
+        (3, ErrorCode.topic_deletion_disabled),
+        (6, ErrorCode.topic_deletion_disabled),
+    ],
 )
 def test_delete_topics_disabled(broker_factory: Any, version: int, error: ErrorCode) -> None:
     broker = broker_factory(**{"delete.topic.enable": "false"})
@@ -471,13 +567,22 @@ def test_create_partitions_validate_only(broker: Broker, version: int) -> None:
     ("request_topic", "error", "message"),
     [
         (("grow", 2, None), ErrorCode.invalid_partitions, "Topic already has 2 partition(s)."),
-        (("grow", 1, None), ErrorCode.invalid_partitions,
-         "The topic grow currently has 2 partition(s); 1 would not be an increase."),
+        (
+            ("grow", 1, None),
+            ErrorCode.invalid_partitions,
+            "The topic grow currently has 2 partition(s); 1 would not be an increase.",
+        ),
         (("ghost", 3, None), ErrorCode.unknown_topic_or_partition, None),
-        (("grow", 4, [[0]]), ErrorCode.invalid_replica_assignment,
-         "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified."),
-        (("grow", 3, [[5]]), ErrorCode.invalid_replica_assignment,
-         "The manual partition assignment includes broker 5, but no such broker is registered."),
+        (
+            ("grow", 4, [[0]]),
+            ErrorCode.invalid_replica_assignment,
+            "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.",
+        ),
+        (
+            ("grow", 3, [[5]]),
+            ErrorCode.invalid_replica_assignment,
+            "The manual partition assignment includes broker 5, but no such broker is registered.",
+        ),
         (("grow", 3, [[0, 0]]), ErrorCode.invalid_replica_assignment, "more than once."),
     ],
 )
@@ -545,7 +650,8 @@ def test_describe_topic_synonyms(broker_factory: Any, version: int) -> None:
     retention = configs["retention.ms"]
     assert (retention.value, retention.config_source) == ("3600000", SOURCE_STATIC_BROKER)
     assert [(s.name, s.source) for s in retention.synonyms][0] == (
-        "log.retention.hours", SOURCE_STATIC_BROKER,
+        "log.retention.hours",
+        SOURCE_STATIC_BROKER,
     )
     assert retention.synonyms[-1].source == SOURCE_DEFAULT
     policy = configs["cleanup.policy"]
@@ -558,7 +664,8 @@ def test_describe_topic_synonyms(broker_factory: Any, version: int) -> None:
 def test_describe_configs_filters_and_errors(broker: Broker, version: int) -> None:
     create_ok(broker, "t")
     results = describe(
-        broker, version,
+        broker,
+        version,
         (TOPIC, "t", ["retention.ms", "no.such.key"]),
         (TOPIC, "ghost", None),
         (TOPIC, "bad name", None),
@@ -569,7 +676,9 @@ def test_describe_configs_filters_and_errors(broker: Broker, version: int) -> No
     filtered, ghost, bad, other_broker, not_int, logger = results
     assert [c.name for c in filtered.configs] == ["retention.ms"]
     assert (ghost.error_code, ghost.error_message, ghost.configs) == (
-        ErrorCode.unknown_topic_or_partition, None, ()
+        ErrorCode.unknown_topic_or_partition,
+        None,
+        (),
     )
     assert bad.error_code == ErrorCode.invalid_topic_exception
     assert other_broker.error_code == ErrorCode.invalid_request
@@ -584,20 +693,25 @@ def test_describe_configs_filters_and_errors(broker: Broker, version: int) -> No
 @pytest.mark.parametrize("version", [1, 4])
 def test_describe_broker_configs(broker_factory: Any, version: int) -> None:
     broker = broker_factory(**{"num.partitions": "3"})
-    [result] = describe(broker, version, (BROKER, "0", None), synonyms=True,
-                        documentation=True).results
+    [result] = describe(
+        broker, version, (BROKER, "0", None), synonyms=True, documentation=True
+    ).results
     assert result.error_code == ErrorCode.none
     configs = {c.name: c for c in result.configs}
     assert "node.id" not in configs  # no value: not listed
     assert (configs["num.partitions"].value, configs["num.partitions"].config_source) == (
-        "3", SOURCE_STATIC_BROKER,
+        "3",
+        SOURCE_STATIC_BROKER,
     )
     assert configs["log.dirs"].config_source == SOURCE_STATIC_BROKER
-    assert (configs["delete.topic.enable"].value,
-            configs["delete.topic.enable"].config_source) == ("true", SOURCE_DEFAULT)
+    assert (configs["delete.topic.enable"].value, configs["delete.topic.enable"].config_source) == (
+        "true",
+        SOURCE_DEFAULT,
+    )
     assert all(c.read_only for c in configs.values())
     assert [(s.value, s.source) for s in configs["num.partitions"].synonyms] == [
-        ("3", SOURCE_STATIC_BROKER), ("1", SOURCE_DEFAULT),
+        ("3", SOURCE_STATIC_BROKER),
+        ("1", SOURCE_DEFAULT),
     ]
     if version >= 3:
         assert configs["num.partitions"].config_type == 3  # INT
@@ -617,7 +731,10 @@ def test_describe_cluster_default_broker_resource_is_empty(broker: Broker) -> No
 def test_alter_set_and_delete(broker: Broker, version: int) -> None:
     create_ok(broker, "t", 2)
     response = alter_topic(
-        broker, "t", ("retention.ms", SET, "5000"), ("max.message.bytes", SET, "2048"),
+        broker,
+        "t",
+        ("retention.ms", SET, "5000"),
+        ("max.message.bytes", SET, "2048"),
         version=version,
     )
     assert (response.error_code, response.error_message) == (ErrorCode.none, None)
@@ -649,21 +766,31 @@ def test_alter_append_and_subtract(broker: Broker, version: int) -> None:
 @pytest.mark.parametrize(
     ("ops", "error", "message"),
     [
-        ([("retention.ms", APPEND, "1")], ErrorCode.invalid_config,
-         "Can't APPEND to key retention.ms because its type is not LIST."),
+        (
+            [("retention.ms", APPEND, "1")],
+            ErrorCode.invalid_config,
+            "Can't APPEND to key retention.ms because its type is not LIST.",
+        ),
         ([("retention.ms", SET, "soon")], ErrorCode.invalid_config, "retention.ms"),
         ([("no.such.config", SET, "1")], ErrorCode.invalid_config, "no.such.config"),
         ([("cleanup.policy", SUBTRACT, "delete")], ErrorCode.invalid_config, "cleanup.policy"),
-        ([("retention.ms", SET, "1"), ("retention.ms", SET, "2")], ErrorCode.invalid_request,
-         "Error due to duplicate config keys"),
-        ([("retention.ms", SET, None)], ErrorCode.invalid_request,
-         "Null value not supported for : retention.ms"),
+        (
+            [("retention.ms", SET, "1"), ("retention.ms", SET, "2")],
+            ErrorCode.invalid_request,
+            "Error due to duplicate config keys",
+        ),
+        (
+            [("retention.ms", SET, None)],
+            ErrorCode.invalid_request,
+            "Null value not supported for : retention.ms",
+        ),
         ([("retention.ms", 9, "1")], ErrorCode.invalid_request, "Unknown operations type 9"),
     ],
 )
 @pytest.mark.parametrize("version", [0, 1])
-def test_alter_refusals(broker: Broker, version: int, ops: Any, error: ErrorCode,
-                        message: str) -> None:
+def test_alter_refusals(
+    broker: Broker, version: int, ops: Any, error: ErrorCode, message: str
+) -> None:
     create_ok(broker, "t")
     response = alter_topic(broker, "t", *ops, version=version)
     assert response.error_code == error
@@ -674,8 +801,9 @@ def test_alter_refusals(broker: Broker, version: int, ops: Any, error: ErrorCode
 @pytest.mark.parametrize("version", [0, 1])
 def test_alter_validate_only(broker: Broker, version: int) -> None:
     create_ok(broker, "t")
-    response = alter_topic(broker, "t", ("retention.ms", SET, "5000"), version=version,
-                           validate_only=True)
+    response = alter_topic(
+        broker, "t", ("retention.ms", SET, "5000"), version=version, validate_only=True
+    )
     assert response.error_code == ErrorCode.none
     assert broker.replica_manager.topics["t"].metadata.configs == {}
 
@@ -684,7 +812,8 @@ def test_alter_validate_only(broker: Broker, version: int) -> None:
 def test_alter_resources_errors(broker: Broker, version: int) -> None:
     create_ok(broker, "t")
     responses = alter(
-        broker, version,
+        broker,
+        version,
         (TOPIC, "ghost", [("retention.ms", SET, "1")]),
         (BROKER, "0", [("log.retention.ms", SET, "1")]),
         (BROKER, "", [("log.retention.ms", SET, "1")]),
@@ -695,7 +824,8 @@ def test_alter_resources_errors(broker: Broker, version: int) -> None:
     ).responses
     ghost, broker_0, cluster, broker_3, dup_a, dup_b, default_topic = responses
     assert (ghost.error_code, ghost.error_message) == (
-        ErrorCode.unknown_topic_or_partition, "The topic 'ghost' does not exist."
+        ErrorCode.unknown_topic_or_partition,
+        "The topic 'ghost' does not exist.",
     )
     assert broker_0.error_code == ErrorCode.invalid_request
     assert "not supported" in broker_0.error_message
@@ -703,7 +833,8 @@ def test_alter_resources_errors(broker: Broker, version: int) -> None:
     assert broker_3.error_message == "Unexpected broker id, expected 0, but received 3"
     for dup in (dup_a, dup_b):
         assert (dup.error_code, dup.error_message) == (
-            ErrorCode.invalid_request, "Each resource must appear at most once."
+            ErrorCode.invalid_request,
+            "Each resource must appear at most once.",
         )
     assert default_topic.error_message == "Default topic resources are not allowed."
     assert broker.replica_manager.topics["t"].metadata.configs == {}
@@ -732,7 +863,8 @@ def test_delete_records_refusals(broker: Broker, version: int) -> None:
     produce(broker, "log", 2)
     [topic] = delete_records_request(broker, version, "log", (0, 3)).topics
     assert (topic.partitions[0].error_code, topic.partitions[0].low_watermark) == (
-        ErrorCode.offset_out_of_range, -1,
+        ErrorCode.offset_out_of_range,
+        -1,
     )
     [ghost] = delete_records_request(broker, version, "ghost", (0, 0)).topics
     assert ghost.partitions[0].error_code == ErrorCode.unknown_topic_or_partition
@@ -752,7 +884,10 @@ def test_describe_cluster(broker: Broker, version: int) -> None:
     [node] = response.brokers
     listener = broker.advertised_listener
     assert (node.broker_id, node.host, node.port, node.rack) == (
-        broker.node_id, listener.host, listener.port, None,
+        broker.node_id,
+        listener.host,
+        listener.port,
+        None,
     )
     assert response.cluster_authorized_operations == -(2**31)
     if version >= 1:
@@ -767,9 +902,12 @@ def test_describe_cluster_authorized_operations(broker: Broker) -> None:
 @pytest.mark.parametrize(
     ("endpoint", "error", "message"),
     [
-        (2, ErrorCode.mismatched_endpoint_type,
-         "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
-         "type CONTROLLER"),
+        (
+            2,
+            ErrorCode.mismatched_endpoint_type,
+            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
+            "type CONTROLLER",
+        ),
         (9, ErrorCode.unsupported_endpoint_type, "Unsupported endpoint type 9"),
     ],
 )

@@ -76,7 +76,7 @@ def _incremental_alter_configs(m: Any) -> Any:
 
 def _describe_cluster(m: Any) -> Any:
     return make(m.DescribeClusterRequest, include_cluster_authorized_operations=True,
-                endpoint_type=1)
+                endpoint_type=1, include_fenced_brokers=False)
 
 
 BUILDERS: dict[int, Callable[[Any], Any]] = {
