@@ -1,0 +1,113 @@
+"""A local SparkSession with the Kafka connector on its classpath.
+
+`build_session()` checks Java, resolves the connector jars (spark_jobs/jars.py, cached) and
+starts Spark in local mode: `local[2]`, 4 shuffle partitions, no UI or console progress bar,
+UTC session time zone, a temporary warehouse dir, and quiet logging (WARN, through
+spark_jobs/log4j2.properties; `SPARK_JOBS_LOG_LEVEL=INFO` or `log_level=` for more, e.g.
+the Java Kafka client's own lines).
+
+`stop_session()` stops the session and also ends the driver JVM that pyspark started, so a
+process can start a fresh one later (pyspark on its own keeps the JVM until Python exits).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from spark_jobs.jars import check_java, resolve_jars
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LOG4J2_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
+_WAREHOUSE_ATTR = "_spark_jobs_warehouse"
+
+
+def build_session(
+    app_name: str = "kafkalite-spark-jobs",
+    *,
+    master: str = "local[2]",
+    shuffle_partitions: int = 4,
+    log_level: str | None = None,
+    driver_memory: str = "1g",
+    extra_conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    check_java()
+    jars = resolve_jars()
+    from pyspark.sql import SparkSession
+
+    # Spark warns when the host name resolves to a loopback address; everything is local.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    level = (log_level or os.environ.get("SPARK_JOBS_LOG_LEVEL") or "WARN").upper()
+    warehouse = tempfile.mkdtemp(prefix="spark-jobs-warehouse-")
+    java_options = (
+        f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG} -Dkafkalite.sparkjobs.logLevel={level} "
+        "-Duser.timezone=UTC"
+    )
+    conf = {
+        "spark.jars": jars.classpath,
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.default.parallelism": str(shuffle_partitions),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.warehouse.dir": warehouse,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.memory": driver_memory,
+        "spark.driver.extraJavaOptions": java_options,
+        **(extra_conf or {}),
+    }
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(level)
+    setattr(spark, _WAREHOUSE_ATTR, warehouse)
+    return spark
+
+
+def stop_session(spark: SparkSession, timeout: float = 30.0) -> None:
+    """Stop the session, then the driver JVM pyspark launched (if it launched one)."""
+    from pyspark import SparkContext
+
+    try:
+        spark.stop()
+    finally:
+        warehouse = getattr(spark, _WAREHOUSE_ATTR, None)
+        if warehouse:
+            shutil.rmtree(warehouse, ignore_errors=True)
+        gateway = SparkContext._gateway
+        proc: subprocess.Popen[bytes] | None = getattr(gateway, "proc", None)
+        if gateway is not None:
+            with contextlib.suppress(Exception):
+                gateway.shutdown()
+            SparkContext._gateway = None
+            SparkContext._jvm = None
+        if proc is not None:
+            # The gateway server exits when its stdin closes (pyspark's design for a parent
+            # that goes away); SIGKILL only if it does not.
+            with contextlib.suppress(Exception):
+                if proc.stdin:
+                    proc.stdin.close()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@contextlib.contextmanager
+def spark_session(
+    app_name: str = "kafkalite-spark-jobs", **kwargs: object
+) -> Iterator[SparkSession]:
+    spark = build_session(app_name, **kwargs)  # type: ignore[arg-type]
+    try:
+        yield spark
+    finally:
+        stop_session(spark)
