@@ -1,5 +1,5 @@
 # Every target installs what it needs first (scripts/bootstrap.sh is idempotent).
-.PHONY: setup serve test test-fast lint bench compat bench-compare
+.PHONY: setup serve test test-fast lint bench compat bench-compare spark-test bench-spark
 
 setup:
 	./scripts/bootstrap.sh
@@ -26,3 +26,10 @@ compat: setup
 # The broker benchmark against kafkalite and Apache Kafka, with ratios (bench/results/).
 bench-compare: setup
 	.venv/bin/python -m bench.compare
+
+# Spark Structured Streaming jobs (spark_jobs/) against kafkalite and Apache Kafka.
+spark-test: setup
+	.venv/bin/python -m pytest -q tests/spark
+
+bench-spark: setup
+	.venv/bin/python -m bench.spark_microbatch
