@@ -39,7 +39,6 @@ from compat.scenario_helpers import (
     wait_until,
     watermarks,
 )
-from compat.targets import kafkalite_xfail
 
 
 def _poll_error(cons: Consumer, timeout: float = 20.0) -> KafkaError:
@@ -133,7 +132,6 @@ def test_create_topic_colliding_name(
     request: pytest.FixtureRequest, target, topic_name: Callable[..., str]
 ) -> None:
     """'.' and '_' collide in metric names: Kafka refuses a.b when a_b exists."""
-    kafkalite_xfail(request, target, "a topic name colliding with another by '.'/'_' accepted")
     base = topic_name().replace(".", "-").replace("_", "-")
     create_topic(target.bootstrap, f"{base}_x", 1)
     futures = admin(target.bootstrap).create_topics([NewTopic(f"{base}.x", 1, 1)])
@@ -316,7 +314,6 @@ def test_compacted_topic_refuses_records_without_a_key(
 ) -> None:
     """cleanup.policy=compact: a record without a key is INVALID_RECORD (tombstones with a
     key are fine)."""
-    kafkalite_xfail(request, target, "a compacted topic accepts records without a key")
     topic = topic_name()
     create_topic(target.bootstrap, topic, 1, config={"cleanup.policy": "compact"})
     prod = producer(target.bootstrap, **{"linger.ms": 0})

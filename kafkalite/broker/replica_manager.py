@@ -202,6 +202,13 @@ class ReplicaManager:
             return Outcome(ErrorCode.invalid_topic_exception, reason), {}
         if name in self.topics:
             return Outcome(ErrorCode.topic_already_exists, f"Topic '{name}' already exists."), {}
+        colliding = self._colliding_topic(name)
+        if colliding is not None:
+            # '.' and '_' are the same character in metric names (Kafka's Topic.hasCollision).
+            return Outcome(
+                ErrorCode.invalid_topic_exception,
+                f"Topic '{name}' collides with existing topic: {colliding}",
+            ), {}
         if num_partitions < 1:
             return Outcome(
                 ErrorCode.invalid_partitions, "Number of partitions must be larger than 0."
@@ -222,6 +229,10 @@ class ReplicaManager:
             return OK, validate_topic_configs(configs)
         except InvalidConfig as exc:
             return Outcome(ErrorCode.invalid_config, str(exc)), {}
+
+    def _colliding_topic(self, name: str) -> str | None:
+        normalised = name.replace(".", "_")
+        return next((t for t in self.topics if t.replace(".", "_") == normalised), None)
 
     def create_topic(
         self,

@@ -27,6 +27,7 @@ from kafkalite.storage.errors import (
 )
 from kafkalite.storage.leader_epoch import LeaderEpochCache
 from kafkalite.storage.producer_state import BatchMetadata, ProducerStateManager
+from kafkalite.storage.records import decode_records
 from kafkalite.storage.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
@@ -284,11 +285,22 @@ class UnifiedLog:
                 f"Message batch size is {len(records)} bytes in append, which exceeds the "
                 f"maximum configured segment size of {self.config.segment_bytes}"
             )
-        for header in headers:
+        for position, header in zip(_positions(headers), headers, strict=True):
             _validate_client_batch(header)
             if self.config.message_timestamp_type != LOG_APPEND_TIME:
                 self._validate_timestamps(header)
+            if "compact" in self.config.cleanup_policy and not header.is_control:
+                self._require_keys(records[position : position + header.size])
         return headers
+
+    def _require_keys(self, batch: bytes) -> None:
+        """Compaction keeps the latest record per key, so a keyless record has no place in
+        a compacted log (Kafka's LogValidator; the only path here that decodes records)."""
+        if any(record.key is None for record in decode_records(batch)):
+            raise InvalidRecordError(
+                "Compacted topic cannot accept message without key in topic partition "
+                f"{self.dir.name}."
+            )
 
     def _validate_timestamps(self, header: BatchHeader) -> None:
         """Kafka's LogValidator.validateTimestamp, on the batch's bounds: its first record's
@@ -645,6 +657,15 @@ class UnifiedLog:
         self.leader_epoch_cache.clear()
         self.producer_state.delete_snapshots_after(-1)
         self.producer_state.clear(offset)
+
+
+def _positions(headers: list[BatchHeader]) -> list[int]:
+    """Where each of these consecutive batches starts in the appended bytes."""
+    positions, position = [], 0
+    for header in headers:
+        positions.append(position)
+        position += header.size
+    return positions
 
 
 def _validate_client_batch(header: BatchHeader) -> None:

@@ -3,6 +3,7 @@ compressed input, segment merging, the dirty ratio and the cleaner checkpoint.""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -156,11 +157,14 @@ def test_read_from_an_offset_in_a_gap_returns_the_next_records(tmp_path) -> None
 
 
 def test_null_keys_are_kept_and_control_batches_copied(tmp_path) -> None:
-    log = open_log(tmp_path)
+    # A compacted log refuses keyless records, but one written under cleanup.policy=delete
+    # may hold them when the topic turns compact.
+    log = open_log(tmp_path, dataclasses.replace(CONFIG, cleanup_policy="delete"))
     put(log, (None, b"x"), (b"a", b"1"), (None, b"y"))
     put(log, (b"a", b"2"))
     log.roll(now_ms=1_000)
     put(log, (b"z", b"1"))
+    log.update_config(CONFIG)
 
     log.compact(now_ms=2_000)
 
@@ -514,7 +518,7 @@ operations = st.lists(
         st.tuples(
             st.just("append"),
             st.lists(
-                st.tuples(st.sampled_from([b"a", b"b", b"c", b"d", None]), st.booleans()),
+                st.tuples(st.sampled_from([b"a", b"b", b"c", b"d"]), st.booleans()),
                 min_size=1,
                 max_size=4,
             ),
