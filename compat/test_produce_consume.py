@@ -28,7 +28,6 @@ from compat.scenario_helpers import (
     wait_until,
     watermarks,
 )
-from compat.targets import kafkalite_xfail
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 BASE_TS = 1_700_000_000_000
@@ -272,10 +271,6 @@ def test_topic_compression_type(
 ) -> None:
     """The topic's compression.type decides the stored codec: the broker recompresses what
     the producer sent (unless it is "producer"); consumers read the same records."""
-    if topic_codec != "producer":
-        kafkalite_xfail(
-            request, target, "topic compression.type ignored: batches keep the producer's codec"
-        )
     topic = topic_name()
     create_topic(target.bootstrap, topic, 1, config={"compression.type": topic_codec})
     values = [b"compressible record %04d " % i * 8 for i in range(200)]

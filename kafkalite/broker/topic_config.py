@@ -95,7 +95,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             TYPE_STRING,
             "producer",
             None,
-            None,
+            "compression_type",
         ),
         TopicConfigDef(
             "retention.ms",

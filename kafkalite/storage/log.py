@@ -27,7 +27,7 @@ from kafkalite.storage.errors import (
 )
 from kafkalite.storage.leader_epoch import LeaderEpochCache
 from kafkalite.storage.producer_state import BatchMetadata, ProducerStateManager
-from kafkalite.storage.records import decode_records
+from kafkalite.storage.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, decode_records, recompress
 from kafkalite.storage.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
@@ -43,6 +43,7 @@ log = logging.getLogger("kafkalite.storage")
 
 LONG_MAX = 2**63 - 1
 LOG_APPEND_TIME = "LogAppendTime"
+TOPIC_CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
 TEMPORARY_SUFFIXES = (".tmp", ".deleted", CLEANED_SUFFIX)
 
 
@@ -60,6 +61,9 @@ class LogConfig:
     producer_id_expiration_ms: int = 86_400_000
     segment_index_bytes: int = 10 * 1024 * 1024  # segment.index.bytes: roll when an index fills
     cleanup_policy: str = "delete"  # "compact" alone disables time/size retention
+    # The topic's compression.type: "producer" keeps each batch's codec, a codec name (or
+    # "uncompressed") makes the broker rewrite batches that use another one.
+    compression_type: str = "producer"
     # CreateTime bounds around the broker's clock (Kafka 4 defaults: any past, 1 h ahead).
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = 3_600_000
@@ -247,6 +251,7 @@ class UnifiedLog:
         """Append a producer's batches atomically; raises a StorageError on rejection."""
         self._now_ms = now_ms
         headers = self._validate(records)
+        records, headers = self._apply_topic_compression(records, headers)
         first_offset = self.log_end_offset
         append_time = now_ms if self.config.message_timestamp_type == LOG_APPEND_TIME else None
         pending = self.producer_state.prepare(headers, first_offset, append_time)
@@ -292,6 +297,23 @@ class UnifiedLog:
             if "compact" in self.config.cleanup_policy and not header.is_control:
                 self._require_keys(records[position : position + header.size])
         return headers
+
+    def _apply_topic_compression(
+        self, records: bytes, headers: list[BatchHeader]
+    ) -> tuple[bytes, list[BatchHeader]]:
+        """Batches are stored as sent unless the topic names another codec (the only case
+        where the broker recompresses, as Kafka's LogValidator does)."""
+        codec = TOPIC_CODECS.get(self.config.compression_type)
+        if codec is None or all(h.compression == codec for h in headers):
+            return records, headers
+        rewritten = b"".join(
+            recompress(records[position : position + header.size], header, codec)
+            for position, header in zip(_positions(headers), headers, strict=True)
+        )
+        try:
+            return rewritten, validate_batches(rewritten, self.config.max_message_bytes)
+        except InvalidBatch as exc:
+            raise from_invalid_batch(exc) from exc
 
     def _require_keys(self, batch: bytes) -> None:
         """Compaction keeps the latest record per key, so a keyless record has no place in

@@ -22,6 +22,7 @@ from kafkalite.storage.batch import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     TIMESTAMP_TYPE_MASK,
+    BatchHeader,
     parse_header,
 )
 from kafkalite.storage.errors import CorruptRecordError
@@ -130,12 +131,14 @@ def encode_record_batch(
     producer_epoch: int = -1,
     base_sequence: int = NO_SEQUENCE,
     attributes: int = 0,
+    compression: int = NONE,
 ) -> bytes:
-    """One uncompressed magic v2 batch holding `records` at their own offsets and timestamps.
+    """One magic v2 batch holding `records` at their own offsets and timestamps, its records
+    section compressed with `compression` (the codec bits of `attributes` are replaced).
 
     Offsets may have gaps (the log cleaner's output) and `last_offset_delta` may reach past
     the last record, as Kafka keeps a cleaned batch's original offset range; the default is
-    the last record's delta. Compression bits in `attributes` are cleared.
+    the last record's delta.
     """
     body = bytearray()
     for record in records:
@@ -144,23 +147,38 @@ def encode_record_batch(
         body += encoded
     if last_offset_delta is None:
         last_offset_delta = records[-1].offset - base_offset if records else -1
-    after_crc = (
-        _AFTER_CRC.pack(
-            attributes & ~COMPRESSION_MASK,
-            last_offset_delta,
-            base_timestamp,
-            max_timestamp,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            len(records),
-        )
-        + body
-    )
+    after_crc = _AFTER_CRC.pack(
+        (attributes & ~COMPRESSION_MASK) | compression,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    ) + compress(compression, bytes(body))
     batch_length = 4 + 1 + 4 + len(after_crc)  # leader epoch, magic, crc, rest
     return (
         _BEFORE_CRC.pack(base_offset, batch_length, partition_leader_epoch, 2, crc32c(after_crc))
         + after_crc
+    )
+
+
+def recompress(batch: bytes | memoryview, header: BatchHeader, codec: int) -> bytes:
+    """The batch rewritten with `codec`, every other header field kept (Kafka's LogValidator
+    does this when a topic's compression.type names a codec the producer did not use)."""
+    return encode_record_batch(
+        decode_records(batch),
+        base_offset=header.base_offset,
+        base_timestamp=header.base_timestamp,
+        max_timestamp=header.max_timestamp,
+        last_offset_delta=header.last_offset_delta,
+        partition_leader_epoch=header.partition_leader_epoch,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        attributes=header.attributes,
+        compression=codec,
     )
 
 
@@ -175,6 +193,22 @@ def _encode_record(record: Record, base_offset: int, base_timestamp: int) -> byt
         out += _encode_nullable_bytes(name.encode())
         out += _encode_nullable_bytes(value)
     return out
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    """The records section compressed as Kafka's Java producer writes it."""
+    if codec == NONE:
+        return data
+    if codec == GZIP:
+        return bytes(cramjam.gzip.compress(data))
+    if codec == SNAPPY:  # xerial framing, as the Java client's SnappyOutputStream
+        block = bytes(cramjam.snappy.compress_raw(data))
+        return XERIAL_MAGIC + struct.pack(">iii", 1, 1, len(block)) + block
+    if codec == LZ4:  # the LZ4 frame format
+        return bytes(cramjam.lz4.compress(data))
+    if codec == ZSTD:
+        return zstandard.ZstdCompressor().compress(data)
+    raise ValueError(f"unknown compression codec {codec}")
 
 
 def decompress(codec: int, data: bytes | memoryview) -> bytes:

@@ -1,0 +1,53 @@
+"""A topic's compression.type: batches in another codec are rewritten, all else is kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafkalite.storage.batch import parse_header
+from kafkalite.storage.log import LogConfig, UnifiedLog
+from kafkalite.storage.records import decode_records
+from tests.storage.batches import GZIP, LZ4, NONE, SNAPPY, ZSTD, Record, make_batch
+
+NOW = 10_000
+RECORDS = [Record(b"k%d" % i, b"value-%d" % i * 20, (("h", b"x"),), 5_000 + i) for i in range(5)]
+
+
+def open_log(path: Path, compression_type: str) -> UnifiedLog:
+    return UnifiedLog.open(path, LogConfig(compression_type=compression_type), now_ms=NOW)
+
+
+@pytest.mark.parametrize(
+    ("topic", "codec"),
+    [("gzip", GZIP), ("snappy", SNAPPY), ("lz4", LZ4), ("zstd", ZSTD), ("uncompressed", NONE)],
+)
+def test_a_topic_codec_rewrites_other_codecs(tmp_path: Path, topic: str, codec: int) -> None:
+    log = open_log(tmp_path, topic)
+    sent = make_batch(
+        RECORDS,
+        compression=ZSTD if codec != ZSTD else GZIP,
+        producer_id=7,
+        producer_epoch=1,
+        base_sequence=0,
+    )
+    log.append_as_leader(sent, leader_epoch=0, now_ms=NOW)
+    stored = log.read(0, 1 << 20, log.log_end_offset)
+    header = parse_header(stored)
+    assert header.compression == codec
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 1, 0)
+    assert [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in decode_records(stored)] == [
+        (i, rec.key, rec.value, rec.headers, rec.timestamp) for i, rec in enumerate(RECORDS)
+    ]
+    log.close()
+
+
+def test_producer_keeps_the_batch_as_sent(tmp_path: Path) -> None:
+    log = open_log(tmp_path, "producer")
+    sent = make_batch(RECORDS, compression=LZ4)
+    log.append_as_leader(sent, leader_epoch=0, now_ms=NOW)
+    stored = log.read(0, 1 << 20, log.log_end_offset)
+    # Only the partition leader epoch (bytes 12-15, outside the CRC) is patched.
+    assert stored[16:] == sent[16:]
+    log.close()
