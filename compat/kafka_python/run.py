@@ -1,0 +1,316 @@
+"""kafka-python's own integration suite (from its PyPI sdist) against kafkalite or Apache Kafka.
+
+    python -m compat.kafka_python.run [--target kafkalite|kafka|both] [--update-allowlist]
+
+starts the broker(s) (compat.targets.running_target, with `overrides_for(target)`), runs the
+suite, prints the counts and exits 1 when a test of `tests.allow` does not pass (on either
+broker: on Kafka that means the allowlist is wrong). `main(bootstrap, target) -> Counts` runs
+it against a broker that is already up (the CI entry point is compat/test_third_party.py).
+
+Setup, cached under .cache/kafka_python/ and done once (a second run downloads nothing):
+the kafka-python sdist (`pip download --no-binary :all: --no-deps`), a venv with kafka-python
+installed from it plus requirements.txt, and a suite directory with the sdist's `test/` and
+the shims in shim/: the sdist lacks test/service.py and test/__init__.py, and its fixtures
+spawn Kafka themselves unless KAFKA_URI names an external broker, which is how we point them
+at ours (KAFKA_VERSION is required too; see `suite_kafka_version`).
+
+Run: test/integration/test_{admin,consumer,producer}_integration.py, all of it (55 tests,
+about 20 s on Kafka). Not run: test_sasl_integration.py (skips itself with KAFKA_URI) and
+test_ssl_integration.py (spawns its own SSL broker).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from compat.kafka_dist import CompatSetupError, kafka_version
+from compat.kafka_python.common import (
+    CACHE,
+    ERROR,
+    FAILED,
+    PASSED,
+    SKIPPED,
+    Counts,
+    cli,
+    locked,
+    read_allowlist,
+    resolve_call,
+    tail,
+)
+
+KAFKA_PYTHON_VERSION = "3.0.12"  # latest on PyPI when this was written
+
+HERE = Path(__file__).resolve().parent
+ALLOWLIST = HERE / "tests.allow"
+REQUIREMENTS = HERE / "requirements.txt"
+SHIMS = {  # shim file -> its place in the suite directory
+    "service.py": "test/service.py",
+    "suite_conftest.py": "test/conftest.py",
+}
+WORK = CACHE / "kafka_python"
+SDIST = WORK / "sdist" / f"kafka_python-{KAFKA_PYTHON_VERSION}.tar.gz"
+VENV = WORK / f"venv-{KAFKA_PYTHON_VERSION}"
+SUITE = WORK / f"suite-{KAFKA_PYTHON_VERSION}"
+LOGS = WORK / "logs"
+
+TEST_FILES = (
+    "test/integration/test_admin_integration.py",
+    "test/integration/test_consumer_integration.py",
+    "test/integration/test_producer_integration.py",
+)
+PER_TEST_TIMEOUT = 90  # seconds (pytest-timeout)
+SUITE_TIMEOUT = 900  # seconds, the whole pytest run
+
+# What kafka-python's own broker template sets (servers/resources/default/kafka.properties in
+# its repository): 4 partitions per topic (tests rely on it), session timeouts down to 1 s
+# (test_group uses 3 s), no initial rebalance delay, 2 offsets partitions. Both brokers.
+OVERRIDES: dict[str, str] = {
+    "num.partitions": "4",
+    "group.min.session.timeout.ms": "1000",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "2",
+}
+# Real Kafka only: the suite assumes node id 0 (test_create_partitions assigns replicas to
+# broker 0; compat.kafka_server uses node.id 1) and an authorizer for the ACL test (as the
+# template configures one). kafkalite's node id is 0 already and it rejects unknown properties.
+TARGET_OVERRIDES: dict[str, dict[str, str]] = {
+    "kafka": {
+        "node.id": "0",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true",
+    },
+}
+
+ALLOWLIST_HEADER = f"""
+kafka-python {KAFKA_PYTHON_VERSION} integration tests that MUST pass on kafkalite
+(python -m compat.kafka_python.run; regenerate with --target both --update-allowlist).
+Tests not listed fail on kafkalite: compat/FINDINGS.md, section "kafka-python", says why.
+"""
+
+
+def overrides_for(target: str) -> dict[str, str]:
+    return {**OVERRIDES, **TARGET_OVERRIDES.get(target, {})}
+
+
+def _digest(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode() if isinstance(part, str) else part)
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _run_setup(cmd: list[str], what: str, timeout: float = 900) -> None:
+    try:
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise CompatSetupError(f"{what} timed out after {timeout:.0f}s") from None
+    if result.returncode != 0:
+        raise CompatSetupError(
+            f"{what} failed (exit {result.returncode}; is PyPI reachable?):\n"
+            + tail(result.stdout + result.stderr, 15)
+        )
+
+
+def _download_sdist() -> None:
+    if SDIST.is_file():
+        return
+    print(f"compat: downloading the kafka-python {KAFKA_PYTHON_VERSION} sdist", file=sys.stderr)
+    partial = SDIST.parent / "partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    _run_setup(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--disable-pip-version-check",
+            "--no-binary",
+            ":all:",
+            "--no-deps",
+            f"kafka-python=={KAFKA_PYTHON_VERSION}",
+            "-d",
+            str(partial),
+        ],
+        f"pip download kafka-python=={KAFKA_PYTHON_VERSION}",
+    )
+    (partial / SDIST.name).rename(SDIST)
+    shutil.rmtree(partial, ignore_errors=True)
+
+
+def _ensure_venv() -> Path:
+    python = VENV / "bin" / "python"
+    stamp = VENV / ".compat-stamp"
+    want = _digest(SDIST.name, REQUIREMENTS.read_bytes())
+    if python.is_file() and stamp.is_file() and stamp.read_text() == want:
+        return python
+    print(f"compat: creating {VENV}", file=sys.stderr)
+    shutil.rmtree(VENV, ignore_errors=True)
+    _run_setup([sys.executable, "-m", "venv", str(VENV)], f"creating the venv {VENV}")
+    _run_setup(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "-q",
+            str(SDIST),
+            "-r",
+            str(REQUIREMENTS),
+        ],
+        f"installing kafka-python {KAFKA_PYTHON_VERSION} and its test requirements",
+    )
+    stamp.write_text(want)
+    return python
+
+
+def _ensure_suite() -> Path:
+    stamp = SUITE / ".compat-stamp"
+    shims = {name: (HERE / "shim" / name).read_bytes() for name in sorted(SHIMS)}
+    want = _digest(SDIST.name, *shims.values())
+    if stamp.is_file() and stamp.read_text() == want:
+        return SUITE
+    shutil.rmtree(SUITE, ignore_errors=True)
+    prefix = f"kafka_python-{KAFKA_PYTHON_VERSION}/"
+    with tarfile.open(SDIST) as archive:
+        members = [m for m in archive.getmembers() if m.name.startswith(prefix + "test/")]
+        for member in members:
+            member.name = member.name[len(prefix) :]
+        archive.extractall(SUITE, members=members, filter="data")
+    if not (SUITE / "test" / "integration" / "conftest.py").is_file():
+        raise CompatSetupError(f"{SDIST.name} has no test/integration/conftest.py")
+    (SUITE / "test" / "__init__.py").touch()  # else `test` is the stdlib's regression tests
+    for name, data in shims.items():
+        (SUITE / SHIMS[name]).write_bytes(data)
+    # Our own ini: the sdist's pyproject options (DEBUG logging, 300 s timeouts) stay out.
+    (SUITE / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
+    stamp.write_text(want)
+    return SUITE
+
+
+def ensure_setup() -> Path:
+    """Download and install what the suite needs (once); returns the venv's python."""
+    with locked(WORK / ".lock"):
+        _download_sdist()
+        python = _ensure_venv()
+        _ensure_suite()
+    return python
+
+
+def suite_kafka_version(python: Path) -> str:
+    """KAFKA_VERSION for the suite: the Kafka version compat runs, capped at the newest that
+    this kafka-python knows (test_kafka_version_infer expects the version kafka-python infers
+    from ApiVersions; tests gate on it). Both targets get the same, so the same tests run."""
+    code = (
+        "from kafka.protocol.broker_version_data import BROKER_API_VERSIONS as v;"
+        "print('.'.join(map(str, max(v))))"
+    )
+    known = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
+    newest = tuple(int(x) for x in known.stdout.strip().split("."))
+    wanted = tuple(int(x) for x in kafka_version().split(".")[:2])
+    return ".".join(map(str, min(newest, wanted)))
+
+
+def _test_id(nodeid: str) -> str:
+    return nodeid.removeprefix("test/integration/")
+
+
+_RANK = {SKIPPED: 0, PASSED: 1, FAILED: 2, ERROR: 3}
+
+
+def read_report(path: Path) -> dict[str, str]:
+    outcomes: dict[str, str] = {}
+    if not path.is_file():
+        return outcomes
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        test, outcome = _test_id(entry["nodeid"]), entry["outcome"]
+        if _RANK[outcome] >= _RANK.get(outcomes.get(test, SKIPPED), 0):
+            outcomes[test] = outcome
+    return outcomes
+
+
+def main(bootstrap: str, target: str | None = None) -> Counts:
+    """Run the suite against the broker at `bootstrap` ("host:port"); `target` is
+    "kafkalite" or "kafka" (which broker that is). `main(target, bootstrap)` works too."""
+    bootstrap, target = resolve_call(bootstrap, target)
+    python = ensure_setup()
+    version = suite_kafka_version(python)
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log = LOGS / f"{target}.log"
+    counts = Counts(target, allowed=tuple(read_allowlist(ALLOWLIST)), log=log)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    with tempfile.TemporaryDirectory(prefix="kafka-python-report-") as tmp:
+        report = Path(tmp) / "report.jsonl"
+        env.update(
+            KAFKA_URI=f"PLAINTEXT://{bootstrap}",
+            KAFKA_VERSION=version,
+            KAFKA_ROOT=str(SUITE),  # must exist; nothing is run from it with KAFKA_URI set
+            KAFKALITE_COMPAT_REPORT=str(report),
+        )
+        cmd = [
+            str(python),
+            "-m",
+            "pytest",
+            *TEST_FILES,
+            "-q",
+            "-rfE",
+            "--tb=short",
+            "--show-capture=no",
+            "--durations=10",
+            "-W",
+            "ignore::DeprecationWarning",
+            f"--timeout={PER_TEST_TIMEOUT}",
+        ]
+        print(
+            f"compat: kafka-python {KAFKA_PYTHON_VERSION} suite (KAFKA_VERSION={version})"
+            f" against {target} at {bootstrap}; log {log}",
+            file=sys.stderr,
+            flush=True,
+        )
+        started = time.monotonic()
+        with open(log, "w") as out:
+            try:
+                code = subprocess.run(
+                    cmd, cwd=SUITE, env=env, stdout=out, stderr=subprocess.STDOUT,
+                    timeout=SUITE_TIMEOUT,
+                ).returncode  # fmt: skip
+            except subprocess.TimeoutExpired:
+                code = None
+                counts.notes.append(f"pytest killed after {SUITE_TIMEOUT}s")
+        counts.seconds = time.monotonic() - started
+        counts.outcomes = read_report(report)
+    if not counts.outcomes:
+        raise RuntimeError(
+            f"kafka-python suite reported no tests (exit {code}):\n{tail(log.read_text())}"
+        )
+    if code not in (0, 1, None):
+        counts.notes.append(f"pytest exited with {code}")
+    return counts
+
+
+def cli_main(argv: list[str] | None = None) -> int:
+    return cli(
+        "compat.kafka_python.run",
+        "kafka-python's integration suite against kafkalite and/or Apache Kafka",
+        main,
+        overrides_for,
+        ALLOWLIST,
+        ALLOWLIST_HEADER,
+        ensure_setup,
+        argv,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(cli_main())
