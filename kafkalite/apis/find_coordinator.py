@@ -2,7 +2,7 @@
 
 A single node coordinates every group; the first group lookup creates `__consumer_offsets`.
 Transaction coordination arrives with the transactions issue; until then transactional ids
-get COORDINATOR_NOT_AVAILABLE.
+get TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients do not retry.
 librdkafka also reads this API's presence as "broker >= 0.8.2" and enables LZ4 only then.
 """
 
@@ -22,7 +22,13 @@ def _locate(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, str | None]:
         # Like Kafka, the first group lookup creates `__consumer_offsets`.
         return ctx.broker.groups.ensure_offsets_topic(), None
     if key_type == TRANSACTION:
-        return ErrorCode.coordinator_not_available, "transactions are not supported yet"
+        # Not retriable, so transactional clients fail fast instead of retrying forever
+        # (COORDINATOR_NOT_AVAILABLE made librdkafka, kafka-python and franz-go hang);
+        # InitProducerId answers transactional ids the same way.
+        return (
+            ErrorCode.transactional_id_authorization_failed,
+            "transactions are not supported by kafkalite yet",
+        )
     return ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}"
 
 

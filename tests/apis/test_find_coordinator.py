@@ -1,0 +1,39 @@
+"""FindCoordinator: groups are coordinated here; transactional ids fail fast (no retries)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis import find_coordinator
+from kafkalite.apis.base import make
+from kafkalite.broker.broker import Broker
+from kafkalite.broker.group_coordinator_service import OFFSETS_TOPIC
+
+from .harness import call
+
+
+def find(broker: Broker, version: int, key_type: int, *keys: str) -> Any:
+    def build(m: Any) -> Any:
+        return make(m.FindCoordinatorRequest, key=keys[0], key_type=key_type, coordinator_keys=keys)
+
+    return call(broker, find_coordinator.API, version, build)
+
+
+@pytest.mark.parametrize("version", [0, 3])
+def test_a_group_is_coordinated_here_and_creates_the_offsets_topic(
+    broker: Broker, version: int
+) -> None:
+    response = find(broker, version, 0, "g")
+    assert (response.error_code, response.node_id) == (ErrorCode.none, broker.node_id)
+    assert OFFSETS_TOPIC in broker.replica_manager.topics
+
+
+def test_batched_keys_and_transactional_ids(broker: Broker) -> None:
+    (group,) = find(broker, 4, 0, "g").coordinators
+    assert (group.key, group.error_code, group.node_id) == ("g", ErrorCode.none, broker.node_id)
+    (txn,) = find(broker, 4, 1, "txn-1").coordinators
+    assert txn.error_code == ErrorCode.transactional_id_authorization_failed
+    assert txn.node_id == -1
