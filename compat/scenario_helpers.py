@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,40 +29,12 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, Resourc
 
 from protocol_tests.batches import DecodedBatch, decode_batches
 from protocol_tests.raw_client import RawClient, fetch_request
+from tests.integration.e2e_helpers import producer, wait_until  # noqa: F401 (re-exported)
 
 CLIENT_TIMEOUT = 20.0
 
 
-def wait_until(
-    condition: Callable[[], Any],
-    timeout: float = 20.0,
-    interval: float = 0.05,
-    message: str = "condition",
-) -> Any:
-    """Poll `condition` until it returns something truthy (returned) or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
-        time.sleep(interval)
-
-
 # -- clients ---------------------------------------------------------------------------------
-
-
-def producer(bootstrap: str, **conf: Any) -> Producer:
-    return Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 5,
-            "message.timeout.ms": 30_000,
-            "socket.connection.setup.timeout.ms": 10_000,
-            **conf,
-        }
-    )
 
 
 def consumer(bootstrap: str, **conf: Any) -> Consumer:
