@@ -115,25 +115,39 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream) -> None:
 
 
 async def _maintenance(broker: Broker) -> None:
-    """Flush policy and checkpoints every second; retention and cleaning on their intervals."""
+    """Flush policy and checkpoints every second; retention and cleaning on their intervals.
+
+    A failing round is logged, never fatal: the broker keeps serving its clients."""
     config = broker.config
     retention_every = config.int("log.retention.check.interval.ms") / 1000
-    next_retention = trio.current_time() + retention_every
     cleaning_every = config.int("log.cleaner.backoff.ms") / 1000
+    next_retention = trio.current_time() + retention_every
     next_cleaning = trio.current_time() + cleaning_every
     while True:
         await trio.sleep(MAINTENANCE_INTERVAL_S)
-        broker.replica_manager.maintenance()
-        if trio.current_time() >= next_retention:
-            deleted = broker.replica_manager.apply_retention()
-            if deleted:
-                log.info("retention deleted %d segment(s)", deleted)
-            next_retention = trio.current_time() + retention_every
-        if config.bool("log.cleaner.enable") and trio.current_time() >= next_cleaning:
-            reclaimed = broker.replica_manager.clean_logs()
-            if reclaimed:
-                log.info("log cleaner reclaimed %d byte(s)", reclaimed)
-            next_cleaning = trio.current_time() + cleaning_every
+        now = trio.current_time()
+        retention_due = now >= next_retention
+        cleaning_due = config.bool("log.cleaner.enable") and now >= next_cleaning
+        if retention_due:
+            next_retention = now + retention_every
+        if cleaning_due:
+            next_cleaning = now + cleaning_every
+        try:
+            _maintain(broker, retention_due, cleaning_due)
+        except Exception:
+            log.exception("periodic maintenance failed")
+
+
+def _maintain(broker: Broker, retention_due: bool, cleaning_due: bool) -> None:
+    broker.replica_manager.maintenance()
+    if retention_due:
+        deleted = broker.replica_manager.apply_retention()
+        if deleted:
+            log.info("retention deleted %d segment(s)", deleted)
+    if cleaning_due:
+        reclaimed = broker.replica_manager.clean_logs()
+        if reclaimed:
+            log.info("log cleaner reclaimed %d byte(s)", reclaimed)
 
 
 async def open_listeners(config: BrokerConfig) -> list[trio.SocketListener]:

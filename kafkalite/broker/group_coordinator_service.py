@@ -262,11 +262,17 @@ class GroupCoordinatorService:
             with trio.move_on_after(max(0.0, (deadline - self.now_ms()) / 1000)):
                 await self._wake_timers.wait()
             now = self.now_ms()
-            self.coordinator.tick(now)
-            if now >= next_expiry:
-                self._expire_offsets(now, retention_ms)
+            expire = now >= next_expiry
+            if expire:
                 next_expiry = now + expiry_every_ms
-            self.after_call()
+            try:
+                self.coordinator.tick(now)
+                if expire:
+                    self._expire_offsets(now, retention_ms)
+                self.after_call()
+            except Exception:
+                # A bug in one group's timers must not stop the broker or the other groups.
+                log.exception("group coordinator timers failed")
 
     def _expire_offsets(self, now_ms: int, retention_ms: int) -> None:
         expired = self.coordinator.expire_offsets(now_ms, retention_ms)

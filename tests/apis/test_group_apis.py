@@ -1468,3 +1468,30 @@ def test_reloaded_broker_serves_the_offsets(tmp_path: Path) -> None:
         run(reopened, second_life)
     finally:
         reopened.shutdown()
+
+
+# -- robustness ------------------------------------------------------------------------------------
+
+
+def test_a_failing_timer_round_is_logged_and_the_groups_keep_working(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug surfacing in one timer round must not stop the timer task (nor the broker)."""
+    real_tick = broker.groups.coordinator.tick
+    failures = [RuntimeError("injected timer failure")]
+
+    def tick_failing_once(now_ms: int) -> None:
+        if failures:
+            raise failures.pop()
+        real_tick(now_ms)
+
+    monkeypatch.setattr(broker.groups.coordinator, "tick", tick_failing_once)
+
+    async def body() -> None:
+        # The join needs the timer task: the initial rebalance completes on its tick.
+        joined = await stable_single(broker)
+        assert joined.error_code == ErrorCode.none
+
+    run(broker, body)
+    assert not failures
+    assert "group coordinator timers failed" in caplog.text
