@@ -24,58 +24,58 @@ READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
 @dataclass
-class _Budget:
+class _FetchState:
+    """What the partitions of one fetch share: the byte budget and the isolation level."""
+
     remaining: int
+    isolation_level: int = READ_UNCOMMITTED
     first: bool = True  # the first partition with data may exceed the limits (KIP-74)
 
 
 def _partition_data(
     ctx: RequestContext,
+    state: _FetchState,
     index: int,
     error: ErrorCode,
     partition: Partition | None = None,
     records: bytes = b"",
-    isolation_level: int = READ_UNCOMMITTED,
 ) -> Any:
-    # Like Kafka, a partition with an error reports no offsets (-1).
-    known = partition is not None and error is ErrorCode.none
-    high_watermark = partition.high_watermark if known else -1
+    """A partition's answer; like Kafka, one with an error (no `partition`) has -1 offsets."""
+    high_watermark = partition.high_watermark if partition else -1
     return make(
         ctx.schema.PartitionData,
         partition_index=index,
         error_code=error,
         high_watermark=high_watermark,
         last_stable_offset=high_watermark,
-        log_start_offset=partition.log_start_offset if known else -1,
+        log_start_offset=partition.log_start_offset if partition else -1,
         # Kafka lists aborted transactions only for read_committed fetches; there are none
         # yet (no transactions), so read_committed gets an empty list.
-        aborted_transactions=() if isolation_level == READ_COMMITTED else None,
+        aborted_transactions=() if state.isolation_level == READ_COMMITTED else None,
         records=records,
     )
 
 
 def _read_partition(
-    ctx: RequestContext, topic: Topic, request: Any, budget: _Budget, isolation_level: int
+    ctx: RequestContext, topic: Topic, request: Any, state: _FetchState
 ) -> tuple[Any, int]:
     index = request.partition
     partition, error = ctx.broker.replica_manager.leader_partition(
         topic.name, index, getattr(request, "current_leader_epoch", -1)
     )
     if partition is None or error != ErrorCode.none:
-        return _partition_data(ctx, index, error, partition, isolation_level=isolation_level), 0
-    limit = min(request.partition_max_bytes, budget.remaining)
+        return _partition_data(ctx, state, index, error), 0
+    limit = min(request.partition_max_bytes, state.remaining)
     try:
         records = partition.log.read(
-            request.fetch_offset, limit, partition.high_watermark, min_one_batch=budget.first
+            request.fetch_offset, limit, partition.high_watermark, min_one_batch=state.first
         )
     except OffsetOutOfRangeError:
-        error = ErrorCode.offset_out_of_range
-        return _partition_data(ctx, index, error, partition, isolation_level=isolation_level), 0
+        return _partition_data(ctx, state, index, ErrorCode.offset_out_of_range), 0
     if records:
-        budget.first = False
-        budget.remaining = max(budget.remaining - len(records), 0)
-    data = _partition_data(ctx, index, ErrorCode.none, partition, records, isolation_level)
-    return data, len(records)
+        state.first = False
+        state.remaining = max(state.remaining - len(records), 0)
+    return _partition_data(ctx, state, index, ErrorCode.none, partition, records), len(records)
 
 
 def _resolve_topic(ctx: RequestContext, fetch_topic: Any) -> tuple[Topic | None, ErrorCode]:
@@ -89,20 +89,20 @@ def _resolve_topic(ctx: RequestContext, fetch_topic: Any) -> tuple[Topic | None,
 
 def read_fetch(ctx: RequestContext, request: Any) -> tuple[Any, int, bool]:
     """One pass over every requested partition: (response, bytes read, any partition error)."""
-    budget = _Budget(request.max_bytes if request.max_bytes is not None else 2**31 - 1)
+    state = _FetchState(
+        request.max_bytes if request.max_bytes is not None else 2**31 - 1,
+        getattr(request, "isolation_level", READ_UNCOMMITTED),
+    )
     total, failed, responses = 0, False, []
-    isolation = getattr(request, "isolation_level", READ_UNCOMMITTED)
     for fetch_topic in request.topics:
         topic, topic_error = _resolve_topic(ctx, fetch_topic)
         partitions = []
         for part in fetch_topic.partitions:
             if topic is None:
-                partitions.append(
-                    _partition_data(ctx, part.partition, topic_error, isolation_level=isolation)
-                )
+                partitions.append(_partition_data(ctx, state, part.partition, topic_error))
                 failed = True
                 continue
-            data, size = _read_partition(ctx, topic, part, budget, isolation)
+            data, size = _read_partition(ctx, topic, part, state)
             failed = failed or data.error_code != ErrorCode.none
             total += size
             partitions.append(data)

@@ -22,6 +22,7 @@ from kafkalite.storage.batch import LOG_OVERHEAD, peek_offset_and_size
 from kafkalite.storage.errors import StorageError
 
 VALID_ACKS = (-1, 0, 1)
+ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets this client id write internal topics
 
 
 def _partition_response(
@@ -48,9 +49,6 @@ def _partition_response(
         record_errors=(),
         error_message=message,
     )
-
-
-ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets this client id write internal topics
 
 
 def _holds_several_batches(records: bytes) -> bool:

@@ -123,6 +123,14 @@ def iter_batches(buf: bytes | memoryview) -> Iterator[tuple[int, BatchHeader]]:
         pos += header.size
 
 
+def batch_views(records: bytes, headers: list[BatchHeader]) -> Iterator[memoryview]:
+    """The bytes of each of these consecutive batches (headers as `validate_batches` gave)."""
+    view, pos = memoryview(records), 0
+    for header in headers:
+        yield view[pos : pos + header.size]
+        pos += header.size
+
+
 def compute_crc(batch: bytes | bytearray | memoryview) -> int:
     return crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:])
 

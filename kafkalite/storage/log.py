@@ -15,7 +15,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkalite.storage.batch import BatchHeader, InvalidBatch, assign_offsets, validate_batches
+from kafkalite.storage.batch import (
+    BatchHeader,
+    InvalidBatch,
+    assign_offsets,
+    batch_views,
+    parse_header,
+    validate_batches,
+)
 from kafkalite.storage.cleaner import CleanResult, clean_log, find_cleanable
 from kafkalite.storage.errors import (
     InvalidRecordError,
@@ -70,6 +77,10 @@ class LogConfig:
     delete_retention_ms: int = 86_400_000  # how long the cleaner keeps tombstones
     min_cleanable_dirty_ratio: float = 0.5  # clean once dirty bytes / cleanable bytes reach it
     min_compaction_lag_ms: int = 0  # segments with newer records are not cleaned yet
+
+    @property
+    def compacted(self) -> bool:
+        return "compact" in self.cleanup_policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,12 +301,15 @@ class UnifiedLog:
                 f"Message batch size is {len(records)} bytes in append, which exceeds the "
                 f"maximum configured segment size of {self.config.segment_bytes}"
             )
-        for position, header in zip(_positions(headers), headers, strict=True):
+        for header in headers:
             _validate_client_batch(header)
-            if self.config.message_timestamp_type != LOG_APPEND_TIME:
+        if self.config.message_timestamp_type != LOG_APPEND_TIME:
+            for header in headers:
                 self._validate_timestamps(header)
-            if "compact" in self.config.cleanup_policy and not header.is_control:
-                self._require_keys(records[position : position + header.size])
+        if self.config.compacted:
+            for batch, header in zip(batch_views(records, headers), headers, strict=True):
+                if not header.is_control:
+                    self._require_keys(batch)
         return headers
 
     def _apply_topic_compression(
@@ -306,16 +320,22 @@ class UnifiedLog:
         codec = TOPIC_CODECS.get(self.config.compression_type)
         if codec is None or all(h.compression == codec for h in headers):
             return records, headers
-        rewritten = b"".join(
-            recompress(records[position : position + header.size], header, codec)
-            for position, header in zip(_positions(headers), headers, strict=True)
-        )
-        try:
-            return rewritten, validate_batches(rewritten, self.config.max_message_bytes)
-        except InvalidBatch as exc:
-            raise from_invalid_batch(exc) from exc
+        batches = [
+            recompress(batch, header, codec)
+            for batch, header in zip(batch_views(records, headers), headers, strict=True)
+        ]
+        largest = max(len(batch) for batch in batches)
+        if largest > self.config.max_message_bytes:
+            raise from_invalid_batch(
+                InvalidBatch(
+                    "too_large",
+                    f"recompressed batch of {largest} bytes exceeds "
+                    f"{self.config.max_message_bytes}",
+                )
+            )
+        return b"".join(batches), [parse_header(batch) for batch in batches]
 
-    def _require_keys(self, batch: bytes) -> None:
+    def _require_keys(self, batch: memoryview) -> None:
         """Compaction keeps the latest record per key, so a keyless record has no place in
         a compacted log (Kafka's LogValidator; the only path here that decodes records)."""
         if any(record.key is None for record in decode_records(batch)):
@@ -679,15 +699,6 @@ class UnifiedLog:
         self.leader_epoch_cache.clear()
         self.producer_state.delete_snapshots_after(-1)
         self.producer_state.clear(offset)
-
-
-def _positions(headers: list[BatchHeader]) -> list[int]:
-    """Where each of these consecutive batches starts in the appended bytes."""
-    positions, position = [], 0
-    for header in headers:
-        positions.append(position)
-        position += header.size
-    return positions
 
 
 def _validate_client_batch(header: BatchHeader) -> None:

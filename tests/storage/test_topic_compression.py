@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from kafkalite.storage.batch import parse_header
+from kafkalite.storage.errors import StorageError
 from kafkalite.storage.log import LogConfig, UnifiedLog
 from kafkalite.storage.records import decode_records
 from tests.storage.batches import GZIP, LZ4, NONE, SNAPPY, ZSTD, Record, make_batch
@@ -50,4 +52,18 @@ def test_producer_keeps_the_batch_as_sent(tmp_path: Path) -> None:
     stored = log.read(0, 1 << 20, log.log_end_offset)
     # Only the partition leader epoch (bytes 12-15, outside the CRC) is patched.
     assert stored[16:] == sent[16:]
+    log.close()
+
+
+def test_a_batch_too_large_once_recompressed_is_refused(tmp_path: Path) -> None:
+    """Decompressing for an "uncompressed" topic may outgrow max.message.bytes (Kafka:
+    MESSAGE_TOO_LARGE), and nothing is appended."""
+    records = [Record(b"k", b"z" * 2_000)]
+    sent = make_batch(records, compression=GZIP)
+    config = LogConfig(compression_type="uncompressed", max_message_bytes=len(sent) + 100)
+    log = UnifiedLog.open(tmp_path, config, now_ms=NOW)
+    with pytest.raises(StorageError) as failure:
+        log.append_as_leader(sent, leader_epoch=0, now_ms=NOW)
+    assert failure.value.error_code == ErrorCode.message_too_large
+    assert log.log_end_offset == 0
     log.close()
