@@ -14,7 +14,10 @@ from pathlib import Path
 
 HOUR_MS = 3_600_000
 WEEK_MS = 7 * 24 * HOUR_MS
+I32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
+# Kafka's ConfigDef types as DescribeConfigs (v3+) reports them (ConfigEntry.ConfigType ordinal).
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = range(1, 8)
 
 
 class ConfigError(ValueError):
@@ -76,54 +79,89 @@ class Property:
     parse: Callable[[str], object]
     default: str | None
     doc: str
+    config_type: int = TYPE_STRING  # Kafka's type of the property
 
 
 # The properties kafkalite understands, with Kafka's defaults, except retention: two weeks
 # (log.retention.hours=336) where Kafka keeps 168 hours.
 PROPERTIES: dict[str, Property] = {
-    "broker.id": Property(_int(0, 2**31 - 1), "0", "id of this broker"),
-    "node.id": Property(_int(0, 2**31 - 1), None, "alias of broker.id (KRaft name)"),
+    "broker.id": Property(_int(0, I32_MAX), "0", "id of this broker", TYPE_INT),
+    "node.id": Property(_int(0, I32_MAX), None, "alias of broker.id (KRaft name)", TYPE_INT),
     "listeners": Property(parse_listeners, "PLAINTEXT://127.0.0.1:9092", "where to listen"),
     "advertised.listeners": Property(parse_listeners, None, "what clients are told"),
     "log.dirs": Property(_str, None, "data directories (first one used)"),
     "log.dir": Property(_str, "/tmp/kafka-logs", "data directory when log.dirs is unset"),
-    "num.partitions": Property(_int(1, 2**31 - 1), "1", "partitions of auto-created topics"),
-    "default.replication.factor": Property(_int(1, 32767), "1", "replicas of new topics"),
-    "auto.create.topics.enable": Property(_bool, "true", "create topics on first use"),
-    "delete.topic.enable": Property(_bool, "true", "allow DeleteTopics"),
-    "log.segment.bytes": Property(_int(14, 2**31 - 1), str(1024**3), "segment roll size"),
-    "log.roll.ms": Property(_int(1), None, "segment roll age"),
-    "log.roll.hours": Property(_int(1, 2**31 - 1), "168", "segment roll age in hours"),
-    "log.retention.ms": Property(_int(-1), None, "retention by time (-1: forever)"),
-    "log.retention.minutes": Property(_int(-1, 2**31 - 1), None, "retention in minutes"),
-    "log.retention.hours": Property(_int(-1, 2**31 - 1), "336", "retention in hours"),
-    "log.retention.bytes": Property(_int(-1), "-1", "retention by size per partition"),
-    "log.retention.check.interval.ms": Property(_int(1), "300000", "retention check period"),
-    "log.cleaner.enable": Property(_bool, "true", "compact cleanup.policy=compact topics"),
-    "log.cleaner.backoff.ms": Property(_int(0), "15000", "pause between cleaner runs"),
-    "log.index.interval.bytes": Property(_int(0, 2**31 - 1), "4096", "offset index density"),
-    "log.index.size.max.bytes": Property(_int(4, 2**31 - 1), str(10 * 1024**2), "index cap"),
-    "log.message.timestamp.type": Property(_timestamp_type, "CreateTime", "timestamp source"),
-    "log.flush.interval.messages": Property(_int(1), str(LONG_MAX), "fsync every N records"),
-    "log.flush.interval.ms": Property(_int(0), None, "fsync every N ms"),
-    "log.flush.scheduler.interval.ms": Property(_int(0), str(LONG_MAX), "flush check period"),
-    "message.max.bytes": Property(_int(0, 2**31 - 1), "1048588", "largest record batch"),
-    "socket.request.max.bytes": Property(_int(1, 2**31 - 1), "104857600", "largest request"),
-    "min.insync.replicas": Property(_int(1, 32767), "1", "replicas that must ack acks=all"),
-    "cluster.id": Property(_str, None, "cluster id (generated and stored when unset)"),
-    "producer.id.expiration.ms": Property(_int(1), "86400000", "idle producer state lifetime"),
-    "offsets.topic.num.partitions": Property(_int(1, 2**31 - 1), "50", "__consumer_offsets size"),
-    "offsets.retention.minutes": Property(_int(1, 2**31 - 1), "10080", "offsets lifetime"),
-    "offsets.retention.check.interval.ms": Property(_int(1), "600000", "offset expiry period"),
-    "offsets.topic.segment.bytes": Property(
-        _int(1, 2**31 - 1), "104857600", "__consumer_offsets segment size"
+    "num.partitions": Property(
+        _int(1, I32_MAX), "1", "partitions of auto-created topics", TYPE_INT
     ),
-    "offsets.topic.replication.factor": Property(_int(1, 32767), "1", "__consumer_offsets RF"),
-    "offset.metadata.max.bytes": Property(_int(0, 2**31 - 1), "4096", "commit metadata limit"),
-    "group.initial.rebalance.delay.ms": Property(_int(0), "3000", "first rebalance delay"),
-    "group.min.session.timeout.ms": Property(_int(0, 2**31 - 1), "6000", "least session"),
-    "group.max.session.timeout.ms": Property(_int(0, 2**31 - 1), "1800000", "longest session"),
-    "group.max.size": Property(_int(1, 2**31 - 1), str(2**31 - 1), "members per group"),
+    "default.replication.factor": Property(_int(1, 32767), "1", "replicas of new topics", TYPE_INT),
+    "auto.create.topics.enable": Property(
+        _bool, "true", "create topics on first use", TYPE_BOOLEAN
+    ),
+    "delete.topic.enable": Property(_bool, "true", "allow DeleteTopics", TYPE_BOOLEAN),
+    "log.segment.bytes": Property(_int(14, I32_MAX), str(1024**3), "segment roll size", TYPE_INT),
+    "log.roll.ms": Property(_int(1), None, "segment roll age", TYPE_LONG),
+    "log.roll.hours": Property(_int(1, I32_MAX), "168", "segment roll age in hours", TYPE_INT),
+    "log.retention.ms": Property(_int(-1), None, "retention by time (-1: forever)", TYPE_LONG),
+    "log.retention.minutes": Property(_int(-1, I32_MAX), None, "retention in minutes", TYPE_INT),
+    "log.retention.hours": Property(_int(-1, I32_MAX), "336", "retention in hours", TYPE_INT),
+    "log.retention.bytes": Property(_int(-1), "-1", "retention by size per partition", TYPE_LONG),
+    "log.retention.check.interval.ms": Property(
+        _int(1), "300000", "retention check period", TYPE_LONG
+    ),
+    "log.cleaner.enable": Property(
+        _bool, "true", "compact cleanup.policy=compact topics", TYPE_BOOLEAN
+    ),
+    "log.cleaner.backoff.ms": Property(_int(0), "15000", "pause between cleaner runs", TYPE_LONG),
+    "log.index.interval.bytes": Property(
+        _int(0, I32_MAX), "4096", "offset index density", TYPE_INT
+    ),
+    "log.index.size.max.bytes": Property(
+        _int(4, I32_MAX), str(10 * 1024**2), "index cap", TYPE_INT
+    ),
+    "log.message.timestamp.type": Property(_timestamp_type, "CreateTime", "timestamp source"),
+    "log.flush.interval.messages": Property(
+        _int(1), str(LONG_MAX), "fsync every N records", TYPE_LONG
+    ),
+    "log.flush.interval.ms": Property(_int(0), None, "fsync every N ms", TYPE_LONG),
+    "log.flush.scheduler.interval.ms": Property(
+        _int(0), str(LONG_MAX), "flush check period", TYPE_LONG
+    ),
+    "message.max.bytes": Property(_int(0, I32_MAX), "1048588", "largest record batch", TYPE_INT),
+    "socket.request.max.bytes": Property(
+        _int(1, I32_MAX), "104857600", "largest request", TYPE_INT
+    ),
+    "min.insync.replicas": Property(
+        _int(1, 32767), "1", "replicas that must ack acks=all", TYPE_INT
+    ),
+    "cluster.id": Property(_str, None, "cluster id (generated and stored when unset)"),
+    "producer.id.expiration.ms": Property(
+        _int(1), "86400000", "idle producer state lifetime", TYPE_INT
+    ),
+    "offsets.topic.num.partitions": Property(
+        _int(1, I32_MAX), "50", "__consumer_offsets size", TYPE_INT
+    ),
+    "offsets.retention.minutes": Property(_int(1, I32_MAX), "10080", "offsets lifetime", TYPE_INT),
+    "offsets.retention.check.interval.ms": Property(
+        _int(1), "600000", "offset expiry period", TYPE_LONG
+    ),
+    "offsets.topic.segment.bytes": Property(
+        _int(1, I32_MAX), "104857600", "__consumer_offsets segment size", TYPE_INT
+    ),
+    "offsets.topic.replication.factor": Property(
+        _int(1, 32767), "1", "__consumer_offsets RF", TYPE_SHORT
+    ),
+    "offset.metadata.max.bytes": Property(
+        _int(0, I32_MAX), "4096", "commit metadata limit", TYPE_INT
+    ),
+    "group.initial.rebalance.delay.ms": Property(
+        _int(0), "3000", "first rebalance delay", TYPE_INT
+    ),
+    "group.min.session.timeout.ms": Property(_int(0, I32_MAX), "6000", "least session", TYPE_INT),
+    "group.max.session.timeout.ms": Property(
+        _int(0, I32_MAX), "1800000", "longest session", TYPE_INT
+    ),
+    "group.max.size": Property(_int(1, I32_MAX), str(I32_MAX), "members per group", TYPE_INT),
     "zookeeper.connect": Property(_str, None, "ZooKeeper ensemble (cluster mode)"),
 }
 

@@ -23,11 +23,6 @@ from kafkalite.broker.topic_config import (
     SOURCE_STATIC_BROKER,
     SOURCE_TOPIC,
     TOPIC_CONFIGS,
-    TYPE_BOOLEAN,
-    TYPE_INT,
-    TYPE_LONG,
-    TYPE_SHORT,
-    TYPE_STRING,
     TopicConfigDef,
     effective_value,
 )
@@ -40,36 +35,6 @@ RESOURCE_BROKER = 4
 _BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
     "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
     "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
-}
-
-# Kafka's ConfigDef types of the broker properties (DescribeConfigs v3+ config_type).
-_BROKER_TYPES: dict[str, int] = {
-    **dict.fromkeys(
-        (
-            "broker.id", "node.id", "num.partitions", "default.replication.factor",
-            "log.segment.bytes", "log.roll.hours",
-            "log.retention.minutes", "log.retention.hours", "log.index.interval.bytes",
-            "log.index.size.max.bytes", "message.max.bytes", "socket.request.max.bytes",
-            "min.insync.replicas", "producer.id.expiration.ms", "offsets.topic.num.partitions",
-            "offsets.retention.minutes", "group.initial.rebalance.delay.ms",
-            "offsets.topic.segment.bytes", "offset.metadata.max.bytes",
-            "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size",
-        ),
-        TYPE_INT,
-    ),
-    **dict.fromkeys(
-        (
-            "log.roll.ms", "log.retention.ms", "log.retention.bytes",
-            "log.retention.check.interval.ms", "log.flush.interval.messages",
-            "log.flush.interval.ms", "log.flush.scheduler.interval.ms",
-            "offsets.retention.check.interval.ms", "log.cleaner.backoff.ms",
-        ),
-        TYPE_LONG,
-    ),
-    "offsets.topic.replication.factor": TYPE_SHORT,
-    "log.cleaner.enable": TYPE_BOOLEAN,
-    "auto.create.topics.enable": TYPE_BOOLEAN,
-    "delete.topic.enable": TYPE_BOOLEAN,
 }
 
 
@@ -142,10 +107,18 @@ def _topic_entries(ctx: RequestContext, overrides: dict[str, str], flags: _Flags
         definition = TOPIC_CONFIGS[name]
         value, source = effective_value(ctx.broker.config, overrides, name)
         synonyms = _topic_synonyms(ctx, definition, overrides) if flags.synonyms else ()
-        entries.append(_entry(
-            ctx, name, value, source, read_only=False, synonyms=synonyms,
-            config_type=definition.config_type, documentation=None,  # no topic docs kept
-        ))
+        entries.append(
+            _entry(
+                ctx,
+                name,
+                value,
+                source,
+                read_only=False,
+                synonyms=synonyms,
+                config_type=definition.config_type,
+                documentation=None,  # no topic docs kept
+            )
+        )
     return entries
 
 
@@ -181,13 +154,18 @@ def _broker_entries(ctx: RequestContext, flags: _Flags) -> list[Any]:
             value, source = prop.default, SOURCE_DEFAULT
         else:
             continue
-        entries.append(_entry(
-            ctx, name, value, source,
-            read_only=True,  # kafkalite changes no broker config at runtime
-            synonyms=_broker_synonyms(ctx, name) if flags.synonyms else (),
-            config_type=_BROKER_TYPES.get(name, TYPE_STRING),
-            documentation=prop.doc if flags.documentation else None,
-        ))
+        entries.append(
+            _entry(
+                ctx,
+                name,
+                value,
+                source,
+                read_only=True,  # kafkalite changes no broker config at runtime
+                synonyms=_broker_synonyms(ctx, name) if flags.synonyms else (),
+                config_type=prop.config_type,
+                documentation=prop.doc if flags.documentation else None,
+            )
+        )
     return entries
 
 

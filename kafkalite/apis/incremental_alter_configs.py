@@ -18,12 +18,8 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.broker.replica_manager import OK, Outcome, topic_name_error
-from kafkalite.broker.topic_config import (
-    TOPIC_CONFIGS,
-    TYPE_LIST,
-    InvalidConfig,
-    validate_topic_configs,
-)
+from kafkalite.broker.topic_config import TOPIC_CONFIGS, InvalidConfig, validate_topic_configs
+from kafkalite.config import TYPE_LIST
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -95,9 +91,7 @@ def alter_topic(
         return Outcome(ErrorCode.invalid_config, str(exc))
     # Kafka validates the configs before it looks for the topic.
     if topic is None:
-        return Outcome(
-            ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
-        )
+        return Outcome(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
     if validate_only:
         return OK
     return manager.set_topic_configs(name, normalised)
@@ -157,9 +151,7 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
         )
     if resource.resource_type == RESOURCE_BROKER:
         return alter_broker(ctx, resource)
-    return Outcome(
-        ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}"
-    )
+    return Outcome(ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}")
 
 
 def resource_response(ctx: RequestContext, resource: Any, outcome: Outcome) -> Any:

@@ -9,19 +9,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from kafkalite.config import HOUR_MS, LONG_MAX, BrokerConfig
+from kafkalite.config import (
+    HOUR_MS,
+    I32_MAX,
+    LONG_MAX,
+    TYPE_BOOLEAN,
+    TYPE_DOUBLE,
+    TYPE_INT,
+    TYPE_LIST,
+    TYPE_LONG,
+    TYPE_STRING,
+    BrokerConfig,
+)
 from kafkalite.storage.log import LogConfig
 
-# DescribeConfigs config_type values (Kafka's ConfigEntry.ConfigType ordinal as on the wire).
-TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = (
-    1,
-    2,
-    3,
-    4,
-    5,
-    6,
-    7,
-)
 # DescribeConfigs sources.
 SOURCE_TOPIC = 1
 SOURCE_STATIC_BROKER = 4
@@ -81,8 +82,6 @@ class TopicConfigDef:
     log_field: str | None  # LogConfig field it sets
 
 
-_I32_MAX = 2**31 - 1
-
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     d.name: d
     for d in (
@@ -115,7 +114,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         ),
         TopicConfigDef(
             "segment.bytes",
-            _long(14, _I32_MAX),
+            _long(14, I32_MAX),
             TYPE_INT,
             str(1024**3),
             "log.segment.bytes",
@@ -126,7 +125,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         ),
         TopicConfigDef(
             "max.message.bytes",
-            _long(0, _I32_MAX),
+            _long(0, I32_MAX),
             TYPE_INT,
             "1048588",
             "message.max.bytes",
@@ -142,7 +141,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         ),
         TopicConfigDef(
             "index.interval.bytes",
-            _long(0, _I32_MAX),
+            _long(0, I32_MAX),
             TYPE_INT,
             "4096",
             "log.index.interval.bytes",
@@ -160,11 +159,11 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             "flush.ms", _long(0), TYPE_LONG, str(LONG_MAX), "log.flush.interval.ms", "flush_ms"
         ),
         TopicConfigDef(
-            "min.insync.replicas", _long(1, _I32_MAX), TYPE_INT, "1", "min.insync.replicas", None
+            "min.insync.replicas", _long(1, I32_MAX), TYPE_INT, "1", "min.insync.replicas", None
         ),
         TopicConfigDef(
             "segment.index.bytes",
-            _long(4, _I32_MAX),
+            _long(4, I32_MAX),
             TYPE_INT,
             str(10 * 1024**2),
             "log.index.size.max.bytes",
@@ -220,9 +219,9 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         TopicConfigDef("segment.jitter.ms", _long(0), TYPE_LONG, "0", None, None),
         TopicConfigDef(
             "max.decompressed.message.bytes",
-            _long(0, _I32_MAX),
+            _long(0, I32_MAX),
             TYPE_INT,
-            str(_I32_MAX - 8),
+            str(I32_MAX - 8),
             None,
             None,
         ),
