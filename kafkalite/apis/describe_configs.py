@@ -24,18 +24,13 @@ from kafkalite.broker.topic_config import (
     SOURCE_TOPIC,
     TOPIC_CONFIGS,
     TopicConfigDef,
+    broker_synonyms,
     effective_value,
 )
 from kafkalite.config import PROPERTIES
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
-
-# Broker properties that stand for one setting, highest precedence first (Kafka's synonyms).
-_BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
-    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +69,8 @@ def _entry(
     )
 
 
-def _default_synonym(
-    ctx: RequestContext, definition: TopicConfigDef, chain: Iterable[str | None]
-) -> Any:
-    for name in filter(None, chain):
+def _default_synonym(ctx: RequestContext, definition: TopicConfigDef, chain: Iterable[str]) -> Any:
+    for name in chain:
         prop = PROPERTIES.get(name)
         if prop is not None and prop.default is not None:
             return _synonym(ctx, name, prop.default, SOURCE_DEFAULT)
@@ -93,8 +86,8 @@ def _topic_synonyms(
     if definition.name in overrides:
         synonyms.append(_synonym(ctx, definition.name, overrides[definition.name], SOURCE_TOPIC))
     raw = ctx.broker.config.raw
-    chain = _BROKER_SYNONYMS.get(definition.broker_synonym or "", (definition.broker_synonym,))
-    for name in filter(None, chain):
+    chain = broker_synonyms(definition)
+    for name in chain:
         if name in raw:
             synonyms.append(_synonym(ctx, name, raw[name].strip(), SOURCE_STATIC_BROKER))
     synonyms.append(_default_synonym(ctx, definition, chain))

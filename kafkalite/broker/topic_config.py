@@ -246,21 +246,31 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     return normalised
 
 
-def broker_value(broker: BrokerConfig, definition: TopicConfigDef) -> str | None:
-    """The broker-level value for a topic config, when the broker property is set explicitly."""
+# Broker properties that stand for one setting, highest precedence first (Kafka's synonyms).
+_SYNONYM_CHAINS: dict[str, tuple[str, ...]] = {
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+}
+
+
+def broker_synonyms(definition: TopicConfigDef) -> tuple[str, ...]:
+    """The broker properties that supply a topic config's default, highest precedence first."""
     synonym = definition.broker_synonym
     if synonym is None:
+        return ()
+    return _SYNONYM_CHAINS.get(synonym, (synonym,))
+
+
+def broker_value(broker: BrokerConfig, definition: TopicConfigDef) -> str | None:
+    """The broker-level value for a topic config, when a broker synonym is set explicitly."""
+    chain = broker_synonyms(definition)
+    if not any(name in broker.raw for name in chain):
         return None
-    if definition.name == "retention.ms":
-        explicit = any(
-            k in broker.raw
-            for k in ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
-        )
-        return str(broker.retention_ms) if explicit else None
-    if definition.name == "segment.ms":
-        explicit = "log.roll.ms" in broker.raw or "log.roll.hours" in broker.raw
-        return str(broker.roll_ms) if explicit else None
-    return broker.raw.get(synonym)
+    if definition.broker_synonym == "log.retention.ms":
+        return str(broker.retention_ms)
+    if definition.broker_synonym == "log.roll.ms":
+        return str(broker.roll_ms)
+    return broker.raw[chain[0]]
 
 
 def effective_value(
