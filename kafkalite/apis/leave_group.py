@@ -3,22 +3,16 @@
 v0-2 remove one member by id; v3+ a batch of members, static ones by group.instance.id
 (KIP-345), with a per-member error; v5 adds a reason. A group that does not exist gives
 v3+ every member UNKNOWN_MEMBER_ID and no top-level error (Kafka 4's
-GroupCoordinatorService.leaveGroup), v0-2 a top-level UNKNOWN_MEMBER_ID.
+GroupCoordinatorService.leaveGroup, as the coordinator answers), v0-2 a top-level
+UNKNOWN_MEMBER_ID.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-from kafkalite.coordinator import (
-    LeaveGroupRequest,
-    LeaveGroupResponse,
-    MemberIdentity,
-    MemberLeaveResponse,
-)
+from kafkalite.coordinator import LeaveGroupRequest, MemberIdentity
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -35,18 +29,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     groups.after_call()
     schema = ctx.schema
-    if left.error is ErrorCode.unknown_member_id and not left.members:  # no such group
-        left = LeaveGroupResponse(
-            ErrorCode.none,
-            tuple(
-                MemberLeaveResponse(m.member_id, m.group_instance_id, ErrorCode.unknown_member_id)
-                for m in members
-            ),
-        )
     error = left.error
     if ctx.api_version < 3 and left.members:
-        # One member, one error: v0-2 have no per-member list.
-        error = left.members[0].error if left.error is ErrorCode.none else left.error
+        # One member, one error: v0-2 have no per-member list (a top-level error comes
+        # without members).
+        error = left.members[0].error
     return make(
         schema.LeaveGroupResponse,
         throttle_time=NO_THROTTLE,

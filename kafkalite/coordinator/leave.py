@@ -19,7 +19,6 @@ from kafkalite.coordinator.rebalance import (
     maybe_prepare_rebalance_or_complete_join,
 )
 from kafkalite.coordinator.states import GroupState
-from kafkalite.coordinator.timers import heartbeat_key
 
 
 def leave_group(ctx: Context, request: LeaveGroupRequest, now_ms: int) -> LeaveGroupResponse:
@@ -27,7 +26,12 @@ def leave_group(ctx: Context, request: LeaveGroupRequest, now_ms: int) -> LeaveG
         return LeaveGroupResponse(ErrorCode.invalid_group_id)
     group = ctx.groups.get(request.group_id)
     if group is None:
-        return LeaveGroupResponse(ErrorCode.unknown_member_id)
+        # As Kafka 4's GroupCoordinatorService.leaveGroup: every member is unknown, and there
+        # is no top-level error (v0-2 clients, with no member list, see the member's error).
+        return LeaveGroupResponse(
+            ErrorCode.none,
+            tuple(_answer(identity, ErrorCode.unknown_member_id) for identity in request.members),
+        )
     if group.state is GroupState.DEAD:
         return LeaveGroupResponse(ErrorCode.coordinator_not_available)
 
@@ -41,23 +45,23 @@ def leave_group(ctx: Context, request: LeaveGroupRequest, now_ms: int) -> LeaveG
     return LeaveGroupResponse(ErrorCode.none, responses)
 
 
-def _leave_one(ctx: Context, group: ClassicGroup, identity: MemberIdentity) -> MemberLeaveResponse:
-    def answer(error: ErrorCode) -> MemberLeaveResponse:
-        return MemberLeaveResponse(identity.member_id, identity.group_instance_id, error)
+def _answer(identity: MemberIdentity, error: ErrorCode) -> MemberLeaveResponse:
+    return MemberLeaveResponse(identity.member_id, identity.group_instance_id, error)
 
+
+def _leave_one(ctx: Context, group: ClassicGroup, identity: MemberIdentity) -> MemberLeaveResponse:
     if identity.member_id == UNKNOWN_MEMBER_ID:
         # Administrative removal by group.instance.id (e.g. kafka-consumer-groups).
         instance_id = identity.group_instance_id
         current = group.static_member_id(instance_id) if instance_id is not None else None
         if current is None:
-            return answer(ErrorCode.unknown_member_id)
+            return _answer(identity, ErrorCode.unknown_member_id)
         drop_member(ctx, group, current)
-        return answer(ErrorCode.none)
+        return _answer(identity, ErrorCode.none)
     if group.is_pending_member(identity.member_id):
-        group.remove(identity.member_id)
-        ctx.timers.cancel(heartbeat_key(group.group_id, identity.member_id))
-        return answer(ErrorCode.none)
-    error = group.validate_member(identity.member_id, identity.group_instance_id)
+        error = ErrorCode.none
+    else:
+        error = group.validate_member(identity.member_id, identity.group_instance_id)
     if error is ErrorCode.none:
         drop_member(ctx, group, identity.member_id)
-    return answer(error)
+    return _answer(identity, error)

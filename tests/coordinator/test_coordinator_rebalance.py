@@ -57,8 +57,13 @@ def test_last_member_leaving_empties_the_group():
 
 def test_leave_errors_and_batches():
     h = Harness()
-    unknown_group = h.leave("m", group="nope")
-    assert (unknown_group.error, unknown_group.members) == (ErrorCode.unknown_member_id, ())
+    # A missing group: every member is unknown, with no top-level error (as Kafka 4).
+    unknown_group = h.leave(MemberIdentity("m"), MemberIdentity("", "i"), group="nope")
+    assert unknown_group.error is OK
+    assert [(m.member_id, m.group_instance_id, m.error) for m in unknown_group.members] == [
+        ("m", None, ErrorCode.unknown_member_id),
+        ("", "i", ErrorCode.unknown_member_id),
+    ]
     (a, b, c), generation = form_stable_group(h)
     response = h.leave(MemberIdentity(b), MemberIdentity("stranger"), MemberIdentity(c))
     assert [(m.member_id, m.error) for m in response.members] == [
