@@ -46,16 +46,13 @@ class ApiHandler:
     max_version: int
     handle: Callable[[RequestContext, Any], Any]
     is_async: bool = False
-    # Versions accepted though not advertised (librdkafka sends OffsetForLeaderEpoch v2).
-    accepted_min_version: int | None = None
     # Answers versions below `legacy_below` that kio has no schema for:
     # (version, correlation_id, frame) -> size-prefixed response frame.
     legacy: Callable[[int, int, bytes], bytes] | None = None
     legacy_below: int = 0
 
     def accepts(self, version: int) -> bool:
-        low = self.min_version if self.accepted_min_version is None else self.accepted_min_version
-        return low <= version <= self.max_version
+        return self.min_version <= version <= self.max_version
 
 
 @cache

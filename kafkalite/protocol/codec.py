@@ -52,9 +52,9 @@ class LegacyAnswer:
 
 
 @cache
-def _readers(api_key: int, version: int) -> tuple[Any, Any, type]:
+def _readers(api_key: int, version: int) -> tuple[Any, Any]:
     schema = load_request_schema(api_key, version)
-    return entity_reader(schema.__header_schema__), entity_reader(schema), schema
+    return entity_reader(schema.__header_schema__), entity_reader(schema)
 
 
 def decode_request(
@@ -72,7 +72,7 @@ def decode_request(
         raise FrameError(f"unsupported version {version} of API key {api_key}")
     if handler.legacy is not None and version < handler.legacy_below:
         return LegacyAnswer(handler.legacy(version, correlation_id, frame))
-    read_header, read_body, _ = _readers(api_key, version)
+    read_header, read_body = _readers(api_key, version)
     try:
         header, consumed = read_header(frame, 0)
         body, _ = read_body(frame, consumed)
