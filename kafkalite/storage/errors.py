@@ -14,10 +14,6 @@ class StorageError(Exception):
 
     error_code: ClassVar[ErrorCode] = ErrorCode.kafka_storage_error
 
-    def __init__(self, message: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-
 
 class KafkaStorageError(StorageError):
     """An I/O failure on the log directory (Kafka's KafkaStorageException)."""
