@@ -14,13 +14,13 @@ from kafkalite.coordinator.group import ClassicGroup
 from kafkalite.coordinator.member import Member
 from kafkalite.coordinator.messages import (
     UNKNOWN_MEMBER_ID,
-    JoinGroupMember,
     JoinGroupRequest,
     JoinGroupResponse,
     SyncGroupResponse,
     Ticket,
 )
 from kafkalite.coordinator.rebalance import (
+    current_generation,
     drop_member,
     maybe_complete_join_phase,
     maybe_prepare_rebalance_or_complete_join,
@@ -62,9 +62,14 @@ def _join(ctx: Context, request: JoinGroupRequest, ticket: Ticket, now_ms: int) 
         group = ClassicGroup(request.group_id, GroupState.EMPTY, now_ms)
         ctx.groups[request.group_id] = group
 
+    protocol_names = frozenset(protocol.name for protocol in request.protocols)
     if not _accept_joining_member(group, request.member_id, config.max_size):
         drop_member(ctx, group, request.member_id)
         _fail(ctx, ticket, ErrorCode.group_max_size_reached, UNKNOWN_MEMBER_ID)
+    elif group.state is GroupState.DEAD:
+        _fail(ctx, ticket, ErrorCode.coordinator_not_available, request.member_id)
+    elif not group.supports_protocols(request.protocol_type, protocol_names):
+        _fail(ctx, ticket, ErrorCode.inconsistent_group_protocol, request.member_id)
     elif is_unknown_member:
         _join_new_member(ctx, group, request, ticket, now_ms)
     else:
@@ -89,13 +94,6 @@ def _accept_joining_member(group: ClassicGroup, member_id: str, max_size: int) -
 def _join_new_member(
     ctx: Context, group: ClassicGroup, request: JoinGroupRequest, ticket: Ticket, now_ms: int
 ) -> None:
-    if group.state is GroupState.DEAD:
-        _fail(ctx, ticket, ErrorCode.coordinator_not_available, UNKNOWN_MEMBER_ID)
-        return
-    if not group.supports_protocols(request.protocol_type, _names(request)):
-        _fail(ctx, ticket, ErrorCode.inconsistent_group_protocol, UNKNOWN_MEMBER_ID)
-        return
-
     instance_id = request.group_instance_id
     prefix = request.client_id if instance_id is None else instance_id
     new_member_id = f"{prefix}-{ctx.new_uuid()}"
@@ -122,12 +120,6 @@ def _join_existing_member(
     ctx: Context, group: ClassicGroup, request: JoinGroupRequest, ticket: Ticket, now_ms: int
 ) -> None:
     member_id = request.member_id
-    if group.state is GroupState.DEAD:
-        _fail(ctx, ticket, ErrorCode.coordinator_not_available, member_id)
-        return
-    if not group.supports_protocols(request.protocol_type, _names(request)):
-        _fail(ctx, ticket, ErrorCode.inconsistent_group_protocol, member_id)
-        return
     if group.is_pending_member(member_id):
         if request.group_instance_id is not None:
             # Kafka throws here: pending ids are only ever given to dynamic members.
@@ -148,7 +140,7 @@ def _join_existing_member(
         if member.matches(request.protocols):
             # Probably a retry after a lost join response: resend this generation's.
             members = group.current_members() if group.is_leader(member_id) else ()
-            ctx.complete(ticket, _current_generation(group, member_id, members))
+            ctx.complete(ticket, current_generation(group, member_id, members))
         else:
             _update_member_and_rebalance(ctx, group, member, request, ticket, now_ms)
     elif group.state is GroupState.STABLE:
@@ -157,34 +149,10 @@ def _join_existing_member(
             # do not show in member metadata (e.g. new partitions of subscribed topics).
             _update_member_and_rebalance(ctx, group, member, request, ticket, now_ms)
         else:
-            ctx.complete(ticket, _current_generation(group, member_id, ()))
+            ctx.complete(ticket, current_generation(group, member_id, ()))
     else:
         # Empty with a member? Should not happen; make the member start over.
         _fail(ctx, ticket, ErrorCode.unknown_member_id, member_id)
-
-
-def _names(request: JoinGroupRequest) -> frozenset[str]:
-    return frozenset(protocol.name for protocol in request.protocols)
-
-
-def _current_generation(
-    group: ClassicGroup,
-    member_id: str,
-    members: tuple[JoinGroupMember, ...],
-    skip_assignment: bool = False,
-    leader: str | None = None,
-) -> JoinGroupResponse:
-    """A successful join response describing the group's current generation."""
-    return JoinGroupResponse(
-        error=ErrorCode.none,
-        member_id=member_id,
-        generation_id=group.generation_id,
-        protocol_type=group.protocol_type,
-        protocol_name=group.protocol_name,
-        leader=(group.leader_id or "") if leader is None else leader,
-        skip_assignment=skip_assignment,
-        members=members,
-    )
 
 
 def _add_member_and_rebalance(
@@ -267,11 +235,11 @@ def _update_static_member_and_rebalance(
                 # Stable group would not broadcast a new assignment anyway.
                 is_leader = group.is_leader(new_member_id)
                 members = group.current_members() if is_leader else ()
-                response = _current_generation(group, new_member_id, members, is_leader)
+                response = current_generation(group, new_member_id, members, is_leader)
             else:
                 # Older clients: report the previous leader id, so a restarted leader does
                 # not think it leads and does not compute a throwaway assignment.
-                response = _current_generation(group, new_member_id, (), leader=current_leader)
+                response = current_generation(group, new_member_id, (), leader=current_leader)
             ctx.complete(group.take_join_ticket(new), response)
         else:
             maybe_prepare_rebalance_or_complete_join(ctx, group, now_ms)

@@ -17,6 +17,7 @@ from kafkalite.coordinator.group import ClassicGroup
 from kafkalite.coordinator.member import Member
 from kafkalite.coordinator.messages import (
     UNKNOWN_MEMBER_ID,
+    JoinGroupMember,
     JoinGroupResponse,
     SyncGroupResponse,
 )
@@ -70,16 +71,7 @@ def prepare_rebalance(ctx: Context, group: ClassicGroup, now_ms: int) -> None:
         # A new group waits a little for more members, so that consumers starting together
         # do not cause one rebalance each (Kafka's InitialDelayedJoin).
         delay = ctx.config.initial_rebalance_delay_ms
-        remaining = max(group.rebalance_timeout_ms - delay, 0)
-        ctx.timers.schedule(
-            Timer(
-                now_ms + delay,
-                TimerKind.INITIAL_JOIN,
-                group.group_id,
-                delay_ms=delay,
-                remaining_ms=remaining,
-            )
-        )
+        _schedule_initial_join(ctx, group, now_ms, delay, group.rebalance_timeout_ms - delay)
     log.info(
         "Preparing to rebalance group %s in state %s with old generation %d",
         group.group_id,
@@ -151,15 +143,7 @@ def complete_join(ctx: Context, group: ClassicGroup, now_ms: int) -> None:
     )
     for member in list(group.members.values()):
         members = group.current_members() if group.is_leader(member.member_id) else ()
-        response = JoinGroupResponse(
-            error=ErrorCode.none,
-            member_id=member.member_id,
-            generation_id=group.generation_id,
-            protocol_type=group.protocol_type,
-            protocol_name=group.protocol_name,
-            leader=group.leader_id or "",
-            members=members,
-        )
+        response = current_generation(group, member.member_id, members)
         ctx.complete(group.take_join_ticket(member), response)
         reschedule_heartbeat(ctx, group, member, now_ms)
         member.is_new = False
@@ -172,6 +156,26 @@ def complete_join(ctx: Context, group: ClassicGroup, now_ms: int) -> None:
             group.group_id,
             generation_id=group.generation_id,
         )
+    )
+
+
+def current_generation(
+    group: ClassicGroup,
+    member_id: str,
+    members: tuple[JoinGroupMember, ...],
+    skip_assignment: bool = False,
+    leader: str | None = None,
+) -> JoinGroupResponse:
+    """A successful join response describing the group's current generation."""
+    return JoinGroupResponse(
+        error=ErrorCode.none,
+        member_id=member_id,
+        generation_id=group.generation_id,
+        protocol_type=group.protocol_type,
+        protocol_name=group.protocol_name,
+        leader=(group.leader_id or "") if leader is None else leader,
+        skip_assignment=skip_assignment,
+        members=members,
     )
 
 
@@ -298,18 +302,25 @@ def _initial_join_elapsed(ctx: Context, group: ClassicGroup, timer: Timer, now_m
         # Someone joined during the delay: wait again, within the rebalance timeout budget.
         group.new_member_added = False
         delay = min(ctx.config.initial_rebalance_delay_ms, timer.remaining_ms)
-        remaining = max(timer.remaining_ms - timer.delay_ms, 0)
-        ctx.timers.schedule(
-            Timer(
-                now_ms + delay,
-                TimerKind.INITIAL_JOIN,
-                group.group_id,
-                delay_ms=delay,
-                remaining_ms=remaining,
-            )
-        )
+        _schedule_initial_join(ctx, group, now_ms, delay, timer.remaining_ms - timer.delay_ms)
     else:
         complete_join(ctx, group, now_ms)
+
+
+def _schedule_initial_join(
+    ctx: Context, group: ClassicGroup, now_ms: int, delay_ms: int, remaining_ms: int
+) -> None:
+    """The initial join phase ends in `delay_ms`, with `remaining_ms` (floored at 0) left
+    of the rebalance timeout to extend it by."""
+    ctx.timers.schedule(
+        Timer(
+            now_ms + delay_ms,
+            TimerKind.INITIAL_JOIN,
+            group.group_id,
+            delay_ms=delay_ms,
+            remaining_ms=max(remaining_ms, 0),
+        )
+    )
 
 
 def _expire_pending_sync(
