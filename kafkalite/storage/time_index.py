@@ -95,13 +95,16 @@ class TimeIndex:
     def truncate_to(self, offset: int) -> None:
         """Drop every entry with offset >= `offset`."""
         keep = bisect_right(self._offsets, offset - self.base_offset - 1)
-        if keep < len(self._offsets):
-            del self._timestamps[keep:]
-            del self._offsets[keep:]
-            os.ftruncate(self.fd, keep * ENTRY_SIZE)
+        self._truncate_entries(keep)
 
     def reset(self) -> None:
-        self.truncate_to(self.base_offset)
+        self._truncate_entries(0)  # not truncate_to(base): a corrupt entry may be below it
+
+    def _truncate_entries(self, count: int) -> None:
+        if count < len(self._offsets):
+            del self._timestamps[count:]
+            del self._offsets[count:]
+            os.ftruncate(self.fd, count * ENTRY_SIZE)
 
     def flush(self) -> None:
         os.fsync(self.fd)

@@ -133,3 +133,21 @@ def test_time_index_sanity_check(tmp_path) -> None:
     path.write_bytes(b"\x00" * 13)
     with pytest.raises(CorruptIndexError):
         TimeIndex.open(path, 0, 1 << 20)
+
+
+@pytest.mark.parametrize(
+    ("kind", "content"),
+    [
+        (OffsetIndex, struct.pack(">iiii", -5, 0, 2, 10)),
+        (TimeIndex, struct.pack(">qiqi", 5, -5, 10, 2)),
+    ],
+    ids=["offset", "time"],
+)
+def test_reset_empties_an_index_with_entries_below_its_base(tmp_path, kind, content) -> None:
+    """Recovery resets an index that failed its sanity check: no corrupt entry may stay."""
+    path = tmp_path / "a.index"
+    path.write_bytes(content)
+    index = kind.open(path, BASE, 1 << 20)
+    index.reset()
+    assert (len(index), path.stat().st_size) == (0, 0)
+    index.close()
