@@ -13,11 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-from kafkalite.apis.topic_admin import (
-    answer_each_name_once,
-    deadline_passed,
-    validate_manual_assignment,
-)
+from kafkalite.apis.topic_admin import answer_each_name_once, validate_manual_assignment
 from kafkalite.broker.replica_manager import OK, Outcome
 
 
@@ -67,20 +63,13 @@ def _result(ctx: RequestContext, name: str, outcome: Outcome) -> Any:
     )
 
 
-def _grow_all(ctx: RequestContext, request: Any) -> tuple[Any, ...]:
-    return answer_each_name_once(
-        request.topics,
-        lambda topic: _result(ctx, topic.name, _grow(ctx, topic, request.validate_only)),
-        lambda name, duplicate: _result(ctx, name, duplicate),
-    )
-
-
 def handle(ctx: RequestContext, request: Any) -> Any:
-    if deadline_passed(request.timeout):
-        timed_out = Outcome(ErrorCode.request_timed_out)
-        results = tuple(_result(ctx, topic.name, timed_out) for topic in request.topics)
-    else:
-        results = _grow_all(ctx, request)
+    results = answer_each_name_once(
+        request.topics,
+        request.timeout,
+        lambda topic: _result(ctx, topic.name, _grow(ctx, topic, request.validate_only)),
+        lambda name, refusal: _result(ctx, name, refusal),
+    )
     return make(ctx.schema.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=results)
 
 

@@ -17,11 +17,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, has_field, make
-from kafkalite.apis.topic_admin import (
-    answer_each_name_once,
-    deadline_passed,
-    validate_manual_assignment,
-)
+from kafkalite.apis.topic_admin import answer_each_name_once, validate_manual_assignment
 from kafkalite.broker.replica_manager import OK, Outcome, topic_name_error
 from kafkalite.broker.topic_config import (
     TOPIC_CONFIGS,
@@ -214,20 +210,13 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
     return _success(ctx, topic.name, created.topic_id, plan)
 
 
-def _create_all(ctx: RequestContext, request: Any) -> tuple[Any, ...]:
-    return answer_each_name_once(
-        request.topics,
-        lambda topic: _create(ctx, topic, request.validate_only),
-        lambda name, duplicate: _failure(ctx, name, duplicate),
-    )
-
-
 def handle(ctx: RequestContext, request: Any) -> Any:
-    if deadline_passed(request.timeout):
-        timed_out = Outcome(ErrorCode.request_timed_out)
-        results = tuple(_failure(ctx, topic.name, timed_out) for topic in request.topics)
-    else:
-        results = _create_all(ctx, request)
+    results = answer_each_name_once(
+        request.topics,
+        request.timeout,
+        lambda topic: _create(ctx, topic, request.validate_only),
+        lambda name, refusal: _failure(ctx, name, refusal),
+    )
     return make(ctx.schema.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=results)
 
 

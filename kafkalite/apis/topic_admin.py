@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.broker.replica_manager import OK, Outcome
 
 DUPLICATE_NAME = Outcome(ErrorCode.invalid_request, "Duplicate topic name.")
+TIMED_OUT = Outcome(ErrorCode.request_timed_out)
 
 
 def deadline_passed(timeout: datetime.timedelta) -> bool:
@@ -22,11 +23,15 @@ def deadline_passed(timeout: datetime.timedelta) -> bool:
 
 def answer_each_name_once(
     topics: Sequence[Any],
+    timeout: datetime.timedelta,
     answer: Callable[[Any], Any],
     refuse: Callable[[str, Outcome], Any],
 ) -> tuple[Any, ...]:
     """Answer every topic entry, except that a name repeated in the request is refused once
-    with INVALID_REQUEST and nothing is done for it, as Kafka's controller does."""
+    with INVALID_REQUEST and nothing is done for it, as Kafka's controller does; past the
+    deadline every entry is refused with REQUEST_TIMED_OUT (see deadline_passed)."""
+    if deadline_passed(timeout):
+        return tuple(refuse(topic.name, TIMED_OUT) for topic in topics)
     counts = Counter(topic.name for topic in topics)
     results, refused = [], set()
     for topic in topics:
