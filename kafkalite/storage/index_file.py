@@ -1,22 +1,78 @@
-"""File plumbing shared by OffsetIndex and TimeIndex: open, check and read entries."""
+"""IndexFile: what OffsetIndex and TimeIndex share.
+
+Both are files of fixed-size big-endian entries, appended to with pwrite and never
+preallocated (the size is always entries * ENTRY_SIZE), mirrored in memory as two arrays:
+`_offsets`, the relative offsets both kinds hold, and one more column.
+"""
 
 from __future__ import annotations
 
 import os
+from array import array
+from bisect import bisect_right
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar, Self
 
 from kafkalite.storage.errors import CorruptIndexError
 
 
-def open_index_file(path: Path, entry_size: int) -> tuple[int, bytes]:
-    """Open or create an index file; returns (fd, its entries' bytes).
+@dataclass(eq=False)
+class IndexFile:
+    ENTRY_SIZE: ClassVar[int]
 
-    Raises CorruptIndexError (with the fd closed) when the size is not whole entries, so the
-    segment rebuilds the index from its log.
-    """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    size = os.fstat(fd).st_size
-    if size % entry_size:
-        os.close(fd)
-        raise CorruptIndexError(f"{path}: size {size} is not a multiple of {entry_size}")
-    return fd, os.pread(fd, size, 0)
+    path: Path
+    base_offset: int
+    max_entries: int
+    fd: int
+    _offsets: array = field(default_factory=lambda: array("i"), repr=False)  # relative offsets
+
+    @classmethod
+    def open(cls, path: Path, base_offset: int, max_index_bytes: int) -> Self:
+        """Open or create the index.
+
+        Raises CorruptIndexError (with the fd closed) when the size is not whole entries, so
+        the segment rebuilds the index from its log.
+        """
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        size = os.fstat(fd).st_size
+        if size % cls.ENTRY_SIZE:
+            os.close(fd)
+            raise CorruptIndexError(f"{path}: size {size} is not a multiple of {cls.ENTRY_SIZE}")
+        index = cls(path, base_offset, max(1, max_index_bytes // cls.ENTRY_SIZE), fd)
+        index._load(os.pread(fd, size, 0))
+        return index
+
+    def _load(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _columns(self) -> tuple[array, array]:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self._offsets) >= self.max_entries
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry with offset >= `offset`."""
+        self._truncate_entries(bisect_right(self._offsets, offset - self.base_offset - 1))
+
+    def reset(self) -> None:
+        self._truncate_entries(0)  # not truncate_to(base): a corrupt entry may be below it
+
+    def _truncate_entries(self, count: int) -> None:
+        if count < len(self._offsets):
+            for column in self._columns():
+                del column[count:]
+            os.ftruncate(self.fd, count * self.ENTRY_SIZE)
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

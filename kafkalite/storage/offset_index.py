@@ -1,8 +1,7 @@
 """OffsetIndex: sparse map from offset to file position in one segment's `.index` file.
 
 Entries are (relative offset i32, position i32), big-endian, 8 bytes each, the format of
-Kafka's OffsetIndex. The file is appended to with pwrite and mirrored in memory for bisect;
-unlike Kafka we never preallocate, so the file size is always entries * 8.
+Kafka's OffsetIndex, mirrored in memory for bisect (see IndexFile).
 """
 
 from __future__ import annotations
@@ -14,31 +13,19 @@ import sys
 from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from kafkalite.storage.errors import CorruptIndexError
-from kafkalite.storage.index_file import open_index_file
+from kafkalite.storage.index_file import IndexFile
 
 ENTRY_SIZE = 8
 _ENTRY = struct.Struct(">ii")
 
 
 @dataclass(eq=False)
-class OffsetIndex:
-    path: Path
-    base_offset: int
-    max_entries: int
-    fd: int
-    _offsets: array = field(default_factory=lambda: array("i"), repr=False)  # relative offsets
-    _positions: array = field(default_factory=lambda: array("i"), repr=False)
+class OffsetIndex(IndexFile):
+    ENTRY_SIZE = ENTRY_SIZE
 
-    @classmethod
-    def open(cls, path: Path, base_offset: int, max_index_bytes: int) -> OffsetIndex:
-        """Open or create; raises CorruptIndexError if the file cannot be an index."""
-        fd, data = open_index_file(path, ENTRY_SIZE)
-        index = cls(path, base_offset, max(1, max_index_bytes // ENTRY_SIZE), fd)
-        index._load(data)
-        return index
+    _positions: array = field(default_factory=lambda: array("i"), repr=False)
 
     def _load(self, data: bytes) -> None:
         pairs = array("i", data)
@@ -46,6 +33,9 @@ class OffsetIndex:
             pairs.byteswap()  # the file is big-endian
         self._offsets = pairs[0::2]
         self._positions = pairs[1::2]
+
+    def _columns(self) -> tuple[array, array]:
+        return self._offsets, self._positions
 
     def sanity_check(self, segment_size: int) -> None:
         """Kafka's sanityCheck plus monotonicity: raise CorruptIndexError to force a rebuild.
@@ -61,13 +51,6 @@ class OffsetIndex:
             raise CorruptIndexError(f"{self.path}: positions are not increasing")
         if positions[-1] >= segment_size:
             raise CorruptIndexError(f"{self.path}: last entry points past the segment end")
-
-    def __len__(self) -> int:
-        return len(self._offsets)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self._offsets) >= self.max_entries
 
     @property
     def last_offset(self) -> int:
@@ -91,25 +74,3 @@ class OffsetIndex:
 
     def lookup(self, offset: int) -> int:
         return self.lookup_entry(offset)[1]
-
-    def truncate_to(self, offset: int) -> None:
-        """Drop every entry with offset >= `offset`."""
-        keep = bisect_right(self._offsets, offset - self.base_offset - 1)
-        self._truncate_entries(keep)
-
-    def reset(self) -> None:
-        self._truncate_entries(0)
-
-    def _truncate_entries(self, count: int) -> None:
-        if count < len(self._offsets):
-            del self._offsets[count:]
-            del self._positions[count:]
-            os.ftruncate(self.fd, count * ENTRY_SIZE)
-
-    def flush(self) -> None:
-        os.fsync(self.fd)
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1

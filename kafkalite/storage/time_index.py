@@ -13,10 +13,9 @@ import struct
 from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from kafkalite.storage.errors import CorruptIndexError
-from kafkalite.storage.index_file import open_index_file
+from kafkalite.storage.index_file import IndexFile
 
 ENTRY_SIZE = 12
 NO_TIMESTAMP = -1
@@ -24,26 +23,18 @@ _ENTRY = struct.Struct(">qi")
 
 
 @dataclass(eq=False)
-class TimeIndex:
-    path: Path
-    base_offset: int
-    max_entries: int
-    fd: int
-    _timestamps: array = field(default_factory=lambda: array("q"), repr=False)
-    _offsets: array = field(default_factory=lambda: array("i"), repr=False)  # relative offsets
+class TimeIndex(IndexFile):
+    ENTRY_SIZE = ENTRY_SIZE
 
-    @classmethod
-    def open(cls, path: Path, base_offset: int, max_index_bytes: int) -> TimeIndex:
-        """Open or create; raises CorruptIndexError if the file cannot be a time index."""
-        fd, data = open_index_file(path, ENTRY_SIZE)
-        index = cls(path, base_offset, max(1, max_index_bytes // ENTRY_SIZE), fd)
-        index._load(data)
-        return index
+    _timestamps: array = field(default_factory=lambda: array("q"), repr=False)
 
     def _load(self, data: bytes) -> None:
         for timestamp, relative in _ENTRY.iter_unpack(data):
             self._timestamps.append(timestamp)
             self._offsets.append(relative)
+
+    def _columns(self) -> tuple[array, array]:
+        return self._timestamps, self._offsets
 
     def sanity_check(self) -> None:
         """Timestamps strictly increasing, offsets non-decreasing and non-negative."""
@@ -54,13 +45,6 @@ class TimeIndex:
             raise CorruptIndexError(f"{self.path}: timestamps are not strictly increasing")
         if offsets[0] < 0 or not all(map(operator.le, offsets, offsets[1:])):
             raise CorruptIndexError(f"{self.path}: offsets are not increasing")
-
-    def __len__(self) -> int:
-        return len(self._timestamps)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self._timestamps) >= self.max_entries
 
     @property
     def last_entry(self) -> tuple[int, int]:
@@ -91,25 +75,3 @@ class TimeIndex:
         if slot < 0:
             return NO_TIMESTAMP, self.base_offset
         return self._timestamps[slot], self.base_offset + self._offsets[slot]
-
-    def truncate_to(self, offset: int) -> None:
-        """Drop every entry with offset >= `offset`."""
-        keep = bisect_right(self._offsets, offset - self.base_offset - 1)
-        self._truncate_entries(keep)
-
-    def reset(self) -> None:
-        self._truncate_entries(0)  # not truncate_to(base): a corrupt entry may be below it
-
-    def _truncate_entries(self, count: int) -> None:
-        if count < len(self._offsets):
-            del self._timestamps[count:]
-            del self._offsets[count:]
-            os.ftruncate(self.fd, count * ENTRY_SIZE)
-
-    def flush(self) -> None:
-        os.fsync(self.fd)
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
