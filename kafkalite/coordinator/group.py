@@ -141,6 +141,17 @@ class ClassicGroup:
             return ErrorCode.unknown_member_id
         return ErrorCode.none
 
+    def validate_generation(
+        self, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
+        """Heartbeat's and SyncGroup's checks: a live group, a valid member, its generation."""
+        if self.state is GroupState.DEAD:
+            return ErrorCode.coordinator_not_available
+        error = self.validate_member(member_id, group_instance_id)
+        if error is ErrorCode.none and generation_id != self.generation_id:
+            return ErrorCode.illegal_generation
+        return error
+
     # -- transitions --
 
     def transition_to(self, target: GroupState, now_ms: int) -> None:

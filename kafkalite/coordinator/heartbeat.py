@@ -16,13 +16,11 @@ def heartbeat(ctx: Context, request: HeartbeatRequest, now_ms: int) -> ErrorCode
     group = ctx.groups.get(request.group_id)
     if group is None:
         return ErrorCode.unknown_member_id
-    if group.state is GroupState.DEAD:
-        return ErrorCode.coordinator_not_available
-    error = group.validate_member(request.member_id, request.group_instance_id)
+    error = group.validate_generation(
+        request.member_id, request.group_instance_id, request.generation_id
+    )
     if error is not ErrorCode.none:
         return error
-    if request.generation_id != group.generation_id:
-        return ErrorCode.illegal_generation
     if group.state is GroupState.EMPTY:
         return ErrorCode.unknown_member_id
 

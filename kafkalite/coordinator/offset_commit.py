@@ -89,11 +89,9 @@ def validate_offset_commit(
         # Admin client or a consumer without group management: fine while nobody is in.
         return ErrorCode.none
     if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-        error = group.validate_member(member_id, group_instance_id)
+        error = group.validate_generation(member_id, group_instance_id, generation_id)
         if error is not ErrorCode.none:
             return error
-        if generation_id != group.generation_id:
-            return ErrorCode.illegal_generation
     elif group.state is not GroupState.EMPTY:
         # Anonymous commits would overwrite offsets the members are managing.
         return ErrorCode.unknown_member_id

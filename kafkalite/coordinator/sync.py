@@ -68,18 +68,15 @@ def _sync(ctx: Context, request: SyncGroupRequest, ticket: Ticket, now_ms: int) 
 
 
 def _validate(group: ClassicGroup, request: SyncGroupRequest) -> ErrorCode:
-    if group.state is GroupState.DEAD:
-        return ErrorCode.coordinator_not_available
-    error = group.validate_member(request.member_id, request.group_instance_id)
-    if error is not ErrorCode.none:
-        return error
-    if request.generation_id != group.generation_id:
-        return ErrorCode.illegal_generation
-    if _inconsistent(request.protocol_type, group.protocol_type) or _inconsistent(
-        request.protocol_name, group.protocol_name
+    error = group.validate_generation(
+        request.member_id, request.group_instance_id, request.generation_id
+    )
+    if error is ErrorCode.none and (
+        _inconsistent(request.protocol_type, group.protocol_type)
+        or _inconsistent(request.protocol_name, group.protocol_name)
     ):
         return ErrorCode.inconsistent_group_protocol
-    return ErrorCode.none
+    return error
 
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:
