@@ -201,11 +201,9 @@ def remove_sync_expiration(ctx: Context, group: ClassicGroup) -> None:
 
 
 def remove_pending_sync_member(ctx: Context, group: ClassicGroup, member_id: str) -> None:
+    """A SyncGroup arrived (CompletingRebalance or Stable): once all did, no sync deadline."""
     group.pending_sync_members.pop(member_id, None)
-    if group.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
-        if group.has_received_sync_from_all_members():
-            ctx.timers.cancel(sync_key(group.group_id))
-    else:
+    if group.has_received_sync_from_all_members():
         ctx.timers.cancel(sync_key(group.group_id))
 
 
@@ -261,8 +259,7 @@ def remove_member_and_update_group(
 def remove_pending_member_and_update_group(
     ctx: Context, group: ClassicGroup, member_id: str, now_ms: int
 ) -> None:
-    group.remove(member_id)
-    ctx.timers.cancel(heartbeat_key(group.group_id, member_id))
+    drop_member(ctx, group, member_id)
     if group.state is GroupState.PREPARING_REBALANCE and group.has_all_members_joined():
         complete_join(ctx, group, now_ms)
 
