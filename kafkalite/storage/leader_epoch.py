@@ -40,11 +40,16 @@ def write_atomically(path: Path, content: str | bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the creations, renames and removals of entries in directory `path` durable."""
+    fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(dir_fd)
+        os.fsync(fd)
     finally:
-        os.close(dir_fd)
+        os.close(fd)
 
 
 @dataclass(eq=False)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalite.storage.errors import StorageError
-from kafkalite.storage.leader_epoch import write_atomically
+from kafkalite.storage.leader_epoch import fsync_dir, write_atomically
 from kafkalite.storage.log import LogConfig, UnifiedLog
 
 log = logging.getLogger("kafkalite.storage")
@@ -120,7 +120,7 @@ class LogManager:
         if existing is not None:
             return existing
         created = UnifiedLog.open(self.log_dir / f"{topic}-{partition}", config, now_ms=now_ms)
-        _fsync_dir(self.log_dir)
+        fsync_dir(self.log_dir)
         self.logs[(topic, partition)] = created
         return created
 
@@ -135,7 +135,7 @@ class LogManager:
             return
         doomed = path.with_name(f"{topic}-{partition}.{uuid.uuid4().hex}-delete")
         os.rename(path, doomed)
-        _fsync_dir(self.log_dir)
+        fsync_dir(self.log_dir)
         if existing is not None:
             existing.dir = doomed
             existing.delete()
@@ -213,11 +213,3 @@ class LogManager:
             partition_log.close()
         self.checkpoint()
         write_atomically(self.log_dir / CLEAN_SHUTDOWN_FILE, '{"version":0,"brokerEpoch":-1}')
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
