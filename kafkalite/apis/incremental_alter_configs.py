@@ -138,23 +138,30 @@ def _check_entries(resource: Any) -> Outcome:
     return OK
 
 
-def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
-    outcome = _check_entries(resource)
-    if not outcome.ok:
-        return outcome
+def alter_resource(
+    ctx: RequestContext,
+    resource: Any,
+    change: Callable[[dict[str, str]], tuple[Outcome, dict[str, str]]],
+    validate_only: bool,
+) -> Outcome:
+    """A TOPIC resource altered by `change` (see alter_topic); a BROKER resource refused."""
     if resource.resource_type == RESOURCE_TOPIC:
-        return alter_topic(
-            ctx,
-            resource.resource_name,
-            lambda current: _apply(current, resource.configs),
-            validate_only,
-        )
+        return alter_topic(ctx, resource.resource_name, change, validate_only)
     if resource.resource_type == RESOURCE_BROKER:
         return alter_broker(ctx, resource)
     return Outcome(ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}")
 
 
-def resource_response(ctx: RequestContext, resource: Any, outcome: Outcome) -> Any:
+def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
+    outcome = _check_entries(resource)
+    if not outcome.ok:
+        return outcome
+    return alter_resource(
+        ctx, resource, lambda current: _apply(current, resource.configs), validate_only
+    )
+
+
+def _resource_response(ctx: RequestContext, resource: Any, outcome: Outcome) -> Any:
     return make(
         ctx.schema.AlterConfigsResourceResponse,
         error_code=outcome.error,
@@ -164,19 +171,28 @@ def resource_response(ctx: RequestContext, resource: Any, outcome: Outcome) -> A
     )
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
-    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
+def answer_each_resource_once(
+    ctx: RequestContext, resources: Any, alter: Callable[[Any], Outcome]
+) -> tuple[Any, ...]:
+    """One response per resource; a resource named more than once is refused each time and
+    left as it is. Shared with the legacy AlterConfigs."""
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
     responses = []
-    for resource in request.resources:
+    for resource in resources:
         if counts[resource.resource_type, resource.resource_name] > 1:
             outcome = Outcome(ErrorCode.invalid_request, "Each resource must appear at most once.")
         else:
-            outcome = _alter(ctx, resource, request.validate_only)
-        responses.append(resource_response(ctx, resource, outcome))
+            outcome = alter(resource)
+        responses.append(_resource_response(ctx, resource, outcome))
+    return tuple(responses)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    responses = answer_each_resource_once(
+        ctx, request.resources, lambda resource: _alter(ctx, resource, request.validate_only)
+    )
     return make(
-        ctx.schema.IncrementalAlterConfigsResponse,
-        throttle_time=NO_THROTTLE,
-        responses=tuple(responses),
+        ctx.schema.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=responses
     )
 
 
