@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -27,7 +27,6 @@ from kafkalite.coordinator import (
     JoinGroupResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
-    PartitionResult,
     SyncGroupRequest,
     SyncGroupResponse,
     Ticket,
@@ -166,12 +165,6 @@ class GroupCoordinatorService:
         log.info("created %s", OFFSETS_TOPIC)
         return ErrorCode.none
 
-    def _offsets_partition(self, group_id: str) -> Partition | None:
-        topic = self.replica_manager.topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            return None
-        return topic.partitions[group_partition(group_id, len(topic.partitions))]
-
     def _persist(self) -> dict[str, ErrorCode]:
         """Append the queued offset changes; returns the groups whose append failed."""
         changes = self.coordinator.take_changes()
@@ -179,15 +172,13 @@ class GroupCoordinatorService:
             return {}
         if self.ensure_offsets_topic() is not ErrorCode.none:
             return {c.group_id: ErrorCode.coordinator_not_available for c in changes}
+        partitions = self.replica_manager.topics[OFFSETS_TOPIC].partitions
         by_partition: dict[int, list[Change]] = defaultdict(list)
         for change in changes:
-            partition = self._offsets_partition(change.group_id)
-            assert partition is not None
-            by_partition[partition.index].append(change)
+            by_partition[group_partition(change.group_id, len(partitions))].append(change)
         failed: dict[str, ErrorCode] = {}
-        topic = self.replica_manager.topics[OFFSETS_TOPIC]
         for index, batch_changes in by_partition.items():
-            error = self._append(topic.partitions[index], batch_changes)
+            error = self._append(partitions[index], batch_changes)
             if error is not ErrorCode.none:
                 failed.update((c.group_id, error) for c in batch_changes)
         return failed
@@ -283,14 +274,6 @@ class GroupCoordinatorService:
                 count,
                 len(expired.deleted_groups),
             )
-
-    def unknown_partitions(self, partitions: Iterable[tuple[str, int]]) -> list[PartitionResult]:
-        """Commits for partitions the broker does not have: UNKNOWN_TOPIC_OR_PARTITION."""
-        return [
-            PartitionResult(topic, index, ErrorCode.unknown_topic_or_partition)
-            for topic, index in partitions
-            if self.replica_manager.partition(topic, index) is None
-        ]
 
 
 def log_records(log_: UnifiedLog) -> Iterator[Record]:
