@@ -16,11 +16,7 @@ from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
-    operations = (
-        authorized_operations.GROUP
-        if getattr(request, "include_authorized_operations", False)
-        else authorized_operations.OMITTED
-    )
+    requested = getattr(request, "include_authorized_operations", False)
     coordinator = ctx.broker.groups.coordinator
     described = [
         coordinator.describe_group(group_id, ctx.api_version) for group_id in request.groups
@@ -47,8 +43,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 for m in group.members
             ),
             # Kafka sets the operations only on groups described without an error.
-            authorized_operations=(
-                operations if group.error is ErrorCode.none else authorized_operations.OMITTED
+            authorized_operations=authorized_operations.when(
+                requested and group.error is ErrorCode.none, authorized_operations.GROUP
             ),
         )
         for group in described
