@@ -96,6 +96,15 @@ def _partitions(topic: str, count: int) -> set[tuple[str, int]]:
     return {(topic, p) for p in range(count)}
 
 
+def _scenario(
+    broker: BrokerProcess, topic_name: Callable[..., str], partitions: int
+) -> tuple[str, str, str, set[tuple[str, int]]]:
+    """A test's start: (bootstrap, a new topic of `partitions`, a group name, its partitions)."""
+    topic, group = topic_name(), topic_name("group")
+    create_topic(broker.bootstrap, topic, partitions)
+    return broker.bootstrap, topic, group, _partitions(topic, partitions)
+
+
 def _produce_keyed(bootstrap: str, topic: str, count: int, prefix: str = "") -> dict:
     """`count` keyed messages (the default partitioner spreads them): {(t, p, offset): value}."""
     prod = producer(bootstrap)
@@ -149,10 +158,7 @@ def _rebalances_since(member: MemberProcess, since: float) -> list[dict]:
 def test_three_members_own_partitions_exclusively_and_consume_each_message_once(
     group_broker: BrokerProcess, members: Members, topic_name: Callable[..., str]
 ) -> None:
-    bootstrap = group_broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 6)
-    wanted = _partitions(topic, 6)
+    bootstrap, topic, group, wanted = _scenario(group_broker, topic_name, 6)
     trio = [members.spawn(f"m{i}", bootstrap, group, [topic], commit="each") for i in range(3)]
     settled_at = members.wait_settled(trio, wanted)
     assert_exclusive_and_complete(trio, wanted)
@@ -291,9 +297,7 @@ def _resume_reads_exactly_the_rest(
 def test_commit_close_and_resume_from_committed_offsets(
     group_broker: BrokerProcess, members: Members, topic_name: Callable[..., str]
 ) -> None:
-    bootstrap = group_broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 3)
+    bootstrap, topic, group, _ = _scenario(group_broker, topic_name, 3)
     produced = _produce_keyed(bootstrap, topic, 300)
     metadata = "resume-here: ünïcode ✓"
     _, committed = _commit_then_stop(members, bootstrap, group, topic, 120, metadata)
@@ -305,9 +309,7 @@ def test_auto_commit_commits_on_close(
 ) -> None:
     """enable.auto.commit (the client default): commits on its interval and on close(), so
     the next member of the group starts where the last one stopped."""
-    bootstrap = group_broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 3)
+    bootstrap, topic, group, _ = _scenario(group_broker, topic_name, 3)
     produced = _produce_keyed(bootstrap, topic, 90)
     conf = {"enable.auto.commit": "true", "auto.commit.interval.ms": "200"}
     first = members.spawn("auto", bootstrap, group, [topic], conf=conf)
@@ -324,9 +326,7 @@ def test_auto_commit_commits_on_close(
 def test_commit_metadata_round_trips(
     group_broker: BrokerProcess, topic_name: Callable[..., str]
 ) -> None:
-    bootstrap = group_broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 2)
+    bootstrap, topic, group, _ = _scenario(group_broker, topic_name, 2)
     cons = group_consumer(bootstrap, group)
     try:
         result = cons.commit(
@@ -362,9 +362,7 @@ def test_commits_survive_broker_restart(
     OffsetCommit response is an acknowledgement like a Produce response. With a commit per
     message, the replay of `__consumer_offsets` must end at the latest one."""
     broker = broker_factory(GROUP_BROKER)
-    bootstrap = broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 3)
+    bootstrap, topic, group, _ = _scenario(broker, topic_name, 3)
     produced = _produce_keyed(bootstrap, topic, 300)
     metadata = f"before-{stop}"
     if stop == "sigterm":
@@ -389,11 +387,9 @@ def test_member_keeps_consuming_across_broker_restart(
     """The coordinator's memory goes with the broker; the member rejoins and resumes from its
     commits, so nothing produced before, during or after the restart is skipped."""
     broker = broker_factory(GROUP_BROKER)
-    bootstrap = broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 2)
+    bootstrap, topic, group, wanted = _scenario(broker, topic_name, 2)
     member = members.spawn("survivor", bootstrap, group, [topic], commit="each")
-    members.wait_settled([member], _partitions(topic, 2))
+    members.wait_settled([member], wanted)
     before = _produce_keyed(bootstrap, topic, 50, "before-")
     members.wait_for(lambda: set(consumed_counter([member])) >= set(before), 30, "first 50")
     restarted_at = time.monotonic()
@@ -406,7 +402,7 @@ def test_member_keeps_consuming_across_broker_restart(
     # shorter than the session timeout needs no rejoin, a longer one a rejoin. Either way
     # the member owns everything again and skipped nothing.
     assert member.settled()
-    assert member.assignment == frozenset(_partitions(topic, 2))
+    assert member.assignment == frozenset(wanted)
     assert set(consumed_counter([member])) == set(before) | set(after)
     rejoined = bool(member.of_kind("assigned", since=restarted_at))
     print(f"\n[groups] member rejoined after the broker restart: {rejoined}")
@@ -418,10 +414,7 @@ def test_member_keeps_consuming_across_broker_restart(
 def test_killed_member_loses_partitions_and_nothing_is_skipped(
     group_broker: BrokerProcess, members: Members, topic_name: Callable[..., str]
 ) -> None:
-    bootstrap = group_broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 6)
-    wanted = _partitions(topic, 6)
+    bootstrap, topic, group, wanted = _scenario(group_broker, topic_name, 6)
     background = BackgroundProducer(bootstrap, topic)
     background.start()
     try:
@@ -477,10 +470,7 @@ def test_clean_close_hands_partitions_over_without_waiting_for_the_session(
 ) -> None:
     """close() sends LeaveGroup: with a 30 s session timeout, only that explains a prompt
     takeover."""
-    bootstrap = group_broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 4)
-    wanted = _partitions(topic, 4)
+    bootstrap, topic, group, wanted = _scenario(group_broker, topic_name, 4)
     conf = {"session.timeout.ms": "30000"}
     pair = [
         members.spawn(f"m{i}", bootstrap, group, [topic], conf=conf, commit="each")
@@ -507,10 +497,7 @@ def test_clean_close_hands_partitions_over_without_waiting_for_the_session(
 def test_cooperative_sticky_rebalances_incrementally(
     group_broker: BrokerProcess, members: Members, topic_name: Callable[..., str]
 ) -> None:
-    bootstrap = group_broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 6)
-    wanted = _partitions(topic, 6)
+    bootstrap, topic, group, wanted = _scenario(group_broker, topic_name, 6)
     conf = {"partition.assignment.strategy": "cooperative-sticky"}
     background = BackgroundProducer(bootstrap, topic)
     background.start()
@@ -562,10 +549,7 @@ def test_cooperative_sticky_rebalances_incrementally(
 def test_cooperative_survivors_keep_their_partitions_when_a_member_dies(
     group_broker: BrokerProcess, members: Members, topic_name: Callable[..., str]
 ) -> None:
-    bootstrap = group_broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 6)
-    wanted = _partitions(topic, 6)
+    bootstrap, topic, group, wanted = _scenario(group_broker, topic_name, 6)
     conf = {"partition.assignment.strategy": "cooperative-sticky"}
     trio = [
         members.spawn(f"c{i}", bootstrap, group, [topic], conf=conf, commit="each")
@@ -622,9 +606,7 @@ def _quiet_window(members: Members, member: MemberProcess, since: float, seconds
 def test_static_member_restart_gets_its_partitions_back_without_rebalance(
     group_broker: BrokerProcess, members: Members, topic_name: Callable[..., str]
 ) -> None:
-    bootstrap = group_broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 4)
+    bootstrap, topic, group, wanted = _scenario(group_broker, topic_name, 4)
     a, b, rebalances_before = _static_pair(members, bootstrap, group, topic)
     owned_by_a = a.assignment
     stopped_at = time.monotonic()
@@ -637,7 +619,7 @@ def test_static_member_restart_gets_its_partitions_back_without_rebalance(
     rebalances_after = _quiet_window(members, b, a2.last("assigned")["t"], 1.5)
     assert _rebalances_since(b, stopped_at) == [], b.describe()
     assert rebalances_after == rebalances_before
-    assert_exclusive_and_complete([a2, b], _partitions(topic, 4))
+    assert_exclusive_and_complete([a2, b], wanted)
     # Both still consume.
     produced = _produce_keyed(bootstrap, topic, 40)
     members.wait_for(
@@ -652,9 +634,7 @@ def test_duplicate_static_member_fences_the_old_one(
 ) -> None:
     """A second process with the same group.instance.id takes over; the first one's next
     heartbeat gets FENCED_INSTANCE_ID, which librdkafka raises as a fatal consumer error."""
-    bootstrap = group_broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 4)
+    bootstrap, topic, group, wanted = _scenario(group_broker, topic_name, 4)
     a, b, rebalances_before = _static_pair(members, bootstrap, group, topic)
     owned_by_a = a.assignment
     started_at = time.monotonic()
@@ -672,17 +652,14 @@ def test_duplicate_static_member_fences_the_old_one(
     rebalances_after = _quiet_window(members, b, twin.last("assigned")["t"], 1.5)
     assert _rebalances_since(b, started_at) == [], b.describe()
     assert rebalances_after == rebalances_before
-    assert_exclusive_and_complete([twin, b], _partitions(topic, 4))
+    assert_exclusive_and_complete([twin, b], wanted)
 
 
 def test_static_member_away_longer_than_its_session_is_replaced(
     group_broker: BrokerProcess, members: Members, topic_name: Callable[..., str]
 ) -> None:
     """No LeaveGroup from a closing static member, but its session still expires."""
-    bootstrap = group_broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 4)
-    wanted = _partitions(topic, 4)
+    bootstrap, topic, group, wanted = _scenario(group_broker, topic_name, 4)
     conf = {"session.timeout.ms": "2000"}
     a = members.spawn("a", bootstrap, group, [topic], conf={**conf, "group.instance.id": "a"})
     b = members.spawn("b", bootstrap, group, [topic], conf={**conf, "group.instance.id": "b"})
@@ -719,10 +696,7 @@ def _group_offsets(
 def test_admin_lists_describes_and_deletes_groups(
     group_broker: BrokerProcess, members: Members, topic_name: Callable[..., str]
 ) -> None:
-    bootstrap = group_broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 4)
-    wanted = _partitions(topic, 4)
+    bootstrap, topic, group, wanted = _scenario(group_broker, topic_name, 4)
     conf = {"partition.assignment.strategy": "roundrobin"}
     pair = [
         members.spawn(f"admin-m{i}", bootstrap, group, [topic], conf=conf, commit="each")
@@ -862,9 +836,7 @@ def _commit_error(cons: Consumer, offsets: list[TopicPartition]) -> int | None:
 def test_bad_commits_fail_per_partition_and_the_group_keeps_working(
     group_broker: BrokerProcess, topic_name: Callable[..., str]
 ) -> None:
-    bootstrap = group_broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 2)
+    bootstrap, topic, group, wanted = _scenario(group_broker, topic_name, 2)
     first = _produce_keyed(bootstrap, topic, 20)
     cons = group_consumer(bootstrap, group)
     try:
@@ -894,7 +866,7 @@ def test_bad_commits_fail_per_partition_and_the_group_keeps_working(
         assert all(tp.error is None for tp in committed)
         ends = _end_offsets(bootstrap, topic, 2)
         assert {p: o for p, (o, _) in _committed(bootstrap, group, topic, 2).items()} == ends
-        assert {(tp.topic, tp.partition) for tp in cons.assignment()} == _partitions(topic, 2)
+        assert {(tp.topic, tp.partition) for tp in cons.assignment()} == wanted
     finally:
         cons.close()
 
@@ -902,9 +874,7 @@ def test_bad_commits_fail_per_partition_and_the_group_keeps_working(
 def test_session_timeout_below_the_broker_minimum_is_refused(
     group_broker: BrokerProcess, topic_name: Callable[..., str]
 ) -> None:
-    bootstrap = group_broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 1)
+    bootstrap, topic, group, _ = _scenario(group_broker, topic_name, 1)
     cons = group_consumer(bootstrap, group, **{"session.timeout.ms": "100"})
     try:
         cons.subscribe([topic])
@@ -926,10 +896,7 @@ def test_group_max_size_refuses_extra_members(
     broker_factory: Callable[..., BrokerProcess], members: Members, topic_name: Callable[..., str]
 ) -> None:
     broker = broker_factory({**GROUP_BROKER, "group.max.size": "2"})
-    bootstrap = broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 4)
-    wanted = _partitions(topic, 4)
+    bootstrap, topic, group, wanted = _scenario(broker, topic_name, 4)
     pair = [members.spawn(f"m{i}", bootstrap, group, [topic]) for i in range(2)]
     members.wait_settled(pair, wanted)
     extra = members.spawn("extra", bootstrap, group, [topic])
@@ -946,10 +913,7 @@ def test_group_max_size_refuses_extra_members(
 def test_more_members_than_partitions_leaves_some_idle(
     group_broker: BrokerProcess, members: Members, topic_name: Callable[..., str]
 ) -> None:
-    bootstrap = group_broker.bootstrap
-    topic, group = topic_name(), topic_name("group")
-    create_topic(bootstrap, topic, 2)
-    wanted = _partitions(topic, 2)
+    bootstrap, topic, group, wanted = _scenario(group_broker, topic_name, 2)
     trio = [members.spawn(f"m{i}", bootstrap, group, [topic], commit="each") for i in range(3)]
     members.wait_for(
         lambda: all(m.last("assigned") for m in trio) and exclusive_and_complete(trio, wanted),
