@@ -134,8 +134,16 @@ def _fill_in_batches(bootstrap: str, topic: str, count: int) -> None:
         produce_all(prod, topic, [{"value": b"msg-%03d" % i, "key": b"k", "partition": 0}])
 
 
-def _active_segment(broker: BrokerProcess, topic: str) -> Path:
-    return segment_files(broker.data_dir, topic, 0)[-1]
+def _ten_batches_then(
+    broker: BrokerProcess, topic_name: Callable[..., str], stop: Callable[[], object]
+) -> tuple[str, Path]:
+    """A new topic with ten single-message batches, then `stop` (the broker's stop or
+    kill): the topic and its active segment."""
+    topic = topic_name()
+    create_topic(broker.bootstrap, topic, 1)
+    _fill_in_batches(broker.bootstrap, topic, 10)
+    stop()
+    return topic, segment_files(broker.data_dir, topic, 0)[-1]
 
 
 def _check_recovered(broker: BrokerProcess, topic: str, expected: int) -> None:
@@ -171,11 +179,7 @@ GARBAGE = {
 def test_torn_tail_garbage_after_clean_stop(
     broker: BrokerProcess, topic_name: Callable[..., str]
 ) -> None:
-    topic = topic_name()
-    create_topic(broker.bootstrap, topic, 1)
-    _fill_in_batches(broker.bootstrap, topic, 10)
-    broker.stop()
-    segment = _active_segment(broker, topic)
+    topic, segment = _ten_batches_then(broker, topic_name, broker.stop)
     good_size = file_size(segment)
     _append_garbage(segment, GARBAGE["random"])
 
@@ -187,11 +191,7 @@ def test_torn_tail_garbage_after_clean_stop(
 def test_torn_tail_garbage_after_kill(
     broker: BrokerProcess, topic_name: Callable[..., str]
 ) -> None:
-    topic = topic_name()
-    create_topic(broker.bootstrap, topic, 1)
-    _fill_in_batches(broker.bootstrap, topic, 10)
-    broker.kill()
-    segment = _active_segment(broker, topic)
+    topic, segment = _ten_batches_then(broker, topic_name, broker.kill)
     good_size = file_size(segment)
     for garbage in GARBAGE.values():
         _append_garbage(segment, garbage)
@@ -206,11 +206,7 @@ def test_torn_tail_garbage_after_kill(
 def test_torn_tail_half_written_last_batch(
     broker: BrokerProcess, topic_name: Callable[..., str]
 ) -> None:
-    topic = topic_name()
-    create_topic(broker.bootstrap, topic, 1)
-    _fill_in_batches(broker.bootstrap, topic, 10)
-    broker.kill()
-    segment = _active_segment(broker, topic)
+    topic, segment = _ten_batches_then(broker, topic_name, broker.kill)
     batches = batch_positions(segment)
     assert len(batches) == 10
     last_pos, last_size, last_base = batches[-1]
@@ -226,11 +222,7 @@ def test_torn_tail_corrupted_last_batch_crc(
     broker: BrokerProcess, topic_name: Callable[..., str]
 ) -> None:
     """A whole-length last batch whose bytes were not all written (CRC mismatch)."""
-    topic = topic_name()
-    create_topic(broker.bootstrap, topic, 1)
-    _fill_in_batches(broker.bootstrap, topic, 10)
-    broker.kill()
-    segment = _active_segment(broker, topic)
+    topic, segment = _ten_batches_then(broker, topic_name, broker.kill)
     last_pos, last_size, _ = batch_positions(segment)[-1]
     with open(segment, "r+b") as f:
         f.seek(last_pos + last_size - 3)
@@ -253,7 +245,12 @@ def test_clean_shutdown_marker_and_quick_restart(
     assert watermarks(broker.bootstrap, topic, 0) == (0, 1)
 
 
-def _many_segments(broker: BrokerProcess, topic: str, count: int) -> None:
+def _many_segments_then_kill(
+    broker: BrokerProcess, topic_name: Callable[..., str], count: int
+) -> tuple[str, list[Path]]:
+    """A new topic of `count` small batches in 2 KiB segments (at least three), then kill -9:
+    the topic and its segment files."""
+    topic = topic_name()
     create_topic(
         broker.bootstrap,
         topic,
@@ -269,6 +266,10 @@ def _many_segments(broker: BrokerProcess, topic: str, count: int) -> None:
             for i in range(count)
         ),
     )
+    broker.kill()
+    segments = segment_files(broker.data_dir, topic, 0)
+    assert len(segments) >= 3
+    return topic, segments
 
 
 TS_BASE = 1_700_000_000_000
@@ -295,11 +296,7 @@ def test_index_files_rebuilt(
 ) -> None:
     """Offset and time indexes are derived data: damaged or missing, they are rebuilt and
     every lookup (fetch from an offset, offsets_for_times) still works."""
-    topic = topic_name()
-    _many_segments(broker, topic, 60)
-    segments = segment_files(broker.data_dir, topic, 0)
-    assert len(segments) >= 3
-    broker.kill()
+    topic, segments = _many_segments_then_kill(broker, topic_name, 60)
     for segment in segments:
         for suffix in (".index", ".timeindex"):
             index = segment.with_suffix(suffix)
@@ -319,11 +316,7 @@ def test_index_files_rebuilt(
 def test_kill_9_with_many_segments_and_torn_tail(
     broker: BrokerProcess, topic_name: Callable[..., str]
 ) -> None:
-    topic = topic_name()
-    _many_segments(broker, topic, 60)
-    broker.kill()
-    segments = segment_files(broker.data_dir, topic, 0)
-    assert len(segments) >= 3
+    topic, segments = _many_segments_then_kill(broker, topic_name, 60)
     _append_garbage(segments[-1], GARBAGE["fake-header"])
     broker.start()
     assert [s.name for s in segment_files(broker.data_dir, topic, 0)] == [s.name for s in segments]
@@ -337,12 +330,8 @@ def test_torn_middle_segment_truncates_the_rest(
     and, as Kafka does, drops the later segments (they follow invalid data). Without the
     recovery-point checkpoint every segment is recovered (Kafka's rule), so which
     segments were flushed before the crash does not matter."""
-    topic = topic_name()
-    _many_segments(broker, topic, 60)
-    broker.kill()
+    topic, segments = _many_segments_then_kill(broker, topic_name, 60)
     (broker.data_dir / "recovery-point-offset-checkpoint").unlink(missing_ok=True)
-    segments = segment_files(broker.data_dir, topic, 0)
-    assert len(segments) >= 3
     middle = segments[1]
     positions = batch_positions(middle)
     pos, size, base = positions[len(positions) // 2]
