@@ -5,10 +5,12 @@ DeleteRecords and DescribeCluster."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
+    AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -209,17 +211,12 @@ def test_admin_changes_survive_restart(
     client = admin(bootstrap)
     client.delete_topics([gone])[gone].result(timeout=CLIENT_TIMEOUT)
     client.create_partitions([NewPartitions(kept, 3)])[kept].result(timeout=CLIENT_TIMEOUT)
-    resource = ConfigResource(
-        ConfigResource.Type.TOPIC,
+    _alter_topic(
+        client,
         kept,
-        incremental_configs=[
-            ConfigEntry(
-                "retention.bytes", "123456789", incremental_operation=AlterConfigOpType.SET
-            ),
-            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
-        ],
-    )
-    next(iter(client.incremental_alter_configs([resource]).values())).result(CLIENT_TIMEOUT)
+        ("retention.bytes", "123456789", AlterConfigOpType.SET),
+        ("retention.ms", None, AlterConfigOpType.DELETE),
+    ).result(CLIENT_TIMEOUT)
     produce_all(producer(bootstrap), kept, ({"value": b"v", "partition": 2} for _ in range(10)))
     tp = TopicPartition(kept, 2, 4)
     client.delete_records([tp])[tp].result(timeout=CLIENT_TIMEOUT)
@@ -291,6 +288,16 @@ def _describe_topic(bootstrap: str, topic: str) -> dict[str, ConfigEntry]:
     return _describe(bootstrap, ConfigResource(ConfigResource.Type.TOPIC, topic))
 
 
+def _alter_topic(
+    client: AdminClient, topic: str, *changes: tuple[str, str | None, AlterConfigOpType]
+) -> Future:
+    """IncrementalAlterConfigs of (name, value, operation) on one topic: the result's future."""
+    entries = [ConfigEntry(name, value, incremental_operation=op) for name, value, op in changes]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    (future,) = client.incremental_alter_configs([resource]).values()
+    return future
+
+
 def test_describe_configs_topic(
     admin_broker: BrokerProcess, topic_name: Callable[..., str]
 ) -> None:
@@ -360,16 +367,13 @@ def test_incremental_alter_configs(
     bootstrap = admin_broker.bootstrap
     create_topic(bootstrap, topic, 1, {"segment.bytes": "1048576"})
     client = admin(bootstrap)
-    resource = ConfigResource(
-        ConfigResource.Type.TOPIC,
+    future = _alter_topic(
+        client,
         topic,
-        incremental_configs=[
-            ConfigEntry("retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET),
-            ConfigEntry("retention.bytes", "999999", incremental_operation=AlterConfigOpType.SET),
-            ConfigEntry("segment.bytes", None, incremental_operation=AlterConfigOpType.DELETE),
-        ],
+        ("retention.ms", "86400000", AlterConfigOpType.SET),
+        ("retention.bytes", "999999", AlterConfigOpType.SET),
+        ("segment.bytes", None, AlterConfigOpType.DELETE),
     )
-    (future,) = client.incremental_alter_configs([resource]).values()
     assert future.result(timeout=CLIENT_TIMEOUT) is None
     configs = _describe_topic(bootstrap, topic)
     assert configs["retention.ms"].value == "86400000"
@@ -379,30 +383,16 @@ def test_incremental_alter_configs(
     assert configs["segment.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
 
     # APPEND / SUBTRACT on a list config.
-    resource = ConfigResource(
-        ConfigResource.Type.TOPIC,
-        topic,
-        incremental_configs=[
-            ConfigEntry(
-                "cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND
-            ),
-        ],
+    _alter_topic(client, topic, ("cleanup.policy", "compact", AlterConfigOpType.APPEND)).result(
+        CLIENT_TIMEOUT
     )
-    next(iter(client.incremental_alter_configs([resource]).values())).result(CLIENT_TIMEOUT)
     assert _describe_topic(bootstrap, topic)["cleanup.policy"].value == "delete,compact"
-    resource = ConfigResource(
-        ConfigResource.Type.TOPIC,
-        topic,
-        incremental_configs=[
-            ConfigEntry(
-                "cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT
-            ),
-        ],
+    _alter_topic(client, topic, ("cleanup.policy", "delete", AlterConfigOpType.SUBTRACT)).result(
+        CLIENT_TIMEOUT
     )
-    next(iter(client.incremental_alter_configs([resource]).values())).result(CLIENT_TIMEOUT)
     assert _describe_topic(bootstrap, topic)["cleanup.policy"].value == "compact"
 
-    # Persisted: survives as the topic's config (described again from a new client).
+    # Later alterations keep the earlier ones (persistence: test_admin_changes_survive_restart).
     assert _describe_topic(bootstrap, topic)["retention.ms"].value == "86400000"
 
 
@@ -412,24 +402,15 @@ def test_incremental_alter_configs_invalid(
     topic = topic_name()
     create_topic(admin_broker.bootstrap, topic, 1)
     client = admin(admin_broker.bootstrap)
-    for entry in (
-        ConfigEntry("retention.ms", "not-a-number", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("no.such.config", "1", incremental_operation=AlterConfigOpType.SET),
-    ):
-        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
-        (future,) = client.incremental_alter_configs([resource]).values()
-        assert _error_of(future).code() == KafkaError.INVALID_CONFIG, entry.name
+    for name, value in (("retention.ms", "not-a-number"), ("no.such.config", "1")):
+        future = _alter_topic(client, topic, (name, value, AlterConfigOpType.SET))
+        assert _error_of(future).code() == KafkaError.INVALID_CONFIG, name
     assert _describe_topic(admin_broker.bootstrap, topic)["retention.ms"].source == (
         ConfigSource.STATIC_BROKER_CONFIG.value
     )
-    missing = ConfigResource(
-        ConfigResource.Type.TOPIC,
-        topic_name("missing"),
-        incremental_configs=[
-            ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)
-        ],
+    future = _alter_topic(
+        client, topic_name("missing"), ("retention.ms", "1000", AlterConfigOpType.SET)
     )
-    (future,) = client.incremental_alter_configs([missing]).values()
     assert _error_of(future).code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
@@ -443,15 +424,9 @@ def test_altered_retention_takes_effect(
     prod = producer(broker.bootstrap, **{"linger.ms": 0, "batch.num.messages": 1})
     produce_all(prod, topic, ({"value": b"y" * 200, "partition": 0} for _ in range(30)))
     assert watermarks(broker.bootstrap, topic, 0) == (0, 30)
-    resource = ConfigResource(
-        ConfigResource.Type.TOPIC,
-        topic,
-        incremental_configs=[
-            ConfigEntry("retention.bytes", "1500", incremental_operation=AlterConfigOpType.SET)
-        ],
-    )
-    (future,) = admin(broker.bootstrap).incremental_alter_configs([resource]).values()
-    future.result(timeout=CLIENT_TIMEOUT)
+    _alter_topic(
+        admin(broker.bootstrap), topic, ("retention.bytes", "1500", AlterConfigOpType.SET)
+    ).result(timeout=CLIENT_TIMEOUT)
     wait_until(
         lambda: watermarks(broker.bootstrap, topic, 0)[0] > 0, message="retention after alter"
     )
