@@ -26,6 +26,11 @@ def _serve(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _serve_overrides(cwd: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
+    """`kafkalite serve --override o` for each of `overrides`."""
+    return _serve(*(arg for override in overrides for arg in ("--override", override)), cwd=cwd)
+
+
 def _assert_usage_error(result: subprocess.CompletedProcess[str], *words: str) -> None:
     assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
@@ -39,15 +44,7 @@ def _listener(port: int = 0) -> str:
 
 
 def test_unknown_property(tmp_path: Path) -> None:
-    result = _serve(
-        "--override",
-        f"log.dirs={tmp_path}",
-        "--override",
-        _listener(),
-        "--override",
-        "no.such.property=1",
-        cwd=tmp_path,
-    )
+    result = _serve_overrides(tmp_path, f"log.dirs={tmp_path}", _listener(), "no.such.property=1")
     _assert_usage_error(result, "no.such.property")
 
 
@@ -64,20 +61,12 @@ def test_unknown_property(tmp_path: Path) -> None:
     ],
 )
 def test_bad_value(tmp_path: Path, override: str) -> None:
-    result = _serve(
-        "--override",
-        f"log.dirs={tmp_path}",
-        "--override",
-        _listener(),
-        "--override",
-        override,
-        cwd=tmp_path,
-    )
+    result = _serve_overrides(tmp_path, f"log.dirs={tmp_path}", _listener(), override)
     _assert_usage_error(result, override.split("=")[0])
 
 
 def test_override_without_equals(tmp_path: Path) -> None:
-    result = _serve("--override", "num.partitions", cwd=tmp_path)
+    result = _serve_overrides(tmp_path, "num.partitions")
     _assert_usage_error(result)
 
 
@@ -105,24 +94,14 @@ def test_port_in_use(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = _serve(
-            "--override",
-            f"log.dirs={tmp_path / 'data'}",
-            "--override",
-            _listener(port),
-            cwd=tmp_path,
-        )
+        result = _serve_overrides(tmp_path, f"log.dirs={tmp_path / 'data'}", _listener(port))
     _assert_usage_error(result, str(port))
 
 
 def test_port_in_use_by_another_broker(tmp_path: Path) -> None:
     with BrokerProcess(tmp_path / "first") as first:
-        result = _serve(
-            "--override",
-            f"log.dirs={tmp_path / 'second'}",
-            "--override",
-            _listener(first.port),
-            cwd=tmp_path,
+        result = _serve_overrides(
+            tmp_path, f"log.dirs={tmp_path / 'second'}", _listener(first.port)
         )
         _assert_usage_error(result)
         # The first broker is unaffected.
@@ -132,7 +111,7 @@ def test_port_in_use_by_another_broker(tmp_path: Path) -> None:
 def test_log_dir_is_a_file(tmp_path: Path) -> None:
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("I am a file\n")
-    result = _serve("--override", f"log.dirs={not_a_dir}", "--override", _listener(), cwd=tmp_path)
+    result = _serve_overrides(tmp_path, f"log.dirs={not_a_dir}", _listener())
     _assert_usage_error(result, str(not_a_dir))
 
 
@@ -140,7 +119,7 @@ def test_log_dir_under_a_file(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     target = blocker / "data"
-    result = _serve("--override", f"log.dirs={target}", "--override", _listener(), cwd=tmp_path)
+    result = _serve_overrides(tmp_path, f"log.dirs={target}", _listener())
     _assert_usage_error(result)
 
 
