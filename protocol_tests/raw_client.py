@@ -286,7 +286,7 @@ def produce_request(
 
 def fetch_request(
     topic: str | None,
-    partition: int,
+    partition: int | tuple[int, ...],
     offset: int,
     *,
     version: int = 12,
@@ -296,19 +296,23 @@ def fetch_request(
     max_bytes: int = 50 * 1024 * 1024,
     partition_max_bytes: int = 1024 * 1024,
 ) -> Any:
-    fetch_partition = build(
-        1,
-        version,
-        "FetchPartition",
-        partition=partition,
-        current_leader_epoch=-1,
-        fetch_offset=offset,
-        last_fetched_epoch=-1,
-        log_start_offset=-1,
-        partition_max_bytes=partition_max_bytes,
+    """A fetch of one topic from `offset`, in one partition or (a tuple) in several."""
+    fetch_partitions = tuple(
+        build(
+            1,
+            version,
+            "FetchPartition",
+            partition=index,
+            current_leader_epoch=-1,
+            fetch_offset=offset,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=partition_max_bytes,
+        )
+        for index in ((partition,) if isinstance(partition, int) else partition)
     )
     fetch_topic = build(
-        1, version, "FetchTopic", topic=topic, topic_id=topic_id, partitions=(fetch_partition,)
+        1, version, "FetchTopic", topic=topic, topic_id=topic_id, partitions=fetch_partitions
     )
     return build(
         1,

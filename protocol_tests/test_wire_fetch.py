@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import time
 import uuid
 from collections.abc import Callable
@@ -12,7 +11,6 @@ import pytest
 from protocol_tests.batches import Record, build_batch, decode_records, simple_batch
 from protocol_tests.raw_client import (
     RawClient,
-    build,
     create_topics_request,
     fetch_request,
     list_offsets_request,
@@ -239,42 +237,12 @@ def test_fetch_max_bytes_across_partitions(client: RawClient) -> None:
         batch = build_batch([Record(b"k", b"p%d" % partition + b"x" * 5000)])
         response = client.request(produce_request(topic, partition, batch))
         assert response.responses[0].partition_responses[0].error_code == NONE
-    version = 12
-
-    def request(max_bytes: int) -> object:
-        partitions = tuple(
-            build(
-                1,
-                version,
-                "FetchPartition",
-                partition=p,
-                current_leader_epoch=-1,
-                fetch_offset=0,
-                last_fetched_epoch=-1,
-                log_start_offset=-1,
-                partition_max_bytes=1_000_000,
-            )
-            for p in (0, 1)
-        )
-        fetch_topic = build(1, version, "FetchTopic", topic=topic, partitions=partitions)
-        return build(
-            1,
-            version,
-            "FetchRequest",
-            replica_id=-1,
-            max_wait=datetime.timedelta(0),
-            min_bytes=1,
-            max_bytes=max_bytes,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=(fetch_topic,),
-            forgotten_topics_data=(),
-            rack_id="",
-        )
 
     def counts(max_bytes: int) -> list[int]:
-        parts = client.request(request(max_bytes)).responses[0].partitions
+        request = fetch_request(
+            topic, (0, 1), 0, max_bytes=max_bytes, partition_max_bytes=1_000_000
+        )
+        parts = client.request(request).responses[0].partitions
         return [
             len(decode_records(p.records)) for p in sorted(parts, key=lambda p: p.partition_index)
         ]
