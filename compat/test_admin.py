@@ -364,10 +364,7 @@ def test_describe_topic_config_defaults(admin: AdminClient, topic_name: Callable
 
 
 def test_topic_config_default_retention_ms(
-    request: pytest.FixtureRequest,
-    target: Target,
-    admin: AdminClient,
-    topic_name: Callable[..., str],
+    target: Target, admin: AdminClient, topic_name: Callable[..., str]
 ) -> None:
     name = topic_name()
     create_topic(admin, name)
@@ -378,10 +375,7 @@ def test_topic_config_default_retention_ms(
 
 
 def test_topic_config_default_timestamp_after_max_ms(
-    request: pytest.FixtureRequest,
-    target: Target,
-    admin: AdminClient,
-    topic_name: Callable[..., str],
+    admin: AdminClient, topic_name: Callable[..., str]
 ) -> None:
     name = topic_name()
     create_topic(admin, name)
@@ -389,12 +383,7 @@ def test_topic_config_default_timestamp_after_max_ms(
     assert (entry.value, entry.source) == ("3600000", ConfigSource.DEFAULT_CONFIG.value)
 
 
-def test_topic_config_names(
-    request: pytest.FixtureRequest,
-    target: Target,
-    admin: AdminClient,
-    topic_name: Callable[..., str],
-) -> None:
+def test_topic_config_names(admin: AdminClient, topic_name: Callable[..., str]) -> None:
     """Every topic config Kafka 4 describes (tiered storage, replication throttles and share
     groups aside) exists, so clients may set it."""
     name = topic_name()
@@ -511,12 +500,7 @@ def test_incremental_alter_configs_errors(
 
 
 @pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")
-def test_legacy_alter_configs(
-    request: pytest.FixtureRequest,
-    target: Target,
-    admin: AdminClient,
-    topic_name: Callable[..., str],
-) -> None:
+def test_legacy_alter_configs(admin: AdminClient, topic_name: Callable[..., str]) -> None:
     """AlterConfigs (API 33) replaces a resource's whole set of dynamic configs."""
     name = topic_name()
     create_topic(admin, name, config={"cleanup.policy": "compact"})
@@ -578,9 +562,7 @@ def test_describe_cluster(target: Target, admin: AdminClient) -> None:
 # DescribeCluster. With no authorizer Kafka answers with every operation of the resource type.
 
 
-def test_describe_cluster_authorized_operations(
-    request: pytest.FixtureRequest, target: Target, admin: AdminClient
-) -> None:
+def test_describe_cluster_authorized_operations(admin: AdminClient) -> None:
     cluster = admin.describe_cluster(include_authorized_operations=True).result(timeout=TIMEOUT)
     assert sorted(op.name for op in cluster.authorized_operations or []) == sorted(
         [
@@ -596,10 +578,7 @@ def test_describe_cluster_authorized_operations(
 
 
 def test_describe_topic_authorized_operations(
-    request: pytest.FixtureRequest,
-    target: Target,
-    admin: AdminClient,
-    topic_name: Callable[..., str],
+    admin: AdminClient, topic_name: Callable[..., str]
 ) -> None:
     name = topic_name()
     create_topic(admin, name)

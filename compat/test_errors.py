@@ -128,9 +128,7 @@ def test_create_topic_longest_legal_name(target, topic_name: Callable[..., str])
     assert name in topic_names(target.bootstrap)
 
 
-def test_create_topic_colliding_name(
-    request: pytest.FixtureRequest, target, topic_name: Callable[..., str]
-) -> None:
+def test_create_topic_colliding_name(target, topic_name: Callable[..., str]) -> None:
     """'.' and '_' collide in metric names: Kafka refuses a.b when a_b exists."""
     base = topic_name().replace(".", "-").replace("_", "-")
     create_topic(target.bootstrap, f"{base}_x", 1)
@@ -310,7 +308,7 @@ def test_timestamp_outside_the_topic_limits(target, topic_name: Callable[..., st
 
 
 def test_compacted_topic_refuses_records_without_a_key(
-    request: pytest.FixtureRequest, target, topic_name: Callable[..., str]
+    target, topic_name: Callable[..., str]
 ) -> None:
     """cleanup.policy=compact: a record without a key is INVALID_RECORD (tombstones with a
     key are fine)."""
@@ -405,7 +403,7 @@ def test_commit_errors_and_out_of_range_commits(target, topic_name: Callable[...
         assert committed.offset == 1000
     finally:
         cons.close()
-    assert topic_name("missing") not in topic_names(target.bootstrap)
+    assert missing not in topic_names(target.bootstrap)
 
     member = consumer(
         target.bootstrap,

@@ -262,7 +262,6 @@ def test_order_within_a_partition(target, topic_name: Callable[..., str]) -> Non
     ],
 )
 def test_topic_compression_type(
-    request: pytest.FixtureRequest,
     target,
     topic_name: Callable[..., str],
     topic_codec: str,
