@@ -60,9 +60,6 @@ class OffsetStore:
     def has_offsets(self, group_id: str) -> bool:
         return bool(self._by_group.get(group_id))
 
-    def group_ids(self) -> list[str]:
-        return list(self._by_group)
-
     def delete(self, group_id: str, partitions: Iterable[TopicPartition]) -> int:
         removed = self.unload(group_id, partitions)
         self.changes.extend(OffsetChange(group_id, tp, None) for tp in removed)
