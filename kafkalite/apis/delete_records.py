@@ -13,8 +13,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.metadata import INTERNAL_TOPICS
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 INVALID_LOW_WATERMARK = -1
 
 

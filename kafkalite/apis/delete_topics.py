@@ -13,17 +13,19 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-from kafkalite.apis.topic_admin import deadline_passed
+from kafkalite.apis.topic_admin import DUPLICATE_NAME, deadline_passed
 from kafkalite.broker.replica_manager import Outcome
 
 # Kafka's ApiError(error) carries the error's default message.
 UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
 UNKNOWN_TOPIC_ID_MESSAGE = "This server does not host this topic ID."
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -36,24 +38,6 @@ class _Deletion:
     duplicate_ids: list[uuid.UUID] = field(default_factory=list)
     answers: list[tuple[str | None, uuid.UUID | None, Outcome]] = field(default_factory=list)
 
-    def add_name(self, name: str) -> None:
-        if name in self.duplicate_names:
-            return
-        if name in self.names:
-            self.names.remove(name)
-            self.duplicate_names.append(name)
-        else:
-            self.names.append(name)
-
-    def add_id(self, topic_id: uuid.UUID) -> None:
-        if topic_id in self.duplicate_ids:
-            return
-        if topic_id in self.ids:
-            self.ids.remove(topic_id)
-            self.duplicate_ids.append(topic_id)
-        else:
-            self.ids.append(topic_id)
-
     def answer(self, name: str | None, topic_id: uuid.UUID | None, outcome: Outcome) -> None:
         self.answers.append((name, topic_id, outcome))
 
@@ -64,6 +48,17 @@ def _requested(request: Any) -> Iterable[tuple[str | None, uuid.UUID | None]]:
         yield name, None
     for state in getattr(request, "topics", ()):
         yield state.name, state.topic_id  # kio reads the zero UUID as None
+
+
+def _add_once(item: T, once: list[T], repeated: list[T]) -> None:
+    """Keep an entry in `once` until it is named again, then only in `repeated`."""
+    if item in repeated:
+        return
+    if item in once:
+        once.remove(item)
+        repeated.append(item)
+    else:
+        once.append(item)
 
 
 def _sort(request: Any) -> _Deletion:
@@ -84,11 +79,11 @@ def _sort(request: Any) -> _Deletion:
                 ),
             )
         elif name is not None:
-            deletion.add_name(name)
+            _add_once(name, deletion.names, deletion.duplicate_names)
         else:
-            deletion.add_id(topic_id)  # type: ignore[arg-type]
+            _add_once(topic_id, deletion.ids, deletion.duplicate_ids)  # type: ignore[arg-type]
     for name in deletion.duplicate_names:
-        deletion.answer(name, None, Outcome(ErrorCode.invalid_request, "Duplicate topic name."))
+        deletion.answer(name, None, DUPLICATE_NAME)
     for topic_id in deletion.duplicate_ids:
         deletion.answer(None, topic_id, Outcome(ErrorCode.invalid_request, "Duplicate topic id."))
     return deletion
