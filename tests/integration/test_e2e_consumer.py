@@ -3,12 +3,13 @@ size limits smaller than a message, concurrent producers and many partitions."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import OFFSET_END, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from e2e_helpers import (
     consume_all,
     consumer,
@@ -16,10 +17,31 @@ from e2e_helpers import (
     first_error,
     produce_all,
     producer,
+    wait_until,
     watermarks,
 )
 
 from kafkalite.testing import BrokerProcess
+
+
+def _wait_for_parked_fetch(cons: Consumer, statistics: list[str], topic: str, offset: int) -> None:
+    """Poll (which serves the statistics callback, and must deliver nothing) until the
+    consumer's latest statistics show it fetching `topic` partition 0 at `offset` with a
+    request awaiting the broker's answer: a long poll parked at the log end."""
+
+    def parked() -> bool:
+        assert cons.poll(0.05) is None, "a message before it was produced"
+        if not statistics:
+            return False
+        latest = json.loads(statistics[-1])
+        partition = latest["topics"].get(topic, {}).get("partitions", {}).get("0", {})
+        return (
+            partition.get("fetch_state") == "active"
+            and partition.get("next_offset") == offset
+            and any(b["waitresp_cnt"] and b["req"].get("Fetch") for b in latest["brokers"].values())
+        )
+
+    wait_until(parked, 10, message=f"a fetch parked at offset {offset}")
 
 
 def test_tailing_consumer_gets_new_messages_promptly(
@@ -30,14 +52,17 @@ def test_tailing_consumer_gets_new_messages_promptly(
     bootstrap = module_broker.bootstrap
     create_topic(bootstrap, topic, 1)
     produce_all(producer(bootstrap), topic, [{"value": b"old"}])
-    cons = consumer(bootstrap, **{"fetch.wait.max.ms": 5000})
+    statistics: list[str] = []
+    cons = consumer(
+        bootstrap,
+        **{"fetch.wait.max.ms": 5000, "statistics.interval.ms": 50, "stats_cb": statistics.append},
+    )
     try:
-        cons.assign([TopicPartition(topic, 0, OFFSET_END)])
-        # Let the consumer reach the end (no message is delivered while it sits there).
-        assert cons.poll(1.0) is None
+        cons.assign([TopicPartition(topic, 0, 1)])  # the log end
         prod = producer(bootstrap, **{"linger.ms": 0})
         latencies = []
         for i in range(3):
+            _wait_for_parked_fetch(cons, statistics, topic, 1 + i)
             sent = time.monotonic()
             produce_all(prod, topic, [{"value": b"new-%d" % i}])
             message = None
@@ -63,6 +88,7 @@ def test_offset_beyond_end_resets(
     if reset == "error":
         error, _ = first_error(bootstrap, topic, 0, 100, **{"auto.offset.reset": "error"})
         assert error is not None
+        assert error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
         return
     if reset == "earliest":
         _, offsets = first_error(bootstrap, topic, 0, 100, **{"auto.offset.reset": "earliest"})
