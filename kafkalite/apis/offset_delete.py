@@ -24,20 +24,18 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         for tp in requested
         if ctx.broker.replica_manager.partition(*tp) is None
     }
-    top_error = ErrorCode.none
-    if not request.group_id:
-        top_error = ErrorCode.invalid_group_id
-    else:
-        deleted = groups.coordinator.delete_offsets(
-            request.group_id, [tp for tp in requested if tp not in errors]
-        )
-        groups.after_call()
-        top_error = deleted.error
-        errors.update((TopicPartition(r.topic, r.partition), r.error) for r in deleted.partitions)
-    if top_error is not ErrorCode.none:
+    deleted = groups.coordinator.delete_offsets(
+        request.group_id, [tp for tp in requested if tp not in errors]
+    )
+    groups.after_call()
+    if deleted.error is not ErrorCode.none:
         return make(
-            schema.OffsetDeleteResponse, error_code=top_error, throttle_time=NO_THROTTLE, topics=()
+            schema.OffsetDeleteResponse,
+            error_code=deleted.error,
+            throttle_time=NO_THROTTLE,
+            topics=(),
         )
+    errors.update((TopicPartition(r.topic, r.partition), r.error) for r in deleted.partitions)
     topics = tuple(
         make(
             schema.OffsetDeleteResponseTopic,

@@ -264,8 +264,11 @@ def delete_offsets(
     """OffsetDelete, as Kafka's OffsetMetadataManager.deleteOffsets with a classic group.
 
     Only offsets nobody consumes may go: a live group's subscribed topics answer
-    GROUP_SUBSCRIBED_TO_TOPIC, and a live non-consumer group refuses as a whole.
+    GROUP_SUBSCRIBED_TO_TOPIC, and a live non-consumer group refuses as a whole. Unlike
+    OffsetCommit and OffsetFetch, the group id "" is INVALID_GROUP_ID.
     """
+    if not group_id:
+        return OffsetDeleteResponse(ErrorCode.invalid_group_id)
     group = ctx.groups.get(group_id)
     if group is None or group.state is GroupState.DEAD:
         return OffsetDeleteResponse(ErrorCode.group_id_not_found)
