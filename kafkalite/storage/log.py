@@ -32,7 +32,7 @@ from kafkalite.storage.errors import (
     RecordListTooLargeError,
     from_invalid_batch,
 )
-from kafkalite.storage.leader_epoch import LeaderEpochCache
+from kafkalite.storage.leader_epoch import LeaderEpochCache, fsync_dir
 from kafkalite.storage.producer_state import BatchMetadata, ProducerStateManager
 from kafkalite.storage.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, decode_records, recompress
 from kafkalite.storage.segment import (
@@ -604,14 +604,14 @@ class UnifiedLog:
         assert self.segments[first : first + len(old)] == old and old[-1] is not self.segments[-1]
         try:
             new.change_suffix(SWAP_SUFFIX)
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             for segment in old:
                 segment.delete()
             self.segments[first : first + len(old)] = [new]
             self._bases_key = None  # a middle segment changed: the cache key cannot tell
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             new.change_suffix("")
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
         except OSError as exc:
             message = f"swapping cleaned segments into {self.dir} failed: {exc}"
             raise KafkaStorageError(message) from exc
@@ -637,7 +637,7 @@ class UnifiedLog:
                 break
             segment.flush()
         if self._dir_dirty:
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             self._dir_dirty = False
         self.recovery_point = max(self.recovery_point, offset)
 
@@ -767,12 +767,12 @@ def _complete_swap(dir: Path, swap_log: Path) -> None:
         if base <= old_base < end:
             for path in segment_paths(dir, old_base):
                 path.unlink(missing_ok=True)
-    _fsync_dir(dir)
+    fsync_dir(dir)
     swap_paths, final_paths = segment_paths(dir, base, SWAP_SUFFIX), segment_paths(dir, base)
     for source, target in zip(swap_paths[::-1], final_paths[::-1], strict=True):
         if source.exists():
             os.replace(source, target)
-    _fsync_dir(dir)
+    fsync_dir(dir)
 
 
 def _next_offset_of(log_path: Path, base_offset: int) -> int:
@@ -782,13 +782,5 @@ def _next_offset_of(log_path: Path, base_offset: int) -> int:
         for _, header in scan_headers(fd, 0, os.fstat(fd).st_size):
             next_offset = header.next_offset
         return next_offset
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(dir: Path) -> None:
-    fd = os.open(dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
     finally:
         os.close(fd)
