@@ -29,7 +29,12 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, Resourc
 
 from protocol_tests.batches import DecodedBatch, decode_batches
 from protocol_tests.raw_client import RawClient, fetch_request
-from tests.integration.e2e_helpers import producer, wait_until  # noqa: F401 (re-exported)
+from tests.integration.e2e_helpers import (  # noqa: F401 (re-exported)
+    Consumed,
+    first_error,
+    producer,
+    wait_until,
+)
 
 CLIENT_TIMEOUT = 20.0
 
@@ -279,17 +284,6 @@ def produce_all(
 # -- consume ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Consumed:
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-    timestamp_type: int
-    timestamp: int
-
-
 def to_consumed(message: Message) -> Consumed:
     timestamp_type, timestamp = message.timestamp()
     return Consumed(
@@ -359,32 +353,6 @@ def consume_all(
                 raise KafkaException(message.error())
             out[message.partition()].append(to_consumed(message))
         return out
-    finally:
-        cons.close()
-
-
-def first_event(
-    bootstrap: str,
-    topic: str,
-    partition: int,
-    offset: int,
-    timeout: float = 20.0,
-    **conf: Any,
-) -> tuple[KafkaError | None, int | None]:
-    """Consume from `offset` until an error or a message arrives: (error, offset of the
-    message)."""
-    cons = consumer(bootstrap, **conf)
-    try:
-        cons.assign([TopicPartition(topic, partition, offset)])
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            message = cons.poll(0.2)
-            if message is None:
-                continue
-            if message.error():
-                return message.error(), None
-            return None, message.offset()
-        raise AssertionError(f"neither an error nor a message within {timeout}s")
     finally:
         cons.close()
 

@@ -35,6 +35,7 @@ from confluent_kafka.admin import (
 )
 
 from compat.targets import Target
+from tests.integration.e2e_helpers import wait_until
 
 TIMEOUT = 20.0
 
@@ -101,16 +102,7 @@ def create_topic(
     admin.create_topics([topic], operation_timeout=10)[name].result(timeout=TIMEOUT)
     # Kafka answers CreateTopics once its controller committed the topic; the broker's
     # metadata follows a moment later. Wait until Metadata shows every partition's leader.
-    wait_until(lambda: partition_count(admin, name) == partitions, what=f"{name} in metadata")
-
-
-def wait_until(condition: Callable[[], Any], timeout: float = TIMEOUT, what: str = "it") -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
-    return value
+    wait_until(lambda: partition_count(admin, name) == partitions, message=f"{name} in metadata")
 
 
 def topic_configs(admin: AdminClient, topic: str) -> dict[str, Any]:
@@ -288,7 +280,7 @@ def test_delete_topic(admin: AdminClient, topic_name: Callable[..., str]) -> Non
     create_topic(admin, name, partitions=2)
     assert admin.delete_topics([name], operation_timeout=10)[name].result(timeout=TIMEOUT) is None
     wait_until(
-        lambda: name not in admin.list_topics(timeout=TIMEOUT).topics, what="the topic to go"
+        lambda: name not in admin.list_topics(timeout=TIMEOUT).topics, message="the topic to go"
     )
     assert error_name(admin.delete_topics([name], operation_timeout=10)[name]) == (
         "UNKNOWN_TOPIC_OR_PART"
@@ -318,7 +310,7 @@ def test_create_partitions(admin: AdminClient, topic_name: Callable[..., str]) -
 
     futures = admin.create_partitions([NewPartitions(name, 3)], operation_timeout=10)
     assert futures[name].result(timeout=TIMEOUT) is None
-    wait_until(lambda: partition_count(admin, name) == 3, what="3 partitions")
+    wait_until(lambda: partition_count(admin, name) == 3, message="3 partitions")
     description = admin.describe_topics(TopicCollection([name]))[name].result(timeout=TIMEOUT)
     assert sorted(p.id for p in description.partitions) == [0, 1, 2]
 

@@ -30,7 +30,7 @@ from compat.scenario_helpers import (
     consumer,
     create_topic,
     error_name,
-    first_event,
+    first_error,
     produce,
     produce_all,
     producer,
@@ -358,13 +358,13 @@ def test_fetch_out_of_range_with_reset_error(
         deleted = TopicPartition(topic, 0, 5)
         admin(target.bootstrap).delete_records([deleted])[deleted].result(CLIENT_TIMEOUT)
         offset = 2
-    error, _ = first_event(target.bootstrap, topic, 0, offset, **{"auto.offset.reset": "error"})
+    error, _ = first_error(target.bootstrap, topic, 0, offset, **{"auto.offset.reset": "error"})
     assert error is not None and error.name() == "_AUTO_OFFSET_RESET"
     # With earliest, the same position resets to the log start.
-    error, first = first_event(
+    error, first = first_error(
         target.bootstrap, topic, 0, offset, **{"auto.offset.reset": "earliest"}
     )
-    assert (error, first) == (None, 5 if where == "before the start" else 0)
+    assert (error, first) == (None, [5 if where == "before the start" else 0])
 
 
 def _commit(cons: Consumer, offsets: list[TopicPartition]) -> str | None:
