@@ -19,7 +19,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from kafkalite.storage.batch import BatchHeader
+from kafkalite.storage.batch import NO_SEQUENCE, BatchHeader
 from kafkalite.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from kafkalite.storage.leader_epoch import write_atomically
 
@@ -27,7 +27,6 @@ log = logging.getLogger("kafkalite.storage")
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOTS_TO_KEEP = 2
@@ -75,6 +74,7 @@ class ProducerStateEntry:
             self.producer_epoch = epoch
 
     def add_batch(self, header: BatchHeader) -> None:
+        """Kafka's appendDataBatch for `header` as it is in the log (offsets assigned)."""
         self.maybe_update_epoch(header.producer_epoch)
         self.batches.append(
             BatchMetadata(
@@ -86,6 +86,8 @@ class ProducerStateEntry:
             )
         )
         self.last_timestamp = header.max_timestamp
+        if header.is_transactional and self.current_txn_first_offset < 0:
+            self.current_txn_first_offset = header.base_offset
 
     def merge(self, updated: ProducerStateEntry) -> None:
         """Kafka's ProducerStateEntry.update: take the epoch, then append the new batches."""
@@ -152,8 +154,6 @@ class ProducerStateManager:
             _check_epoch(entry, header, base)
             _check_sequence(current, entry, header, base)
             entry.add_batch(_as_appended(header, base, log_append_time_ms))
-            if header.is_transactional and entry.current_txn_first_offset < 0:
-                entry.current_txn_first_offset = base
             updated[header.producer_id] = entry
         return PendingAppend(updated)
 
@@ -173,8 +173,6 @@ class ProducerStateManager:
                 header.producer_id, ProducerStateEntry(header.producer_id)
             )
             entry.add_batch(header)
-            if header.is_transactional and entry.current_txn_first_offset < 0:
-                entry.current_txn_first_offset = header.base_offset
         self.map_end_offset = header.next_offset
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:

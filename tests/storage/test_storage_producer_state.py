@@ -207,3 +207,22 @@ def test_duplicate_with_log_append_time_returns_original_append_time(tmp_path) -
     assert again.duplicate and again.first_offset == 0
     assert log.producer_state.last_entry(PID).last_timestamp == 1000
     log.close()
+
+
+@pytest.mark.parametrize("replayed", [False, True], ids=["appended", "replayed"])
+def test_an_open_transaction_starts_at_its_first_batch(tmp_path, replayed) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(make_batch(1), 0, now_ms=0)  # offset 0: no transaction
+    for seq in (0, 2):  # offsets 1-2, then 3-4 in the same transaction
+        batch = make_batch(
+            2, producer_id=PID, producer_epoch=0, base_sequence=seq, transactional=True
+        )
+        log.append_as_leader(batch, 0, now_ms=0)
+    if replayed:
+        log.close()
+        for snapshot in log.dir.glob("*.snapshot"):
+            snapshot.unlink()  # rebuilt from the batches in the log
+        log = open_log(tmp_path, recovery_point=0)
+    assert log.producer_state.last_entry(PID).current_txn_first_offset == 1
+    assert log.first_unstable_offset == 1
+    log.close()
