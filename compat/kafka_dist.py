@@ -170,11 +170,6 @@ def _last_error_line(output: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", picked)[:400]
 
 
-def classpath(version: str | None = None) -> str:
-    """A java -cp argument with every jar of the broker."""
-    return str(kafka_lib(version) / "*")
-
-
 def main() -> int:
     try:
         print(kafka_lib())

@@ -278,20 +278,6 @@ class KafkaServer:
         self.process = None
         return process.returncode
 
-    def kill(self) -> int | None:
-        return self.stop(signal.SIGKILL)
-
-    def restart(self, **kwargs: float) -> KafkaServer:
-        """Stop cleanly and start again on the same data dir and ports."""
-        self.stop()
-        return self.start(**kwargs)
-
-    def __enter__(self) -> KafkaServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 @contextlib.contextmanager
 def _data_dir(path: str | None) -> Iterator[Path]:
