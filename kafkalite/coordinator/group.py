@@ -40,7 +40,6 @@ class ClassicGroup:
     # Members that got the join response of this generation but have not sent SyncGroup.
     pending_sync_members: dict[str, None] = field(default_factory=dict)
     supported_protocols: Counter[str] = field(default_factory=Counter)
-    num_awaiting_join: int = 0
     # Set when a member joins during the initial (delayed) rebalance, to extend the delay.
     new_member_added: bool = False
     # For "consumer" groups, the union of the members' subscriptions as of the last
@@ -70,8 +69,13 @@ class ClassicGroup:
         """The group waits for the slowest member: the largest rebalance timeout."""
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
+    @property
+    def num_awaiting_join(self) -> int:
+        """Members with a parked JoinGroup."""
+        return sum(member.is_awaiting_join for member in self.members.values())
+
     def has_all_members_joined(self) -> bool:
-        return len(self.members) == self.num_awaiting_join and not self.pending_join_members
+        return self.num_awaiting_join == len(self.members) and not self.pending_join_members
 
     def has_received_sync_from_all_members(self) -> bool:
         return not self.pending_sync_members
@@ -190,8 +194,6 @@ class ClassicGroup:
         self.members[member.member_id] = member
         self.supported_protocols.update(member.protocol_names)
         member.join_ticket = join_ticket
-        if member.is_awaiting_join:
-            self.num_awaiting_join += 1
         self.pending_join_members.pop(member.member_id, None)
 
     def remove(self, member_id: str) -> Member | None:
@@ -202,8 +204,6 @@ class ClassicGroup:
         member = self.members.pop(member_id, None)
         if member is not None:
             self.supported_protocols.subtract(member.protocol_names)
-            if member.is_awaiting_join:
-                self.num_awaiting_join -= 1
             if member.group_instance_id is not None:
                 self.static_members.pop(member.group_instance_id, None)
         if self.is_leader(member_id):
@@ -231,20 +231,14 @@ class ClassicGroup:
         self.supported_protocols.update(member.protocol_names)
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
-        superseded = member.join_ticket
-        if join_ticket is not None and superseded is None:
-            self.num_awaiting_join += 1
-        elif join_ticket is None and superseded is not None:
-            self.num_awaiting_join -= 1
-        member.join_ticket = join_ticket
+        superseded, member.join_ticket = member.join_ticket, join_ticket
         return superseded
 
-    def take_join_ticket(self, member: Member) -> Ticket | None:
+    @staticmethod
+    def take_join_ticket(member: Member) -> Ticket | None:
         """Detach the member's parked JoinGroup so the caller can answer it."""
         ticket = member.join_ticket
-        if ticket is not None:
-            member.join_ticket = None
-            self.num_awaiting_join -= 1
+        member.join_ticket = None
         return ticket
 
     @staticmethod
@@ -265,8 +259,6 @@ class ClassicGroup:
         old = self.members.pop(old_id, None)
         if old is None:
             raise KeyError(f"cannot replace unknown member {old_id}")
-        if old.is_awaiting_join:
-            self.num_awaiting_join -= 1
         new = Member(
             member_id=new_id,
             group_instance_id=old.group_instance_id,

@@ -46,7 +46,6 @@ def check_invariants(h: Harness) -> None:
     if group is None:
         return
     members = group.members
-    assert group.num_awaiting_join == sum(m.is_awaiting_join for m in members.values())
     assert (group.leader_id is None) == (not members)
     assert group.leader_id is None or group.leader_id in members
     assert group.static_members == {
