@@ -82,7 +82,10 @@ def test_offset_index_sanity_check(tmp_path, content) -> None:
     path.write_bytes(content)
     with pytest.raises(CorruptIndexError):
         index = OffsetIndex.open(path, 0, 1 << 20)
-        index.sanity_check(segment_size=1000)
+        try:
+            index.sanity_check(segment_size=1000)
+        finally:
+            index.close()
 
 
 timed = st.lists(st.tuples(st.integers(1, 100), st.integers(0, 5)), max_size=60)

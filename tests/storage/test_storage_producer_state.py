@@ -176,7 +176,6 @@ def test_truncation_rebuilds_producer_state(tmp_path) -> None:
 
 
 def test_remove_expired(tmp_path) -> None:
-    state = ProducerStateManager(tmp_path, producer_id_expiration_ms=1000)
     log = open_log(tmp_path, LogConfig(producer_id_expiration_ms=1000))
     produce(log, 0, ts=5000)
     produce(log, 0, pid=PID + 1, ts=5500)
@@ -184,7 +183,9 @@ def test_remove_expired(tmp_path) -> None:
     assert set(log.producer_state.producers) == {PID + 1}
     produce(log, 77, ts=7000)  # expired producer is unknown again: any sequence
     log.close()
-    assert state.producers == {}
+    state = ProducerStateManager(log.dir, producer_id_expiration_ms=1000)
+    assert state.load_latest_snapshot(6, now_ms=7000) == 6
+    assert set(state.producers) == {PID}  # a snapshot's expired producers are not loaded
 
 
 def test_snapshot_round_trip(tmp_path) -> None:
