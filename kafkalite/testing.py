@@ -24,6 +24,7 @@ class BrokerProcess:
         data_dir: Path,
         overrides: Mapping[str, str] | None = None,
         config_file: Path | None = None,
+        log_level: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.overrides = {
@@ -32,6 +33,7 @@ class BrokerProcess:
             **(overrides or {}),
         }
         self.config_file = config_file
+        self.log_level = log_level  # serve --log-level (the broker's default: INFO)
         self.process: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self.host = "127.0.0.1"
@@ -49,6 +51,8 @@ class BrokerProcess:
             cmd += ["--config", str(self.config_file)]
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
+        if self.log_level:
+            cmd += ["--log-level", self.log_level]
         return cmd
 
     def start(self, timeout: float = 60.0) -> BrokerProcess:

@@ -38,9 +38,12 @@ class _Brokers:
         overrides: Mapping[str, str] | None = None,
         data_dir: Path | None = None,
         start: bool = True,
+        log_level: str | None = None,
     ) -> BrokerProcess:
         data_dir = data_dir or self.tmp_path_factory.mktemp(self.basename)
-        process = BrokerProcess(data_dir, {**DEFAULT_OVERRIDES, **(overrides or {})})
+        process = BrokerProcess(
+            data_dir, {**DEFAULT_OVERRIDES, **(overrides or {})}, log_level=log_level
+        )
         self.started.append(process)
         return process.start() if start else process
 
