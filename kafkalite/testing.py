@@ -56,6 +56,10 @@ class BrokerProcess:
         return cmd
 
     def start(self, timeout: float = 60.0) -> BrokerProcess:
+        if self.process is not None:
+            if self.process.poll() is None:  # a second process would leave this one running
+                raise RuntimeError("the broker is running: stop() or kill() it first")
+            self.stop()  # it exited by itself: reap it and its reader
         self._started.clear()
         self.process = subprocess.Popen(
             self.command(),
