@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from kafkalite.storage.leader_epoch import write_atomically
 
 METADATA_FILE = "kafkalite-metadata.json"
 META_PROPERTIES = "meta.properties"
@@ -30,20 +31,6 @@ class TopicMetadata:
 def new_cluster_id() -> str:
     """22-character URL-safe base64 of a random UUID, like `kafka-storage random-uuid`."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class MetadataStore:
