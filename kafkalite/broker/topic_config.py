@@ -211,8 +211,9 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             None,
             "message_timestamp_after_max_ms",
         ),
-        # Accepted and described like Kafka's; batches are stored as sent, so the broker
-        # never recompresses and the levels (KIP-390) do not change what it writes.
+        # Accepted and described like Kafka's, but the levels (KIP-390) do not change what
+        # the broker writes: recompressing for compression.type uses the codec libraries'
+        # default levels.
         TopicConfigDef("compression.gzip.level", _long(-1, 9), TYPE_INT, "-1", None, None),
         TopicConfigDef("compression.lz4.level", _long(1, 17), TYPE_INT, "9", None, None),
         TopicConfigDef("compression.zstd.level", _long(-131072, 22), TYPE_INT, "3", None, None),
