@@ -1,13 +1,12 @@
 """A classic group's membership data and invariants, as Kafka's `ClassicGroup`.
 
-This module only keeps the books (members, static ids, pending joins and syncs, protocol
-counts, leader, generation, state); deciding *when* to rebalance, timers and responses live
-in `rebalance`, `join`, `sync` and friends.
+This module only keeps the books (members, static ids, pending joins and syncs, leader,
+generation, state); deciding *when* to rebalance, timers and responses live in
+`rebalance`, `join`, `sync` and friends.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -39,7 +38,6 @@ class ClassicGroup:
     pending_join_members: dict[str, None] = field(default_factory=dict)
     # Members that got the join response of this generation but have not sent SyncGroup.
     pending_sync_members: dict[str, None] = field(default_factory=dict)
-    supported_protocols: Counter[str] = field(default_factory=Counter)
     # Set when a member joins during the initial (delayed) rebalance, to extend the delay.
     new_member_added: bool = False
     # For "consumer" groups, the union of the members' subscriptions as of the last
@@ -92,7 +90,8 @@ class ClassicGroup:
         if self.state is GroupState.EMPTY:
             return bool(protocol_type) and bool(protocol_names)
         return self.protocol_type == protocol_type and any(
-            self.supported_protocols[name] == len(self.members) for name in protocol_names
+            all(name in member.protocol_names for member in self.members.values())
+            for name in protocol_names
         )
 
     def is_subscribed_to_topic(self, topic: str) -> bool:
@@ -192,7 +191,6 @@ class ClassicGroup:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
-        self.supported_protocols.update(member.protocol_names)
         member.join_ticket = join_ticket
         self.pending_join_members.pop(member.member_id, None)
 
@@ -202,10 +200,8 @@ class ClassicGroup:
         The caller settles the member's parked tickets first (see `rebalance.drop_member`).
         """
         member = self.members.pop(member_id, None)
-        if member is not None:
-            self.supported_protocols.subtract(member.protocol_names)
-            if member.group_instance_id is not None:
-                self.static_members.pop(member.group_instance_id, None)
+        if member is not None and member.group_instance_id is not None:
+            self.static_members.pop(member.group_instance_id, None)
         if self.is_leader(member_id):
             self.leader_id = next(iter(self.members), None)
         self.pending_join_members.pop(member_id, None)
@@ -226,9 +222,7 @@ class ClassicGroup:
         join_ticket: Ticket | None,
     ) -> Ticket | None:
         """Apply a rejoin's protocols and timeouts; returns a join ticket it superseded."""
-        self.supported_protocols.subtract(member.protocol_names)
         member.protocols = tuple(protocols)
-        self.supported_protocols.update(member.protocol_names)
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
         superseded, member.join_ticket = member.join_ticket, join_ticket
