@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 _STARTED = re.compile(r"kafkalite started: .* listening on (\S+):(\d+)")
@@ -121,3 +121,15 @@ class BrokerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def stop_all(brokers: Iterable[BrokerProcess]) -> None:
+    """Stop every broker, even when stopping one fails (the first failure is raised after)."""
+    errors = []
+    for broker in brokers:
+        try:
+            broker.stop()
+        except Exception as exc:  # keep stopping the others
+            errors.append(exc)
+    if errors:
+        raise errors[0]

@@ -7,18 +7,13 @@ from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 
-from kafkalite.testing import BrokerProcess
+from kafkalite.testing import BrokerProcess, stop_all
 from protocol_tests.raw_client import (
     PROTOCOL_BROKER_OVERRIDES,
     RawClient,
     metadata_request,
     unique_name,
 )
-
-
-def _stop_all(brokers: list[BrokerProcess]) -> None:
-    for broker in brokers:
-        broker.stop()
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +45,7 @@ def broker_factory(
     try:
         yield start
     finally:
-        _stop_all(started)
+        stop_all(started)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalite.testing import BrokerProcess
+from kafkalite.testing import BrokerProcess, stop_all
 
 # Small and quick by default; tests add what they need.
 DEFAULT_OVERRIDES: dict[str, str] = {
@@ -48,14 +48,7 @@ class _Brokers:
         return process.start() if start else process
 
     def stop_all(self) -> None:
-        errors = []
-        for process in self.started:
-            try:
-                process.stop()
-            except Exception as exc:  # keep stopping the others
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+        stop_all(self.started)
 
 
 @pytest.fixture
