@@ -54,36 +54,32 @@ def _topic_id(client: RawClient, topic: str) -> uuid.UUID:
 
 @pytest.mark.parametrize("how", ["sigterm", "sigkill"])
 def test_duplicate_detected_after_restart(
-    broker_factory: Callable[..., BrokerProcess], how: str
+    broker_factory: Callable[..., BrokerProcess], connect: Callable[..., RawClient], how: str
 ) -> None:
     """Producer state is persisted (snapshot) or rebuilt from the log after a crash: a
     retried batch is still recognised as a duplicate after the broker comes back."""
     broker = broker_factory()
-    client = RawClient(broker.host, broker.port)
+    client = connect(broker)
     topic = unique_name("pstate")
     assert client.request(create_topics_request(topic)).topics[0].error_code == NONE
     pid = client.request(init_producer_id_request()).producer_id
     batches = [_idempotent(pid, 0, 3 * i, 3, b"b%d" % i) for i in range(3)]
     for i, batch in enumerate(batches):
         assert _produce(client, topic, batch) == (NONE, 3 * i)
-    client.close()
 
     if how == "sigterm":
         broker.restart()
     else:
         broker.kill()
         broker.start()
-    client = RawClient(broker.host, broker.port)
-    try:
-        assert _latest(client, topic) == 9
-        assert _produce(client, topic, batches[-1]) == (NONE, 6), "duplicate appended again"
-        assert _produce(client, topic, batches[0]) == (NONE, 0), "older duplicate appended"
-        assert _latest(client, topic) == 9
-        error, _ = _produce(client, topic, _idempotent(pid, 0, 20, 1, b"gap"))
-        assert error == OUT_OF_ORDER_SEQUENCE_NUMBER
-        assert _produce(client, topic, _idempotent(pid, 0, 9, 1, b"next")) == (NONE, 9)
-    finally:
-        client.close()
+    client = connect(broker)
+    assert _latest(client, topic) == 9
+    assert _produce(client, topic, batches[-1]) == (NONE, 6), "duplicate appended again"
+    assert _produce(client, topic, batches[0]) == (NONE, 0), "older duplicate appended"
+    assert _latest(client, topic) == 9
+    error, _ = _produce(client, topic, _idempotent(pid, 0, 20, 1, b"gap"))
+    assert error == OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert _produce(client, topic, _idempotent(pid, 0, 9, 1, b"next")) == (NONE, 9)
 
 
 def test_producer_epoch_rules(client: RawClient, new_topic: Callable) -> None:
