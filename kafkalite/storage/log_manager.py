@@ -131,7 +131,9 @@ class LogManager:
             self._write_cleaner_offsets()
         self._uncleanable.discard((topic, partition))
         path = self.log_dir / f"{topic}-{partition}"
-        if not path.exists():
+        if not path.exists():  # removed behind our back: still release its files
+            if existing is not None:
+                existing.close()
             return
         doomed = path.with_name(f"{topic}-{partition}.{uuid.uuid4().hex}-delete")
         os.rename(path, doomed)
