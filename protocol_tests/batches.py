@@ -224,6 +224,11 @@ def simple_batch(count: int = 1, prefix: bytes = b"value", **kwargs: object) -> 
     return build_batch(records, **kwargs)  # type: ignore[arg-type]
 
 
+def idempotent_batch(pid: int, epoch: int, sequence: int, count: int, tag: bytes) -> bytes:
+    """A simple_batch of producer `pid` at `epoch`, its records numbered from `sequence`."""
+    return simple_batch(count, tag, producer_id=pid, producer_epoch=epoch, base_sequence=sequence)
+
+
 def with_bad_crc(batch: bytes) -> bytes:
     """The same batch with its CRC flipped (the payload stays intact)."""
     (crc,) = struct.unpack_from(">I", batch, CRC_OFFSET)

@@ -404,3 +404,20 @@ def create_topics_request(
         timeout=datetime.timedelta(milliseconds=30_000),
         validate_only=validate_only,
     )
+
+
+# -- round trips the test modules share ---------------------------------------------------------
+
+
+def produce(client: RawClient, topic: str, records: bytes, acks: int = -1) -> tuple[int, int]:
+    """Produce `records` to partition 0 of `topic`: (error code, base offset)."""
+    response = client.request(produce_request(topic, 0, records, acks=acks))
+    part = response.responses[0].partition_responses[0]
+    return part.error_code, part.base_offset
+
+
+def log_end(client: RawClient, topic: str, partition: int = 0) -> int:
+    """The partition's log end offset (ListOffsets LATEST, which must not fail)."""
+    (part,) = client.request(list_offsets_request(topic, partition, -1)).topics[0].partitions
+    assert part.error_code == 0, f"ListOffsets {topic}-{partition}: error {part.error_code}"
+    return part.offset

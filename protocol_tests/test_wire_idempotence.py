@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from protocol_tests.batches import decode_batches, simple_batch
+from protocol_tests.batches import decode_batches, idempotent_batch, simple_batch
 from protocol_tests.raw_client import (
     RawClient,
     fetch_request,
     init_producer_id_request,
-    list_offsets_request,
-    produce_request,
+    log_end,
+    produce,
 )
 
 NONE = 0
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-LATEST = -1
 
 NewTopic = Callable[..., tuple[str, object]]
 
@@ -28,20 +27,6 @@ def _init_producer_id(client: RawClient) -> tuple[int, int]:
     return response.producer_id, response.producer_epoch
 
 
-def _produce(client: RawClient, topic: str, batch: bytes) -> tuple[int, int]:
-    response = client.request(produce_request(topic, 0, batch, acks=-1))
-    part = response.responses[0].partition_responses[0]
-    return part.error_code, part.base_offset
-
-
-def _latest(client: RawClient, topic: str) -> int:
-    return client.request(list_offsets_request(topic, 0, LATEST)).topics[0].partitions[0].offset
-
-
-def _batch(pid: int, epoch: int, sequence: int, count: int, tag: bytes) -> bytes:
-    return simple_batch(count, tag, producer_id=pid, producer_epoch=epoch, base_sequence=sequence)
-
-
 def test_init_producer_id_hands_out_fresh_ids(client: RawClient) -> None:
     ids = {_init_producer_id(client)[0] for _ in range(3)}
     assert len(ids) == 3
@@ -50,15 +35,15 @@ def test_init_producer_id_hands_out_fresh_ids(client: RawClient) -> None:
 def test_duplicate_batch_is_deduplicated(client: RawClient, new_topic: NewTopic) -> None:
     topic, _ = new_topic()
     pid, epoch = _init_producer_id(client)
-    batch = _batch(pid, epoch, 0, 3, b"dup")
-    assert _produce(client, topic, batch) == (NONE, 0)
-    assert _latest(client, topic) == 3
+    batch = idempotent_batch(pid, epoch, 0, 3, b"dup")
+    assert produce(client, topic, batch) == (NONE, 0)
+    assert log_end(client, topic) == 3
     # The same batch again (a retry): same base offset, nothing appended.
-    assert _produce(client, topic, batch) == (NONE, 0)
-    assert _latest(client, topic) == 3
+    assert produce(client, topic, batch) == (NONE, 0)
+    assert log_end(client, topic) == 3
     # The next sequence is appended normally.
-    assert _produce(client, topic, _batch(pid, epoch, 3, 2, b"next")) == (NONE, 3)
-    assert _latest(client, topic) == 5
+    assert produce(client, topic, idempotent_batch(pid, epoch, 3, 2, b"next")) == (NONE, 3)
+    assert log_end(client, topic) == 5
     part = client.request(fetch_request(topic, 0, 0)).responses[0].partitions[0]
     batches = decode_batches(part.records)
     assert [(b.base_offset, b.base_sequence, b.producer_id) for b in batches] == [
@@ -73,23 +58,23 @@ def test_duplicate_of_an_older_batch_is_deduplicated(
     """Kafka remembers the last five batches per producer, not only the last one."""
     topic, _ = new_topic()
     pid, epoch = _init_producer_id(client)
-    first = _batch(pid, epoch, 0, 2, b"a")
-    assert _produce(client, topic, first) == (NONE, 0)
-    assert _produce(client, topic, _batch(pid, epoch, 2, 2, b"b")) == (NONE, 2)
-    assert _produce(client, topic, _batch(pid, epoch, 4, 2, b"c")) == (NONE, 4)
-    assert _produce(client, topic, first) == (NONE, 0)
-    assert _latest(client, topic) == 6
+    first = idempotent_batch(pid, epoch, 0, 2, b"a")
+    assert produce(client, topic, first) == (NONE, 0)
+    assert produce(client, topic, idempotent_batch(pid, epoch, 2, 2, b"b")) == (NONE, 2)
+    assert produce(client, topic, idempotent_batch(pid, epoch, 4, 2, b"c")) == (NONE, 4)
+    assert produce(client, topic, first) == (NONE, 0)
+    assert log_end(client, topic) == 6
 
 
 def test_out_of_order_sequence(client: RawClient, new_topic: NewTopic) -> None:
     topic, _ = new_topic()
     pid, epoch = _init_producer_id(client)
-    assert _produce(client, topic, _batch(pid, epoch, 0, 3, b"a")) == (NONE, 0)
-    error, _ = _produce(client, topic, _batch(pid, epoch, 10, 1, b"gap"))
+    assert produce(client, topic, idempotent_batch(pid, epoch, 0, 3, b"a")) == (NONE, 0)
+    error, _ = produce(client, topic, idempotent_batch(pid, epoch, 10, 1, b"gap"))
     assert error == OUT_OF_ORDER_SEQUENCE_NUMBER
-    assert _latest(client, topic) == 3
+    assert log_end(client, topic) == 3
     # The expected sequence still works afterwards.
-    assert _produce(client, topic, _batch(pid, epoch, 3, 1, b"b")) == (NONE, 3)
+    assert produce(client, topic, idempotent_batch(pid, epoch, 3, 1, b"b")) == (NONE, 3)
 
 
 def test_producer_without_state_is_accepted_at_any_sequence(
@@ -100,11 +85,11 @@ def test_producer_without_state_is_accepted_at_any_sequence(
     next batch must then follow on."""
     topic, _ = new_topic()
     pid, epoch = _init_producer_id(client)
-    assert _produce(client, topic, _batch(pid, epoch, 5, 1, b"late")) == (NONE, 0)
-    assert _produce(client, topic, _batch(pid, epoch, 6, 1, b"next")) == (NONE, 1)
-    error, _ = _produce(client, topic, _batch(pid, epoch, 9, 1, b"gap"))
+    assert produce(client, topic, idempotent_batch(pid, epoch, 5, 1, b"late")) == (NONE, 0)
+    assert produce(client, topic, idempotent_batch(pid, epoch, 6, 1, b"next")) == (NONE, 1)
+    error, _ = produce(client, topic, idempotent_batch(pid, epoch, 9, 1, b"gap"))
     assert error == OUT_OF_ORDER_SEQUENCE_NUMBER
-    assert _latest(client, topic) == 2
+    assert log_end(client, topic) == 2
 
 
 def test_non_idempotent_batches_are_never_deduplicated(
@@ -112,17 +97,17 @@ def test_non_idempotent_batches_are_never_deduplicated(
 ) -> None:
     topic, _ = new_topic()
     batch = simple_batch(2, b"plain")
-    assert _produce(client, topic, batch) == (NONE, 0)
-    assert _produce(client, topic, batch) == (NONE, 2)
-    assert _latest(client, topic) == 4
+    assert produce(client, topic, batch) == (NONE, 0)
+    assert produce(client, topic, batch) == (NONE, 2)
+    assert log_end(client, topic) == 4
 
 
 def test_sequence_wraps_around_int32_max(client: RawClient, new_topic: NewTopic) -> None:
     """Sequences wrap from 2**31-1 to 0 (Kafka's DefaultRecordBatch.incrementSequence)."""
     topic, _ = new_topic()
     pid, epoch = _init_producer_id(client)
-    first = _batch(pid, epoch, 2**31 - 2, 3, b"wrap")  # sequences 2**31-2, 2**31-1, 0
-    assert _produce(client, topic, first) == (NONE, 0)
-    assert _produce(client, topic, first) == (NONE, 0)  # still a duplicate
-    assert _produce(client, topic, _batch(pid, epoch, 1, 2, b"after")) == (NONE, 3)
-    assert _latest(client, topic) == 5
+    first = idempotent_batch(pid, epoch, 2**31 - 2, 3, b"wrap")  # sequences 2**31-2, 2**31-1, 0
+    assert produce(client, topic, first) == (NONE, 0)
+    assert produce(client, topic, first) == (NONE, 0)  # still a duplicate
+    assert produce(client, topic, idempotent_batch(pid, epoch, 1, 2, b"after")) == (NONE, 3)
+    assert log_end(client, topic) == 5

@@ -21,6 +21,7 @@ from protocol_tests.raw_client import (
     RawClient,
     fetch_request,
     list_offsets_request,
+    log_end,
     metadata_request,
     produce_request,
     unique_name,
@@ -49,13 +50,6 @@ def _produce(client: RawClient, topic: str, records: bytes, partition: int = 0, 
     return partition_response
 
 
-def _latest(client: RawClient, topic: str, partition: int = 0) -> int:
-    response = client.request(list_offsets_request(topic, partition, LATEST))
-    (part,) = response.topics[0].partitions
-    assert part.error_code == NONE
-    return part.offset
-
-
 def test_produce_then_fetch_round_trip(client: RawClient, new_topic: NewTopic) -> None:
     topic, _ = new_topic()
     first = _produce(client, topic, simple_batch(3, b"a"))
@@ -63,7 +57,7 @@ def test_produce_then_fetch_round_trip(client: RawClient, new_topic: NewTopic) -
     second = _produce(client, topic, simple_batch(2, b"b"))
     assert (second.error_code, second.base_offset) == (NONE, 3)
     assert second.log_start_offset == 0
-    assert _latest(client, topic) == 5
+    assert log_end(client, topic) == 5
     response = client.request(fetch_request(topic, 0, 0))
     part = response.responses[0].partitions[0]
     assert part.error_code == NONE
@@ -155,7 +149,7 @@ def test_produce_legacy_versions_refused_per_partition(
         topic: {0: (UNSUPPORTED_VERSION, -1), 1: (UNSUPPORTED_VERSION, -1)},
         other: {0: (UNSUPPORTED_VERSION, -1)},
     }
-    assert _latest(client, topic) == 0, "a refused legacy produce wrote data"
+    assert log_end(client, topic) == 0, "a refused legacy produce wrote data"
 
 
 # -- rejected batches -------------------------------------------------------------------------
@@ -167,7 +161,7 @@ def test_produce_bad_crc_is_corrupt_message(client: RawClient, new_topic: NewTop
     response = _produce(client, topic, with_bad_crc(simple_batch(3)))
     assert response.error_code == CORRUPT_MESSAGE
     assert response.base_offset == -1
-    assert _latest(client, topic) == 2
+    assert log_end(client, topic) == 2
     # The partition still takes good batches at the right offset.
     assert _produce(client, topic, simple_batch(1)).base_offset == 2
 
@@ -178,7 +172,7 @@ def test_produce_magic_v1_batch_is_invalid_record(client: RawClient, new_topic: 
     topic, _ = new_topic()
     response = _produce(client, topic, build_magic_v1_message_set(b"k", b"v"))
     assert response.error_code == INVALID_RECORD
-    assert _latest(client, topic) == 0
+    assert log_end(client, topic) == 0
 
 
 def test_produce_two_batches_in_one_partition_is_invalid_record(
@@ -190,7 +184,7 @@ def test_produce_two_batches_in_one_partition_is_invalid_record(
     records = simple_batch(1, b"one") + simple_batch(1, b"two")
     response = _produce(client, topic, records)
     assert response.error_code == INVALID_RECORD
-    assert _latest(client, topic) == 0
+    assert log_end(client, topic) == 0
 
 
 def test_produce_unknown_compression_codec_is_refused(
@@ -201,7 +195,7 @@ def test_produce_unknown_compression_codec_is_refused(
     response = _produce(client, topic, build_batch([Record(b"k", b"v")], attributes=5))
     assert response.error_code != NONE
     assert response.base_offset == -1
-    assert _latest(client, topic) == 0
+    assert log_end(client, topic) == 0
 
 
 def test_produce_oversized_batch_is_message_too_large(
@@ -211,7 +205,7 @@ def test_produce_oversized_batch_is_message_too_large(
     big = build_batch([Record(key=b"k", value=b"x" * (MESSAGE_MAX_BYTES + 1000))])
     response = _produce(client, topic, big)
     assert response.error_code == MESSAGE_TOO_LARGE
-    assert _latest(client, topic) == 0
+    assert log_end(client, topic) == 0
     # Just under the limit is fine.
     fits = build_batch([Record(key=b"k", value=b"x" * (MESSAGE_MAX_BYTES - 200))])
     assert len(fits) <= MESSAGE_MAX_BYTES
@@ -227,7 +221,7 @@ def test_produce_invalid_acks(client: RawClient, new_topic: NewTopic) -> None:
     topic, _ = new_topic()
     response = _produce(client, topic, simple_batch(1), acks=2)
     assert response.error_code == INVALID_REQUIRED_ACKS
-    assert _latest(client, topic) == 0
+    assert log_end(client, topic) == 0
 
 
 def test_produce_unknown_partition(client: RawClient, new_topic: NewTopic) -> None:
@@ -260,7 +254,7 @@ def test_produce_v13_names_topics_by_id(client: RawClient, new_topic: NewTopic) 
     assert topic_response.topic_id == topic_id
     (part,) = topic_response.partition_responses
     assert (part.error_code, part.base_offset) == (NONE, 0)
-    assert _latest(client, topic) == 2
+    assert log_end(client, topic) == 2
 
 
 def test_produce_v13_unknown_topic_id(client: RawClient) -> None:
@@ -276,7 +270,7 @@ def test_produce_every_served_version(client: RawClient, new_topic: NewTopic, ve
     topic, _ = new_topic()
     response = _produce(client, topic, simple_batch(2), version=version)
     assert (response.error_code, response.base_offset) == (NONE, 0)
-    assert _latest(client, topic) == 2
+    assert log_end(client, topic) == 2
 
 
 def test_fetch_out_of_range(client: RawClient, new_topic: NewTopic) -> None:

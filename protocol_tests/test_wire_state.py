@@ -10,16 +10,16 @@ from collections.abc import Callable
 import pytest
 
 from kafkalite.testing import BrokerProcess
-from protocol_tests.batches import decode_records, simple_batch
+from protocol_tests.batches import decode_records, idempotent_batch, simple_batch
 from protocol_tests.raw_client import (
     RawClient,
     build,
     create_topics_request,
     fetch_request,
     init_producer_id_request,
-    list_offsets_request,
+    log_end,
     metadata_request,
-    produce_request,
+    produce,
     unique_name,
 )
 
@@ -29,21 +29,6 @@ NOT_ENOUGH_REPLICAS = 19
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
 UNKNOWN_TOPIC_ID = 100
-LATEST = -1
-
-
-def _produce(client: RawClient, topic: str, batch: bytes, acks: int = -1) -> tuple[int, int]:
-    response = client.request(produce_request(topic, 0, batch, acks=acks))
-    part = response.responses[0].partition_responses[0]
-    return part.error_code, part.base_offset
-
-
-def _latest(client: RawClient, topic: str) -> int:
-    return client.request(list_offsets_request(topic, 0, LATEST)).topics[0].partitions[0].offset
-
-
-def _idempotent(pid: int, epoch: int, sequence: int, count: int, tag: bytes) -> bytes:
-    return simple_batch(count, tag, producer_id=pid, producer_epoch=epoch, base_sequence=sequence)
 
 
 def _topic_id(client: RawClient, topic: str) -> uuid.UUID:
@@ -63,9 +48,9 @@ def test_duplicate_detected_after_restart(
     topic = unique_name("pstate")
     assert client.request(create_topics_request(topic)).topics[0].error_code == NONE
     pid = client.request(init_producer_id_request()).producer_id
-    batches = [_idempotent(pid, 0, 3 * i, 3, b"b%d" % i) for i in range(3)]
+    batches = [idempotent_batch(pid, 0, 3 * i, 3, b"b%d" % i) for i in range(3)]
     for i, batch in enumerate(batches):
-        assert _produce(client, topic, batch) == (NONE, 3 * i)
+        assert produce(client, topic, batch) == (NONE, 3 * i)
 
     if how == "sigterm":
         broker.restart()
@@ -73,13 +58,13 @@ def test_duplicate_detected_after_restart(
         broker.kill()
         broker.start()
     client = connect(broker)
-    assert _latest(client, topic) == 9
-    assert _produce(client, topic, batches[-1]) == (NONE, 6), "duplicate appended again"
-    assert _produce(client, topic, batches[0]) == (NONE, 0), "older duplicate appended"
-    assert _latest(client, topic) == 9
-    error, _ = _produce(client, topic, _idempotent(pid, 0, 20, 1, b"gap"))
+    assert log_end(client, topic) == 9
+    assert produce(client, topic, batches[-1]) == (NONE, 6), "duplicate appended again"
+    assert produce(client, topic, batches[0]) == (NONE, 0), "older duplicate appended"
+    assert log_end(client, topic) == 9
+    error, _ = produce(client, topic, idempotent_batch(pid, 0, 20, 1, b"gap"))
     assert error == OUT_OF_ORDER_SEQUENCE_NUMBER
-    assert _produce(client, topic, _idempotent(pid, 0, 9, 1, b"next")) == (NONE, 9)
+    assert produce(client, topic, idempotent_batch(pid, 0, 9, 1, b"next")) == (NONE, 9)
 
 
 def test_producer_epoch_rules(client: RawClient, new_topic: Callable) -> None:
@@ -87,13 +72,13 @@ def test_producer_epoch_rules(client: RawClient, new_topic: Callable) -> None:
     higher epoch must start again at sequence 0."""
     topic, _ = new_topic()
     pid = client.request(init_producer_id_request()).producer_id
-    assert _produce(client, topic, _idempotent(pid, 1, 0, 2, b"e1")) == (NONE, 0)
-    error, _ = _produce(client, topic, _idempotent(pid, 0, 2, 1, b"old"))
+    assert produce(client, topic, idempotent_batch(pid, 1, 0, 2, b"e1")) == (NONE, 0)
+    error, _ = produce(client, topic, idempotent_batch(pid, 0, 2, 1, b"old"))
     assert error == INVALID_PRODUCER_EPOCH
-    error, _ = _produce(client, topic, _idempotent(pid, 2, 5, 1, b"new-epoch-late-seq"))
+    error, _ = produce(client, topic, idempotent_batch(pid, 2, 5, 1, b"new-epoch-late-seq"))
     assert error == OUT_OF_ORDER_SEQUENCE_NUMBER
-    assert _produce(client, topic, _idempotent(pid, 2, 0, 1, b"e2")) == (NONE, 2)
-    assert _latest(client, topic) == 3
+    assert produce(client, topic, idempotent_batch(pid, 2, 0, 1, b"e2")) == (NONE, 2)
+    assert log_end(client, topic) == 3
 
 
 def test_topic_id_stable_across_restart_and_new_after_recreate(
@@ -106,7 +91,7 @@ def test_topic_id_stable_across_restart_and_new_after_recreate(
         assert created.error_code == NONE
         first_id = _topic_id(client, topic)
         assert created.topic_id == first_id
-        assert _produce(client, topic, simple_batch(2)) == (NONE, 0)
+        assert produce(client, topic, simple_batch(2)) == (NONE, 0)
     broker.restart()
     with RawClient(broker.host, broker.port) as client:
         assert _topic_id(client, topic) == first_id
@@ -139,7 +124,7 @@ def test_min_insync_replicas_above_isr(client: RawClient) -> None:
     topic = unique_name("min-isr")
     created = client.request(create_topics_request(topic, configs={"min.insync.replicas": "2"}))
     assert created.topics[0].error_code == NONE
-    assert _produce(client, topic, simple_batch(1), acks=-1)[0] == NOT_ENOUGH_REPLICAS
-    assert _latest(client, topic) == 0
-    assert _produce(client, topic, simple_batch(1), acks=1) == (NONE, 0)
-    assert _latest(client, topic) == 1
+    assert produce(client, topic, simple_batch(1), acks=-1)[0] == NOT_ENOUGH_REPLICAS
+    assert log_end(client, topic) == 0
+    assert produce(client, topic, simple_batch(1), acks=1) == (NONE, 0)
+    assert log_end(client, topic) == 1
