@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HOUR_MS = 3_600_000
-WEEK_MS = 7 * 24 * HOUR_MS
 I32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 # Kafka's ConfigDef types as DescribeConfigs (v3+) reports them (ConfigEntry.ConfigType ordinal).
@@ -214,11 +213,6 @@ class BrokerConfig:
     def roll_ms(self) -> int:
         roll_ms = self._get("log.roll.ms")
         return roll_ms if roll_ms is not None else self.int("log.roll.hours") * HOUR_MS  # type: ignore[return-value]
-
-    @property
-    def flush_interval_ms(self) -> int:
-        value = self._get("log.flush.interval.ms")
-        return LONG_MAX if value is None else value  # type: ignore[return-value]
 
     def int(self, name: str) -> int:
         return self._get(name)  # type: ignore[return-value]
