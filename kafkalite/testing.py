@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 _STARTED = re.compile(r"kafkalite started: .* listening on (\S+):(\d+)")
+_LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 
 
 class BrokerProcess:
@@ -121,6 +122,21 @@ class BrokerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def error_records(lines: Iterable[str]) -> list[str]:
+    """The ERROR records (each with its traceback) among a broker's output lines."""
+    records: list[list[str]] = []
+    for line in lines:
+        if _LOG_RECORD.match(line) or not records:
+            records.append([line])
+        else:
+            records[-1].append(line)
+    return [
+        "".join(record)
+        for record in records
+        if " ERROR " in record[0] or "Traceback" in "".join(record)
+    ]
 
 
 def stop_all(brokers: Iterable[BrokerProcess]) -> None:

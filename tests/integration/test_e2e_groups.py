@@ -48,7 +48,7 @@ from groups_helpers import (
     total_consumed,
 )
 
-from kafkalite.testing import BrokerProcess
+from kafkalite.testing import BrokerProcess, error_records
 
 
 @pytest.fixture(scope="module")
@@ -56,26 +56,8 @@ def group_broker(module_broker_factory: Callable[..., BrokerProcess]) -> BrokerP
     return module_broker_factory(GROUP_BROKER)
 
 
-_LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 # How kafkalite.server logs the end of a connection it did not close itself.
 _CONNECTION_END = re.compile(r"connection from \S+ (dropped|closed mid-request|after an internal)")
-
-
-def broker_errors(lines: list[str]) -> list[str]:
-    """The ERROR records (with their tracebacks) among a broker's log lines."""
-    records: list[list[str]] = []
-    for line in lines:
-        if _LOG_RECORD.match(line) or not records:
-            records.append([line])
-        else:
-            records[-1].append(line)
-    errors = []
-    for record in records:
-        text = "".join(record)
-        if " ERROR " not in record[0] and "Traceback" not in text:
-            continue
-        errors.append(text)
-    return errors
 
 
 @pytest.fixture(autouse=True)
@@ -84,7 +66,7 @@ def broker_log_has_no_errors(module_broker_factory: Any, broker_factory: Any) ->
     marks = {id(b): len(b.lines) for b in module_broker_factory.started}
     yield
     for broker in [*module_broker_factory.started, *broker_factory.started]:
-        errors = broker_errors(broker.lines[marks.get(id(broker), 0) :])
+        errors = error_records(broker.lines[marks.get(id(broker), 0) :])
         assert not errors, "broker logged errors:\n" + "\n".join(errors[:3])
 
 
@@ -995,5 +977,5 @@ def test_client_disconnect_is_not_an_internal_error(
         message="the broker to log the end of the three connections",
     )
     broker.stop()
-    errors = broker_errors(broker.lines)
+    errors = error_records(broker.lines)
     assert errors == [], errors[0]
