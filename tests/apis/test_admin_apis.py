@@ -716,6 +716,9 @@ def test_describe_broker_configs(broker_factory: Any, version: int) -> None:
     if version >= 3:
         assert configs["num.partitions"].config_type == 3  # INT
         assert configs["delete.topic.enable"].config_type == 1  # BOOLEAN
+        assert configs["log.retention.bytes"].config_type == 5  # LONG
+        assert configs["offsets.topic.replication.factor"].config_type == 4  # SHORT
+        assert configs["listeners"].config_type == 2  # STRING
         assert configs["num.partitions"].documentation
 
 
