@@ -27,11 +27,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     deleted = groups.coordinator.delete_offsets(
         request.group_id, [tp for tp in requested if tp not in errors]
     )
-    groups.after_call()
-    if deleted.error is not ErrorCode.none:
+    # A tombstone that could not be written fails the request, as in Kafka.
+    not_persisted = groups.after_call().get(request.group_id)
+    error = deleted.error if deleted.error is not ErrorCode.none else not_persisted
+    if error is not None and error is not ErrorCode.none:
         return make(
             schema.OffsetDeleteResponse,
-            error_code=deleted.error,
+            error_code=error,
             throttle_time=NO_THROTTLE,
             topics=(),
         )

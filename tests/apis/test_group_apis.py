@@ -53,6 +53,7 @@ from kafkalite.config import build_config
 from kafkalite.coordinator import OffsetAndMetadata, TopicPartition, group_partition
 from kafkalite.coordinator.consumer_protocol import subscribed_topics
 from kafkalite.coordinator.records import GroupMetadataKey, OffsetCommitKey, decode_key
+from kafkalite.storage.errors import KafkaStorageError
 
 from .harness import request_module, roundtrip
 
@@ -1330,6 +1331,22 @@ def test_offset_delete_on_an_empty_group(broker: Broker) -> None:
         coordinator = reloaded(broker).coordinator
         assert coordinator.committed(GROUP, TopicPartition(TOPIC, 0)) is None
         assert coordinator.committed(GROUP, TopicPartition(TOPIC, 1)).offset == 20
+
+    run(broker, body)
+
+
+def test_offset_delete_fails_when_its_tombstones_cannot_be_written(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def body() -> None:
+        await commit_sample(broker)
+        monkeypatch.setattr(
+            broker.replica_manager,
+            "append",
+            lambda partition, records: KafkaStorageError("disk gone"),
+        )
+        error, partitions = await delete_offsets(broker, {TOPIC: [0]})
+        assert (error, partitions) == (ErrorCode.not_coordinator, {})
 
     run(broker, body)
 
