@@ -117,6 +117,17 @@ def both(pair: Pair, request: Any) -> tuple[Any, Any]:
 def create_topic(pair: Pair, name: str, partitions: int = 1) -> None:
     for response in both(pair, create_topics_request(name, partitions)):
         assert [t.error_code.name for t in response.topics] == ["none"], response
+    # Kafka answers CreateTopics before its partitions can take writes; wait until each
+    # answers ListOffsets on both brokers (the timeout only bounds a failure).
+    deadline = time.monotonic() + 30
+    for index in range(partitions):
+        while not all(_answers(r) for r in both(pair, list_offsets_request(name, index, -1))):
+            assert time.monotonic() < deadline, f"{name}-{index} never became ready"
+            time.sleep(0.05)
+
+
+def _answers(response: Any) -> bool:
+    return response.topics[0].partitions[0].error_code.name == "none"
 
 
 # -- ApiVersions ----------------------------------------------------------------------------
