@@ -12,22 +12,21 @@ Suites (`SUITES`, in order):
   `target` fixture (compat/conftest.py); the counts are split by the test's target.
 - third-party suites, `THIRD_PARTY_SUITES`: a package compat/<name>/ with a module `run.py`:
 
-      def main(bootstrap: str, target: str) -> Mapping[str, int]   # `target` is optional
+      def main(bootstrap: str, target: str) -> Mapping[str, int]
+      def overrides_for(target: str) -> Mapping[str, str]
 
-  runs the suite against the broker at `bootstrap` ("kafkalite" or "kafka" as `target`, for
-  suites with per-target expectations) and returns counts under the keys of `COUNT_KEYS`
-  (missing keys count 0). Optional module attributes: `OVERRIDES` (broker properties both
-  brokers understand, on top of compat.targets.COMMON_DEFAULTS) and `TARGETS` (a subset of
-  compat.targets.TARGETS). Each suite gets a fresh broker per target, started and stopped here.
-  `CompatSetupError` (missing tooling) or any other exception counts as one error. A listed
-  suite whose run.py does not exist yet is reported as absent, not as a failure.
+  `main` runs the suite against the broker at `bootstrap` ("kafkalite" or "kafka" as
+  `target`, for suites with per-target expectations) and returns counts under the keys of
+  `COUNT_KEYS` (missing keys count 0); `overrides_for` gives the broker properties (on top of
+  compat.targets.COMMON_DEFAULTS). Each suite gets a fresh broker per target, started and
+  stopped here. `CompatSetupError` (missing tooling) or any other exception counts as one
+  error.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import sys
 import tempfile
 import time
@@ -120,45 +119,25 @@ def _marker_expr(target: str) -> str:
 # -- third-party suites -----------------------------------------------------------------------
 
 
-def load_third_party(name: str) -> Any | None:
-    """compat/<name>/run.py as a module, or None when the suite is not there (yet)."""
-    if not (COMPAT_DIR / name / "run.py").is_file():
-        return None
-    return importlib.import_module(f"compat.{name}.run")
-
-
-def _overrides(module: Any, target: str) -> dict[str, str]:
-    """A suite's broker properties for one target (`overrides_for`), else its `OVERRIDES`."""
-    if hasattr(module, "overrides_for"):
-        return dict(module.overrides_for(target))
-    return dict(getattr(module, "OVERRIDES", {}) or {})
-
-
 def run_third_party(name: str, targets: list[str]) -> SuiteResult:
     result = SuiteResult(name)
     started = time.monotonic()
     try:
-        module = load_third_party(name)
+        module = importlib.import_module(f"compat.{name}.run")
     except Exception as exc:
         result.notes.append(f"cannot import compat.{name}.run: {exc!r}")
         result.counts["-"] = Counts(error=1)
         return result
-    if module is None:
-        result.notes.append(f"absent (no compat/{name}/run.py)")
-        return result
-    main: Callable[..., Mapping[str, int]] = module.main
-    wanted = [t for t in targets if t in getattr(module, "TARGETS", TARGETS)]
-    pass_target = "target" in inspect.signature(main).parameters
-    for target_name in wanted:
+    main: Callable[[str, str], Mapping[str, int]] = module.main
+    for target_name in targets:
         counts = Counts()
         try:
             with (
                 tempfile.TemporaryDirectory(prefix=f"compat-{name}-{target_name}-") as tmp,
-                running_target(target_name, Path(tmp), _overrides(module, target_name)) as target,
+                running_target(target_name, Path(tmp), module.overrides_for(target_name)) as target,
             ):
                 print(f"\n== compat: {name} against {target_name} ({target.bootstrap})", flush=True)
-                kwargs = {"target": target_name} if pass_target else {}
-                returned = main(target.bootstrap, **kwargs)
+                returned = main(target.bootstrap, target_name)
             unknown = set(returned) - set(COUNT_KEYS)
             if unknown:
                 result.notes.append(f"{target_name}: ignored count keys {sorted(unknown)}")

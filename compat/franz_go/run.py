@@ -38,10 +38,12 @@ from compat.kafka_python.common import (
     PASSED,
     SKIPPED,
     Counts,
+    check_call,
     cli,
     locked,
     read_allowlist,
-    resolve_call,
+    run_group,
+    run_setup,
     tail,
 )
 
@@ -158,18 +160,8 @@ def _check_go_version(go: str) -> str:
 
 
 def _run_go(go: str, args: list[str], cwd: Path, what: str, timeout: float) -> str:
-    try:
-        result = subprocess.run(
-            [go, *args], cwd=cwd, env=go_env(), capture_output=True, text=True, timeout=timeout
-        )
-    except subprocess.TimeoutExpired:
-        raise CompatSetupError(f"{what} timed out after {timeout:.0f}s") from None
-    if result.returncode != 0:
-        raise CompatSetupError(
-            f"{what} failed (exit {result.returncode}; is the Go module proxy reachable?):\n"
-            + tail(result.stdout + result.stderr, 15)
-        )
-    return result.stdout
+    hint = "is the Go module proxy reachable?"
+    return run_setup([go, *args], what, hint, timeout, cwd=cwd, env=go_env())
 
 
 def ensure_setup() -> tuple[str, Path, str]:
@@ -228,10 +220,10 @@ def output_of(lines: list[str], test: str, limit: int = 25) -> str:
     return "\n".join(out[-limit:])
 
 
-def main(bootstrap: str, target: str | None = None) -> Counts:
+def main(bootstrap: str, target: str) -> Counts:
     """Run the kgo tests against the broker at `bootstrap` ("host:port"); `target` is
-    "kafkalite" or "kafka" (which broker that is). `main(target, bootstrap)` works too."""
-    bootstrap, target = resolve_call(bootstrap, target)
+    "kafkalite" or "kafka" (which broker that is)."""
+    check_call(bootstrap, target)
     go, package, version = ensure_setup()
     LOGS.mkdir(parents=True, exist_ok=True)
     log = LOGS / f"franz-go-{target}.jsonl"
@@ -250,15 +242,17 @@ def main(bootstrap: str, target: str | None = None) -> Counts:
     )
     started = time.monotonic()
     with open(log, "w") as out:
-        try:
-            result = subprocess.run(
-                [go, *args], cwd=package, env=env, stdout=out, stderr=subprocess.PIPE,
-                text=True, timeout=RUN_TIMEOUT,
-            )  # fmt: skip
-            stderr, code = result.stderr, result.returncode
-        except subprocess.TimeoutExpired as exc:
-            stderr, code = str(exc.stderr or ""), None
-            counts.notes.append(f"go test killed after {RUN_TIMEOUT}s")
+        code, _, stderr = run_group(
+            [go, *args],
+            RUN_TIMEOUT,
+            cwd=package,
+            env=env,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    if code is None:
+        counts.notes.append(f"go test killed after {RUN_TIMEOUT}s")
     counts.seconds = time.monotonic() - started
     lines = log.read_text().splitlines()
     top, sub, unfinished = parse_events(lines)
@@ -282,18 +276,10 @@ def main(bootstrap: str, target: str | None = None) -> Counts:
     return counts
 
 
-def cli_main(argv: list[str] | None = None) -> int:
-    return cli(
-        "compat.franz_go.run",
-        "franz-go's kgo integration tests against kafkalite and/or Apache Kafka",
-        main,
-        overrides_for,
-        ALLOWLIST,
-        ALLOWLIST_HEADER,
-        ensure_setup,
-        argv,
-    )
-
-
 if __name__ == "__main__":
-    sys.exit(cli_main())
+    sys.exit(
+        cli(
+            sys.modules[__name__],
+            "franz-go's kgo integration tests against kafkalite and/or Apache Kafka",
+        )
+    )

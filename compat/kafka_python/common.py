@@ -19,12 +19,17 @@ import argparse
 import collections.abc
 import contextlib
 import fcntl
+import os
+import signal
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache"
@@ -121,17 +126,14 @@ class Counts(collections.abc.Mapping):
         return text
 
 
-def resolve_call(bootstrap: str, target: str | None) -> tuple[str, str]:
-    """`main(bootstrap, target)` also accepts `main(target, bootstrap)`: -> (bootstrap, target)."""
+def check_call(bootstrap: str, target: str) -> None:
+    """What `main(bootstrap, target)` takes: "host:port" and one of compat.targets.TARGETS."""
     from compat.targets import TARGETS
 
-    if bootstrap in TARGETS and target not in TARGETS:
-        bootstrap, target = target or "", bootstrap
     if target not in TARGETS:
         raise ValueError(f"target must be one of {TARGETS}, not {target!r}")
     if ":" not in bootstrap:
         raise ValueError(f"bootstrap must be host:port, not {bootstrap!r}")
-    return bootstrap, target
 
 
 @contextlib.contextmanager
@@ -147,21 +149,56 @@ def tail(text: str, lines: int = 30) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def cli(
-    prog: str,
-    description: str,
-    main: Callable[[str, str], Counts],
-    overrides_for: Callable[[str], Mapping[str, str]],
-    allowlist: Path,
-    allowlist_header: str,
-    setup: Callable[[], object],
-    argv: list[str] | None = None,
-) -> int:
-    """The command line both run.py share: set up (before any broker starts, so missing tools
-    fail fast), start the broker(s), run, enforce the allowlist."""
+def run_group(cmd: list[str], timeout: float, **popen: Any) -> tuple[int | None, Any, Any]:
+    """subprocess.run in a process group of its own: (exit code, stdout, stderr), the code
+    None after `timeout`. On a timeout or any exception the whole group is killed, not only
+    `cmd`: `go test` runs the test binary as its child, which would outlive a killed `go`."""
+    with subprocess.Popen(cmd, start_new_session=True, **popen) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            stdout, stderr = process.communicate()
+            return None, stdout, stderr
+        except BaseException:
+            _kill_group(process)
+            raise
+        return process.returncode, stdout, stderr
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def run_setup(cmd: list[str], what: str, hint: str, timeout: float, **popen: Any) -> str:
+    """Run a setup step (download, install, build); its stdout, else CompatSetupError with
+    the end of its output (`hint`: the likely cause of a failure)."""
+    from compat.kafka_dist import CompatSetupError
+
+    code, stdout, stderr = run_group(
+        cmd, timeout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
+    )
+    if code is None:
+        raise CompatSetupError(f"{what} timed out after {timeout:.0f}s")
+    if code != 0:
+        raise CompatSetupError(
+            f"{what} failed (exit {code}; {hint}):\n" + tail(stdout + stderr, 15)
+        )
+    return stdout
+
+
+def cli(run: ModuleType, description: str, argv: list[str] | None = None) -> int:
+    """The command line both run.py share (`run`: the module, with its `main`,
+    `overrides_for`, `ensure_setup`, `ALLOWLIST` and `ALLOWLIST_HEADER`): set up (before any
+    broker starts, so missing tools fail fast), start the broker(s), run, enforce the
+    allowlist."""
     from compat.kafka_dist import CompatSetupError
     from compat.targets import TARGETS, running_target
 
+    suite = Path(run.__file__).parent.name
+    prog = f"compat.{suite}.run"
+    allowlist: Path = run.ALLOWLIST
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--target", choices=[*TARGETS, "both"], default="both")
     parser.add_argument(
@@ -173,7 +210,7 @@ def cli(
     args = parser.parse_args(argv)
     targets = list(TARGETS) if args.target == "both" else [args.target]
     try:
-        setup()
+        run.ensure_setup()
     except CompatSetupError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
@@ -182,11 +219,11 @@ def cli(
         started = time.monotonic()
         try:
             with (
-                tempfile.TemporaryDirectory(prefix=f"{prog.split('.')[1]}-{name}-") as tmp,
-                running_target(name, Path(tmp), overrides_for(name)) as target,
+                tempfile.TemporaryDirectory(prefix=f"{suite}-{name}-") as tmp,
+                running_target(name, Path(tmp), run.overrides_for(name)) as target,
             ):
                 print(f"== {prog}: {name} at {target.bootstrap}", flush=True)
-                results[name] = main(target.bootstrap, name)
+                results[name] = run.main(target.bootstrap, name)
         except CompatSetupError as exc:
             print(f"{prog}: {name}: {exc}", file=sys.stderr)
             return 2
@@ -203,7 +240,7 @@ def cli(
             for test in kafka_fails:
                 print(f"  not allowlisted: passes on kafkalite, not on kafka: {test}")
             passing -= set(kafka_fails)
-        write_allowlist(allowlist, allowlist_header, sorted(passing))
+        write_allowlist(allowlist, run.ALLOWLIST_HEADER, sorted(passing))
         print(f"wrote {allowlist} ({len(passing)} tests)")
         return 0
     for name, counts in results.items():

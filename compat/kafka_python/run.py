@@ -40,10 +40,12 @@ from compat.kafka_python.common import (
     PASSED,
     SKIPPED,
     Counts,
+    check_call,
     cli,
     locked,
     read_allowlist,
-    resolve_call,
+    run_group,
+    run_setup,
     tail,
 )
 
@@ -109,16 +111,8 @@ def _digest(*parts: bytes | str) -> str:
     return h.hexdigest()
 
 
-def _run_setup(cmd: list[str], what: str, timeout: float = 900) -> None:
-    try:
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise CompatSetupError(f"{what} timed out after {timeout:.0f}s") from None
-    if result.returncode != 0:
-        raise CompatSetupError(
-            f"{what} failed (exit {result.returncode}; is PyPI reachable?):\n"
-            + tail(result.stdout + result.stderr, 15)
-        )
+def _run_setup(cmd: list[str], what: str) -> None:
+    run_setup(cmd, what, "is PyPI reachable?", timeout=900)
 
 
 def _download_sdist() -> None:
@@ -240,10 +234,10 @@ def read_report(path: Path) -> dict[str, str]:
     return outcomes
 
 
-def main(bootstrap: str, target: str | None = None) -> Counts:
+def main(bootstrap: str, target: str) -> Counts:
     """Run the suite against the broker at `bootstrap` ("host:port"); `target` is
-    "kafkalite" or "kafka" (which broker that is). `main(target, bootstrap)` works too."""
-    bootstrap, target = resolve_call(bootstrap, target)
+    "kafkalite" or "kafka" (which broker that is)."""
+    check_call(bootstrap, target)
     python = ensure_setup()
     version = suite_kafka_version(python)
     LOGS.mkdir(parents=True, exist_ok=True)
@@ -280,14 +274,11 @@ def main(bootstrap: str, target: str | None = None) -> Counts:
         )
         started = time.monotonic()
         with open(log, "w") as out:
-            try:
-                code = subprocess.run(
-                    cmd, cwd=SUITE, env=env, stdout=out, stderr=subprocess.STDOUT,
-                    timeout=SUITE_TIMEOUT,
-                ).returncode  # fmt: skip
-            except subprocess.TimeoutExpired:
-                code = None
-                counts.notes.append(f"pytest killed after {SUITE_TIMEOUT}s")
+            code, _, _ = run_group(
+                cmd, SUITE_TIMEOUT, cwd=SUITE, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+        if code is None:
+            counts.notes.append(f"pytest killed after {SUITE_TIMEOUT}s")
         counts.seconds = time.monotonic() - started
         counts.outcomes = read_report(report)
     if not counts.outcomes:
@@ -299,18 +290,10 @@ def main(bootstrap: str, target: str | None = None) -> Counts:
     return counts
 
 
-def cli_main(argv: list[str] | None = None) -> int:
-    return cli(
-        "compat.kafka_python.run",
-        "kafka-python's integration suite against kafkalite and/or Apache Kafka",
-        main,
-        overrides_for,
-        ALLOWLIST,
-        ALLOWLIST_HEADER,
-        ensure_setup,
-        argv,
-    )
-
-
 if __name__ == "__main__":
-    sys.exit(cli_main())
+    sys.exit(
+        cli(
+            sys.modules[__name__],
+            "kafka-python's integration suite against kafkalite and/or Apache Kafka",
+        )
+    )
