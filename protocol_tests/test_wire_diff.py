@@ -130,6 +130,13 @@ def _answers(response: Any) -> bool:
     return response.topics[0].partitions[0].error_code.name == "none"
 
 
+def produce(pair: Pair, name: str, batch: bytes) -> None:
+    """Produce `batch` to partition 0 on both brokers; both must take it."""
+    for response in both(pair, produce_request(name, 0, batch, version=9)):
+        (part,) = response.responses[0].partition_responses
+        assert part.error_code.name == "none", response
+
+
 # -- ApiVersions ----------------------------------------------------------------------------
 
 
@@ -181,7 +188,7 @@ def test_produce_with_a_bad_crc(pair: Pair) -> None:
 def test_fetch_out_of_range(pair: Pair) -> None:
     name = unique_name("range")
     create_topic(pair, name)
-    both(pair, produce_request(name, 0, simple_batch(5), version=9))
+    produce(pair, name, simple_batch(5))
     ours, theirs = both(pair, fetch_request(name, 0, 100, version=12))
     assert diff(normalise(ours), normalise(theirs)) == []
 
@@ -194,7 +201,7 @@ def test_list_offsets_by_timestamp(pair: Pair) -> None:
         batch = build_batch(
             [Record(b"k", b"v", timestamp=base + 1000 * step + i) for i in range(2)]
         )
-        both(pair, produce_request(name, 0, batch, version=9))
+        produce(pair, name, batch)
     for timestamp in (base - 1, base + 1000, base + 1001, base + 5000, -1, -2, -3):
         ours, theirs = both(pair, list_offsets_request(name, 0, timestamp, version=7))
         assert diff(normalise(ours), normalise(theirs)) == [], timestamp
