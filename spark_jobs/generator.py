@@ -38,7 +38,7 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 
 from spark_jobs.events import Event, iso_utc, parse_iso_utc
-from spark_jobs.kafka_util import BrokerUnreachable, check_broker, ensure_topic
+from spark_jobs.kafka_util import broker_answers, ensure_topic
 
 _SECTIONS = ["/", "/search", "/cart", "/checkout", "/login", "/account", "/help", "/about"]
 
@@ -220,10 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=3, help="if the topic is created")
     parser.add_argument("--print-events", action="store_true", help="JSON lines on stdout")
     args = parser.parse_args(argv)
-    try:
-        check_broker(args.bootstrap)
-    except BrokerUnreachable as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    if not broker_answers(args.bootstrap):
         return 2
     began = time.monotonic()
     events = generate(

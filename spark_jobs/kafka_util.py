@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 import time
 from dataclasses import dataclass
 
@@ -33,6 +34,17 @@ def check_broker(bootstrap: str, timeout: float = 5.0) -> int:
     except ValueError as exc:  # a malformed bootstrap string is caught by librdkafka here
         raise BrokerUnreachable(f"bad bootstrap address {bootstrap!r}: {exc}") from exc
     return len(metadata.brokers)
+
+
+def broker_answers(bootstrap: str) -> bool:
+    """For the command lines: check_broker, False after one `error:` line on stderr (they
+    exit with code 2 then)."""
+    try:
+        check_broker(bootstrap)
+    except BrokerUnreachable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def _check_tcp(bootstrap: str, timeout: float) -> None:

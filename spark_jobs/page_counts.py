@@ -49,8 +49,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from spark_jobs.jars import SetupError
-from spark_jobs.kafka_util import BrokerUnreachable, check_broker
+from spark_jobs.session import cli_session, first_line, stop_session
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -213,18 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trigger-interval", default="5 seconds")
     parser.add_argument("--log-level", help="driver log level (default WARN)")
     args = parser.parse_args(argv)
-    try:
-        check_broker(args.bootstrap)
-    except BrokerUnreachable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-    from spark_jobs.session import build_session, stop_session
-
-    try:
-        spark = build_session("page-counts", log_level=args.log_level)
-    except SetupError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    spark = cli_session(args.bootstrap, "page-counts", args.log_level)
+    if spark is None:
         return 2
     options = dict(
         events_topic=args.events_topic,
@@ -273,8 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a failed query: one line here, the JVM's log above it
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"error: the streaming query failed: {first}", file=sys.stderr)
+        print(f"error: the streaming query failed: {first_line(exc)}", file=sys.stderr)
         return 1
     finally:
         stop_session(spark)

@@ -21,9 +21,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from spark_jobs.events import iso_utc
-from spark_jobs.jars import SetupError
-from spark_jobs.kafka_util import BrokerUnreachable, check_broker
 from spark_jobs.page_counts import parse_events
+from spark_jobs.session import cli_session, first_line, stop_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -107,18 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=5)
     parser.add_argument("--log-level", help="driver log level (default WARN)")
     args = parser.parse_args(argv)
-    try:
-        check_broker(args.bootstrap)
-    except BrokerUnreachable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-    from spark_jobs.session import build_session, stop_session
-
-    try:
-        spark = build_session("page-report", log_level=args.log_level)
-    except SetupError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    spark = cli_session(args.bootstrap, "page-report", args.log_level)
+    if spark is None:
         return 2
     try:
         rows = top_pages_per_hour(
@@ -130,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             top=args.top,
         )
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"error: the report failed: {first}", file=sys.stderr)
+        print(f"error: the report failed: {first_line(exc)}", file=sys.stderr)
         return 1
     finally:
         stop_session(spark)

@@ -16,12 +16,14 @@ import contextlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spark_jobs.jars import check_java, resolve_jars
+from spark_jobs.jars import SetupError, check_java, resolve_jars
+from spark_jobs.kafka_util import broker_answers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -100,6 +102,24 @@ def stop_session(spark: SparkSession, timeout: float = 30.0) -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def cli_session(bootstrap: str, app_name: str, log_level: str | None) -> SparkSession | None:
+    """For the command lines: a session once a broker answers at `bootstrap`; None, after one
+    `error:` line on stderr, when none does or Spark cannot start (exit code 2)."""
+    if not broker_answers(bootstrap):
+        return None
+    try:
+        return build_session(app_name, log_level=log_level)
+    except SetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception in one line (a failed Spark job's message runs to a JVM stack trace)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 @contextlib.contextmanager

@@ -4,9 +4,9 @@
   module (JVM startup takes seconds), stopped with its JVM at module end. Without Java >= 17
   (or, before the connector jars are cached, Maven) the tests are skipped with that reason.
 - `kafka_target`: a `SparkTarget` (name, bootstrap, process): a kafkalite broker (through
-  tests/conftest.py's module_broker_factory) and, when compat/targets.py is there, a real
-  Apache Kafka broker (its tests marked `kafka`); one broker per module and target. Tests
-  keep apart through their own topics.
+  tests/conftest.py's module_broker_factory) and a real Apache Kafka broker (compat/targets.py;
+  its tests marked `kafka`); one broker per module and target. Tests keep apart through
+  their own topics.
 - `broker_log_clean` (autouse): on kafkalite, the test fails if the broker logged an ERROR
   or a traceback meanwhile.
 """
@@ -20,16 +20,13 @@ from typing import Any
 
 import pytest
 
+from compat.targets import running_target
 from spark_jobs.jars import SetupError
 
-try:
-    from compat.targets import running_target
-except ImportError:  # the compat/ plumbing is optional
-    running_target = None
-
-TARGET_PARAMS = [pytest.param("kafkalite", id="kafkalite")]
-if running_target is not None:
-    TARGET_PARAMS.append(pytest.param("kafka", id="kafka", marks=pytest.mark.kafka))
+TARGET_PARAMS = [
+    pytest.param("kafkalite", id="kafkalite"),
+    pytest.param("kafka", id="kafka", marks=pytest.mark.kafka),
+]
 
 
 @dataclass(frozen=True)
@@ -72,7 +69,6 @@ def kafka_target(
         broker = module_broker_factory()
         yield SparkTarget("kafkalite", broker.bootstrap, broker)
         return
-    assert running_target is not None
     with running_target("kafka", tmp_path_factory.mktemp("spark-kafka")) as target:
         yield SparkTarget("kafka", target.bootstrap)
 
