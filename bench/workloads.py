@@ -154,12 +154,10 @@ def producer_config(bootstrap: str, acks: str, linger_ms: float) -> dict[str, An
 
 
 @dataclass
-class ProduceResult:
+class Throughput:
     messages: int
     bytes: int
     seconds: float
-    latency: Latencies
-    client_errors: list[str]
 
     @property
     def mb_per_s(self) -> float:
@@ -168,6 +166,12 @@ class ProduceResult:
     @property
     def msg_per_s(self) -> float:
         return self.messages / self.seconds
+
+
+@dataclass
+class ProduceResult(Throughput):
+    latency: Latencies
+    client_errors: list[str]
 
 
 def produce_throughput(
@@ -269,20 +273,9 @@ def consumer_config(bootstrap: str) -> dict[str, Any]:
 
 
 @dataclass
-class ConsumeResult:
-    messages: int
-    bytes: int
-    seconds: float
+class ConsumeResult(Throughput):
     first_message_s: float
     client_errors: list[str]
-
-    @property
-    def mb_per_s(self) -> float:
-        return self.bytes / MIB / self.seconds
-
-    @property
-    def msg_per_s(self) -> float:
-        return self.messages / self.seconds
 
 
 def consume_all(
