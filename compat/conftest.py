@@ -29,6 +29,7 @@ import pytest
 
 from compat.kafka_dist import CompatSetupError
 from compat.targets import TARGETS, Target, start_target
+from kafkalite.testing import stop_all
 
 COMPAT_DIR = Path(__file__).resolve().parent
 
@@ -66,15 +67,9 @@ class _TargetPool:
         # Clients that tests left in reference cycles go first, so they do not log
         # "Connection refused" once the brokers are gone.
         gc.collect()
-        errors = []
-        for _, process in self.running.values():
-            try:
-                process.stop()
-            except Exception as exc:  # keep stopping the others
-                errors.append(exc)
+        processes = [process for _, process in self.running.values()]
         self.running.clear()
-        if errors:
-            raise errors[0]
+        stop_all(processes)
 
 
 class _Unavailable(Exception):
@@ -119,8 +114,7 @@ def target_factory(_target_pool: _TargetPool, target_name: str) -> Iterator[Call
     try:
         yield make
     finally:
-        for process in processes:
-            process.stop()
+        stop_all(processes)
 
 
 def make_topic_name(hint: str = "t") -> str:

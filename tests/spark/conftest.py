@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 
 from compat.targets import running_target
+from kafkalite.testing import error_records
 from spark_jobs.jars import SetupError
 
 TARGET_PARAMS = [
@@ -73,24 +73,6 @@ def kafka_target(
         yield SparkTarget("kafka", target.bootstrap)
 
 
-_LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
-
-
-def broker_errors(lines: list[str]) -> list[str]:
-    """The ERROR records (with their tracebacks) among a kafkalite broker's log lines."""
-    records: list[list[str]] = []
-    for line in lines:
-        if _LOG_RECORD.match(line) or not records:
-            records.append([line])
-        else:
-            records[-1].append(line)
-    return [
-        "".join(record)
-        for record in records
-        if " ERROR " in record[0] or "Traceback" in "".join(record)
-    ]
-
-
 @pytest.fixture(autouse=True)
 def broker_log_clean(request: pytest.FixtureRequest) -> Iterator[None]:
     if "kafka_target" not in request.fixturenames:
@@ -101,5 +83,5 @@ def broker_log_clean(request: pytest.FixtureRequest) -> Iterator[None]:
     mark = len(process.lines) if process is not None else 0
     yield
     if process is not None:
-        errors = broker_errors(process.lines[mark:])
+        errors = error_records(process.lines[mark:])
         assert not errors, "kafkalite logged errors:\n" + "\n".join(errors[:5])
