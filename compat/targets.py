@@ -34,10 +34,6 @@ class Target:
     name: str  # one of TARGETS
     bootstrap: str  # "host:port"
 
-    @property
-    def is_kafka(self) -> bool:
-        return self.name == "kafka"
-
 
 def start_target(
     name: str, data_dir: Path, overrides: Mapping[str, str] | None = None, timeout: float = 120.0

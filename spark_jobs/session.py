@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -120,14 +120,3 @@ def first_line(exc: BaseException) -> str:
     """An exception in one line (a failed Spark job's message runs to a JVM stack trace)."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-@contextlib.contextmanager
-def spark_session(
-    app_name: str = "kafkalite-spark-jobs", **kwargs: object
-) -> Iterator[SparkSession]:
-    spark = build_session(app_name, **kwargs)  # type: ignore[arg-type]
-    try:
-        yield spark
-    finally:
-        stop_session(spark)
