@@ -56,6 +56,18 @@ def after(records: list[Record], offsets: dict[int, int]) -> list[Record]:
     return [r for r in records if r.offset >= offsets.get(r.partition, 0)]
 
 
+def python_m(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`python -m ARGS` in its own process, from the repository root, output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
 def test_window_counts_exact(
     spark: Any, kafka_target: SparkTarget, topic_name: Callable[..., str], tmp_path: Path
 ) -> None:
@@ -113,28 +125,20 @@ def test_restart_from_checkpoint_processes_only_new_events(
     second = generate(bootstrap, events_topic, 1200, seed=22, start_ts=START + 150_000)
     shared = set(expected_window_counts(first)) & set(expected_window_counts(second))
     assert shared  # the restart must restore window state to get these right
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "spark_jobs.page_counts",
-            "--bootstrap",
-            bootstrap,
-            "--checkpoint",
-            str(checkpoint),
-            "--once",
-            "--events-topic",
-            events_topic,
-            "--output-topic",
-            counts_topic,
-            "--max-offsets-per-trigger",
-            "500",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+    result = python_m(
+        "spark_jobs.page_counts",
+        "--bootstrap",
+        bootstrap,
+        "--checkpoint",
+        str(checkpoint),
+        "--once",
+        "--events-topic",
+        events_topic,
+        "--output-topic",
+        counts_topic,
+        "--max-offsets-per-trigger",
+        "500",
         timeout=300,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert result.returncode == 0, result.stderr[-3000:]
     match = re.search(r"page-counts: (\d+) events in (\d+) micro-batches", result.stdout)
@@ -220,14 +224,7 @@ def test_cli_broker_down_exits_2_at_once(tmp_path: Path) -> None:
     ]
     for command in commands:
         began = time.monotonic()
-        result = subprocess.run(
-            [sys.executable, "-m", *command, "--bootstrap", f"127.0.0.1:{port}"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-        )
+        result = python_m(*command, "--bootstrap", f"127.0.0.1:{port}", timeout=60)
         assert result.returncode == 2, (command, result.stderr)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: no Kafka broker reachable"), lines
@@ -238,30 +235,22 @@ def test_generator_cli_prints_what_it_produced(
     kafka_target: SparkTarget, topic_name: Callable[..., str]
 ) -> None:
     topic = topic_name("events")
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "spark_jobs.generator",
-            "--bootstrap",
-            kafka_target.bootstrap,
-            "--topic",
-            topic,
-            "--count",
-            "200",
-            "--seed",
-            "5",
-            "--pages",
-            "7",
-            "--start-ts",
-            "2025-01-01T10:00:00Z",
-            "--print-events",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+    result = python_m(
+        "spark_jobs.generator",
+        "--bootstrap",
+        kafka_target.bootstrap,
+        "--topic",
+        topic,
+        "--count",
+        "200",
+        "--seed",
+        "5",
+        "--pages",
+        "7",
+        "--start-ts",
+        "2025-01-01T10:00:00Z",
+        "--print-events",
         timeout=60,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert result.returncode == 0, result.stderr
     printed = [Event(**json.loads(line)) for line in result.stdout.splitlines()]
