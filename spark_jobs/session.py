@@ -69,8 +69,12 @@ def build_session(
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(level)
     setattr(spark, _WAREHOUSE_ATTR, warehouse)
+    try:
+        spark.sparkContext.setLogLevel(level)  # raises for an unknown level
+    except BaseException:
+        stop_session(spark)  # not left running (with its JVM) until Python exits
+        raise
     return spark
 
 
