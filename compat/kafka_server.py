@@ -31,6 +31,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from compat.kafka_dist import CompatSetupError, java_executable, kafka_lib, kafka_version
+from kafkalite.testing import free_ports
 
 # Settings for one node and for fair comparisons with kafkalite; `overrides` win.
 SINGLE_NODE_DEFAULTS: dict[str, str] = {
@@ -77,17 +78,6 @@ def random_cluster_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not text.startswith("-"):
             return text
-
-
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """`count` distinct ports the OS reports free now (held together, then released)."""
-    with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind((host, 0))
-            ports.append(sock.getsockname()[1])
-        return ports
 
 
 def write_properties(path: Path, properties: Mapping[str, str]) -> None:

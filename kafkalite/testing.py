@@ -6,9 +6,11 @@ there is no free-port race and no polling: a reader thread signals when the line
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -149,3 +151,15 @@ def stop_all(brokers: Iterable[BrokerProcess]) -> None:
             errors.append(exc)
     if errors:
         raise errors[0]
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct ports the OS reports free now (held together, then released), for
+    programs that cannot listen on port 0 and report the port (Kafka, ZooKeeper)."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((host, 0))
+            ports.append(sock.getsockname()[1])
+        return ports
