@@ -73,6 +73,18 @@ def _str(value: str) -> str:
     return value.strip()
 
 
+def _zookeeper_connect(value: str) -> str:
+    """`host:port[,host:port...][/chroot]`, as Kafka's zookeeper.connect."""
+    servers, slash, chroot = value.strip().partition("/")
+    for server in servers.split(","):
+        host, colon, port = server.strip().rpartition(":")
+        if not (host and colon and port.isdigit() and 0 < int(port) <= 65535):
+            raise ValueError(f"{server.strip()!r} is not host:port")
+    if slash and (chroot.endswith("/") or "//" in chroot):
+        raise ValueError(f"chroot /{chroot} is not a ZooKeeper path")
+    return value.strip()
+
+
 @dataclass(frozen=True, slots=True)
 class Property:
     parse: Callable[[str], object]
@@ -161,8 +173,47 @@ PROPERTIES: dict[str, Property] = {
         _int(0, I32_MAX), "1800000", "longest session", TYPE_INT
     ),
     "group.max.size": Property(_int(1, I32_MAX), str(I32_MAX), "members per group", TYPE_INT),
-    "zookeeper.connect": Property(_str, None, "ZooKeeper ensemble (cluster mode)"),
+    # Cluster mode (zookeeper.connect set): parsed and validated; the replication work uses them.
+    "zookeeper.connect": Property(_zookeeper_connect, None, "ZooKeeper ensemble (cluster mode)"),
+    "zookeeper.session.timeout.ms": Property(
+        _int(1, I32_MAX), "18000", "ZooKeeper session timeout", TYPE_INT
+    ),
+    "zookeeper.connection.timeout.ms": Property(
+        _int(1, I32_MAX), None, "ZooKeeper connect wait (unset: the session timeout)", TYPE_INT
+    ),
+    "broker.rack": Property(_str, None, "rack of this broker, for replica placement"),
+    "replica.lag.time.max.ms": Property(
+        _int(0), "30000", "follower lag before ISR exit", TYPE_LONG
+    ),
+    "replica.fetch.max.bytes": Property(
+        _int(0, I32_MAX), "1048576", "follower fetch size", TYPE_INT
+    ),
+    "replica.fetch.min.bytes": Property(_int(0, I32_MAX), "1", "follower fetch min", TYPE_INT),
+    "replica.fetch.wait.max.ms": Property(_int(0, I32_MAX), "500", "follower wait", TYPE_INT),
+    "replica.fetch.backoff.ms": Property(
+        _int(0, I32_MAX), "1000", "follower retry pause", TYPE_INT
+    ),
+    "num.replica.fetchers": Property(_int(1, I32_MAX), "1", "fetcher tasks", TYPE_INT),
+    "unclean.leader.election.enable": Property(
+        _bool, "false", "leaders from outside the ISR", TYPE_BOOLEAN
+    ),
+    "auto.leader.rebalance.enable": Property(
+        _bool, "true", "move leaders back to preferred", TYPE_BOOLEAN
+    ),
+    "leader.imbalance.check.interval.seconds": Property(
+        _int(1), "300", "rebalance check period", TYPE_LONG
+    ),
+    "leader.imbalance.per.broker.percentage": Property(
+        _int(0, I32_MAX), "10", "tolerated imbalance", TYPE_INT
+    ),
+    "controlled.shutdown.enable": Property(
+        _bool, "true", "move leadership away on SIGTERM", TYPE_BOOLEAN
+    ),
+    "request.timeout.ms": Property(_int(0, I32_MAX), "30000", "acks=all wait cap", TYPE_INT),
 }
+# Kafka's defaults that would stop a single node from working apply in cluster mode only,
+# so `kafkalite serve` without zookeeper.connect behaves as before.
+CLUSTER_MODE_DEFAULTS: dict[str, str] = {"offsets.topic.replication.factor": "3"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,8 +222,17 @@ class BrokerConfig:
 
     raw: Mapping[str, str] = field(default_factory=dict)
 
+    @property
+    def cluster_mode(self) -> bool:
+        return self.raw.get("zookeeper.connect") is not None
+
+    def default(self, name: str) -> str | None:
+        if self.cluster_mode and name in CLUSTER_MODE_DEFAULTS:
+            return CLUSTER_MODE_DEFAULTS[name]
+        return PROPERTIES[name].default
+
     def _get(self, name: str) -> object:
-        value = self.raw.get(name, PROPERTIES[name].default)
+        value = self.raw.get(name, self.default(name))
         return None if value is None else PROPERTIES[name].parse(value)
 
     @property
@@ -263,4 +323,10 @@ def build_config(
             prop.parse(value)
         except (ValueError, ConfigError) as exc:
             raise ConfigError(f"invalid value {value!r} for {name}: {exc}") from None
-    return BrokerConfig(raw)
+    config = BrokerConfig(raw)
+    if config.int("replica.fetch.wait.max.ms") > config.int("replica.lag.time.max.ms"):
+        raise ConfigError(  # Kafka's check, with its words
+            "replica.fetch.wait.max.ms should always be less than or equal to"
+            " replica.lag.time.max.ms to prevent frequent changes in ISR"
+        )
+    return config
