@@ -1,4 +1,5 @@
 """`kafkalite serve [--config server.properties] [--override key=value]...`
+(and `kafkalite cluster --brokers N`, a preview: kafkalite/cluster/launcher.py)
 
 A bad argument, property or value, or an unusable port or directory: one line on stderr and
 exit code 2.
@@ -15,6 +16,7 @@ from pathlib import Path
 import trio
 
 from kafkalite.broker.broker import Broker
+from kafkalite.cluster import launcher
 from kafkalite.config import ConfigError, build_config, parse_override, read_properties
 from kafkalite.server import bound_config, open_listeners, serve
 
@@ -43,7 +45,33 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
+    _add_cluster_command(commands)
     return parser
+
+
+def _add_cluster_command(commands: argparse._SubParsersAction) -> None:
+    cluster = commands.add_parser(
+        "cluster", help="run a local cluster: ZooKeeper and N brokers (preview: no replication)"
+    )
+    cluster.add_argument("--brokers", type=_broker_count, default=3, help="how many (1-32)")
+    cluster.add_argument("--data-dir", type=Path, default=launcher.DEFAULT_DATA_DIR)
+    cluster.add_argument("--port", type=int, default=0, help="first broker's port (default: free)")
+    cluster.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+
+
+def _broker_count(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= launcher.MAX_BROKERS:
+        raise argparse.ArgumentTypeError(f"expected 1 to {launcher.MAX_BROKERS}, got {text!r}")
+    return int(text)
+
+
+def _run_cluster(args: argparse.Namespace) -> int:
+    overrides = dict(map(parse_override, args.override))
+    build_config({}, overrides.items())  # a bad property fails here, before anything starts
+    taken = sorted(set(overrides) & launcher.LAUNCHER_PROPERTIES)
+    if taken:
+        return _fail(f"the cluster launcher sets {', '.join(taken)} itself")
+    return launcher.run(args.brokers, args.data_dir, overrides, args.port)
 
 
 def _fail(message: str) -> int:
@@ -87,6 +115,11 @@ async def _run(config_args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "cluster":
+        try:
+            return _run_cluster(args)
+        except ConfigError as exc:
+            return _fail(str(exc))
     logging.basicConfig(
         level=args.log_level,
         stream=sys.stdout,

@@ -16,9 +16,11 @@ import sys
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TextIO
 
 _STARTED = re.compile(r"kafkalite started: .* listening on (\S+):(\d+)")
 _LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+_KEPT_LINES = 1000  # of a broker with an output file
 
 
 class BrokerProcess:
@@ -28,6 +30,7 @@ class BrokerProcess:
         overrides: Mapping[str, str] | None = None,
         config_file: Path | None = None,
         log_level: str | None = None,
+        output_file: Path | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.overrides = {
@@ -37,6 +40,9 @@ class BrokerProcess:
         }
         self.config_file = config_file
         self.log_level = log_level  # serve --log-level (the broker's default: INFO)
+        # With an output file, the output goes there and `lines` keeps only the latest lines
+        # (a long-running broker's log would grow without bound in memory).
+        self.output_file = output_file
         self.process: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self.host = "127.0.0.1"
@@ -81,13 +87,23 @@ class BrokerProcess:
 
     def _read_output(self, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
-        for line in process.stdout:
-            self.lines.append(line)
-            match = _STARTED.search(line)
-            if match:
-                self.host, self.port = match.group(1), int(match.group(2))
-                self._started.set()
+        with contextlib.ExitStack() as stack:
+            output = stack.enter_context(open(self.output_file, "a")) if self.output_file else None
+            for line in process.stdout:
+                self._take_line(line, output)
         self._started.set()  # process ended: wake a waiting start()
+
+    def _take_line(self, line: str, output: TextIO | None) -> None:
+        self.lines.append(line)
+        if output is not None:
+            output.write(line)
+            output.flush()
+            if len(self.lines) > 2 * _KEPT_LINES:
+                del self.lines[:-_KEPT_LINES]
+        match = _STARTED.search(line)
+        if match:
+            self.host, self.port = match.group(1), int(match.group(2))
+            self._started.set()
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int | None:
         """Signal the broker and wait for it; SIGKILL if it does not stop in time."""

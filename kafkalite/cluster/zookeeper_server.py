@@ -28,8 +28,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from kafkalite.maven_dist import MavenDist, ProvisionError, java_executable
@@ -45,6 +46,7 @@ ZOOKEEPER = MavenDist(
     main_jar="zookeeper-{version}",
     log_prefix="kafkalite",
 )
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 JVM_OPTS = ("-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-Djava.awt.headless=true")
 
@@ -148,8 +150,8 @@ class ZooKeeperServer:
             raise RuntimeError("ZooKeeper is running: stop() or kill() it first")
         command = self.command()  # provisions the jars before the clock starts
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        if not self.port:
-            [self.port] = free_ports(1, self.host)
+        if not self.port:  # an earlier run's port: clients and brokers keep their connect string
+            self.port = self._previous_port() or free_ports(1, self.host)[0]
         lines = [f"{key}={value}" for key, value in self.zoo_cfg().items()]
         self.config_file.write_text("\n".join(lines) + "\n")
         (self.data_dir / "logback.xml").write_text(_LOGBACK.format(log=self.log_file))
@@ -169,6 +171,14 @@ class ZooKeeperServer:
             raise
         self.startup_seconds = time.monotonic() - started
         return self
+
+    def _previous_port(self) -> int | None:
+        with contextlib.suppress(OSError):
+            for line in self.config_file.read_text().splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "clientPort" and value.strip().isdigit():
+                    return int(value)
+        return None
 
     def _wait_serving(self, deadline: float) -> None:
         """Probe with `srvr` until it answers with a Mode: the server takes sessions then."""
@@ -250,18 +260,34 @@ def running_zookeeper(
         yield stack.enter_context(ZooKeeperServer(data_dir, config))
 
 
+@contextlib.contextmanager
+def stop_signals() -> Iterator[threading.Event]:
+    """Inside, SIGINT and SIGTERM set the event instead of ending the process, so the
+    processes started meanwhile get stopped. (Handlers, not a blocked signal mask: child
+    processes would inherit the mask.)"""
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def wait_for(stop: threading.Event, still_running: Callable[[], bool]) -> None:
+    """Until `stop` is set or `still_running()` is false (checked every second)."""
+    while still_running() and not stop.wait(1.0):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run a standalone Apache ZooKeeper.")
     parser.add_argument("--data-dir", type=Path, help="kept after exit (default: a temp dir)")
     args = parser.parse_args(argv)
-    stop_signals = {signal.SIGINT, signal.SIGTERM}
-    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)  # taken by sigtimedwait below
     try:
-        with running_zookeeper(args.data_dir) as server:
+        with stop_signals() as stop, running_zookeeper(args.data_dir) as server:
             print(f"zookeeper.connect={server.connect_string}", flush=True)
-            while server.process and server.process.poll() is None:
-                if signal.sigtimedwait(stop_signals, 1.0):
-                    break
+            wait_for(stop, lambda: server.process is not None and server.process.poll() is None)
     except ProvisionError as exc:
         print(f"kafkalite: {exc}", file=sys.stderr)
         return 2

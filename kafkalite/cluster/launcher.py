@@ -1,0 +1,131 @@
+"""`kafkalite cluster --brokers N`: a local cluster, a real ZooKeeper and N brokers.
+
+PREVIEW: the brokers are started with `zookeeper.connect` but do not replicate yet.
+
+Under `--data-dir` (default `data/cluster`): `zookeeper/` (the server's data and logs), and
+per broker `broker-<id>/` (its log dir) and `broker-<id>.out` (its output). ZooKeeper comes
+from Maven Central on first use (kafkalite.cluster.zookeeper_server) and keeps its port across
+runs on the same data dir; brokers listen on free ports (or `--port P`, P+1, ...). Broker ids are
+1..N. `--override key=value` goes to every broker. Ctrl-C or SIGTERM stops the brokers
+(SIGTERM: a clean shutdown), then ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkalite.cluster.zookeeper_server import ZooKeeperServer, stop_signals, wait_for
+from kafkalite.maven_dist import ProvisionError
+from kafkalite.testing import BrokerProcess, stop_all
+
+DEFAULT_DATA_DIR = Path("data/cluster")
+MAX_BROKERS = 32
+# Set per broker by the launcher; an --override of one would break the cluster.
+LAUNCHER_PROPERTIES = frozenset(
+    {"broker.id", "node.id", "listeners", "log.dir", "log.dirs", "zookeeper.connect"}
+)
+
+
+@dataclass
+class LocalCluster:
+    data_dir: Path
+    broker_count: int
+    overrides: Mapping[str, str] = field(default_factory=dict)
+    first_port: int = 0  # 0: free ports
+    zookeeper: ZooKeeperServer | None = None
+    brokers: list[BrokerProcess] = field(default_factory=list)
+    _reported: set[str] = field(default_factory=set)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(broker.bootstrap for broker in self.brokers)
+
+    def broker_overrides(self, broker_id: int, zookeeper_connect: str) -> dict[str, str]:
+        port = self.first_port + broker_id - 1 if self.first_port else 0
+        return {
+            "broker.id": str(broker_id),
+            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "zookeeper.connect": zookeeper_connect,
+            # Kafka's default, 3, cannot be met by fewer brokers.
+            "offsets.topic.replication.factor": str(min(3, self.broker_count)),
+            **self.overrides,
+        }
+
+    def start(self) -> LocalCluster:
+        try:
+            self.zookeeper = ZooKeeperServer(self.data_dir / "zookeeper").start()
+            for broker_id in range(1, self.broker_count + 1):
+                broker = BrokerProcess(
+                    self.data_dir / f"broker-{broker_id}",
+                    self.broker_overrides(broker_id, self.zookeeper.connect_string),
+                    output_file=self.data_dir / f"broker-{broker_id}.out",
+                )
+                self.brokers.append(broker)
+                broker.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        try:
+            stop_all(self.brokers)
+        finally:
+            if self.zookeeper is not None:
+                self.zookeeper.stop()
+
+    def members(self) -> dict[str, subprocess.Popen | None]:
+        members: dict[str, subprocess.Popen | None] = {
+            f"broker {i}": b.process for i, b in enumerate(self.brokers, 1)
+        }
+        members["zookeeper"] = self.zookeeper.process if self.zookeeper else None
+        return members
+
+    def report_exits(self) -> bool:
+        """Print each member that exited since the last call (a killed broker is a failure
+        test, not the end of the cluster); whether any member still runs."""
+        alive = False
+        for name, process in self.members().items():
+            code = None if process is None else process.poll()
+            if process is not None and code is None:
+                alive = True
+            elif name not in self._reported:
+                self._reported.add(name)
+                print(f"kafkalite cluster: {name} exited (code {code})", flush=True)
+        return alive
+
+    def describe(self) -> str:
+        assert self.zookeeper is not None
+        lines = [f"kafkalite cluster (preview: no replication yet), data in {self.data_dir}"]
+        lines.append(f"  zookeeper.connect={self.zookeeper.connect_string}")
+        lines += [f"  broker {i}: {b.bootstrap}" for i, b in enumerate(self.brokers, 1)]
+        lines.append(f"bootstrap.servers={self.bootstrap}")
+        return "\n".join(lines)
+
+
+def run(
+    broker_count: int, data_dir: Path, overrides: Mapping[str, str], first_port: int = 0
+) -> int:
+    """Start the cluster, print where it is, and run until Ctrl-C/SIGTERM (exit 0; a member
+    that exits is reported and the others keep running) or until no member is left (exit 1).
+    Provisioning or start failures: one line, exit 2."""
+    cluster = LocalCluster(data_dir, broker_count, overrides, first_port)
+    with stop_signals() as stop:
+        try:
+            cluster.start()
+        except (ProvisionError, RuntimeError, OSError) as exc:
+            first_line = (str(exc).strip() or repr(exc)).splitlines()[0]
+            sys.stderr.write(f"kafkalite: cannot start the cluster: {first_line}\n")
+            return 2
+        try:
+            print(cluster.describe(), flush=True)
+            wait_for(stop, cluster.report_exits)
+            left = stop.is_set() or cluster.report_exits()  # Ctrl-C also reached the brokers
+        finally:
+            cluster.stop()
+    print("kafkalite cluster stopped", flush=True)
+    return 0 if left else 1

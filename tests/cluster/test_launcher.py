@@ -1,0 +1,161 @@
+"""`kafkalite cluster --brokers N` (preview): a real ZooKeeper and N broker processes, each
+member's exit reported, everything stopped on SIGTERM, ZooKeeper's port kept across runs."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from kafkalite.cluster.zookeeper_server import four_letter_word, parse_srvr
+
+pytestmark = pytest.mark.slow
+TIMEOUT = 90
+
+
+class Launcher:
+    def __init__(self, data_dir: Path, brokers: int) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kafkalite",
+                "cluster",
+                "--brokers",
+                str(brokers),
+                "--data-dir",
+                str(data_dir),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def read_until(self, prefix: str) -> list[str]:
+        seen = []
+        while True:
+            line = self.lines.get(timeout=TIMEOUT)
+            seen.append(line)
+            if line.startswith(prefix):
+                return seen
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+
+def _value(lines: list[str], key: str) -> str:
+    [value] = [line.split("=", 1)[1] for line in lines if line.strip().startswith(f"{key}=")]
+    return value
+
+
+def _refused(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    try:
+        four_letter_word(host, int(port), "ruok", timeout=5)
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def _broker_pids(data_dir: Path) -> dict[int, int]:
+    """The running `kafkalite serve` processes of this data dir, by broker id."""
+    log_dirs = re.compile(rf"log\.dirs={re.escape(str(data_dir))}/broker-(\d+)")
+    pids = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        matches = [log_dirs.fullmatch(arg) for arg in args]
+        for match in filter(None, matches):
+            pids[int(match.group(1))] = int(proc.name)
+    return pids
+
+
+def _leftovers(data_dir: Path) -> list[int]:
+    """Processes whose command line names the data dir (none once the launcher stopped)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if str(data_dir).encode() in (proc / "cmdline").read_bytes():
+                pids.append(int(proc.name))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+@pytest.fixture
+def cluster_dir(tmp_path: Path) -> Iterator[Path]:
+    data_dir = tmp_path / "cluster"
+    try:
+        yield data_dir
+    finally:
+        for pid in _leftovers(data_dir):  # only if the launcher failed to stop them
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_cluster_starts_reports_a_dead_broker_and_stops(cluster_dir: Path) -> None:
+    launcher = Launcher(cluster_dir, brokers=3)
+    try:
+        lines = launcher.read_until("bootstrap.servers=")
+        zookeeper = _value(lines, "zookeeper.connect")
+        bootstrap = _value(lines, "bootstrap.servers").split(",")
+        assert len(bootstrap) == 3
+        host, port = zookeeper.rsplit(":", 1)
+        assert parse_srvr(four_letter_word(host, int(port), "srvr"))["Mode"] == "standalone"
+        for address in bootstrap:
+            metadata = AdminClient({"bootstrap.servers": address}).list_topics(timeout=30)
+            assert [f"{b.host}:{b.port}" for b in metadata.brokers.values()] == [address]
+        assert sorted(p.name for p in cluster_dir.iterdir()) == [
+            "broker-1",
+            "broker-1.out",
+            "broker-2",
+            "broker-2.out",
+            "broker-3",
+            "broker-3.out",
+            "zookeeper",
+        ]
+        pids = _broker_pids(cluster_dir)
+        assert sorted(pids) == [1, 2, 3]
+        os.kill(pids[2], signal.SIGKILL)
+        assert launcher.read_until("kafkalite cluster: ")[-1] == (
+            f"kafkalite cluster: broker 2 exited (code {-signal.SIGKILL})"
+        )
+        assert launcher.stop() == 0
+        assert launcher.read_until("kafkalite cluster stopped")
+        assert all(_refused(address) for address in [zookeeper, *bootstrap])
+        assert _leftovers(cluster_dir) == []
+    finally:
+        launcher.stop()
+
+    again = Launcher(cluster_dir, brokers=1)
+    try:
+        lines = again.read_until("bootstrap.servers=")
+        assert _value(lines, "zookeeper.connect") == zookeeper  # same data dir, same port
+    finally:
+        assert again.stop() == 0
