@@ -32,6 +32,7 @@ from kafkalite.cluster.zk_client import (
     NodeExists,
     NoNode,
     OpResult,
+    SessionExpired,
     SessionState,
     SetDataOp,
     ZkClient,
@@ -328,6 +329,6 @@ async def keep_broker_registered(
             continue
         try:
             epoch = await kafka_zk.register_broker(replace(info, timestamp_ms=now_ms()))
-        except ConnectionLost:
+        except (ConnectionLost, SessionExpired):
             continue  # lost again: the next CONNECTED tries again
-        log.info("broker %d registered again (broker epoch %d)", info.broker_id, epoch)
+        log.info("broker %d registered after reconnecting (broker epoch %d)", info.broker_id, epoch)
