@@ -85,6 +85,26 @@ def _zookeeper_connect(value: str) -> str:
     return value.strip()
 
 
+# group.consumer.assignors: Kafka lists class names; clients name the assignors.
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+DEFAULT_CONSUMER_ASSIGNORS = ",".join(_ASSIGNOR_CLASSES)
+
+
+def _assignors(value: str) -> tuple[str, ...]:
+    names = []
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        name = _ASSIGNOR_CLASSES.get(item, item)
+        if name not in _ASSIGNOR_CLASSES.values():
+            raise ValueError(f"unknown assignor {item!r} (kafkalite has uniform and range)")
+        names.append(name)
+    if not names:
+        raise ValueError("at least one assignor is needed")
+    return tuple(names)
+
+
 @dataclass(frozen=True, slots=True)
 class Property:
     parse: Callable[[str], object]
@@ -173,6 +193,18 @@ PROPERTIES: dict[str, Property] = {
         _int(0, I32_MAX), "1800000", "longest session", TYPE_INT
     ),
     "group.max.size": Property(_int(1, I32_MAX), str(I32_MAX), "members per group", TYPE_INT),
+    "group.consumer.session.timeout.ms": Property(
+        _int(1, I32_MAX), "45000", "consumer group member session", TYPE_INT
+    ),
+    "group.consumer.heartbeat.interval.ms": Property(
+        _int(1, I32_MAX), "5000", "consumer group heartbeat interval", TYPE_INT
+    ),
+    "group.consumer.max.size": Property(
+        _int(1, I32_MAX), str(I32_MAX), "members per consumer group", TYPE_INT
+    ),
+    "group.consumer.assignors": Property(
+        _assignors, DEFAULT_CONSUMER_ASSIGNORS, "consumer group assignors, default first", TYPE_LIST
+    ),
     # Cluster mode (zookeeper.connect set): parsed and validated; the replication work uses them.
     "zookeeper.connect": Property(_zookeeper_connect, None, "ZooKeeper ensemble (cluster mode)"),
     "zookeeper.session.timeout.ms": Property(
@@ -273,6 +305,10 @@ class BrokerConfig:
     def roll_ms(self) -> int:
         roll_ms = self._get("log.roll.ms")
         return roll_ms if roll_ms is not None else self.int("log.roll.hours") * HOUR_MS  # type: ignore[return-value]
+
+    @property
+    def consumer_assignors(self) -> tuple[str, ...]:
+        return self._get("group.consumer.assignors")  # type: ignore[return-value]
 
     def int(self, name: str) -> int:
         return self._get(name)  # type: ignore[return-value]

@@ -30,8 +30,15 @@ from kafkalite.coordinator import (
     SyncGroupRequest,
     SyncGroupResponse,
     Ticket,
+    consumer_group_records,
     group_partition,
 )
+from kafkalite.coordinator.consumer_group import TopicInfo
+from kafkalite.coordinator.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+from kafkalite.coordinator.consumer_group_records import ConsumerGroupRecord
 from kafkalite.coordinator.group_snapshot import GroupChange
 from kafkalite.coordinator.offsets import OffsetChange, TopicPartition
 from kafkalite.coordinator.records import (
@@ -58,7 +65,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kafkalite.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-Change = OffsetChange | GroupChange
+Change = OffsetChange | GroupChange | ConsumerGroupRecord
 LOAD_CHUNK_BYTES = 1024 * 1024
 
 # What a failed `__consumer_offsets` append means to a committer (Kafka's
@@ -79,6 +86,10 @@ def group_config_from(config: BrokerConfig) -> GroupConfig:
         max_size=config.int("group.max.size"),
         initial_rebalance_delay_ms=config.int("group.initial.rebalance.delay.ms"),
         offset_metadata_max_bytes=config.int("offset.metadata.max.bytes"),
+        consumer_session_timeout_ms=config.int("group.consumer.session.timeout.ms"),
+        consumer_heartbeat_interval_ms=config.int("group.consumer.heartbeat.interval.ms"),
+        consumer_max_size=config.int("group.consumer.max.size"),
+        consumer_assignors=config.consumer_assignors,
     )
 
 
@@ -145,7 +156,11 @@ class GroupCoordinatorService:
             group = None if value is None else decode_group_metadata_value(value)
             self.coordinator.load_group(decoded.group_id, group, now_ms)
             return 1
-        return 0  # a record type of Kafka's newer group protocols
+        consumer_key = consumer_group_records.decode_key(key)
+        if consumer_key is not None:
+            self.coordinator.load_consumer_group_record(consumer_key, value, now_ms)
+            return 1
+        return 0  # a record type of Kafka's share or streams groups
 
     # -- partitions of __consumer_offsets --------------------------------------------------
 
@@ -204,6 +219,17 @@ class GroupCoordinatorService:
         response = await self._park(self.coordinator.sync_group(request, self.now_ms()))
         assert isinstance(response, SyncGroupResponse)
         return response
+
+    def consumer_group_heartbeat(
+        self, request: ConsumerGroupHeartbeatRequest
+    ) -> ConsumerGroupHeartbeatResponse:
+        """KIP-848: the one entry of ConsumerGroupHeartbeat into the coordinator."""
+        topics = _TopicsView(self.replica_manager)
+        response = self.coordinator.consumer_group_heartbeat(request, topics, self.now_ms())
+        failed = self.after_call().get(request.group_id)
+        if failed is None:
+            return response
+        return ConsumerGroupHeartbeatResponse(failed)
 
     def commit_offsets(self, request: OffsetCommitRequest) -> OffsetCommitResponse:
         response = self.coordinator.commit_offsets(request, self.now_ms())
@@ -289,7 +315,22 @@ def log_records(log_: UnifiedLog) -> Iterator[Record]:
                 yield from decode_records(memoryview(data)[position : position + header.size])
 
 
+@dataclass(frozen=True)
+class _TopicsView:
+    """The broker's topics, as the consumer group coordinator looks them up."""
+
+    replica_manager: ReplicaManager
+
+    def by_name(self, name: str) -> TopicInfo | None:
+        topic = self.replica_manager.topics.get(name)
+        if topic is None:
+            return None
+        return TopicInfo(topic.topic_id, name, len(topic.partitions))
+
+
 def _record(change: Change) -> tuple[bytes, bytes | None]:
+    if isinstance(change, ConsumerGroupRecord):
+        return change.key, change.value
     if isinstance(change, GroupChange):
         if change.value is None:
             return group_tombstone(change.group_id)

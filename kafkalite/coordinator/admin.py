@@ -1,4 +1,4 @@
-"""DescribeGroups, ListGroups and DeleteGroups over classic groups."""
+"""DescribeGroups, ListGroups and DeleteGroups over classic and consumer groups."""
 
 from __future__ import annotations
 
@@ -7,7 +7,11 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from kafkalite.coordinator import consumer_group_admin
+from kafkalite.coordinator.consumer_group import CONSUMER_GROUP_TYPE, ConsumerGroup
+from kafkalite.coordinator.consumer_group_heartbeat import preferred_assignor
 from kafkalite.coordinator.context import Context
+from kafkalite.coordinator.group import CONSUMER_PROTOCOL_TYPE
 from kafkalite.coordinator.states import GroupState
 
 CLASSIC_GROUP_TYPE = "classic"
@@ -44,6 +48,9 @@ class ListedGroup:
 
 
 def describe_group(ctx: Context, group_id: str, api_version: int) -> DescribedGroup:
+    consumer_group = ctx.consumer_groups.get(group_id)
+    if consumer_group is not None:
+        return _describe_consumer_group(ctx, consumer_group)
     group = ctx.groups.get(group_id)
     if group is None or group.state is GroupState.DEAD:
         if api_version >= 6:
@@ -80,26 +87,58 @@ def describe_group(ctx: Context, group_id: str, api_version: int) -> DescribedGr
     )
 
 
+def _describe_consumer_group(ctx: Context, group: ConsumerGroup) -> DescribedGroup:
+    """As Kafka 4's ConsumerGroup.asDescribedGroup: protocol type "consumer", the assignor
+    as protocol, members' subscriptions and target assignments in the classic encoding."""
+    members = []
+    for m in group.members.values():
+        metadata, assignment = consumer_group_admin.classic_member_bytes(group, m)
+        members.append(
+            DescribedMember(
+                m.member_id, m.instance_id, m.client_id, m.client_host, metadata, assignment
+            )
+        )
+    return DescribedGroup(
+        group_id=group.group_id,
+        error=ErrorCode.none,
+        state=str(group.state),
+        protocol_type=CONSUMER_PROTOCOL_TYPE,
+        protocol_data=preferred_assignor(ctx, group),
+        members=tuple(members),
+    )
+
+
 def list_groups(
     ctx: Context, states: Iterable[str] = (), types: Iterable[str] = ()
 ) -> list[ListedGroup]:
     """Groups matching the filters; an empty filter matches everything (case-insensitive)."""
     wanted_states = {state.lower() for state in states}
     wanted_types = {kind.lower() for kind in types}
-    if wanted_types and CLASSIC_GROUP_TYPE not in wanted_types:
-        return []
-    return [
-        ListedGroup(group.group_id, group.protocol_type or "", str(group.state))
-        for group in ctx.groups.values()
-        if group.state is not GroupState.DEAD
-        and (not wanted_states or str(group.state).lower() in wanted_states)
-    ]
+    listed = []
+    if not wanted_types or CLASSIC_GROUP_TYPE in wanted_types:
+        listed += [
+            ListedGroup(group.group_id, group.protocol_type or "", str(group.state))
+            for group in ctx.groups.values()
+            if group.state is not GroupState.DEAD
+        ]
+    if not wanted_types or CONSUMER_GROUP_TYPE in wanted_types:
+        listed += [
+            ListedGroup(
+                group.group_id, CONSUMER_PROTOCOL_TYPE, str(group.state), CONSUMER_GROUP_TYPE
+            )
+            for group in ctx.consumer_groups.values()
+        ]
+    return [g for g in listed if not wanted_states or g.state.lower() in wanted_states]
 
 
 def delete_groups(ctx: Context, group_ids: Iterable[str], now_ms: int) -> dict[str, ErrorCode]:
     """Delete Empty groups and their offsets; groups with members are refused."""
     results: dict[str, ErrorCode] = {}
     for group_id in group_ids:
+        consumer_group = ctx.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            results[group_id] = consumer_group_admin.delete(ctx, consumer_group)
+            continue
         group = ctx.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             results[group_id] = ErrorCode.group_id_not_found

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 INT_MAX = 2**31 - 1
 
@@ -23,3 +23,9 @@ class GroupConfig:
     new_member_join_timeout_ms: int = 300_000
     # offset.metadata.max.bytes (Kafka compares the Java string length, in UTF-16 units).
     offset_metadata_max_bytes: int = 4_096
+    # KIP-848 consumer groups (group.consumer.*), Kafka 4's defaults.
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_max_size: int = INT_MAX
+    # group.consumer.assignors: the first one is the default.
+    consumer_assignors: tuple[str, ...] = field(default=("uniform", "range"))

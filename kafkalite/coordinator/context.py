@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from kafkalite.coordinator.config import GroupConfig
+from kafkalite.coordinator.consumer_group import ConsumerGroup
+from kafkalite.coordinator.consumer_group_records import ConsumerGroupRecord
 from kafkalite.coordinator.group import ClassicGroup
 from kafkalite.coordinator.group_snapshot import GroupChange, snapshot
 from kafkalite.coordinator.messages import (
@@ -30,8 +32,10 @@ def random_uuid() -> str:
 class Context:
     config: GroupConfig
     groups: dict[str, ClassicGroup] = field(default_factory=dict)
+    # KIP-848 consumer groups; a group id is in `groups` or here, never both.
+    consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
     # What must reach `__consumer_offsets`, in order: offset and group metadata changes.
-    journal: list[OffsetChange | GroupChange] = field(default_factory=list)
+    journal: list[OffsetChange | GroupChange | ConsumerGroupRecord] = field(default_factory=list)
     offsets: OffsetStore = field(init=False)
     timers: Timers = field(default_factory=Timers)
     outbox: list[Completion] = field(default_factory=list)

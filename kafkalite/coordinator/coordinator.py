@@ -1,4 +1,5 @@
-"""The sans-IO classic group coordinator: the one object the I/O layer talks to.
+"""The sans-IO group coordinator (classic and KIP-848 consumer groups): the one object the
+I/O layer talks to.
 
 How a trio layer drives it (nothing here blocks, sleeps or touches a socket):
 
@@ -9,12 +10,13 @@ How a trio layer drives it (nothing here blocks, sleeps or touches a socket):
   and `tick`) drains completions and wakes the matching waiters. Completions for tickets
   whose connection is gone are simply dropped, as Kafka drops responses to closed sockets.
 * `heartbeat`, `leave_group`, `commit_offsets`, `fetch_offsets`, `describe_group`,
-  `list_groups`, `delete_groups` answer directly (they may still complete other tickets,
+  `list_groups`, `delete_groups`, `consumer_group_heartbeat` (given a view of the topics),
+  `consumer_group_describe` answer directly (they may still complete other tickets,
   e.g. a leave that ends a rebalance, so drain afterwards too).
 * Offset commits and removals (commits, expiry, OffsetDelete, DeleteGroups) and group
   metadata snapshots queue up in `take_changes()`; the I/O layer persists them in
-  `__consumer_offsets` before it answers, and replays that topic through `load_offset` and
-  `load_group` at startup.
+  `__consumer_offsets` before it answers, and replays that topic through `load_offset`,
+  `load_group` and `load_consumer_group_record` at startup.
 * `next_deadline()` says when `tick(now_ms)` must be called next (None: no timers);
   `timers()` lists the pending deadlines as data. A single timer task sleeps until the
   next deadline, or until a request reschedules things, then ticks.
@@ -28,6 +30,9 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.coordinator import (
     admin,
+    consumer_group_admin,
+    consumer_group_heartbeat,
+    consumer_group_store,
     group_store,
     heartbeat,
     join,
@@ -37,6 +42,13 @@ from kafkalite.coordinator import (
 )
 from kafkalite.coordinator.admin import DescribedGroup, ListedGroup
 from kafkalite.coordinator.config import GroupConfig
+from kafkalite.coordinator.consumer_group_admin import DescribedConsumerGroup
+from kafkalite.coordinator.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    TopicsView,
+)
+from kafkalite.coordinator.consumer_group_records import ConsumerGroupKey, ConsumerGroupRecord
 from kafkalite.coordinator.context import Context, random_uuid
 from kafkalite.coordinator.group import ClassicGroup
 from kafkalite.coordinator.group_snapshot import GroupChange
@@ -59,7 +71,7 @@ from kafkalite.coordinator.offset_commit import (
 from kafkalite.coordinator.offsets import OffsetAndMetadata, OffsetChange, TopicPartition
 from kafkalite.coordinator.rebalance import on_timer
 from kafkalite.coordinator.records import GroupMetadataRecord
-from kafkalite.coordinator.timers import Timer
+from kafkalite.coordinator.timers import CONSUMER_TIMERS, Timer
 
 
 class GroupCoordinator:
@@ -85,6 +97,22 @@ class GroupCoordinator:
 
     def leave_group(self, request: LeaveGroupRequest, now_ms: int) -> LeaveGroupResponse:
         return leave.leave_group(self._ctx, request, now_ms)
+
+    # -- KIP-848 consumer groups --
+
+    def consumer_group_heartbeat(
+        self, request: ConsumerGroupHeartbeatRequest, topics: TopicsView, now_ms: int
+    ) -> ConsumerGroupHeartbeatResponse:
+        return consumer_group_heartbeat.heartbeat(self._ctx, request, topics, now_ms)
+
+    def consumer_group_describe(self, group_id: str) -> DescribedConsumerGroup:
+        return consumer_group_admin.describe(self._ctx, group_id)
+
+    def load_consumer_group_record(
+        self, key: ConsumerGroupKey, value: bytes | None, now_ms: int
+    ) -> None:
+        """Replay a persisted consumer group record (None: its tombstone)."""
+        consumer_group_store.load_record(self._ctx, key, value, now_ms)
 
     # -- offsets --
 
@@ -117,7 +145,7 @@ class GroupCoordinator:
         """Replay persisted group metadata (None: its tombstone) without queueing it again."""
         group_store.load_group(self._ctx, group_id, record, now_ms)
 
-    def take_changes(self) -> list[OffsetChange | GroupChange]:
+    def take_changes(self) -> list[OffsetChange | GroupChange | ConsumerGroupRecord]:
         """Offset and group changes since the last call, in order, for `__consumer_offsets`."""
         changes, self._ctx.journal[:] = list(self._ctx.journal), []
         return changes
@@ -150,7 +178,10 @@ class GroupCoordinator:
     def tick(self, now_ms: int) -> None:
         """Apply every timer due at `now_ms`, earliest first (each may schedule others)."""
         while (timer := self._ctx.timers.pop_due(now_ms)) is not None:
-            on_timer(self._ctx, timer, now_ms)
+            if timer.kind in CONSUMER_TIMERS:
+                consumer_group_heartbeat.on_timer(self._ctx, timer, now_ms)
+            else:
+                on_timer(self._ctx, timer, now_ms)
 
     def take_completions(self) -> list[Completion]:
         completions, self._ctx.outbox[:] = list(self._ctx.outbox), []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from kafkalite.coordinator import consumer_group_admin
 from kafkalite.coordinator.context import Context
 from kafkalite.coordinator.group import ClassicGroup
 from kafkalite.coordinator.member import Member
@@ -51,6 +52,14 @@ def _join(ctx: Context, request: JoinGroupRequest, ticket: Ticket, now_ms: int) 
     ):
         _fail(ctx, ticket, ErrorCode.invalid_session_timeout, request.member_id)
         return
+
+    consumer_group = ctx.consumer_groups.get(request.group_id)
+    if consumer_group is not None:
+        if consumer_group.members:
+            # Classic members cannot join a KIP-848 group here (Kafka 4 can migrate them).
+            _fail(ctx, ticket, ErrorCode.group_id_not_found, request.member_id)
+            return
+        consumer_group_admin.drop_empty_group(ctx, consumer_group)  # offsets stay
 
     is_unknown_member = request.member_id == UNKNOWN_MEMBER_ID
     group = ctx.groups.get(request.group_id)

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from kafkalite.coordinator import consumer_group_admin
+from kafkalite.coordinator.consumer_group import ConsumerGroup
 from kafkalite.coordinator.context import Context
 from kafkalite.coordinator.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
 from kafkalite.coordinator.messages import UNKNOWN_MEMBER_ID
@@ -107,6 +109,12 @@ def commit_offsets(ctx: Context, request: OffsetCommitRequest, now_ms: int) -> O
             tuple(PartitionResult(p.topic, p.partition, error) for p in request.partitions)
         )
 
+    consumer_group = ctx.consumer_groups.get(request.group_id)
+    if consumer_group is not None:
+        error = _validate_consumer_group_commit(consumer_group, request)
+        if error is not ErrorCode.none:
+            return everywhere(error)
+        return _store_commits(ctx, request, now_ms)
     group = ctx.groups.get(request.group_id)
     if group is None:
         if request.generation_id >= 0:
@@ -126,7 +134,27 @@ def commit_offsets(ctx: Context, request: OffsetCommitRequest, now_ms: int) -> O
     if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
         # In the classic protocol a commit also proves the member alive.
         reschedule_heartbeat(ctx, group, group.members[request.member_id], now_ms)
+    return _store_commits(ctx, request, now_ms)
 
+
+def _validate_consumer_group_commit(
+    group: ConsumerGroup, request: OffsetCommitRequest
+) -> ErrorCode:
+    """Kafka's ConsumerGroup.validateOffsetCommit: the member epoch must be current."""
+    epoch = request.generation_id  # v9+: the member epoch
+    if epoch < 0 and not group.members:
+        return ErrorCode.none  # the admin client, or a consumer outside the group
+    member = group.members.get(request.member_id)
+    if member is None:
+        return ErrorCode.unknown_member_id
+    if request.api_version < 9:
+        return ErrorCode.unsupported_version  # consumer-protocol members commit with v9+
+    if epoch != member.member_epoch:
+        return ErrorCode.stale_member_epoch
+    return ErrorCode.none
+
+
+def _store_commits(ctx: Context, request: OffsetCommitRequest, now_ms: int) -> OffsetCommitResponse:
     expire_at = (
         None
         if request.retention_time_ms == DEFAULT_RETENTION_TIME
@@ -169,7 +197,9 @@ def fetch_offsets(
     Offsets are readable in every state, since simple consumers never join.
     """
     group = ctx.groups.get(group_id)
-    known = group is not None and group.state is not GroupState.DEAD
+    known = (
+        group is not None and group.state is not GroupState.DEAD
+    ) or group_id in ctx.consumer_groups
     stored = ctx.offsets.of_group(group_id) if known else {}
     wanted = list(stored) if partitions is None else [TopicPartition(*tp) for tp in partitions]
     fetched = []
@@ -211,6 +241,7 @@ def expire_offsets(ctx: Context, now_ms: int, retention_ms: int) -> ExpiredOffse
     Removes expired offsets, then deletes Empty groups left with no offsets at all.
     """
     result = ExpiredOffsets()
+    _expire_consumer_groups(ctx, now_ms, retention_ms, result)
     for group_id, group in list(ctx.groups.items()):
         all_expired = True
         if ctx.offsets.has_offsets(group_id):
@@ -224,6 +255,33 @@ def expire_offsets(ctx: Context, now_ms: int, retention_ms: int) -> ExpiredOffse
             ctx.remove_group(group, now_ms)
             result.deleted_groups.append(group_id)
     return result
+
+
+def _expire_consumer_groups(
+    ctx: Context, now_ms: int, retention_ms: int, result: ExpiredOffsets
+) -> None:
+    """Kafka's ConsumerGroup: offsets age from their commit unless their topic is
+    subscribed; an Empty group left without offsets is deleted."""
+    for group_id, group in list(ctx.consumer_groups.items()):
+        removed = ctx.offsets.remove_if(group_id, _consumer_expiry(group, now_ms, retention_ms))
+        if removed:
+            result.partitions[group_id] = removed
+        if not group.members and not ctx.offsets.has_offsets(group_id):
+            consumer_group_admin.delete(ctx, group)
+            result.deleted_groups.append(group_id)
+
+
+def _consumer_expiry(
+    group: ConsumerGroup, now_ms: int, retention_ms: int
+) -> Callable[[TopicPartition, OffsetAndMetadata], bool]:
+    def is_expired(tp: TopicPartition, offset: OffsetAndMetadata) -> bool:
+        if group.is_subscribed_to_topic(tp.topic):
+            return False
+        if offset.expire_timestamp_ms is not None:
+            return now_ms >= offset.expire_timestamp_ms
+        return now_ms - offset.commit_timestamp_ms >= retention_ms
+
+    return is_expired
 
 
 def _expire_group(
@@ -269,15 +327,29 @@ def delete_offsets(
     """
     if not group_id:
         return OffsetDeleteResponse(ErrorCode.invalid_group_id)
+    consumer_group = ctx.consumer_groups.get(group_id)
+    if consumer_group is not None:
+        return _delete_offsets(ctx, group_id, partitions, consumer_group.is_subscribed_to_topic)
     group = ctx.groups.get(group_id)
     if group is None or group.state is GroupState.DEAD:
         return OffsetDeleteResponse(ErrorCode.group_id_not_found)
     live = group.state is not GroupState.EMPTY
     if live and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
         return OffsetDeleteResponse(ErrorCode.non_empty_group)
+    return _delete_offsets(
+        ctx, group_id, partitions, lambda topic: live and group.is_subscribed_to_topic(topic)
+    )
+
+
+def _delete_offsets(
+    ctx: Context,
+    group_id: str,
+    partitions: Iterable[TopicPartition],
+    subscribed: Callable[[str], bool],
+) -> OffsetDeleteResponse:
     results = []
     for topic, partition in partitions:
-        if live and group.is_subscribed_to_topic(topic):
+        if subscribed(topic):
             results.append(PartitionResult(topic, partition, ErrorCode.group_subscribed_to_topic))
             continue
         ctx.offsets.delete(group_id, [TopicPartition(topic, partition)])
@@ -295,6 +367,6 @@ def load_offset(
     if value is None:
         ctx.offsets.unload(group_id, [tp])
         return
-    if group_id not in ctx.groups:
+    if group_id not in ctx.groups and group_id not in ctx.consumer_groups:
         ctx.groups[group_id] = ClassicGroup(group_id, GroupState.EMPTY, now_ms)
     ctx.offsets.load(group_id, tp, value)

@@ -7,7 +7,8 @@ Record key = int16 record type, then the key struct (always non-flexible, versio
   0, 1  OffsetCommitKey   {group string, topic string, partition int32}
         (Kafka 4 calls type 0 LegacyOffsetCommitKey; same layout)
   2     GroupMetadataKey  {group string}
-  3+    Kafka 4's consumer / share / streams group records: not ours, skipped.
+  3-8   KIP-848 consumer group records: consumer_group_records.py
+  9+    Kafka 4's share / streams group records: not ours, skipped.
 Record value = int16 value version, then the value struct; None is a tombstone.
 
 Non-flexible versions use int16-length strings, int32-length bytes and int32-count arrays;
@@ -24,6 +25,7 @@ readable but never written, "until a tagged field is introduced".
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 
 from kafkalite.coordinator.offsets import NO_LEADER_EPOCH, OffsetAndMetadata
@@ -87,7 +89,7 @@ class GroupMetadataRecord:
 
 def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
     """The key of a `__consumer_offsets` record; None for record types that are not ours."""
-    reader = _Reader(data, flexible=False)
+    reader = Reader(data, flexible=False)
     record_type = reader.int16()
     if record_type in (LEGACY_OFFSET_COMMIT_KEY, OFFSET_COMMIT_KEY):
         group_id = reader.string()
@@ -102,7 +104,7 @@ def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
 
 
 def encode_offset_commit_key(group_id: str, topic: str, partition: int) -> bytes:
-    writer = _Writer(flexible=False)
+    writer = Writer(flexible=False)
     writer.int16(OFFSET_COMMIT_KEY)
     writer.string(group_id)
     writer.string(topic)
@@ -111,7 +113,7 @@ def encode_offset_commit_key(group_id: str, topic: str, partition: int) -> bytes
 
 
 def encode_group_metadata_key(group_id: str) -> bytes:
-    writer = _Writer(flexible=False)
+    writer = Writer(flexible=False)
     writer.int16(GROUP_METADATA_KEY)
     writer.string(group_id)
     return writer.getvalue()
@@ -222,7 +224,7 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataRecord:
     )
 
 
-def _write_member(writer: _Writer, member: MemberMetadataRecord, version: int) -> None:
+def _write_member(writer: Writer, member: MemberMetadataRecord, version: int) -> None:
     writer.string(member.member_id)
     if version >= 3:
         writer.nullable_string(member.group_instance_id)
@@ -236,7 +238,7 @@ def _write_member(writer: _Writer, member: MemberMetadataRecord, version: int) -
     writer.end_struct()
 
 
-def _read_member(reader: _Reader, version: int) -> MemberMetadataRecord:
+def _read_member(reader: Reader, version: int) -> MemberMetadataRecord:
     member_id = reader.string()
     group_instance_id = reader.nullable_string() if version >= 3 else None
     client_id = reader.string()
@@ -264,16 +266,16 @@ def _read_member(reader: _Reader, version: int) -> MemberMetadataRecord:
 # -- wire primitives --
 
 
-def _value_writer(version: int) -> _Writer:
+def _value_writer(version: int) -> Writer:
     if not 0 <= version <= MAX_VALUE_VERSION:
         raise ValueError(f"value version {version} is not in 0-{MAX_VALUE_VERSION}")
-    writer = _Writer(flexible=version >= FIRST_FLEXIBLE_VERSION)
+    writer = Writer(flexible=version >= FIRST_FLEXIBLE_VERSION)
     writer.int16(version)
     return writer
 
 
-def _value_reader(data: bytes, schema: str) -> tuple[_Reader, int]:
-    reader = _Reader(data, flexible=False)
+def _value_reader(data: bytes, schema: str) -> tuple[Reader, int]:
+    reader = Reader(data, flexible=False)
     version = reader.int16()  # the version prefix itself is always a plain int16
     if not 0 <= version <= MAX_VALUE_VERSION:
         raise InvalidRecord(f"unknown {schema} version {version}")
@@ -281,18 +283,22 @@ def _value_reader(data: bytes, schema: str) -> tuple[_Reader, int]:
     return reader, version
 
 
+_INT8 = struct.Struct(">b")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 
 
-class _Writer:
+class Writer:
     def __init__(self, *, flexible: bool) -> None:
         self._flexible = flexible
         self._out = bytearray()
 
     def getvalue(self) -> bytes:
         return bytes(self._out)
+
+    def int8(self, value: int) -> None:
+        self._pack(_INT8, value)
 
     def int16(self, value: int) -> None:
         self._pack(_INT16, value)
@@ -319,6 +325,9 @@ class _Writer:
     def bytes_(self, value: bytes) -> None:
         self._length(len(value), _INT32)
         self._out += value
+
+    def uuid(self, value: uuid.UUID) -> None:
+        self._out += value.bytes
 
     def array_length(self, count: int) -> None:
         self._length(count, _INT32)
@@ -347,7 +356,7 @@ class _Writer:
             raise ValueError(f"{value} does not fit the field: {exc}") from exc
 
 
-class _Reader:
+class Reader:
     def __init__(self, data: bytes, *, flexible: bool) -> None:
         self._data = memoryview(data)
         self.flexible = flexible
@@ -357,6 +366,9 @@ class _Reader:
         trailing = len(self._data) - self._position
         if trailing:
             raise InvalidRecord(f"{trailing} unexpected trailing bytes")
+
+    def int8(self) -> int:
+        return _INT8.unpack(self._take(1))[0]
 
     def int16(self) -> int:
         return _INT16.unpack(self._take(2))[0]
@@ -389,6 +401,9 @@ class _Reader:
         if length is None:
             raise InvalidRecord("non-nullable bytes serialized as null")
         return bytes(self._take(length))
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=bytes(self._take(16)))
 
     def array_length(self) -> int:
         count = self._length(_INT32)

@@ -23,8 +23,12 @@ class TimerKind(enum.Enum):
     INITIAL_JOIN = "initial-join"
     # Members that got their join response must send SyncGroup before this.
     SYNC = "sync"
+    # KIP-848 consumer groups: a member's session, and the time it has to revoke partitions.
+    CONSUMER_SESSION = "consumer-session"
+    CONSUMER_REVOCATION = "consumer-revocation"
 
 
+CONSUMER_TIMERS = frozenset({TimerKind.CONSUMER_SESSION, TimerKind.CONSUMER_REVOCATION})
 TimerKey = tuple[str, str, str]  # (family, group id, member id or "")
 
 

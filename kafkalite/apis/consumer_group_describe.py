@@ -1,0 +1,83 @@
+"""ConsumerGroupDescribe (key 69), versions 0-1 (v1 adds the member type, KIP-1099).
+
+A group id that is not a consumer group (missing, or classic) is GROUP_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis import authorized_operations
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.coordinator.consumer_group_admin import (
+    DescribedConsumerGroup,
+    DescribedConsumerMember,
+    DescribedTopicPartitions,
+)
+
+CONSUMER_MEMBER_TYPE = 1
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    coordinator = ctx.broker.groups.coordinator
+    requested = request.include_authorized_operations
+    groups = tuple(
+        _group(ctx, coordinator.consumer_group_describe(group_id), requested)
+        for group_id in request.group_ids
+    )
+    return make(ctx.schema.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=groups)
+
+
+def _group(ctx: RequestContext, group: DescribedConsumerGroup, requested: bool) -> Any:
+    return make(
+        ctx.schema.DescribedGroup,
+        error_code=group.error,
+        error_message=group.error_message,
+        group_id=group.group_id,
+        group_state=group.state,
+        group_epoch=group.group_epoch,
+        assignment_epoch=group.assignment_epoch,
+        assignor_name=group.assignor_name,
+        members=tuple(_member(ctx, m) for m in group.members),
+        authorized_operations=authorized_operations.when(
+            requested and group.error is ErrorCode.none, authorized_operations.GROUP
+        ),
+    )
+
+
+def _member(ctx: RequestContext, described: DescribedConsumerMember) -> Any:
+    member = described.member
+    return make(
+        ctx.schema.Member,
+        member_id=member.member_id,
+        instance_id=member.instance_id,
+        rack_id=member.rack_id,
+        member_epoch=member.member_epoch,
+        client_id=member.client_id,
+        client_host=member.client_host,
+        subscribed_topic_names=member.subscribed_topic_names,
+        subscribed_topic_regex=member.subscribed_topic_regex,
+        assignment=_assignment(ctx, described.assignment),
+        target_assignment=_assignment(ctx, described.target_assignment),
+        member_type=CONSUMER_MEMBER_TYPE,
+    )
+
+
+def _assignment(ctx: RequestContext, topics: tuple[DescribedTopicPartitions, ...]) -> Any:
+    return make(
+        ctx.schema.Assignment,
+        topic_partitions=tuple(
+            make(
+                ctx.schema.TopicPartitions,
+                topic_id=t.topic_id,
+                topic_name=t.topic_name,
+                partitions=t.partitions,
+            )
+            for t in topics
+        ),
+    )
+
+
+API = ApiHandler(api_key=69, min_version=0, max_version=1, handle=handle)

@@ -1,0 +1,85 @@
+"""ConsumerGroupHeartbeat (key 68), versions 0-1: KIP-848 consumer groups.
+
+v0 lets the coordinator generate the member id; v1 (KIP-1082) has the client generate it
+and may subscribe by regular expression (not supported here: INVALID_REQUEST; the empty
+regex, which clears one, is accepted).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import defaultdict
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.coordinator.consumer_group import Partitions
+from kafkalite.coordinator.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    regex = getattr(request, "subscribed_topic_regex", None)
+    if regex:  # "" clears a regex (librdkafka sends it with topic names)
+        response = ConsumerGroupHeartbeatResponse(
+            ErrorCode.invalid_request, "Subscribing by regular expression is not supported."
+        )
+    else:
+        response = ctx.broker.groups.consumer_group_heartbeat(_request(ctx, request))
+    return _response(ctx, response)
+
+
+def _request(ctx: RequestContext, request: Any) -> ConsumerGroupHeartbeatRequest:
+    owned = request.topic_partitions
+    names = request.subscribed_topic_names
+    return ConsumerGroupHeartbeatRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        member_epoch=request.member_epoch,
+        api_version=ctx.api_version,
+        instance_id=request.instance_id,
+        rack_id=request.rack_id,
+        rebalance_timeout_ms=request.rebalance_timeout // datetime.timedelta(milliseconds=1),
+        subscribed_topic_names=None if names is None else tuple(names),
+        server_assignor=request.server_assignor,
+        owned=None
+        if owned is None
+        else frozenset((t.topic_id, p) for t in owned for p in t.partitions),
+        client_id=ctx.client_id or "",
+        client_host=ctx.client_host,
+    )
+
+
+def _response(ctx: RequestContext, response: ConsumerGroupHeartbeatResponse) -> Any:
+    schema = ctx.schema
+    assignment = None
+    if response.assignment is not None:
+        assignment = make(
+            schema.Assignment, topic_partitions=_topic_partitions(schema, response.assignment)
+        )
+    return make(
+        schema.ConsumerGroupHeartbeatResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=response.error,
+        error_message=response.error_message,
+        member_id=response.member_id,
+        member_epoch=response.member_epoch,
+        heartbeat_interval=datetime.timedelta(milliseconds=response.heartbeat_interval_ms),
+        assignment=assignment,
+    )
+
+
+def _topic_partitions(schema: Any, partitions: Partitions) -> tuple[Any, ...]:
+    by_topic: dict = defaultdict(list)
+    for topic_id, partition in sorted(partitions):
+        by_topic[topic_id].append(partition)
+    return tuple(
+        make(schema.TopicPartitions, topic_id=topic_id, partitions=tuple(indexes))
+        for topic_id, indexes in by_topic.items()
+    )
+
+
+API = ApiHandler(api_key=68, min_version=0, max_version=1, handle=handle)
