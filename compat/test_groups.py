@@ -38,7 +38,6 @@ from compat.scenario_helpers import (
     shared_clients_closed,  # noqa: F401 (autouse fixture)
     wait_group_coordinator,
 )
-from compat.targets import kafkalite_xfail
 
 TP = tuple[str, int]
 SESSION = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
@@ -523,15 +522,10 @@ def _changes(member: Member, kind: str) -> list[list[TP]]:
 # -- the consumer group protocol (KIP-848) ---------------------------------------------------
 
 
-def test_consumer_group_protocol(
-    request: pytest.FixtureRequest, target, topic_name: Callable[..., str]
-) -> None:
+def test_consumer_group_protocol(target, topic_name: Callable[..., str]) -> None:
     """group.protocol=consumer (KIP-848, Kafka 4's new rebalance protocol; librdkafka uses
     ConsumerGroupHeartbeat): the member gets every partition and consumes, and the group is
     described as a "consumer" group."""
-    kafkalite_xfail(
-        request, target, "KIP-848 group.protocol=consumer: no assignment and no error (hangs)"
-    )
     topic, group = topic_name(), topic_name("group")
     create_topic(target.bootstrap, topic, 2)
     produced = _produce(target.bootstrap, topic, 10, 2)

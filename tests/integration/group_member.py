@@ -106,8 +106,12 @@ class Member:
             if not sep:
                 raise SystemExit(f"bad -X {item!r}: expected key=value")
             conf[key] = value
-        # librdkafka uses the cooperative protocol only when every assignor supports it.
-        self.incremental = conf.get("partition.assignment.strategy") == "cooperative-sticky"
+        # librdkafka uses the cooperative protocol only when every assignor supports it, and
+        # always with the consumer group protocol (KIP-848).
+        self.incremental = (
+            conf.get("partition.assignment.strategy") == "cooperative-sticky"
+            or conf.get("group.protocol") == "consumer"
+        )
         conf["error_cb"] = self._on_error
         conf["stats_cb"] = self._on_stats
         self.consumer = Consumer(conf)

@@ -150,7 +150,7 @@ class Members:
         bootstrap: str,
         group: str,
         topics: Sequence[str],
-        conf: Mapping[str, str] | None = None,
+        conf: Mapping[str, str | None] | None = None,
         commit: str = "none",
         max_messages: int = 0,
         commit_metadata: str | None = None,
@@ -158,7 +158,8 @@ class Members:
     ) -> MemberProcess:
         cmd = [sys.executable, str(MEMBER_SCRIPT), bootstrap, group, ",".join(topics)]
         for key, value in {**FAST_MEMBER, "client.id": name, **(conf or {})}.items():
-            cmd += ["-X", f"{key}={value}"]
+            if value is not None:  # None drops a FAST_MEMBER setting
+                cmd += ["-X", f"{key}={value}"]
         cmd += ["--commit", commit]
         if max_messages:
             cmd += ["--max-messages", str(max_messages)]
@@ -166,6 +167,11 @@ class Members:
             cmd += ["--commit-metadata", commit_metadata]
         if verbose:
             cmd.append("-v")
+        return self.start(name, cmd)
+
+    def start(self, name: str, cmd: Sequence[str]) -> MemberProcess:
+        """Start a member from any command that prints group_member.py's JSON events (e.g. the
+        Java client's twin, tests/integration/java/JavaGroupMember.java)."""
         process = subprocess.Popen(
             cmd,
             stdin=subprocess.PIPE,
