@@ -151,3 +151,64 @@ def java_lib() -> str:
     from compat.kafka_dist import kafka_lib
 
     return str(kafka_lib())
+
+
+def test_group_survives_a_broker_restart_without_a_rebalance(
+    broker_factory: Callable[..., BrokerProcess], members: Members, topic_name: Callable[..., str]
+) -> None:
+    """The group lives in __consumer_offsets: after a restart the member is still known and
+    keeps its partitions (no new assignment) and reads exactly what is produced next."""
+    restarting = broker_factory(KIP848_BROKER)
+    bootstrap = restarting.bootstrap
+    topic, group = topic_name(), topic_name("group")
+    create_topic(bootstrap, topic, 2)
+    everything = {(topic, 0), (topic, 1)}
+    member = members.spawn("survivor", bootstrap, group, [topic], LIBRDKAFKA, commit="each")
+    members.wait_settled([member], everything)
+    produced = _produce(bootstrap, topic, BATCH, "before")
+    members.wait_for(lambda: len(member.messages) >= BATCH, what="first batch")
+    member_ids = [m.member_id for m in _describe(bootstrap, group).members]
+    restarting.restart()
+    assert f"{restarting.host}:{restarting.port}" == bootstrap
+    produced |= _produce(bootstrap, topic, BATCH, "after")
+    members.wait_for(lambda: len(member.messages) >= 2 * BATCH, what="second batch")
+    members.drain()
+    described = _describe(bootstrap, group)
+    assert [m.member_id for m in described.members] == member_ids
+    assert [e["event"] for e in member.of_kind("assigned", "revoked", "lost")] == ["assigned"]
+    consumed = consumed_counter([member])
+    assert set(consumed) == produced and sum(consumed.values()) == 2 * BATCH
+
+
+def test_killed_member_is_fenced_after_the_session_timeout(
+    broker: BrokerProcess, members: Members, topic_name: Callable[..., str]
+) -> None:
+    """A SIGKILLed member stops heartbeating: after group.consumer.session.timeout.ms (6 s here)
+    its partitions go to the survivor, which skips nothing (it re-reads at most the one
+    message per partition the dead member printed but had not committed)."""
+    topic, group = topic_name(), topic_name("group")
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    everything = {(topic, p) for p in range(PARTITIONS)}
+
+    def start(name: str) -> MemberProcess:
+        return members.spawn(name, broker.bootstrap, group, [topic], LIBRDKAFKA, commit="each")
+
+    survivor, victim = start("survivor"), start("victim")
+    members.wait_settled([survivor, victim], everything)
+    produced = _produce(broker.bootstrap, topic, BATCH, "a")
+    both = [survivor, victim]
+    members.wait_for(lambda: sum(len(m.messages) for m in both) >= BATCH, what="first batch")
+    lost = victim.assignment
+    killed_at = victim.kill()
+    members.wait_settled([survivor], everything, what="survivor owns everything")
+    fenced_after = survivor.last("assigned")["t"] - killed_at  # type: ignore[index]
+    # The session runs from the victim's last heartbeat, at most one interval before the kill.
+    assert fenced_after >= 6.0 - 0.5, f"partitions moved {fenced_after:.1f}s after the kill"
+    produced |= _produce(broker.bootstrap, topic, BATCH, "b")
+    members.wait_for(lambda: set(consumed_counter(both)) >= produced, what="nothing skipped")
+    members.drain()
+    consumed = consumed_counter(both)
+    assert set(consumed) == produced
+    twice = [tp for tp, n in consumed.items() if n > 1]
+    assert all(n == 2 for n in consumed.values() if n > 1)
+    assert {(t, p) for t, p, _ in twice} <= lost and len(twice) <= len(lost)

@@ -121,7 +121,7 @@ public class JavaGroupMember {
                 commit(consumer, pending);
             }
         } catch (WakeupException stop) {
-            commit(consumer, pending);
+            commit(consumer, pending); // wakeup() fires once: this commit runs normally
         }
         consumer.close();
         emit("closed", "");
@@ -133,6 +133,8 @@ public class JavaGroupMember {
         try {
             consumer.commitSync(pending);
             pending.clear();
+        } catch (WakeupException stop) {
+            throw stop; // the stop request, not a failed commit: the caller closes
         } catch (RuntimeException e) {
             emit("commit_failed", "\"error\":" + quote(e.toString()));
             pending.clear();
