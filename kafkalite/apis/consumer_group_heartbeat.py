@@ -1,8 +1,8 @@
 """ConsumerGroupHeartbeat (key 68), versions 0-1: KIP-848 consumer groups.
 
 v0 lets the coordinator generate the member id; v1 (KIP-1082) has the client generate it
-and may subscribe by regular expression (not supported here: INVALID_REQUEST; the empty
-regex, which clears one, is accepted).
+and may subscribe by regular expression (matched with Python's `re` against whole topic
+names, where Kafka uses RE2/J: the common syntax is the same; "" clears the regex).
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from __future__ import annotations
 import datetime
 from collections import defaultdict
 from typing import Any
-
-from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.coordinator.consumer_group import Partitions
@@ -22,13 +20,7 @@ from kafkalite.coordinator.consumer_group_heartbeat import (
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    regex = getattr(request, "subscribed_topic_regex", None)
-    if regex:  # "" clears a regex (librdkafka sends it with topic names)
-        response = ConsumerGroupHeartbeatResponse(
-            ErrorCode.invalid_request, "Subscribing by regular expression is not supported."
-        )
-    else:
-        response = ctx.broker.groups.consumer_group_heartbeat(_request(ctx, request))
+    response = ctx.broker.groups.consumer_group_heartbeat(_request(ctx, request))
     return _response(ctx, response)
 
 
@@ -44,6 +36,7 @@ def _request(ctx: RequestContext, request: Any) -> ConsumerGroupHeartbeatRequest
         rack_id=request.rack_id,
         rebalance_timeout_ms=request.rebalance_timeout // datetime.timedelta(milliseconds=1),
         subscribed_topic_names=None if names is None else tuple(names),
+        subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
         server_assignor=request.server_assignor,
         owned=None
         if owned is None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -326,6 +326,9 @@ class _TopicsView:
         if topic is None:
             return None
         return TopicInfo(topic.topic_id, name, len(topic.partitions))
+
+    def names(self) -> Iterable[str]:
+        return self.replica_manager.topics.keys()
 
 
 def _record(change: Change) -> tuple[bytes, bytes | None]:

@@ -11,6 +11,7 @@ partition is handed to its next owner only once the previous one confirmed the r
 from __future__ import annotations
 
 import enum
+import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -77,6 +78,15 @@ class ConsumerMember:
         return self.assigned | self.pending_revocation
 
 
+def matches(regex: str | None, topic: str) -> bool:
+    """Kafka matches a subscription regex against whole names, internal topics excluded."""
+    return bool(regex) and not topic.startswith("__") and re.fullmatch(regex, topic) is not None
+
+
+def subscribes_to(member: ConsumerMember, topic: str) -> bool:
+    return topic in member.subscribed_topic_names or matches(member.subscribed_topic_regex, topic)
+
+
 @dataclass(slots=True)
 class ConsumerGroup:
     group_id: str
@@ -106,11 +116,16 @@ class ConsumerGroup:
             return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
 
-    def subscribed_topics(self) -> set[str]:
-        return {name for m in self.members.values() for name in m.subscribed_topic_names}
+    def subscribed_topics(self, available: Iterable[str] = ()) -> set[str]:
+        """Topics subscribed by name, and those of `available` some member's regex matches."""
+        names = {name for m in self.members.values() for name in m.subscribed_topic_names}
+        regexes = [m.subscribed_topic_regex for m in self.members.values()]
+        if any(regexes):
+            names.update(t for t in available if any(matches(r, t) for r in regexes))
+        return names
 
     def is_subscribed_to_topic(self, topic: str) -> bool:
-        return any(topic in m.subscribed_topic_names for m in self.members.values())
+        return any(subscribes_to(m, topic) for m in self.members.values())
 
     def member_by_instance_id(self, instance_id: str) -> ConsumerMember | None:
         for member in self.members.values():

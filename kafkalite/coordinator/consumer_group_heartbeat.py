@@ -13,7 +13,9 @@ fences the member out of the group.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -28,6 +30,7 @@ from kafkalite.coordinator.consumer_group import (
     MemberState,
     Partitions,
     TopicInfo,
+    subscribes_to,
 )
 from kafkalite.coordinator.consumer_group_assignors import ASSIGNORS
 from kafkalite.coordinator.consumer_group_reconcile import next_assignment
@@ -41,6 +44,8 @@ class TopicsView(Protocol):
     """The broker's topics as the coordinator needs them (the I/O layer implements it)."""
 
     def by_name(self, name: str) -> TopicInfo | None: ...
+
+    def names(self) -> Iterable[str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +129,14 @@ def _validate(ctx: Context, request: ConsumerGroupHeartbeatRequest) -> None:
             raise invalid("InstanceId can't be null.")
     elif request.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         raise invalid(f"MemberEpoch is invalid: {request.member_epoch}.")
+    if request.subscribed_topic_regex:
+        try:
+            re.compile(request.subscribed_topic_regex)
+        except re.error as exc:
+            raise _Refused(
+                ErrorCode.invalid_regular_expression,
+                f"SubscribedTopicRegex {request.subscribed_topic_regex} is invalid: {exc}",
+            ) from None
     assignor = request.server_assignor
     if assignor is not None and assignor not in ctx.config.consumer_assignors:
         supported = ", ".join(ctx.config.consumer_assignors)
@@ -148,7 +161,7 @@ def _heartbeat(
         bump = bump or _subscription(member) != _subscription(before)
     group.put_member(member)
 
-    subscribed = group.subscribed_topics()
+    subscribed = group.subscribed_topics(topics.names() if _uses_regex(group) else ())
     metadata = {name: info for name in subscribed if (info := topics.by_name(name)) is not None}
     if metadata != group.subscription_metadata:
         group.subscription_metadata = metadata
@@ -179,6 +192,10 @@ def _heartbeat(
         heartbeat_interval_ms=ctx.config.consumer_heartbeat_interval_ms,
         assignment=reconciled.assigned if changed or request.is_full else None,
     )
+
+
+def _uses_regex(group: ConsumerGroup) -> bool:
+    return any(m.subscribed_topic_regex for m in group.members.values())
 
 
 def _group_for(ctx: Context, request: ConsumerGroupHeartbeatRequest, now_ms: int) -> ConsumerGroup:
@@ -324,7 +341,9 @@ def _with_request_fields(
             else request.rebalance_timeout_ms
         ),
         subscribed_topic_names=pick(request.subscribed_topic_names, member.subscribed_topic_names),
-        subscribed_topic_regex=pick(request.subscribed_topic_regex, member.subscribed_topic_regex),
+        # "" clears the regex; None leaves it as it was.
+        subscribed_topic_regex=pick(request.subscribed_topic_regex, member.subscribed_topic_regex)
+        or None,
         server_assignor=pick(request.server_assignor, member.server_assignor),
     )  # type: ignore[arg-type]
 
@@ -347,7 +366,10 @@ def preferred_assignor(ctx: Context, group: ConsumerGroup) -> str:
 
 def _compute_target(ctx: Context, group: ConsumerGroup) -> None:
     assignor = ASSIGNORS[preferred_assignor(ctx, group)]
-    subscriptions = {m.member_id: m.subscribed_topic_names for m in group.members.values()}
+    subscriptions = {
+        m.member_id: tuple(t for t in group.subscription_metadata if subscribes_to(m, t))
+        for m in group.members.values()
+    }
     target = assignor(subscriptions, group.subscription_metadata, group.target)
     for member_id, partitions in sorted(target.items()):
         if group.target.get(member_id) != partitions:

@@ -97,10 +97,18 @@ def test_errors_are_answered_with_kafkas_codes(broker: Broker) -> None:
     assert heartbeat(broker, 1, "m-2", 0, server_assignor="x").error_code is (
         ErrorCode.unsupported_assignor
     )
-    regex = heartbeat(broker, 1, "m-3", 0, subscribed_topic_regex="ord.*")
-    assert regex.error_code is ErrorCode.invalid_request
+    regex = heartbeat(broker, 1, "m-3", 0, subscribed_topic_regex="ord(")
+    assert regex.error_code is ErrorCode.invalid_regular_expression
     left = heartbeat(broker, 1, "m-1", -1)
     assert (left.error_code, left.member_epoch) == (ErrorCode.none, -1)
+
+
+def test_v1_subscribes_by_regex(broker: Broker) -> None:
+    response = heartbeat(
+        broker, 1, "m-1", 0, subscribed_topic_names=None, subscribed_topic_regex="ord.*"
+    )
+    (assigned,) = response.assignment.topic_partitions
+    assert (response.error_code, assigned.partitions) == (ErrorCode.none, (0, 1, 2))
 
 
 @pytest.mark.parametrize("version", VERSIONS)

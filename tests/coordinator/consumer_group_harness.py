@@ -37,6 +37,9 @@ class Topics:
     def by_name(self, name: str) -> TopicInfo | None:
         return self.infos.get(name)
 
+    def names(self) -> list[str]:
+        return list(self.infos)
+
     def tp(self, name: str, partition: int) -> tuple[uuid.UUID, int]:
         return (self.infos[name].topic_id, partition)
 

@@ -205,6 +205,18 @@ def test_a_topic_created_after_the_subscription_is_assigned() -> None:
     assert cluster.heartbeat(a).assignment == topics.all("later")
 
 
+def test_regex_subscriptions_follow_the_topics_that_match() -> None:
+    topics = Topics(orders=2, other=1, __internal=1)
+    cluster = Cluster(topics)
+    a = Client("a", ())
+    assert cluster.join(a, subscribed_topic_regex="ord.*").assignment == topics.all("orders")
+    topics.set("ordinals", 1)
+    assert cluster.heartbeat(a).assignment == topics.all("orders") | topics.all("ordinals")
+    assert group_of(cluster).is_subscribed_to_topic("ordinals")
+    bad = cluster.join(Client("b", ()), subscribed_topic_regex="(")
+    assert bad.error is ErrorCode.invalid_regular_expression
+
+
 def test_range_assignor_when_members_ask_for_it() -> None:
     topics = Topics(t=5)
     cluster = Cluster(topics)
