@@ -79,8 +79,8 @@ class ConsumerMember:
 
 
 def matches(regex: str | None, topic: str) -> bool:
-    """Kafka matches a subscription regex against whole names, internal topics excluded."""
-    return bool(regex) and not topic.startswith("__") and re.fullmatch(regex, topic) is not None
+    """Kafka matches a subscription regex against whole names, internal topics included."""
+    return bool(regex) and re.fullmatch(regex, topic) is not None
 
 
 def subscribes_to(member: ConsumerMember, topic: str) -> bool:

@@ -206,7 +206,7 @@ def test_a_topic_created_after_the_subscription_is_assigned() -> None:
 
 
 def test_regex_subscriptions_follow_the_topics_that_match() -> None:
-    topics = Topics(orders=2, other=1, __internal=1)
+    topics = Topics(orders=2, other=1)
     cluster = Cluster(topics)
     a = Client("a", ())
     assert cluster.join(a, subscribed_topic_regex="ord.*").assignment == topics.all("orders")
