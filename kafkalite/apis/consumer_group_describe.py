@@ -1,6 +1,7 @@
 """ConsumerGroupDescribe (key 69), versions 0-1 (v1 adds the member type, KIP-1099).
 
-A group id that is not a consumer group (missing, or classic) is GROUP_ID_NOT_FOUND.
+A group id that is not a consumer group (missing, or classic) is GROUP_ID_NOT_FOUND; the
+empty group id INVALID_GROUP_ID.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ CONSUMER_MEMBER_TYPE = 1
 def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = ctx.broker.groups.coordinator
     requested = request.include_authorized_operations
+    # Kafka answers the invalid (empty) group ids first, then the others in request order.
+    ordered = sorted(request.group_ids, key=bool)
     groups = tuple(
         _group(ctx, coordinator.consumer_group_describe(group_id), requested)
-        for group_id in request.group_ids
+        for group_id in ordered
     )
     return make(ctx.schema.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=groups)
 

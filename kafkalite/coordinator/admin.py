@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from kafkalite.coordinator import consumer_group_admin
-from kafkalite.coordinator.consumer_group import CONSUMER_GROUP_TYPE, ConsumerGroup
-from kafkalite.coordinator.consumer_group_heartbeat import preferred_assignor
+from kafkalite.coordinator.consumer_group import CONSUMER_GROUP_TYPE
 from kafkalite.coordinator.context import Context
 from kafkalite.coordinator.group import CONSUMER_PROTOCOL_TYPE
 from kafkalite.coordinator.states import GroupState
@@ -48,18 +47,17 @@ class ListedGroup:
 
 
 def describe_group(ctx: Context, group_id: str, api_version: int) -> DescribedGroup:
-    consumer_group = ctx.consumer_groups.get(group_id)
-    if consumer_group is not None:
-        return _describe_consumer_group(ctx, consumer_group)
     group = ctx.groups.get(group_id)
     if group is None or group.state is GroupState.DEAD:
         if api_version >= 6:
-            # KIP-1043: v6 reports a missing group instead of a fake Dead one.
+            # KIP-1043: v6 reports a missing group instead of a fake Dead one; a consumer
+            # group is not a classic group (Kafka 4 describes it no further here either).
+            what = "is not a classic group" if group_id in ctx.consumer_groups else "not found"
             return DescribedGroup(
                 group_id,
                 ErrorCode.group_id_not_found,
                 str(GroupState.DEAD),
-                error_message=f"Group {group_id} not found.",
+                error_message=f"Group {group_id} {what}.",
             )
         return DescribedGroup(group_id, ErrorCode.none, str(GroupState.DEAD))
 
@@ -84,27 +82,6 @@ def describe_group(ctx: Context, group_id: str, api_version: int) -> DescribedGr
         protocol_type=group.protocol_type or "",
         protocol_data=protocol or "",
         members=members,
-    )
-
-
-def _describe_consumer_group(ctx: Context, group: ConsumerGroup) -> DescribedGroup:
-    """As Kafka 4's ConsumerGroup.asDescribedGroup: protocol type "consumer", the assignor
-    as protocol, members' subscriptions and target assignments in the classic encoding."""
-    members = []
-    for m in group.members.values():
-        metadata, assignment = consumer_group_admin.classic_member_bytes(group, m)
-        members.append(
-            DescribedMember(
-                m.member_id, m.instance_id, m.client_id, m.client_host, metadata, assignment
-            )
-        )
-    return DescribedGroup(
-        group_id=group.group_id,
-        error=ErrorCode.none,
-        state=str(group.state),
-        protocol_type=CONSUMER_PROTOCOL_TYPE,
-        protocol_data=preferred_assignor(ctx, group),
-        members=tuple(members),
     )
 
 

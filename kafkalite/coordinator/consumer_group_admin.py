@@ -1,9 +1,7 @@
-"""ConsumerGroupDescribe and DeleteGroups of consumer groups, and what DescribeGroups
-shows of their members (admin.py)."""
+"""ConsumerGroupDescribe and DeleteGroups of consumer groups."""
 
 from __future__ import annotations
 
-import struct
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -95,36 +93,6 @@ def _by_topic(
         if info is not None:  # a deleted topic's partitions are not described
             described.append(DescribedTopicPartitions(topic_id, info.name, tuple(indexes)))
     return tuple(described)
-
-
-def classic_member_bytes(group: ConsumerGroup, member: ConsumerMember) -> tuple[bytes, bytes]:
-    """A member's subscription and target assignment in the classic ConsumerProtocol."""
-    target = group.target.get(member.member_id, frozenset())
-    return (
-        _subscription_bytes(member.subscribed_topic_names),
-        _assignment_bytes(_by_topic(target, _topics_by_id(group))),
-    )
-
-
-def _string(text: str) -> bytes:
-    encoded = text.encode("utf-8")
-    return struct.pack(">h", len(encoded)) + encoded
-
-
-def _subscription_bytes(topics: tuple[str, ...]) -> bytes:
-    """ConsumerProtocolSubscription v0: version, topics, null user data."""
-    body = b"".join(_string(t) for t in topics)
-    return struct.pack(">hi", 0, len(topics)) + body + struct.pack(">i", -1)
-
-
-def _assignment_bytes(assignment: tuple[DescribedTopicPartitions, ...]) -> bytes:
-    """ConsumerProtocolAssignment v0: version, [topic, [partition]], null user data."""
-    out = bytearray(struct.pack(">hi", 0, len(assignment)))
-    for topic in assignment:
-        out += _string(topic.topic_name)
-        out += struct.pack(f">i{len(topic.partitions)}i", len(topic.partitions), *topic.partitions)
-    out += struct.pack(">i", -1)
-    return bytes(out)
 
 
 def delete(ctx: Context, group: ConsumerGroup) -> ErrorCode:

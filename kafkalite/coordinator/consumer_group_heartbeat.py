@@ -135,7 +135,8 @@ def _validate(ctx: Context, request: ConsumerGroupHeartbeatRequest) -> None:
         except re.error as exc:
             raise _Refused(
                 ErrorCode.invalid_regular_expression,
-                f"SubscribedTopicRegex {request.subscribed_topic_regex} is invalid: {exc}",
+                f"SubscribedTopicRegex `{request.subscribed_topic_regex}` is not a valid "
+                f"regular expression: {exc}.",
             ) from None
     assignor = request.server_assignor
     if assignor is not None and assignor not in ctx.config.consumer_assignors:
@@ -210,10 +211,7 @@ def _group_for(ctx: Context, request: ConsumerGroupHeartbeatRequest, now_ms: int
                 ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."
             )
     if request.member_epoch != 0:
-        # The group is gone (e.g. deleted): the member must join again.
-        raise _Refused(
-            ErrorCode.unknown_member_id, f"Member {request.member_id} is not a member of the group."
-        )
+        raise _unknown_group(group_id)
     if classic is not None:
         # An Empty classic group becomes a consumer group; its committed offsets stay.
         ctx.groups.pop(group_id, None)
@@ -233,11 +231,20 @@ def _member_for(
     if request.member_epoch == 0:
         return member or _new_member(ctx, group, request)
     if member is None:
-        raise _Refused(
-            ErrorCode.unknown_member_id, f"Member {request.member_id} is not a member of the group."
-        )
+        raise _unknown_member(request)
     _check_epoch(member, request)
     return member
+
+
+def _unknown_group(group_id: str) -> _Refused:
+    return _Refused(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
+
+
+def _unknown_member(request: ConsumerGroupHeartbeatRequest) -> _Refused:
+    return _Refused(
+        ErrorCode.unknown_member_id,
+        f"Member {request.member_id} is not a member of group {request.group_id}.",
+    )
 
 
 def _static_member_for(
@@ -253,15 +260,13 @@ def _static_member_for(
         if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             raise _Refused(
                 ErrorCode.unreleased_instance_id,
-                f"Static member {existing.member_id} with instance id {request.instance_id} "
-                "is not released yet.",
+                f"Static member {request.member_id} with instance id {request.instance_id} "
+                f"cannot join the group because the instance id is owned by "
+                f"{existing.member_id} member.",
             )
         return _replace_static_member(ctx, group, existing, request.member_id)
     if existing is None:
-        raise _Refused(
-            ErrorCode.unknown_member_id,
-            f"Instance id {request.instance_id} is unknown.",
-        )
+        raise _unknown_member(request)
     if existing.member_id != request.member_id:
         raise _Refused(
             ErrorCode.fenced_instance_id,
@@ -313,13 +318,12 @@ def _check_epoch(member: ConsumerMember, request: ConsumerGroupHeartbeatRequest)
         and request.owned <= member.assigned
     )
     if not lost_response:
+        relation = "greater" if epoch > member.member_epoch else "smaller"
         raise _Refused(
             ErrorCode.fenced_member_epoch,
-            f"The consumer group member has a greater member epoch ({member.member_epoch}) "
-            f"than the one known by the consumer ({epoch})."
-            if epoch < member.member_epoch
-            else f"The consumer group member has a smaller member epoch "
-            f"({member.member_epoch}) than the one known by the consumer ({epoch}).",
+            f"The consumer group member has a {relation} member epoch ({epoch}) than the one "
+            f"known by the group coordinator ({member.member_epoch}). The member must abandon "
+            "all its partitions and rejoin.",
         )
 
 
@@ -388,15 +392,12 @@ def _leave(
     ctx: Context, request: ConsumerGroupHeartbeatRequest, now_ms: int
 ) -> ConsumerGroupHeartbeatResponse:
     group = ctx.consumer_groups.get(request.group_id)
-    unknown = _Refused(
-        ErrorCode.unknown_member_id, f"Member {request.member_id} is not a member of the group."
-    )
     if group is None:
-        raise unknown
+        raise _unknown_group(request.group_id)
     if request.instance_id is not None:
         member = group.member_by_instance_id(request.instance_id)
         if member is None:
-            raise unknown
+            raise _unknown_member(request)
         if member.member_id != request.member_id:
             raise _Refused(
                 ErrorCode.fenced_instance_id,
@@ -406,7 +407,7 @@ def _leave(
     else:
         member = group.members.get(request.member_id)
         if member is None:
-            raise unknown
+            raise _unknown_member(request)
     if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         # The static member will be back: it keeps its partitions for its session.
         away = replace(

@@ -95,9 +95,27 @@ def test_fencing_of_stale_and_unknown_members() -> None:
     cluster.join(a)
     a.epoch = 5
     assert cluster.heartbeat(a).error is ErrorCode.fenced_member_epoch
+    fenced = cluster.heartbeat(a)
+    assert fenced.error_message == (
+        "The consumer group member has a greater member epoch (5) than the one known by the "
+        "group coordinator (1). The member must abandon all its partitions and rejoin."
+    )
     ghost = Client("ghost", ("t",), epoch=1)
-    assert cluster.heartbeat(ghost).error is ErrorCode.unknown_member_id
+    unknown = cluster.heartbeat(ghost)
+    assert (unknown.error, unknown.error_message) == (
+        ErrorCode.unknown_member_id,
+        f"Member ghost is not a member of group {GROUP}.",
+    )
     assert cluster.leave(ghost).error is ErrorCode.unknown_member_id
+
+
+def test_a_heartbeat_for_a_group_that_does_not_exist() -> None:
+    cluster = Cluster(Topics(t=1))
+    lost = cluster.heartbeat(Client("m", ("t",), epoch=3))
+    assert (lost.error, lost.error_message) == (
+        ErrorCode.group_id_not_found,
+        f"Consumer group {GROUP} not found.",
+    )
 
 
 def test_a_member_that_missed_its_epoch_bump_may_retry_with_the_previous_epoch() -> None:
@@ -312,9 +330,16 @@ def test_classic_admin_apis_see_consumer_groups() -> None:
         (GROUP, "consumer", "Stable", "consumer")
     ]
     assert coordinator.list_groups(types=["classic"]) == []
-    described = coordinator.describe_group(GROUP, 5)
-    assert (described.protocol_type, described.protocol_data) == ("consumer", "uniform")
-    assert [m.member_id for m in described.members] == ["a"]
+    # DescribeGroups does not describe consumer groups (as Kafka 4 without classic members).
+    assert (
+        coordinator.describe_group(GROUP, 5).state,
+        coordinator.describe_group(GROUP, 5).members,
+    ) == ("Dead", ())
+    described = coordinator.describe_group(GROUP, 6)
+    assert (described.error, described.error_message) == (
+        ErrorCode.group_id_not_found,
+        f"Group {GROUP} is not a classic group.",
+    )
     assert coordinator.delete_groups([GROUP], cluster.now) == {GROUP: ErrorCode.non_empty_group}
     cluster.leave(a)
     assert coordinator.delete_groups([GROUP], cluster.now) == {GROUP: ErrorCode.none}
