@@ -1,5 +1,6 @@
 """`kafkalite serve [--config server.properties] [--override key=value]...`
-(and `kafkalite cluster --brokers N`, a preview: kafkalite/cluster/launcher.py)
+(and `kafkalite cluster --brokers N`, a preview: kafkalite/cluster/launcher.py), and the admin
+tools (`kafkalite topic|group|produce|consume|cluster info|config ...`, kafkalite/tools/).
 
 A bad argument, property or value, or an unusable port or directory: one line on stderr and
 exit code 2.
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import trio
 
+from kafkalite import tools
 from kafkalite.broker.broker import Broker
 from kafkalite.cluster import launcher
 from kafkalite.config import ConfigError, build_config, parse_override, read_properties
@@ -46,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
     _add_cluster_command(commands)
+    tools.register(commands, _Parser)
     return parser
 
 
@@ -115,6 +118,8 @@ async def _run(config_args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if tools.is_tool(args):
+        return tools.run(args)
     if args.command == "cluster":
         try:
             return _run_cluster(args)
