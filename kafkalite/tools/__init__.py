@@ -38,6 +38,9 @@ def run(args: argparse.Namespace) -> int:
         return 130
     except BrokenPipeError:  # `kafkalite consume t | head`
         return 0
+    except Exception as exc:  # a bug: still one line, as for every other failure
+        sys.stderr.write(f"kafkalite: unexpected {type(exc).__name__}: {exc}\n")
+        return 1
 
 
 __all__ = ["EXIT_USAGE", "is_tool", "register", "run"]

@@ -23,8 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -227,9 +227,9 @@ def wait(future: Future, conn: Connection, what: str) -> Any:
 
 
 def _label(key: Any) -> str:
-    if hasattr(key, "restype"):  # ConfigResource
+    if isinstance(key, ConfigResource):
         return str(key.name)
-    if hasattr(key, "partition"):  # TopicPartition
+    if isinstance(key, TopicPartition):
         return f"{key.topic}[{key.partition}]"
     return str(key)
 
@@ -257,3 +257,13 @@ def timestamp_ms(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"{text!r} is neither epoch milliseconds nor an ISO-8601 date-time"
         ) from None
+
+
+def topic_metadata(client: Any, conn: Connection, name: str) -> Any:
+    """A topic's metadata, or None. From an all-topics request: asking for the topic by name
+    would create it on a broker with auto.create.topics.enable."""
+    try:
+        topic = client.list_topics(timeout=conn.timeout).topics.get(name)
+    except KafkaException as exc:
+        raise unreachable(conn, exc) from None
+    return None if topic is None or topic.error is not None else topic

@@ -27,6 +27,7 @@ from kafkalite.tools.common import (
     error_text,
     positive_int,
     timestamp_ms,
+    topic_metadata,
 )
 from kafkalite.tools.progress import Progress
 
@@ -164,11 +165,9 @@ def _start_offsets(
 
 
 def _partitions(consumer: Consumer, conn: Connection, args: argparse.Namespace) -> list[int]:
-    metadata = consumer.list_topics(topic=args.topic, timeout=conn.timeout)
-    topic = metadata.topics.get(args.topic)
-    if topic is None or topic.error is not None:
-        reason = topic.error.str() if topic is not None else "unknown topic"
-        raise ToolError(f"cannot consume {args.topic}: {reason}")
+    topic = topic_metadata(consumer, conn, args.topic)
+    if topic is None:
+        raise ToolError(f"cannot consume {args.topic}: it does not exist")
     known = sorted(topic.partitions)
     missing = sorted(set(args.partition or []) - set(known))
     if missing:

@@ -16,6 +16,7 @@ from kafkalite.tools.common import (
     admin_client,
     connection,
     timestamp_ms,
+    topic_metadata,
     wait,
     wait_all,
 )
@@ -228,8 +229,8 @@ def _scope(client: Any, conn: Connection, args: argparse.Namespace, committed: d
         return sorted(committed)
     partitions = []
     for topic, chosen in args.topic:
-        metadata = client.list_topics(topic=topic, timeout=conn.timeout).topics.get(topic)
-        if metadata is None or metadata.error is not None:
+        metadata = topic_metadata(client, conn, topic)
+        if metadata is None:
             raise ToolError(f"cannot reset offsets: unknown topic {topic}")
         known = sorted(metadata.partitions)
         missing = sorted(set(chosen or []) - set(known))

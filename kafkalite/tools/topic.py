@@ -17,6 +17,7 @@ from kafkalite.tools.common import (
     connection,
     key_value,
     positive_int,
+    topic_metadata,
     wait_all,
 )
 from kafkalite.tools.config_cmd import alter, alteration, describe_configs
@@ -125,11 +126,9 @@ def describe(
     The size on disk needs DescribeLogDirs, which confluent-kafka does not expose: `null`."""
     described = []
     for name in names:
-        metadata = client.list_topics(topic=name, timeout=conn.timeout)
-        topic = metadata.topics.get(name)
-        if topic is None or topic.error is not None:
-            reason = topic.error.str() if topic is not None else "unknown topic"
-            raise ToolError(f"cannot describe topic {name}: {reason}")
+        topic = topic_metadata(client, conn, name)
+        if topic is None:
+            raise ToolError(f"cannot describe topic {name}: it does not exist")
         partitions = [
             {
                 "partition": p.id,
