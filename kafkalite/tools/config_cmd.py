@@ -36,7 +36,9 @@ def register(commands: Any, parents: dict, parser_class: type) -> None:
     get.add_argument("name", metavar="NAME", help="topic name or broker id")
     get.add_argument("keys", nargs="*", metavar="KEY", help="only these configs")
     get.add_argument(
-        "--overrides", action="store_true", help="only values that differ from the default"
+        "--overrides",
+        action="store_true",
+        help="only values set on this topic (or, for a broker, not defaults)",
     )
     get.set_defaults(run=get_configs)
 
@@ -56,6 +58,13 @@ def _resource(resource_type: str, name: str, **kwargs: Any) -> ConfigResource:
 
 def _source(entry: ConfigEntry) -> str:
     return ConfigSource(entry.source).name.lower().removesuffix("_config")
+
+
+def is_override(resource_type: str, entry: dict[str, Any]) -> bool:
+    """Set on this topic (not inherited from the broker), or set on this broker."""
+    if resource_type == "topic":
+        return entry["source"] == "dynamic_topic"
+    return entry["source"] != "default"
 
 
 def describe_configs(
@@ -116,7 +125,7 @@ def get_configs(args: argparse.Namespace) -> int:
             raise UsageError(f"no such {args.resource_type} config: {', '.join(missing)}")
         entries = [entry for entry in entries if entry["name"] in args.keys]
     if args.overrides:
-        entries = [entry for entry in entries if entry["source"] != "default"]
+        entries = [entry for entry in entries if is_override(args.resource_type, entry)]
     rows = [[e["name"], e["value"], e["source"], e["read_only"]] for e in entries]
     emit(args.format, entries, [(None, ["CONFIG", "VALUE", "SOURCE", "READ-ONLY"], rows)])
     return 0

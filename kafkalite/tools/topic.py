@@ -20,7 +20,7 @@ from kafkalite.tools.common import (
     topic_metadata,
     wait_all,
 )
-from kafkalite.tools.config_cmd import alter, alteration, describe_configs
+from kafkalite.tools.config_cmd import alter, alteration, describe_configs, is_override
 from kafkalite.tools.output import emit
 
 
@@ -174,7 +174,7 @@ def describe_topics(args: argparse.Namespace) -> int:
         topic["configs"] = {
             entry["name"]: entry["value"]
             for entry in describe_configs(client, conn, "topic", topic["name"])
-            if entry["source"] != "default"
+            if is_override("topic", entry)
         }
     tables = []
     for topic in described:
