@@ -20,6 +20,7 @@ from kafkalite import tools
 from kafkalite.broker.broker import Broker
 from kafkalite.cluster import launcher
 from kafkalite.config import ConfigError, build_config, parse_override, read_properties
+from kafkalite.logging_config import configure_from_properties
 from kafkalite.server import bound_config, open_listeners, serve
 
 log = logging.getLogger("kafkalite")
@@ -45,7 +46,9 @@ def _parser() -> argparse.ArgumentParser:
         help="set a property (repeatable), like kafka-server-start.sh --override",
     )
     serve_cmd.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+        "--log-level",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="level of every logger (default: kafkalite.log.level, INFO)",
     )
     _add_cluster_command(commands)
     tools.register(commands, _Parser)
@@ -86,6 +89,7 @@ async def _run(config_args: argparse.Namespace) -> int:
     started = time.monotonic()
     file_props = read_properties(config_args.config) if config_args.config else {}
     config = build_config(file_props, map(parse_override, config_args.override))
+    configure_from_properties(config.raw, config_args.log_level)
     try:
         listeners = await open_listeners(config)
     except OSError as exc:
@@ -126,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as exc:
             return _fail(str(exc))
     logging.basicConfig(
-        level=args.log_level,
+        level=args.log_level or "INFO",
         stream=sys.stdout,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
