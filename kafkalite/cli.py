@@ -16,7 +16,6 @@ from pathlib import Path
 
 import trio
 
-from kafkalite import tools
 from kafkalite.broker.broker import Broker
 from kafkalite.cluster import launcher
 from kafkalite.config import ConfigError, build_config, parse_override, read_properties
@@ -33,7 +32,7 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(with_tools: bool = True) -> argparse.ArgumentParser:
     parser = _Parser(prog="kafkalite", description="A Kafka-compatible broker.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     serve_cmd = commands.add_parser("serve", help="run the broker")
@@ -51,7 +50,10 @@ def _parser() -> argparse.ArgumentParser:
         help="level of every logger (default: kafkalite.log.level, INFO)",
     )
     _add_cluster_command(commands)
-    tools.register(commands, _Parser)
+    if with_tools:
+        from kafkalite import tools  # confluent-kafka: `serve` does not pay for importing it
+
+        tools.register(commands, _Parser)
     return parser
 
 
@@ -121,8 +123,11 @@ async def _run(config_args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if tools.is_tool(args):
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser(with_tools=argv[:1] != ["serve"]).parse_args(argv)
+    if hasattr(args, "run"):  # an admin command (kafkalite/tools/)
+        from kafkalite import tools
+
         return tools.run(args)
     if args.command == "cluster":
         try:

@@ -22,10 +22,6 @@ def register(commands: argparse._SubParsersAction, parser_class: type) -> None:
         module.register(commands, parents, parser_class)
 
 
-def is_tool(args: argparse.Namespace) -> bool:
-    return hasattr(args, "run")
-
-
 def run(args: argparse.Namespace) -> int:
     """Run a tool command: its exit code, or one line on stderr and 1 (2 for bad input)."""
     try:
@@ -43,4 +39,4 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-__all__ = ["EXIT_USAGE", "is_tool", "register", "run"]
+__all__ = ["EXIT_USAGE", "register", "run"]
