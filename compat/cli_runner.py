@@ -1,7 +1,14 @@
-"""Run `kafkalite <tool command>` as a user does: a subprocess, its exit code, stdout, stderr."""
+"""Run `kafkalite <tool command>`: its exit code, stdout and stderr.
+
+`kafkalite()` runs it as a user does, in a subprocess; `kafkalite_here()` calls the same
+`main()` in this process (no interpreter start and imports per command: the suites run
+dozens of commands).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -26,6 +33,24 @@ def kafkalite(
         env={**environ, **(env or {})},
         cwd=cwd,
     )
+
+
+def kafkalite_here(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    from kafkalite.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    stdin_stream = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
+    saved_stdin = sys.stdin
+    sys.stdin = stdin_stream
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse's usage errors
+                code = int(exc.code or 0)
+    finally:
+        sys.stdin = saved_stdin
+    return subprocess.CompletedProcess(["kafkalite", *args], code, out.getvalue(), err.getvalue())
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> str:

@@ -8,12 +8,12 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from compat.cli_runner import kafkalite, ok, ok_json, one_line_error
+from compat.cli_runner import kafkalite_here, ok, ok_json, one_line_error
 from compat.targets import Target
 
 
 def cli(target: Target, *args: str, stdin: str | None = None):
-    return kafkalite(*args, "--bootstrap", target.bootstrap, "--timeout", "20", stdin=stdin)
+    return kafkalite_here(*args, "--bootstrap", target.bootstrap, "--timeout", "20", stdin=stdin)
 
 
 def _names(listing: list[dict]) -> list[str]:

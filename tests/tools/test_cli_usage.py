@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from compat.cli_runner import kafkalite, ok_json, one_line_error
+from compat.cli_runner import kafkalite, kafkalite_here, ok_json, one_line_error
 from kafkalite.cli import main
 from kafkalite.tools.progress import Progress
 
@@ -97,13 +97,20 @@ def test_bad_arguments_exit_2_with_one_line(
 def test_no_broker_answers_exit_1_naming_the_address(argv: list[str]) -> None:
     address = f"127.0.0.1:{_closed_port()}"
     started = time.monotonic()
-    result = kafkalite(*argv, "--bootstrap", address, "--timeout", "1", stdin="x\n")
+    result = kafkalite_here(*argv, "--bootstrap", address, "--timeout", "1", stdin="x\n")
     line = one_line_error(result, 1, address)
     assert "no answer" in line
     assert time.monotonic() - started < 30  # bounded by --timeout, never a hang
 
 
-def test_bootstrap_from_env_then_profile_then_flag(tmp_path: Path) -> None:
+def test_a_real_process_exits_1_naming_the_address() -> None:
+    address = f"127.0.0.1:{_closed_port()}"
+    one_line_error(kafkalite("topic", "list", "-b", address, "--timeout", "1"), 1, address)
+
+
+def test_bootstrap_from_env_then_profile_then_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """--bootstrap beats $KAFKALITE_BOOTSTRAP, which beats the profile; all name the address."""
     env_address = f"127.0.0.1:{_closed_port()}"
     profile_address = f"127.0.0.1:{_closed_port()}"
@@ -111,22 +118,26 @@ def test_bootstrap_from_env_then_profile_then_flag(tmp_path: Path) -> None:
     profile = tmp_path / "kafkalite" / "profile.toml"
     profile.parent.mkdir()
     profile.write_text(f'bootstrap = "{profile_address}"\ntimeout = 1\n')
-    home = {"XDG_CONFIG_HOME": str(tmp_path)}
-    one_line_error(kafkalite("topic", "list", env=home), 1, profile_address, "within 1s")
-    env = {**home, "KAFKALITE_BOOTSTRAP": env_address}
-    one_line_error(kafkalite("topic", "list", env=env), 1, env_address)
-    one_line_error(kafkalite("topic", "list", "-b", flag_address, env=env), 1, flag_address)
+    for name in ("KAFKALITE_BOOTSTRAP", "KAFKALITE_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    one_line_error(kafkalite_here("topic", "list"), 1, profile_address, "within 1s")
+    monkeypatch.setenv("KAFKALITE_BOOTSTRAP", env_address)
+    one_line_error(kafkalite_here("topic", "list"), 1, env_address)
+    one_line_error(kafkalite_here("topic", "list", "-b", flag_address), 1, flag_address)
     selected = tmp_path / "other.toml"
     selected.write_text('bootstrap = "127.0.0.1:1"\ntimeout = 1\n')
-    one_line_error(kafkalite("topic", "list", env={"KAFKALITE_PROFILE": str(selected)}), 1, ":1 ")
+    monkeypatch.delenv("KAFKALITE_BOOTSTRAP")
+    monkeypatch.setenv("KAFKALITE_PROFILE", str(selected))
+    one_line_error(kafkalite_here("topic", "list"), 1, ":1 ")
 
 
 def test_bad_profile_exit_2(tmp_path: Path) -> None:
     profile = tmp_path / "p.toml"
     profile.write_text("bootstrap = \n")
-    one_line_error(kafkalite("topic", "list", "--profile", str(profile)), 2, "p.toml")
+    one_line_error(kafkalite_here("topic", "list", "--profile", str(profile)), 2, "p.toml")
     profile.write_text('bootstrap = "x:1"\nbootstrapp = "y:1"\n')
-    one_line_error(kafkalite("topic", "list", "--profile", str(profile)), 2, "bootstrapp")
+    one_line_error(kafkalite_here("topic", "list", "--profile", str(profile)), 2, "bootstrapp")
 
 
 def test_default_bootstrap_is_localhost_9092() -> None:
