@@ -213,23 +213,26 @@ def _consume(consumer: Consumer, conn: Connection, args: argparse.Namespace) -> 
     # A group's first join waits for a rebalance (group.initial.rebalance.delay.ms and more).
     assignment_deadline = time.monotonic() + conn.timeout + 30
     count = 0
-    while args.count is None or count < args.count:
-        if reading.assigned and not args.follow and reading.done():
-            break
-        if not reading.assigned and time.monotonic() > assignment_deadline:
-            raise ToolError(f"group {args.group} got no partition of {args.topic} assigned")
-        message = consumer.poll(0.2)
-        if message is None:
-            continue
-        if message.error() is not None:
-            _raise_unless_transient(message.error(), args.topic)
-            continue
-        sys.stdout.write(
-            as_json(message) + "\n" if args.format == "json" else render(args.format, message)
-        )
-        reading.position[message.partition()] = message.offset() + 1
-        count += 1
-        progress.advance()
+    try:
+        while args.count is None or count < args.count:
+            if reading.assigned and not args.follow and reading.done():
+                break
+            if not reading.assigned and time.monotonic() > assignment_deadline:
+                raise ToolError(f"group {args.group} got no partition of {args.topic} assigned")
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error() is not None:
+                _raise_unless_transient(message.error(), args.topic)
+                continue
+            sys.stdout.write(
+                as_json(message) + "\n" if args.format == "json" else render(args.format, message)
+            )
+            reading.position[message.partition()] = message.offset() + 1
+            count += 1
+            progress.advance()
+    except KeyboardInterrupt:  # how --follow ends: still commit what was printed
+        pass
     sys.stdout.flush()
     progress.close()
     if args.group and count:

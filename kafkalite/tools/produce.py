@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from kafkalite.tools.common import (
     ToolError,
@@ -18,6 +18,7 @@ from kafkalite.tools.common import (
     connection,
     error_text,
     key_value,
+    topic_metadata,
 )
 from kafkalite.tools.output import emit
 from kafkalite.tools.progress import Progress
@@ -87,6 +88,18 @@ class _Deliveries:
             self.partitions[message.partition()] += 1
 
 
+def _require_topic(producer: Producer, conn: Any, topic: str) -> None:
+    """Fail at once when the topic does not exist and the broker will not create it (the
+    producer would otherwise retry until its message timeout)."""
+    if topic_metadata(producer, conn, topic) is not None:
+        return
+    # Asking for it by name creates it where auto.create.topics.enable allows.
+    answer = producer.list_topics(topic=topic, timeout=conn.timeout).topics.get(topic)
+    if answer is not None and answer.error is not None:
+        if answer.error.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_EXCEPTION):
+            raise ToolError(f"cannot produce to {topic}: {answer.error.str()}")
+
+
 def produce_lines(args: argparse.Namespace) -> int:
     if args.partition is not None and args.partition < 0:
         raise UsageError(f"--partition {args.partition} must not be negative")
@@ -105,6 +118,7 @@ def produce_lines(args: argparse.Namespace) -> int:
         )
     )
     check_reachable(producer, conn)
+    _require_topic(producer, conn, args.topic)
     deliveries = _Deliveries()
     progress = Progress("bytes", size)
     delimiter = args.key_delimiter.encode() if args.key_delimiter is not None else None
