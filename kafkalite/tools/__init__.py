@@ -8,10 +8,20 @@ each has `register(commands, parents)` adding its subcommands (which set `run`) 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
+from confluent_kafka import KafkaException
+
 from kafkalite.tools import cluster, config_cmd, consume, group, produce, topic
-from kafkalite.tools.common import EXIT_USAGE, ToolError, connection_parent, output_parent
+from kafkalite.tools.common import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    ToolError,
+    connection_parent,
+    error_text,
+    output_parent,
+)
 
 _GROUPS = (topic, group, produce, consume, cluster, config_cmd)
 
@@ -32,11 +42,15 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("kafkalite: interrupted\n")
         return 130
-    except BrokenPipeError:  # `kafkalite consume t | head`
+    except BrokenPipeError:  # `kafkalite consume t | head`: quiet, also at interpreter exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KafkaException as exc:  # a client call outside the commands' own error handling
+        sys.stderr.write(f"kafkalite: {error_text(exc)}\n")
+        return EXIT_FAILURE
     except Exception as exc:  # a bug: still one line, as for every other failure
         sys.stderr.write(f"kafkalite: unexpected {type(exc).__name__}: {exc}\n")
-        return 1
+        return EXIT_FAILURE
 
 
 __all__ = ["EXIT_USAGE", "register", "run"]

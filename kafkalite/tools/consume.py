@@ -32,6 +32,7 @@ from kafkalite.tools.common import (
 from kafkalite.tools.progress import Progress
 
 DEFAULT_FORMAT = "%s\\n"
+BATCH = 500  # messages per consume() call
 _TOKEN = re.compile(r"%[tpokKsSTh%]|\\[nt\\]")
 _ESCAPES = {"\\n": "\n", "\\t": "\t", "\\\\": "\\"}
 
@@ -219,25 +220,31 @@ def _consume(consumer: Consumer, conn: Connection, args: argparse.Namespace) -> 
                 break
             if not reading.assigned and time.monotonic() > assignment_deadline:
                 raise ToolError(f"group {args.group} got no partition of {args.topic} assigned")
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            if message.error() is not None:
-                _raise_unless_transient(message.error(), args.topic)
-                continue
-            sys.stdout.write(
-                as_json(message) + "\n" if args.format == "json" else render(args.format, message)
-            )
-            reading.position[message.partition()] = message.offset() + 1
-            count += 1
-            progress.advance()
+            wanted = BATCH if args.count is None else min(BATCH, args.count - count)
+            printed = _print(consumer.consume(wanted, 0.2), args, reading)
+            count += printed
+            progress.advance(printed)
     except KeyboardInterrupt:  # how --follow ends: still commit what was printed
         pass
     sys.stdout.flush()
     progress.close()
     if args.group and count:
-        consumer.commit(asynchronous=False)
+        printed_up_to = [TopicPartition(args.topic, p, o) for p, o in reading.position.items()]
+        consumer.commit(offsets=printed_up_to, asynchronous=False)
     return 0
+
+
+def _print(messages: list[Any], args: argparse.Namespace, reading: _Reading) -> int:
+    printed = 0
+    for message in messages:
+        if message.error() is not None:
+            _raise_unless_transient(message.error(), args.topic)
+            continue
+        text = as_json(message) + "\n" if args.format == "json" else render(args.format, message)
+        sys.stdout.write(text)
+        reading.position[message.partition()] = message.offset() + 1
+        printed += 1
+    return printed
 
 
 def _subscribe(
