@@ -5,8 +5,11 @@ what was written; a broker's refusal is one line and exit code 1."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
+
+from confluent_kafka import Consumer
 
 from compat.cli_runner import kafkalite_here, ok, ok_json, one_line_error
 from compat.targets import Target
@@ -247,3 +250,46 @@ def test_cluster_info_and_broker_config(target: Target) -> None:
         cli(target, "config", "get", "broker", broker_id, "num.partitions", "--format", "json")
     )
     assert entry["value"] == "1"  # compat.targets.COMMON_DEFAULTS
+
+
+def test_group_with_a_live_member(target: Target, topic_name: Callable[..., str]) -> None:
+    name, group = topic_name(), topic_name("group")
+    ok(cli(target, "topic", "create", name, "-p", "2"))
+    ok(cli(target, "produce", name, "-p", "1", stdin="a\nb\nc\n"))
+    member = Consumer(
+        {
+            "bootstrap.servers": target.bootstrap,
+            "group.id": group,
+            "client.id": "live-member",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        member.subscribe([name])
+        deadline = time.monotonic() + 60
+        while len(member.assignment()) < 2 and time.monotonic() < deadline:
+            member.poll(0.1)
+        assert len(member.assignment()) == 2
+        (described,) = ok_json(cli(target, "group", "describe", group, "--format", "json"))
+        assert described["state"] == "STABLE"
+        (info,) = described["members"]
+        assert info["client_id"] == "live-member"
+        assert info["assignment"] == [{"topic": name, "partition": p} for p in (0, 1)]
+        # Nothing committed: no lag known, but the owner of each partition is shown.
+        assert [
+            (o["partition"], o["committed_offset"], o["log_end_offset"], o["member_id"])
+            for o in described["offsets"]
+        ] == [
+            (0, None, 0, info["member_id"]),
+            (1, None, 3, info["member_id"]),
+        ]
+        one_line_error(
+            cli(target, "group", "reset-offsets", group, "--all-topics", "--to-latest"),
+            1,
+            "must be inactive",
+            "STABLE",
+        )
+        one_line_error(cli(target, "group", "delete", group), 1, group)
+    finally:
+        member.close()
