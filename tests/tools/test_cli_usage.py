@@ -57,7 +57,7 @@ BAD_ARGUMENTS = [
     ["consume", "t", "--timestamp", "noon"],
     ["consume", "t", "-o", "end", "--from-beginning"],
     ["consume", "t", "-g", "g", "-p", "0"],
-    ["cluster"],
+    ["cluster", "bogus"],
     ["cluster", "info", "--timeout", "0"],
     ["config", "get", "user", "x"],
     ["config", "get", "broker", "zero"],
