@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from kafkalite.testing import BrokerProcess, EmbeddedBroker, stop_all
+from kafkalite.testing import EMBEDDED_DEFAULTS, BrokerProcess, EmbeddedBroker, stop_all
 
 FIXTURE_PREFIX = "kafkalite_"
 
@@ -78,7 +78,9 @@ class _Brokers:
         data_dir = self.tmp_path_factory.mktemp("kafkalite")
         settings = _overrides(self.config, overrides)
         broker: Any = (
-            BrokerProcess(data_dir, settings) if process else EmbeddedBroker(data_dir, settings)
+            BrokerProcess(data_dir, {**EMBEDDED_DEFAULTS, **settings})
+            if process
+            else EmbeddedBroker(data_dir, settings)
         )
         self.started.append(broker)
         return broker.start()
