@@ -104,7 +104,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if all_topics:
-        topics = tuple(_topic(ctx, t, operations) for t in broker.replica_manager.topics.values())
+        topics = tuple(
+            _topic(ctx, t, operations) for t in broker.replica_manager.topics.values()
+        )
     else:
         topics = tuple(
             _lookup(ctx, requested, auto_create, operations) for requested in request.topics
