@@ -121,6 +121,8 @@ def produce_lines(args: argparse.Namespace) -> int:
     _require_topic(producer, conn, args.topic)
     deliveries = _Deliveries()
     progress = Progress("bytes", size)
+    if args.file is None and sys.stdin.isatty():
+        progress.enabled = False  # someone typing lines: no progress line between them
     delimiter = args.key_delimiter.encode() if args.key_delimiter is not None else None
     headers = [(k, v.encode()) for k, v in args.header]
     extra = {"partition": args.partition} if args.partition is not None else {}
