@@ -1,5 +1,6 @@
 """`kafkalite serve [--config server.properties] [--override key=value]...`
-(and `kafkalite cluster --brokers N`, a preview: kafkalite/cluster/launcher.py)
+(and `kafkalite cluster --brokers N`, a preview: kafkalite/cluster/launcher.py), and the admin
+tools (`kafkalite topic|group|produce|consume|cluster info|config ...`, kafkalite/tools/).
 
 A bad argument, property or value, or an unusable port or directory: one line on stderr and
 exit code 2.
@@ -18,6 +19,7 @@ import trio
 from kafkalite.broker.broker import Broker
 from kafkalite.cluster import launcher
 from kafkalite.config import ConfigError, build_config, parse_override, read_properties
+from kafkalite.logging_config import configure_from_properties
 from kafkalite.server import bound_config, open_listeners, serve
 
 log = logging.getLogger("kafkalite")
@@ -30,7 +32,7 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(with_tools: bool = True) -> argparse.ArgumentParser:
     parser = _Parser(prog="kafkalite", description="A Kafka-compatible broker.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     serve_cmd = commands.add_parser("serve", help="run the broker")
@@ -43,9 +45,15 @@ def _parser() -> argparse.ArgumentParser:
         help="set a property (repeatable), like kafka-server-start.sh --override",
     )
     serve_cmd.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+        "--log-level",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="level of every logger (default: kafkalite.log.level, INFO)",
     )
     _add_cluster_command(commands)
+    if with_tools:
+        from kafkalite import tools  # confluent-kafka: `serve` does not pay for importing it
+
+        tools.register(commands, _Parser)
     return parser
 
 
@@ -83,6 +91,7 @@ async def _run(config_args: argparse.Namespace) -> int:
     started = time.monotonic()
     file_props = read_properties(config_args.config) if config_args.config else {}
     config = build_config(file_props, map(parse_override, config_args.override))
+    configure_from_properties(config.raw, config_args.log_level)
     try:
         listeners = await open_listeners(config)
     except OSError as exc:
@@ -114,14 +123,19 @@ async def _run(config_args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser(with_tools=argv[:1] != ["serve"]).parse_args(argv)
+    if hasattr(args, "run"):  # an admin command (kafkalite/tools/)
+        from kafkalite import tools
+
+        return tools.run(args)
     if args.command == "cluster":
         try:
             return _run_cluster(args)
         except ConfigError as exc:
             return _fail(str(exc))
     logging.basicConfig(
-        level=args.log_level,
+        level=args.log_level or "INFO",
         stream=sys.stdout,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkalite.logging_config import parse_format, parse_level, parse_levels
+
 HOUR_MS = 3_600_000
 I32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -242,6 +244,10 @@ PROPERTIES: dict[str, Property] = {
         _bool, "true", "move leadership away on SIGTERM", TYPE_BOOLEAN
     ),
     "request.timeout.ms": Property(_int(0, I32_MAX), "30000", "acks=all wait cap", TYPE_INT),
+    # kafkalite's own logging (Kafka configures it in log4j.properties): kafkalite/logging_config.py
+    "kafkalite.log.level": Property(parse_level, "INFO", "level of every logger"),
+    "kafkalite.log.levels": Property(parse_levels, "", "logger=LEVEL,... per-logger levels"),
+    "kafkalite.log.format": Property(parse_format, "text", "text, or json (one object a line)"),
 }
 # Kafka's defaults that would stop a single node from working apply in cluster mode only,
 # so `kafkalite serve` without zookeeper.connect behaves as before.

@@ -8,6 +8,7 @@ connection.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 from collections.abc import Mapping
@@ -171,14 +172,35 @@ def bound_config(config: BrokerConfig, listeners: list[trio.SocketListener]) -> 
     return replace(config, raw=raw)
 
 
+class _NoSignals:
+    """Stands in for a signal receiver where none can be opened (a broker in a thread)."""
+
+    def __aiter__(self) -> _NoSignals:
+        return self
+
+    async def __anext__(self) -> int:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+_NO_SIGNALS = _NoSignals()
+
+
 async def serve(
     broker: Broker,
     listeners: list[trio.SocketListener],
     *,
+    handle_signals: bool = True,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve until cancelled or SIGTERM/SIGINT; the caller shuts the broker down after."""
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    """Serve until cancelled or (handle_signals: the main thread only) SIGTERM/SIGINT; the
+    caller shuts the broker down after."""
+    receiver = (
+        trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT)
+        if handle_signals
+        else contextlib.nullcontext(_NO_SIGNALS)
+    )
+    with receiver as signals:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_maintenance, broker)
             await nursery.start(broker.groups.run)

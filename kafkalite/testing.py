@@ -1,7 +1,16 @@
-"""Run a real kafkalite broker process, for tests, compatibility suites and benchmarks.
+"""Run a real kafkalite broker, for tests, compatibility suites and benchmarks.
 
-The broker listens on port 0 and its "kafkalite started" log line carries the real port, so
-there is no free-port race and no polling: a reader thread signals when the line appears.
+`BrokerProcess`: a `kafkalite serve` subprocess. It listens on port 0 and its "kafkalite
+started" log line carries the real port, so there is no free-port race and no polling: a
+reader thread signals when the line appears.
+
+`EmbeddedBroker`: the same broker in this process, its trio event loop in a thread: it answers
+within milliseconds of `start()` (no interpreter start, no imports), which is what the pytest
+plugin (kafkalite/pytest_plugin.py) uses. Its own data dir, port and event loop keep it apart
+from every other broker; only the GIL is shared with the test.
+
+    with EmbeddedBroker() as broker:          # a temp dir, removed after
+        Producer({"bootstrap.servers": broker.bootstrap})
 """
 
 from __future__ import annotations
@@ -9,14 +18,18 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
+
+import trio
 
 _STARTED = re.compile(r"kafkalite started: .* listening on (\S+):(\d+)")
 _LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
@@ -157,7 +170,7 @@ def error_records(lines: Iterable[str]) -> list[str]:
     ]
 
 
-def stop_all(brokers: Iterable[BrokerProcess]) -> None:
+def stop_all(brokers: Iterable[BrokerProcess | EmbeddedBroker]) -> None:
     """Stop every broker, even when stopping one fails (the first failure is raised after)."""
     errors = []
     for broker in brokers:
@@ -179,3 +192,129 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             sock.bind((host, 0))
             ports.append(sock.getsockname()[1])
         return ports
+
+
+# Settings that suit tests: groups form at once, few __consumer_offsets partitions.
+EMBEDDED_DEFAULTS: dict[str, str] = {
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "1",
+}
+
+
+class EmbeddedBroker:
+    """A kafkalite broker in a thread of this process (see the module docstring)."""
+
+    def __init__(
+        self, data_dir: Path | None = None, overrides: Mapping[str, str] | None = None
+    ) -> None:
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="kafkalite-"))
+        self.overrides = {
+            **EMBEDDED_DEFAULTS,
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            **(overrides or {}),
+            "log.dirs": str(self.data_dir),
+        }
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.broker: Any = None  # kafkalite.broker.broker.Broker while running
+        self._thread: threading.Thread | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._cancel: trio.CancelScope | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> EmbeddedBroker:
+        if self._thread is not None:
+            raise RuntimeError("the broker is running: stop() it first")
+        self._ready.clear()
+        self._error = None
+        self._thread = threading.Thread(
+            target=trio.run, args=(self._main,), name=f"kafkalite-{id(self):x}", daemon=True
+        )
+        self._thread.start()
+        if not self._ready.wait(timeout) or self._error is not None:
+            error = self._error
+            self.stop()
+            raise RuntimeError(f"kafkalite did not start: {error or 'timed out'}") from error
+        return self
+
+    async def _main(self) -> None:
+        from kafkalite.broker.broker import Broker
+        from kafkalite.config import build_config
+        from kafkalite.server import bound_config, open_listeners, serve
+
+        try:
+            config = build_config(self.overrides)
+            listeners = await open_listeners(config)
+            config = bound_config(config, listeners)
+            broker = Broker.open(config)
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+            return
+        try:
+            with trio.CancelScope() as self._cancel:
+                self._token = trio.lowlevel.current_trio_token()
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(
+                        lambda task_status: serve(
+                            broker, listeners, handle_signals=False, task_status=task_status
+                        )
+                    )
+                    advertised = config.advertised_listeners[0]
+                    self.host, self.port = advertised.host, advertised.port
+                    self.broker = broker
+                    self._ready.set()
+        finally:
+            self.broker = None
+            broker.shutdown()
+
+    def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        """Run `function(*args)` in the broker's event loop (its state is not thread-safe)."""
+        if self._token is None or self.broker is None:
+            raise RuntimeError("the broker is not running")
+        return trio.from_thread.run_sync(function, *args, trio_token=self._token)
+
+    def create_topic(
+        self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
+    ) -> str:
+        """Create a topic directly (no client needed); raises ValueError when refused."""
+
+        def create() -> None:
+            manager = self.broker.replica_manager
+            outcome, configs = manager.check_new_topic(name, partitions, 1, dict(config or {}))
+            if outcome.ok:
+                outcome, _ = manager.create_topic(name, partitions, 1, configs)
+            if not outcome.ok:
+                raise ValueError(f"cannot create topic {name}: {outcome.message or outcome.error}")
+
+        self.call(create)
+        return name
+
+    def delete_topic(self, name: str) -> None:
+        self.call(lambda: self.broker.replica_manager.delete_topic(name))
+
+    def stop(self, timeout: float = 30.0) -> None:
+        thread, token, cancel = self._thread, self._token, self._cancel
+        if thread is None:
+            return
+        if token is not None and cancel is not None and thread.is_alive():
+            try:
+                trio.from_thread.run_sync(cancel.cancel, trio_token=token)
+            except trio.RunFinishedError:
+                pass
+        thread.join(timeout)
+        self._thread = self._token = self._cancel = None
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

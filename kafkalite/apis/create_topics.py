@@ -11,6 +11,7 @@ of 0 or less answers REQUEST_TIMED_OUT, as Kafka's controller does.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from kafkalite.broker.topic_config import (
     validate_topic_configs,
 )
 
+log = logging.getLogger(__name__)
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 USE_DEFAULT = -1
 
@@ -207,6 +209,13 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
     )
     if created is None:
         return _failure(ctx, topic.name, outcome)
+    log.info(
+        "created topic %s: %d partition(s), replication factor %d, configs %s",
+        topic.name,
+        plan.num_partitions,
+        plan.replication_factor,
+        plan.configs,
+    )
     return _success(ctx, topic.name, created.topic_id, plan)
 
 

@@ -10,6 +10,7 @@ Kafka's controller does.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
 UNKNOWN_TOPIC_ID_MESSAGE = "This server does not host this topic ID."
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -152,7 +154,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     deletion = _sort(request)
     to_delete = _resolve(ctx, deletion)
     for topic_id, name in to_delete.items():
-        deletion.answer(name, topic_id, ctx.broker.replica_manager.delete_topic(name))
+        outcome = ctx.broker.replica_manager.delete_topic(name)
+        if outcome.ok:
+            log.info("deleted topic %s (id %s)", name, topic_id)
+        deletion.answer(name, topic_id, outcome)
     results = tuple(_result(ctx, *answer) for answer in deletion.answers)
     return make(ctx.schema.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=results)
 

@@ -7,6 +7,7 @@ Authorized operations, when asked for (v8+ cluster, topics), are all of them: no
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -19,6 +20,7 @@ from kafkalite.broker.replica_manager import Topic, topic_name_error
 
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 ZERO_UUID = uuid.UUID(int=0)
+log = logging.getLogger(__name__)
 
 
 def _partitions(ctx: RequestContext, topic: Topic) -> tuple[Any, ...]:
@@ -89,6 +91,7 @@ def _lookup(ctx: RequestContext, requested: Any, auto_create: bool, operations: 
     outcome, created = manager.create_topic(name)
     if created is None:
         return _error_topic(ctx, name, ZERO_UUID, outcome.error)
+    log.info("auto-created topic %s: %d partition(s)", name, len(created.partitions))
     return _topic(ctx, created, operations)
 
 

@@ -1,0 +1,241 @@
+"""`kafkalite topic create|list|describe|alter-config|add-partitions|delete`."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import NewPartitions, NewTopic, OffsetSpec
+
+from kafkalite.tools.common import (
+    Connection,
+    ToolError,
+    admin_client,
+    check_reachable,
+    connection,
+    key_value,
+    positive_int,
+    topic_metadata,
+    wait_all,
+)
+from kafkalite.tools.config_cmd import alter, alteration, describe_configs, is_override
+from kafkalite.tools.output import emit
+
+
+def register(commands: Any, parents: dict, parser_class: type) -> None:
+    both = [parents["connection"], parents["output"]]
+    topic = commands.add_parser("topic", help="create, list, describe, alter and delete topics")
+    sub = topic.add_subparsers(dest="action", required=True, parser_class=parser_class)
+
+    create = sub.add_parser("create", parents=both, help="create topics")
+    create.add_argument("topics", nargs="+", metavar="TOPIC")
+    create.add_argument("-p", "--partitions", type=positive_int, default=None)
+    create.add_argument("-r", "--replication-factor", type=positive_int, default=None)
+    create.add_argument(
+        "-c", "--config", action="append", type=key_value, default=[], metavar="KEY=VALUE"
+    )
+    create.set_defaults(run=create_topics)
+
+    listing = sub.add_parser("list", parents=both, help="list topics")
+    listing.add_argument("-i", "--internal", action="store_true", help="include internal topics")
+    listing.set_defaults(run=list_topics)
+
+    describe = sub.add_parser("describe", parents=both, help="partitions, offsets and configs")
+    describe.add_argument("topics", nargs="+", metavar="TOPIC")
+    describe.set_defaults(run=describe_topics)
+
+    alter = sub.add_parser("alter-config", parents=both, help="set or delete topic configs")
+    alter.add_argument("topic", metavar="TOPIC")
+    alter.add_argument(
+        "-s", "--set", action="append", type=key_value, default=[], metavar="KEY=VALUE"
+    )
+    alter.add_argument("-d", "--delete", action="append", default=[], metavar="KEY")
+    alter.set_defaults(run=alter_topic_config)
+
+    add = sub.add_parser("add-partitions", parents=both, help="grow a topic's partition count")
+    add.add_argument("topic", metavar="TOPIC")
+    add.add_argument(
+        "-t", "--total", type=positive_int, required=True, help="the new partition count"
+    )
+    add.set_defaults(run=add_partitions)
+
+    delete = sub.add_parser("delete", parents=both, help="delete topics")
+    delete.add_argument("topics", nargs="+", metavar="TOPIC")
+    delete.set_defaults(run=delete_topics)
+
+
+def create_topics(args: argparse.Namespace) -> int:
+    conn = connection(args)
+    client = admin_client(conn)
+    new = [
+        NewTopic(
+            name,
+            num_partitions=args.partitions or -1,
+            replication_factor=args.replication_factor or -1,
+            config=dict(args.config),
+        )
+        for name in args.topics
+    ]
+    futures = client.create_topics(
+        new, operation_timeout=conn.timeout, request_timeout=conn.timeout
+    )
+    wait_all(futures, conn, "cannot create topic")
+    described = [_visible(client, conn, name) for name in args.topics]
+    rows = [[t["name"], len(t["partitions"]), t["replication_factor"]] for t in described]
+    emit(args.format, {"created": described}, [(None, ["TOPIC", "PARTITIONS", "REPLICAS"], rows)])
+    return 0
+
+
+def _visible(client: Any, conn: Connection, name: str) -> dict[str, Any]:
+    """A new topic as metadata shows it, once every partition has a leader (Kafka acks
+    CreateTopics before its metadata carries the topic)."""
+    deadline = time.monotonic() + conn.timeout
+    while True:
+        topic = client.list_topics(topic=name, timeout=conn.timeout).topics.get(name)
+        ready = topic is not None and topic.error is None and topic.partitions
+        if ready and all(p.leader >= 0 for p in topic.partitions.values()):
+            return describe(client, conn, [name], with_offsets=False)[0]
+        if time.monotonic() >= deadline:
+            raise ToolError(f"topic {name} was created but has no leader after {conn.timeout:g}s")
+        time.sleep(0.05)
+
+
+def list_topics(args: argparse.Namespace) -> int:
+    conn = connection(args)
+    metadata = check_reachable(admin_client(conn), conn)
+    topics = []
+    for name in sorted(metadata.topics):
+        topic = metadata.topics[name]
+        if name.startswith("__") and not args.internal:
+            continue
+        partitions = topic.partitions.values()
+        replicas = max((len(p.replicas) for p in partitions), default=0)
+        topics.append({"name": name, "partitions": len(partitions), "replication_factor": replicas})
+    rows = [[t["name"], t["partitions"], t["replication_factor"]] for t in topics]
+    emit(args.format, topics, [(None, ["TOPIC", "PARTITIONS", "REPLICAS"], rows)])
+    return 0
+
+
+def describe(
+    client: Any, conn: Connection, names: list[str], with_offsets: bool = True
+) -> list[dict[str, Any]]:
+    """Partitions with leaders, replicas and ISR, and (with_offsets) log start/end offsets.
+
+    The size on disk needs DescribeLogDirs, which confluent-kafka does not expose: `null`."""
+    described = []
+    for name in names:
+        topic = topic_metadata(client, conn, name)
+        if topic is None:
+            raise ToolError(f"cannot describe topic {name}: it does not exist")
+        partitions = [
+            {
+                "partition": p.id,
+                "leader": p.leader,
+                "replicas": list(p.replicas),
+                "isr": list(p.isrs),
+                "log_start_offset": None,
+                "log_end_offset": None,
+                "size_bytes": None,
+            }
+            for p in sorted(topic.partitions.values(), key=lambda p: p.id)
+        ]
+        if with_offsets:
+            _add_offsets(client, conn, name, partitions)
+        replicas = max((len(p["replicas"]) for p in partitions), default=0)
+        described.append({"name": name, "replication_factor": replicas, "partitions": partitions})
+    return described
+
+
+def _add_offsets(client: Any, conn: Connection, name: str, partitions: list[dict]) -> None:
+    for key, spec in (
+        ("log_start_offset", OffsetSpec.earliest()),
+        ("log_end_offset", OffsetSpec.latest()),
+    ):
+        request = {TopicPartition(name, p["partition"]): spec for p in partitions}
+        if not request:
+            return
+        results = wait_all(
+            client.list_offsets(request, request_timeout=conn.timeout),
+            conn,
+            "cannot list offsets of",
+        )
+        by_partition = {tp.partition: info.offset for tp, info in results.items()}
+        for p in partitions:
+            p[key] = by_partition[p["partition"]]
+
+
+def describe_topics(args: argparse.Namespace) -> int:
+    conn = connection(args)
+    client = admin_client(conn)
+    described = describe(client, conn, args.topics)
+    for topic in described:
+        topic["configs"] = {
+            entry["name"]: entry["value"]
+            for entry in describe_configs(client, conn, "topic", topic["name"])
+            if is_override("topic", entry)
+        }
+    tables = []
+    for topic in described:
+        overrides = ", ".join(f"{k}={v}" for k, v in topic["configs"].items()) or "-"
+        title = (
+            f"Topic {topic['name']}: {len(topic['partitions'])} partition(s), "
+            f"replication factor {topic['replication_factor']}, configs: {overrides}"
+        )
+        rows = [
+            [
+                p["partition"],
+                p["leader"],
+                p["replicas"],
+                p["isr"],
+                p["log_start_offset"],
+                p["log_end_offset"],
+                p["size_bytes"],
+            ]
+            for p in topic["partitions"]
+        ]
+        headers = ["PARTITION", "LEADER", "REPLICAS", "ISR", "LOG-START", "LOG-END", "SIZE"]
+        tables.append((title, headers, rows))
+    emit(args.format, described, tables)
+    return 0
+
+
+def alter_topic_config(args: argparse.Namespace) -> int:
+    resource = alteration("topic", args.topic, args.set, args.delete)
+    conn = connection(args)
+    changed = alter(admin_client(conn), conn, resource)
+    rows = [[name, "-" if value is None else value] for name, value in changed.items()]
+    emit(
+        args.format, {"topic": args.topic, "changed": changed}, [(None, ["CONFIG", "VALUE"], rows)]
+    )
+    return 0
+
+
+def add_partitions(args: argparse.Namespace) -> int:
+    conn = connection(args)
+    client = admin_client(conn)
+    futures = client.create_partitions(
+        [NewPartitions(args.topic, args.total)],
+        operation_timeout=conn.timeout,
+        request_timeout=conn.timeout,
+    )
+    wait_all(futures, conn, "cannot add partitions to topic")
+    result = {"topic": args.topic, "partitions": args.total}
+    emit(args.format, result, [(None, ["TOPIC", "PARTITIONS"], [[args.topic, args.total]])])
+    return 0
+
+
+def delete_topics(args: argparse.Namespace) -> int:
+    conn = connection(args)
+    client = admin_client(conn)
+    futures = client.delete_topics(
+        list(args.topics), operation_timeout=conn.timeout, request_timeout=conn.timeout
+    )
+    wait_all(futures, conn, "cannot delete topic")
+    emit(
+        args.format,
+        {"deleted": list(args.topics)},
+        [(None, ["DELETED"], [[t] for t in args.topics])],
+    )
+    return 0

@@ -1,0 +1,66 @@
+"""CLI behaviour that needs a kafkalite broker with particular settings, or a terminal."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from compat.cli_runner import kafkalite_here, ok, one_line_error
+
+
+def test_unknown_topic_fails_at_once_without_auto_creation(broker_factory) -> None:
+    broker = broker_factory({"auto.create.topics.enable": "false"})
+    bootstrap = ["--bootstrap", broker.bootstrap]
+    started = time.monotonic()
+    one_line_error(kafkalite_here("produce", "nosuch", *bootstrap, stdin="x\n"), 1, "nosuch")
+    one_line_error(kafkalite_here("consume", "nosuch", *bootstrap), 1, "does not exist")
+    assert time.monotonic() - started < 15  # not the producer's 30 s message timeout
+    ok(kafkalite_here("topic", "create", "two", "-p", "2", *bootstrap))
+    one_line_error(kafkalite_here("produce", "two", "-p", "7", *bootstrap, stdin="x\n"), 1, "two")
+    one_line_error(kafkalite_here("consume", "two", "-p", "7", *bootstrap), 1, "no partition 7")
+    one_line_error(
+        kafkalite_here(
+            "group", "reset-offsets", "g", "--topic", "nosuch", "--to-earliest", *bootstrap
+        ),
+        1,
+        "unknown topic nosuch",
+    )
+    assert "nosuch" not in ok(kafkalite_here("topic", "list", *bootstrap))
+
+
+def test_progress_line_on_a_terminal(broker_factory, tmp_path: Path) -> None:
+    """stderr a terminal: produce --file and consume draw a progress line with rate and ETA."""
+    broker = broker_factory()
+    lines = tmp_path / "lines.txt"
+    lines.write_text("".join(f"message {i}\n" for i in range(2000)))
+    for command in (["produce", "p", "--file", str(lines)], ["consume", "p", "-f", "%o\\n"]):
+        leader, follower = pty.openpty()
+        try:
+            result = subprocess.run(
+                [sys.executable, "-m", "kafkalite", *command, "-b", broker.bootstrap],
+                stdout=subprocess.PIPE,
+                stderr=follower,
+                timeout=120,
+                text=True,
+            )
+            os.close(follower)
+            drawn = b""
+            while True:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:  # EIO: the terminal has no writer left
+                    break
+                if not chunk:
+                    break
+                drawn += chunk
+        finally:
+            os.close(leader)
+        assert result.returncode == 0
+        last = drawn.decode().rsplit("\r\x1b[K", 1)[-1]
+        assert last.startswith("[########################] 100% "), last
+        assert "/s ETA 00:00" in last
+    assert result.stdout.splitlines() == [str(i) for i in range(2000)]
