@@ -18,6 +18,7 @@ import trio
 from kafkalite.broker.broker import Broker
 from kafkalite.cluster import launcher
 from kafkalite.config import ConfigError, build_config, parse_override, read_properties
+from kafkalite.metrics.http import open_metrics_listeners
 from kafkalite.server import bound_config, open_listeners, serve
 
 log = logging.getLogger("kafkalite")
@@ -89,6 +90,7 @@ async def _run(config_args: argparse.Namespace) -> int:
         where = ", ".join(f"{lst.host}:{lst.port}" for lst in config.listeners)
         return _fail(f"cannot listen on {where}: {exc.strerror or exc}")
     config = bound_config(config, listeners)
+    metrics_listeners = await open_metrics_listeners(config)  # ConfigError: one line, exit 2
     try:
         broker = Broker.open(config)
     except (OSError, ValueError) as exc:
@@ -96,7 +98,7 @@ async def _run(config_args: argparse.Namespace) -> int:
     try:
         await trio.lowlevel.checkpoint()
         async with trio.open_nursery() as nursery:
-            await nursery.start(serve, broker, listeners)
+            await nursery.start(serve, broker, listeners, metrics_listeners)
             advertised = config.advertised_listeners[0]
             log.info(
                 "kafkalite started: node %d, cluster %s, listening on %s:%d, data in %s (%.0f ms)",

@@ -210,6 +210,10 @@ PROPERTIES: dict[str, Property] = {
         _bool, "true", "move leadership away on SIGTERM", TYPE_BOOLEAN
     ),
     "request.timeout.ms": Property(_int(0, I32_MAX), "30000", "acks=all wait cap", TYPE_INT),
+    # Not Kafka properties (Kafka exports metrics through JMX and an agent): Prometheus
+    # /metrics, /health and /ready over HTTP; -1 disables, 0 takes a free port.
+    "kafkalite.metrics.port": Property(_int(-1, 65535), "-1", "Prometheus HTTP port", TYPE_INT),
+    "kafkalite.metrics.host": Property(_str, "127.0.0.1", "Prometheus HTTP address"),
 }
 # Kafka's defaults that would stop a single node from working apply in cluster mode only,
 # so `kafkalite serve` without zookeeper.connect behaves as before.
