@@ -18,6 +18,7 @@ import trio
 from kafkalite.broker.broker import Broker
 from kafkalite.cluster import launcher
 from kafkalite.config import ConfigError, build_config, parse_override, read_properties
+from kafkalite.console.command import add_console_command, run_console
 from kafkalite.metrics.http import open_metrics_listeners
 from kafkalite.server import bound_config, open_listeners, serve
 
@@ -47,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
     _add_cluster_command(commands)
+    add_console_command(commands)
     return parser
 
 
@@ -122,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run_cluster(args)
         except ConfigError as exc:
             return _fail(str(exc))
+    if args.command == "console":
+        return run_console(args)
     logging.basicConfig(
         level=args.log_level,
         stream=sys.stdout,
