@@ -12,7 +12,7 @@ import json
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import (
@@ -31,6 +31,8 @@ from confluent_kafka.admin import (
     OffsetSpec,
     ResourceType,
 )
+
+from kafkalite.console.log_sizes import partition_sizes
 
 MAX_MESSAGES = 1000
 # librdkafka's own log (connection refused, broker down...) goes here rather than to stderr;
@@ -93,6 +95,7 @@ def _text(data: bytes | None) -> dict[str, Any] | None:
 class Cluster:
     bootstrap: str
     timeout: float = 10.0
+    metrics_urls: list[str] = field(default_factory=list)  # for partition sizes
 
     def __post_init__(self) -> None:
         self.admin = AdminClient(self._conf())
@@ -144,8 +147,14 @@ class Cluster:
             self._offsets(partitions, OffsetSpec.latest()),
         )
 
+    def sizes(self) -> dict[tuple[str, int], int] | None:
+        if not self.metrics_urls:
+            return None
+        return partition_sizes(self.metrics_urls, self.timeout)
+
     def topics(self) -> list[dict[str, Any]]:
         metadata = self.metadata()
+        sizes = self.sizes()
         partitions = [
             TopicPartition(name, index)
             for name, topic in metadata.topics.items()
@@ -164,6 +173,7 @@ class Cluster:
                     "replication": replication,
                     "messages": sum(end - start for start, end in ends),
                     "end_offsets": sum(end for _, end in ends),
+                    "size": _total_size(sizes, name, topic.partitions),
                 }
             )
         return rows
@@ -181,6 +191,7 @@ class Cluster:
             raise ClusterError(f"topic {name!r} does not exist", 404)
         tps = [TopicPartition(name, index) for index in sorted(metadata.partitions)]
         low, high = self._watermarks(tps)
+        sizes = self.sizes()
         partitions = [
             {
                 "partition": index,
@@ -190,6 +201,7 @@ class Cluster:
                 "start": low[(name, index)],
                 "end": high[(name, index)],
                 "messages": high[(name, index)] - low[(name, index)],
+                "size": None if sizes is None else sizes.get((name, index)),
             }
             for index, part in sorted(metadata.partitions.items())
         ]
@@ -414,6 +426,12 @@ class Cluster:
             if tp.error is not None:
                 raise ClusterError(_error_text(KafkaException(tp.error)), 409)
         return self.group_offsets(group_id)
+
+
+def _total_size(sizes: dict | None, topic: str, partitions: Any) -> int | None:
+    if sizes is None or not all((topic, p) in sizes for p in partitions):
+        return None
+    return sum(sizes[(topic, p)] for p in partitions)
 
 
 def _message(message: Any) -> dict[str, Any]:

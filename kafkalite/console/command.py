@@ -37,6 +37,12 @@ def _bootstrap(text: str) -> str:
     return ",".join(addresses)
 
 
+def _metrics_url(text: str) -> str:
+    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", text):
+        raise argparse.ArgumentTypeError(f"metrics URL {text!r} is not http(s)://host:port/path")
+    return text
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text)
@@ -58,6 +64,14 @@ def add_console_command(commands: argparse._SubParsersAction) -> None:
     console.add_argument("--host", default="127.0.0.1", help="address to serve on")
     console.add_argument("--port", type=_port, default=8080, help="port to serve on (0: any)")
     console.add_argument("--timeout", type=_positive, default=10.0, help="cluster timeout (s)")
+    console.add_argument(
+        "--metrics",
+        type=_metrics_url,
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a broker's Prometheus /metrics URL, for partition sizes (repeatable)",
+    )
 
 
 def _fail(message: str, code: int) -> int:
@@ -81,7 +95,7 @@ def run_console(args: argparse.Namespace) -> int:
         sock = socket.create_server((args.host, args.port))
     except OSError as exc:
         return _fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", 2)
-    cluster = Cluster(bootstrap, timeout=args.timeout)
+    cluster = Cluster(bootstrap, timeout=args.timeout, metrics_urls=args.metrics)
     try:
         cluster.metadata()
     except ClusterError:

@@ -22,18 +22,28 @@ from selenium.webdriver.support.ui import Select
 
 from kafkalite.testing import BrokerProcess
 from tests.integration.console_helpers import ConsoleProcess, chromium, wait_for
-from tests.integration.e2e_helpers import CLIENT_TIMEOUT, admin, consumer, create_topic, producer
+from tests.integration.e2e_helpers import (
+    CLIENT_TIMEOUT,
+    admin,
+    consumer,
+    create_topic,
+    producer,
+    segment_files,
+)
+from tests.integration.metrics_helpers import base_url
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    with BrokerProcess(tmp_path_factory.mktemp("console-broker")) as process:
+    data_dir = tmp_path_factory.mktemp("console-broker")
+    with BrokerProcess(data_dir, {"kafkalite.metrics.port": "0"}) as process:
         yield process
 
 
 @pytest.fixture(scope="module")
 def console(broker: BrokerProcess) -> Iterator[ConsoleProcess]:
-    with ConsoleProcess(broker.bootstrap) as process:
+    metrics = base_url(broker) + "/metrics"  # partition sizes come from there
+    with ConsoleProcess(broker.bootstrap, "--metrics", metrics) as process:
         yield process
 
 
@@ -114,6 +124,12 @@ def test_topics_page_lists_partitions_and_message_counts(
     row = browser.find_element(By.CSS_SELECTOR, f"#topics tr[data-topic='{topic}']")
     assert row.find_element(By.CSS_SELECTOR, ".partitions").text == "3"
     assert row.find_element(By.CSS_SELECTOR, ".messages").text == "17"
+    on_disk = [
+        sum(f.stat().st_size for f in segment_files(broker.data_dir, topic, p)) for p in range(3)
+    ]
+    assert row.find_element(By.CSS_SELECTOR, ".size").get_attribute("data-bytes") == str(
+        sum(on_disk)
+    )
 
     open_page(browser, console, f"topics/{topic}")
     ends = [
@@ -121,6 +137,13 @@ def test_topics_page_lists_partitions_and_message_counts(
         for p in range(3)
     ]
     assert ends == ["6", "6", "5"]
+    sizes = [
+        browser.find_element(
+            By.CSS_SELECTOR, f"#partitions tr[data-partition='{p}'] .size"
+        ).get_attribute("data-bytes")
+        for p in range(3)
+    ]
+    assert sizes == [str(size) for size in on_disk]
     assert text(browser, "#message-count") == "17"
 
 
@@ -312,6 +335,10 @@ def test_throughput_chart_follows_new_messages(
             "argument --bootstrap: bootstrap address 'nohost' is not host:port",
         ),
         (["--timeout", "0"], "argument --timeout: timeout must be a positive number, got '0'"),
+        (
+            ["--metrics", "localhost:9404"],
+            "argument --metrics: metrics URL 'localhost:9404' is not http(s)://host:port/path",
+        ),
         (["--frobnicate"], "unrecognized arguments: --frobnicate"),
     ],
 )

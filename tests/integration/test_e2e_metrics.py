@@ -6,12 +6,9 @@ through confluent-kafka (its bytes are checked against the log files on disk).
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,10 +28,9 @@ from protocol_tests.raw_client import (
     response_class,
 )
 from tests.integration.e2e_helpers import admin, create_topic, producer, segment_files
+from tests.integration.metrics_helpers import base_url, get, scrape
 
 MESSAGE_MAX_BYTES = 4096
-_METRICS_LINE = re.compile(r"metrics on (http://\S+)/metrics")
-_SAMPLE = re.compile(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})? (\S+)$")
 
 
 @pytest.fixture(scope="module")
@@ -45,32 +41,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     )
     with process:
         yield process
-
-
-def base_url(broker: BrokerProcess) -> str:
-    match = _METRICS_LINE.search(broker.output())
-    assert match, broker.output()
-    return match.group(1)
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
-def scrape(broker: BrokerProcess) -> dict[str, float]:
-    """`name{labels}` -> value, labels as the exposition prints them (sorted by name)."""
-    status, text = get(base_url(broker) + "/metrics")
-    assert status == 200
-    samples = {}
-    for line in text.splitlines():
-        match = _SAMPLE.match(line)
-        if match and not line.startswith("#"):
-            samples[match.group(1) + (match.group(2) or "")] = float(match.group(3))
-    return samples
 
 
 def delta(before: dict[str, float], after: dict[str, float], key: str) -> float:

@@ -23,6 +23,16 @@ function table(id, headers, rows) {
     el("tbody", {}, rows));
 }
 
+function size(bytes, cls = "") {
+  const title = "sizes come from the brokers' /metrics: start the console with --metrics URL";
+  if (bytes === null || bytes === undefined) return el("td", { class: `num ${cls}`, title }, "–");
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let value = bytes, unit = 0;
+  while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit++; }
+  const shown = unit === 0 ? String(value) : value.toFixed(1);
+  return el("td", { class: `num ${cls}`, "data-bytes": bytes }, `${shown} ${units[unit]}`);
+}
+
 function num(value, cls = "") { return el("td", { class: `num ${cls}` }, Number(value).toLocaleString("en-US")); }
 
 async function api(path, options = {}) {
@@ -95,12 +105,12 @@ async function topicsPage() {
       el("label", {}, "New topic", name), el("label", {}, "Partitions", partitions),
       el("label", {}, "Replication", replication), create),
     table("topics", ["Name", { label: "Partitions", num: 1 }, { label: "Replication", num: 1 },
-      { label: "Messages", num: 1 }], topics.map(t =>
+      { label: "Messages", num: 1 }, { label: "Size", num: 1 }], topics.map(t =>
       el("tr", { "data-topic": t.name },
         el("td", {}, el("a", { href: `#/topics/${encodeURIComponent(t.name)}` }, t.name),
           t.internal ? el("span", { class: "muted" }, " (internal)") : ""),
         num(t.partitions, "partitions"), num(t.replication, "replication"),
-        num(t.messages, "messages")))));
+        num(t.messages, "messages"), size(t.size, "size")))));
 }
 
 function renderValue(part) {
@@ -163,19 +173,20 @@ async function topicPage(name) {
       el("div", { class: "card" }, el("div", { class: "label" }, "Messages"),
         el("div", { class: "big", id: "message-count" }, total.toLocaleString("en-US"))),
       el("div", { class: "toolbar" }, remove)),
-    el("div", { class: "split" },
-      el("div", {}, el("h3", {}, "Partitions"),
-        table("partitions", ["Partition", "Leader", "Replicas", "ISR", { label: "Start", num: 1 },
-          { label: "End", num: 1 }, { label: "Messages", num: 1 }], topic.partitions.map(p =>
-          el("tr", { "data-partition": p.partition }, el("td", {}, p.partition), el("td", {}, p.leader),
-            el("td", {}, p.replicas.join(", ")), el("td", {}, p.isr.join(", ")),
-            num(p.start, "start"), num(p.end, "end"), num(p.messages, "messages"))))),
-      el("div", {}, el("h3", {}, "Configuration"),
-        table("configs", ["Name", "Value", "Source"], topic.configs.map(c =>
-          el("tr", { "data-config": c.name, class: c.default ? "" : "override" },
-            el("td", {}, c.name), el("td", { class: "value" }, c.value ?? "–"),
-            el("td", { class: "muted" }, c.default ? "default" : c.source)))))),
-    ...messageBrowser(topic));
+    el("h3", {}, "Partitions"),
+    table("partitions", ["Partition", "Leader", "Replicas", "ISR", { label: "Start offset", num: 1 },
+      { label: "End offset", num: 1 }, { label: "Messages", num: 1 }, { label: "Size", num: 1 }],
+      topic.partitions.map(p =>
+        el("tr", { "data-partition": p.partition }, el("td", {}, p.partition), el("td", {}, p.leader),
+          el("td", {}, p.replicas.join(", ")), el("td", {}, p.isr.join(", ")),
+          num(p.start, "start"), num(p.end, "end"), num(p.messages, "messages"), size(p.size, "size")))),
+    ...messageBrowser(topic),
+    el("h3", {}, "Configuration (overrides first)"),
+    table("configs", ["Name", "Value", "Source"],
+      [...topic.configs].sort((a, b) => a.default - b.default).map(c =>
+        el("tr", { "data-config": c.name, class: c.default ? "" : "override" },
+          el("td", {}, c.name), el("td", { class: "value" }, c.value ?? "–"),
+          el("td", { class: "muted" }, c.default ? "default" : c.source)))));
 }
 
 async function groupsPage() {
