@@ -6,6 +6,8 @@ through confluent-kafka (its bytes are checked against the log files on disk).
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 import time
@@ -31,6 +33,7 @@ from tests.integration.e2e_helpers import admin, create_topic, producer, segment
 from tests.integration.metrics_helpers import base_url, get, scrape
 
 MESSAGE_MAX_BYTES = 4096
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "kafkalite-dashboard.json"
 
 
 @pytest.fixture(scope="module")
@@ -207,3 +210,15 @@ def test_metrics_port_in_use_is_one_line_and_exit_2(broker: BrokerProcess, tmp_p
     assert len(lines) == 1 and lines[0].startswith(
         f"kafkalite: cannot listen for metrics on 127.0.0.1:{port}:"
     ), result.stderr
+
+
+def test_every_metric_the_grafana_dashboard_graphs_is_served(broker: BrokerProcess) -> None:
+    exprs = [
+        target["expr"]
+        for panel in json.loads(DASHBOARD.read_text())["panels"]
+        for target in panel.get("targets", [])
+    ]
+    graphed = {name for expr in exprs for name in re.findall(r"\b(?:kafka|process)_\w+", expr)}
+    served = {key.split("{", 1)[0] for key in scrape(broker)}
+    assert len(graphed) == 32
+    assert graphed - served == set()
