@@ -7,10 +7,13 @@ HTTP server is a trio task), so no locks are needed and an increment costs a dic
 from __future__ import annotations
 
 import bisect
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalite.metrics import topic_traffic
+
+log = logging.getLogger("kafkalite.metrics")
 
 # Request latency buckets in milliseconds (Kafka's RequestMetrics TotalTimeMs is in ms).
 LATENCY_BUCKETS_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
@@ -28,10 +31,6 @@ class TopicStats:
     failed_fetch_requests: int = 0
     total_produce_requests: int = 0
     total_fetch_requests: int = 0
-
-    def add(self, other: TopicStats) -> None:
-        for name in self.__slots__:  # type: ignore[attr-defined]
-            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 @dataclass(slots=True)
@@ -75,7 +74,10 @@ class BrokerMetrics:
         if histogram is None:
             histogram = self.latency[api_key] = LatencyHistogram()
         histogram.observe(seconds * 1000)
-        if api_key == topic_traffic.PRODUCE:
-            topic_traffic.count_produce(self, broker, body, response)
-        elif api_key == topic_traffic.FETCH and response is not None:
-            topic_traffic.count_fetch(self, broker, body, response)
+        try:
+            if api_key == topic_traffic.PRODUCE:
+                topic_traffic.count_produce(self, broker, body, response)
+            elif api_key == topic_traffic.FETCH and response is not None:
+                topic_traffic.count_fetch(self, broker, body, response)
+        except Exception:  # a metrics bug must never cost a client its connection
+            log.exception("could not count api key %d v%d for metrics", api_key, api_version)
