@@ -24,7 +24,6 @@ from kafkalite.broker.broker import Broker
 from kafkalite.config import BrokerConfig, Listener
 from kafkalite.metrics.counters import BrokerMetrics
 from kafkalite.metrics.http import serve_metrics
-from kafkalite.metrics.registry import metrics_registry
 from kafkalite.protocol.codec import (
     DecodedRequest,
     FrameError,
@@ -207,6 +206,8 @@ async def serve(
                 trio.serve_listeners, lambda s: handle_connection(broker, s), listeners
             )
             if metrics_listeners:
+                from kafkalite.metrics.registry import metrics_registry  # imports prometheus
+
                 registry = metrics_registry(broker)
                 await nursery.start(serve_metrics, metrics_listeners, registry, broker.metrics)
             broker.metrics.ready = True

@@ -9,13 +9,15 @@ admin request. One request per connection (`Connection: close`), bounded head si
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import trio
-from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from kafkalite.config import BrokerConfig, ConfigError
 from kafkalite.metrics.counters import BrokerMetrics
+
+if TYPE_CHECKING:  # prometheus_client loads only when metrics are served (faster start)
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger("kafkalite.metrics")
 
@@ -53,6 +55,8 @@ def answer(request_line: str, registry: CollectorRegistry, metrics: BrokerMetric
     if method not in ("GET", "HEAD"):
         return _response("405 Method Not Allowed", b"GET only\n")
     if target == "/metrics":
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
         body, kind = generate_latest(registry), CONTENT_TYPE_LATEST
         return _response("200 OK", body, kind)
     if target == "/health":
