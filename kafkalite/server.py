@@ -206,10 +206,10 @@ async def serve(
                 trio.serve_listeners, lambda s: handle_connection(broker, s), listeners
             )
             if metrics_listeners:
-                from kafkalite.metrics.registry import metrics_registry  # imports prometheus
+                from kafkalite.metrics.registry import Exposition  # imports prometheus_client
 
-                registry = metrics_registry(broker)
-                await nursery.start(serve_metrics, metrics_listeners, registry, broker.metrics)
+                exposition = Exposition(broker)
+                await nursery.start(serve_metrics, metrics_listeners, exposition, broker.metrics)
             broker.metrics.ready = True
             task_status.started()
             async for signum in signals:

@@ -1,9 +1,9 @@
 """`/metrics`, `/health` and `/ready` over HTTP/1.1, served by a trio task on the broker's loop.
 
 Why not prometheus-client's own thread server: the collector reads broker state (logs,
-groups, offsets) that only the trio thread mutates; rendering on the loop reads it
-consistently without locks on the hot path, and a scrape costs the loop about as long as one
-admin request. One request per connection (`Connection: close`), bounded head size and time.
+groups, offsets) that only the trio thread mutates; collecting on the loop reads it
+consistently without locks on the hot path (the text is then rendered in a worker thread,
+see registry.py). One request per connection (`Connection: close`), bounded head size and time.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from kafkalite.config import BrokerConfig, ConfigError
 from kafkalite.metrics.counters import BrokerMetrics
 
 if TYPE_CHECKING:  # prometheus_client loads only when metrics are served (faster start)
-    from prometheus_client import CollectorRegistry
+    from kafkalite.metrics.registry import Exposition
 
 log = logging.getLogger("kafkalite.metrics")
 
@@ -47,7 +47,7 @@ def _response(status: str, body: bytes, content_type: str = "text/plain; charset
     return head.encode("ascii") + body
 
 
-def answer(request_line: str, registry: CollectorRegistry, metrics: BrokerMetrics) -> bytes:
+async def answer(request_line: str, exposition: Exposition, metrics: BrokerMetrics) -> bytes:
     parts = request_line.split()
     if len(parts) != 3 or not parts[2].startswith("HTTP/"):
         return _response("400 Bad Request", b"bad request\n")
@@ -55,10 +55,9 @@ def answer(request_line: str, registry: CollectorRegistry, metrics: BrokerMetric
     if method not in ("GET", "HEAD"):
         return _response("405 Method Not Allowed", b"GET only\n")
     if target == "/metrics":
-        from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
-
-        body, kind = generate_latest(registry), CONTENT_TYPE_LATEST
-        return _response("200 OK", body, kind)
+        families = exposition.collect()
+        body = await trio.to_thread.run_sync(exposition.render, families)
+        return _response("200 OK", body, exposition.content_type)
     if target == "/health":
         return _response("200 OK", b"ok\n")
     if target == "/ready":
@@ -81,7 +80,7 @@ async def _read_head(stream: trio.SocketStream) -> bytes | None:
 
 
 async def _handle(
-    stream: trio.SocketStream, registry: CollectorRegistry, metrics: BrokerMetrics
+    stream: trio.SocketStream, exposition: Exposition, metrics: BrokerMetrics
 ) -> None:
     try:
         async with stream:
@@ -92,7 +91,7 @@ async def _handle(
                 await stream.send_all(_response("431 Request Header Fields Too Large", b""))
                 return
             request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
-            response = answer(request_line, registry, metrics)
+            response = await answer(request_line, exposition, metrics)
             if request_line.startswith("HEAD "):
                 response = response.split(b"\r\n\r\n", 1)[0] + b"\r\n\r\n"
             await stream.send_all(response)
@@ -104,7 +103,7 @@ async def _handle(
 
 async def serve_metrics(
     listeners: list[trio.SocketListener],
-    registry: CollectorRegistry,
+    exposition: Exposition,
     metrics: BrokerMetrics,
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
@@ -112,5 +111,5 @@ async def serve_metrics(
     host, port = listeners[0].socket.getsockname()[:2]
     log.info("metrics on http://%s:%d/metrics (also /health, /ready)", host, port)
     await trio.serve_listeners(
-        lambda stream: _handle(stream, registry, metrics), listeners, task_status=task_status
+        lambda stream: _handle(stream, exposition, metrics), listeners, task_status=task_status
     )
