@@ -83,7 +83,8 @@ def build_app(cluster: Cluster) -> Starlette:
         elif mode not in ("latest", "offset"):
             raise BadRequest(f"mode must be latest, offset or time, got {mode!r}")
         topic = request.path_params["name"]
-        return cluster.messages(topic, partition, limit, offset, timestamp)
+        contains = request.query_params.get("contains", "")
+        return cluster.messages(topic, partition, limit, offset, timestamp, contains)
 
     async def create_topic(request: Request) -> Response:
         body = await _json_body(request)

@@ -12,6 +12,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ from confluent_kafka.admin import (
 from kafkalite.console.log_sizes import partition_sizes
 
 MAX_MESSAGES = 1000
+SEARCH_WINDOW = 100_000  # messages per partition a search for the latest matches reads at most
 # librdkafka's own log (connection refused, broker down...) goes here rather than to stderr;
 # the page reports failures through the API's answers.
 CLIENT_LOG = logging.getLogger("kafkalite.console.librdkafka")
@@ -254,16 +256,20 @@ class Cluster:
         limit: int,
         offset: int | None = None,
         timestamp_ms: int | None = None,
+        contains: str = "",
     ) -> list[dict[str, Any]]:
-        """The latest `limit` messages, or the first `limit` from an offset or a time."""
-        detail = self.topic(topic)
+        """The latest `limit` messages, or the first `limit` from an offset or a time; with
+        `contains`, only those whose key, value or a header holds that text (the latest are
+        looked for among the last SEARCH_WINDOW messages of each partition)."""
+        latest = offset is None and timestamp_ms is None
         parts = [
-            p for p in detail["partitions"] if partition is None or p["partition"] == partition
+            p for p in self.partitions(topic) if partition is None or p["partition"] == partition
         ]
         if not parts:
             raise ClusterError(f"topic {topic!r} has no partition {partition}", 404)
         limit = max(1, min(limit, MAX_MESSAGES))
-        starts = self._starts(topic, parts, limit, offset, timestamp_ms)
+        window = SEARCH_WINDOW if contains and latest else limit
+        starts = self._starts(topic, parts, window, offset, timestamp_ms)
         consumer = Consumer(
             {
                 **self._conf(),
@@ -273,14 +279,11 @@ class Cluster:
             }
         )
         try:
-            found = self._read(consumer, topic, parts, starts, limit)
+            found = self._read(consumer, topic, parts, starts, None if latest else limit, contains)
         finally:
             consumer.close()
-        if offset is None and timestamp_ms is None:  # latest: newest last, the last `limit`
-            found.sort(key=lambda m: (m["timestamp"], m["partition"], m["offset"]))
-            return found[-limit:]
         found.sort(key=lambda m: (m["timestamp"], m["partition"], m["offset"]))
-        return found[:limit]
+        return found[-limit:] if latest else found[:limit]  # newest last
 
     def _starts(
         self, topic: str, parts: list[dict], limit: int, offset: int | None, ts: int | None
@@ -299,8 +302,15 @@ class Cluster:
         return {p["partition"]: max(p["start"], p["end"] - limit) for p in parts}
 
     def _read(
-        self, consumer: Consumer, topic: str, parts: list[dict], starts: dict[int, int], limit: int
+        self,
+        consumer: Consumer,
+        topic: str,
+        parts: list[dict],
+        starts: dict[int, int],
+        limit: int | None,
+        contains: str,
     ) -> list[dict[str, Any]]:
+        """Messages from `starts` to each partition's end, or until `limit` found in it."""
         pending = {p["partition"]: p["end"] for p in parts if starts[p["partition"]] < p["end"]}
         consumer.assign(
             [
@@ -321,9 +331,12 @@ class Cluster:
                     raise ClusterError(_error_text(KafkaException(message.error())))
                 if index not in pending:
                     continue
-                per_partition[index] = per_partition.get(index, 0) + 1
-                found.append(_message(message))
-                if message.offset() + 1 >= pending[index] or per_partition[index] >= limit:
+                shown = _message(message)
+                if not contains or _holds(shown, contains):
+                    per_partition[index] = per_partition.get(index, 0) + 1
+                    found.append(shown)
+                full = limit is not None and per_partition.get(index, 0) >= limit
+                if message.offset() + 1 >= pending[index] or full:
                     pending.pop(index, None)
         return found
 
@@ -353,25 +366,24 @@ class Cluster:
         futures = self.admin.describe_consumer_groups(ids, request_timeout=self.timeout)
         return {group_id: _wait(future, self.timeout) for group_id, future in futures.items()}
 
-    def group_offsets(self, group_id: str) -> list[dict[str, Any]]:
+    def group_offsets(
+        self, group_id: str, assigned: Iterable[tuple[str, int]] = ()
+    ) -> list[dict[str, Any]]:
+        """Committed offset, end offset and lag per partition; partitions assigned to a member
+        but never committed are listed with no committed offset and no lag (as
+        kafka-consumer-groups.sh shows "-")."""
         request = [ConsumerGroupTopicPartitions(group_id)]
         futures = self.admin.list_consumer_group_offsets(request, request_timeout=self.timeout)
-        committed = _wait(futures[group_id], self.timeout).topic_partitions or []
-        committed = [tp for tp in committed if tp.offset >= 0]
-        ends = self._offsets(
-            [TopicPartition(tp.topic, tp.partition) for tp in committed], OffsetSpec.latest()
-        )
+        listed = _wait(futures[group_id], self.timeout).topic_partitions or []
+        committed = {(tp.topic, tp.partition): tp.offset for tp in listed if tp.offset >= 0}
+        keys = sorted(set(committed) | set(assigned))
+        ends = self._offsets([TopicPartition(t, p) for t, p in keys], OffsetSpec.latest())
         rows = []
-        for tp in sorted(committed, key=lambda tp: (tp.topic, tp.partition)):
-            end = ends[(tp.topic, tp.partition)]
+        for key in keys:
+            offset, end = committed.get(key), ends[key]
+            lag = None if offset is None else max(end - offset, 0)
             rows.append(
-                {
-                    "topic": tp.topic,
-                    "partition": tp.partition,
-                    "committed": tp.offset,
-                    "end": end,
-                    "lag": max(end - tp.offset, 0),
-                }
+                {"topic": key[0], "partition": key[1], "committed": offset, "end": end, "lag": lag}
             )
         return rows
 
@@ -379,7 +391,12 @@ class Cluster:
         description = self._describe_groups([group_id])[group_id]
         if description.state.name == "DEAD":
             raise ClusterError(f"group {group_id!r} does not exist", 404)
-        offsets = self.group_offsets(group_id)
+        assigned = [
+            (tp.topic, tp.partition)
+            for m in description.members
+            for tp in (m.assignment.topic_partitions if m.assignment else [])
+        ]
+        offsets = self.group_offsets(group_id, assigned)
         members = [
             {
                 "member_id": m.member_id,
@@ -400,7 +417,7 @@ class Cluster:
             "coordinator": description.coordinator.id if description.coordinator else None,
             "members": members,
             "offsets": offsets,
-            "lag": sum(row["lag"] for row in offsets),
+            "lag": sum(row["lag"] or 0 for row in offsets),
         }
 
     def reset_offsets(
@@ -432,6 +449,13 @@ def _total_size(sizes: dict | None, topic: str, partitions: Any) -> int | None:
     if sizes is None or not all((topic, p) in sizes for p in partitions):
         return None
     return sum(sizes[(topic, p)] for p in partitions)
+
+
+def _holds(shown: dict[str, Any], text: str) -> bool:
+    parts = [shown["key"], shown["value"], *(value for _, value in shown["headers"])]
+    names = [name for name, _ in shown["headers"]]
+    texts = [p.get("text") or p.get("base64") or "" for p in parts if p is not None]
+    return any(text in candidate for candidate in texts + names)
 
 
 def _message(message: Any) -> dict[str, Any]:

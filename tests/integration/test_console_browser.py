@@ -171,11 +171,20 @@ def test_topic_configs_and_message_browser(
     config = browser.find_element(By.CSS_SELECTOR, "#configs tr[data-config='retention.ms']")
     assert config.find_element(By.CSS_SELECTOR, ".value").text == "123456789"
 
-    def load(mode: str, limit: int, offset: int | None = None, at_ms: int | None = None) -> list:
+    def load(
+        mode: str,
+        limit: int,
+        offset: int | None = None,
+        at_ms: int | None = None,
+        contains: str = "",
+    ) -> list:
         Select(browser.find_element(By.ID, "msg-mode")).select_by_value(mode)
         limit_box = browser.find_element(By.ID, "msg-limit")
         limit_box.clear()
         limit_box.send_keys(str(limit))
+        search = browser.find_element(By.ID, "msg-contains")
+        search.clear()
+        search.send_keys(contains)
         if offset is not None:
             box = browser.find_element(By.ID, "msg-offset")
             box.clear()
@@ -222,13 +231,24 @@ def test_topic_configs_and_message_browser(
     rows = load("time", 2, at_ms=base + 5000)
     assert [r.find_element(By.CSS_SELECTOR, ".offset").text for r in rows] == ["5", "6"]
 
+    rows = load("latest", 5, contains="t10")  # a header value: only message 10 has it
+    assert [r.find_element(By.CSS_SELECTOR, ".offset").text for r in rows] == ["10"]
+    rows = load("offset", 3, offset=0, contains='"id": 1')  # ids 1, 10 and 11 hold it
+    assert [r.find_element(By.CSS_SELECTOR, ".key").text for r in rows] == [
+        "user-1",
+        "user-10",
+        "user-11",
+    ]
+
 
 def test_groups_show_members_and_lag(
     broker: BrokerProcess, console: ConsoleProcess, browser: WebDriver
 ) -> None:
-    topic, group = unique("lagging"), unique("billing")
+    topic, fresh, group = unique("lagging"), unique("fresh"), unique("billing")
     create_topic(broker.bootstrap, topic, partitions=2)
+    create_topic(broker.bootstrap, fresh)
     produce(broker.bootstrap, topic, [{"value": b"v", "partition": i % 2} for i in range(20)])
+    produce(broker.bootstrap, fresh, [{"value": b"v"} for _ in range(3)])
     commit(broker.bootstrap, group, topic, {0: 4, 1: 9})
 
     open_page(browser, console, "groups")
@@ -238,17 +258,24 @@ def test_groups_show_members_and_lag(
 
     member = consumer(broker.bootstrap, **{"group.id": group, "client.id": "console-member"})
     try:
-        member.subscribe([topic])
+        member.subscribe([topic, fresh])
         deadline = time.monotonic() + CLIENT_TIMEOUT
         while not member.assignment() and time.monotonic() < deadline:
             member.poll(0.1)
-        assert len(member.assignment()) == 2
+        assert len(member.assignment()) == 3
         open_page(browser, console, f"groups/{group}")
         assert text(browser, "#group-state") == "STABLE"
         assert text(browser, "#members .client") == "console-member"
-        assert text(browser, "#members .assignment") == f"{topic}-0, {topic}-1"
+        assigned = text(browser, "#members .assignment").split(", ")
+        assert sorted(assigned) == sorted([f"{topic}-0", f"{topic}-1", f"{fresh}-0"])
         lags = [text(browser, f"#offsets tr[data-tp='{topic}-{p}'] .lag") for p in range(2)]
         assert lags == ["6", "1"]
+        # Assigned, never committed: shown without a committed offset or lag, like Kafka's tool.
+        never = browser.find_element(By.CSS_SELECTOR, f"#offsets tr[data-tp='{fresh}-0']")
+        cells = [
+            never.find_element(By.CSS_SELECTOR, f".{c}").text for c in ("committed", "end", "lag")
+        ]
+        assert cells == ["–", "3", "–"]
         assert text(browser, "#group-lag") == "7"
     finally:
         member.close()

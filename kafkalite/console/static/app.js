@@ -33,7 +33,10 @@ function size(bytes, cls = "") {
   return el("td", { class: `num ${cls}`, "data-bytes": bytes }, `${shown} ${units[unit]}`);
 }
 
-function num(value, cls = "") { return el("td", { class: `num ${cls}` }, Number(value).toLocaleString("en-US")); }
+function num(value, cls = "") {
+  const shown = value === null || value === undefined ? "–" : Number(value).toLocaleString("en-US");
+  return el("td", { class: `num ${cls}` }, shown);
+}
 
 async function api(path, options = {}) {
   const response = await fetch(path, {
@@ -128,10 +131,11 @@ function messageBrowser(topic) {
   const offset = el("input", { id: "msg-offset", type: "number", min: "0", value: "0" });
   const time = el("input", { id: "msg-time", type: "datetime-local", step: "1" });
   const limit = el("input", { id: "msg-limit", type: "number", min: "1", max: "1000", value: "20" });
+  const contains = el("input", { id: "msg-contains", placeholder: "key, value or header text" });
   const results = el("div", { id: "messages-box" });
   const load = async () => {
     const query = new URLSearchParams({ partition: partition.value, mode: mode.value,
-      limit: limit.value, offset: offset.value,
+      limit: limit.value, offset: offset.value, contains: contains.value,
       time: time.value ? new Date(time.value).toISOString() : "" });
     try {
       const messages = await api(`/api/topics/${encodeURIComponent(topic.name)}/messages?${query}`);
@@ -151,7 +155,8 @@ function messageBrowser(topic) {
   return [el("h3", {}, "Messages"),
     el("div", { class: "toolbar" }, el("label", {}, "Partition", partition), el("label", {}, "Read", mode),
       el("label", {}, "Offset", offset), el("label", {}, "Time (local)", time),
-      el("label", {}, "Max messages", limit), el("button", { id: "msg-load", onclick: load }, "Load")),
+      el("label", {}, "Max messages", limit), el("label", {}, "Containing", contains),
+      el("button", { id: "msg-load", onclick: load }, "Load")),
     results];
 }
 
