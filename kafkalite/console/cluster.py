@@ -12,7 +12,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,14 @@ from confluent_kafka.admin import (
 from kafkalite.console.log_sizes import partition_sizes
 
 MAX_MESSAGES = 1000
+RETRY_BACKOFF_S = 0.2
+_COORDINATOR_BUSY = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+    }
+)
 SEARCH_WINDOW = 100_000  # messages per partition a search for the latest matches reads at most
 # librdkafka's own log (connection refused, broker down...) goes here rather than to stderr;
 # the page reports failures through the API's answers.
@@ -45,9 +53,10 @@ INTERNAL_PREFIX = "__"
 
 
 class ClusterError(Exception):
-    def __init__(self, message: str, status: int = 502) -> None:
+    def __init__(self, message: str, status: int = 502, retriable: bool = False) -> None:
         super().__init__(message)
         self.status = status
+        self.retriable = retriable
 
 
 def _error_text(exc: BaseException) -> str:
@@ -72,9 +81,30 @@ def _wait(future: Any, timeout: float) -> Any:
     try:
         return future.result(timeout)
     except KafkaException as exc:
-        raise ClusterError(_error_text(exc), _status_of(exc)) from None
+        error = exc.args[0] if isinstance(exc.args[0], KafkaError) else None
+        retriable = error is not None and (error.retriable() or _coordinator_busy(error))
+        raise ClusterError(_error_text(exc), _status_of(exc), retriable) from None
     except TimeoutError:
         raise ClusterError(f"the cluster did not answer within {timeout:g}s") from None
+
+
+def _coordinator_busy(error: KafkaError) -> bool:
+    """A group coordinator moving or loading (librdkafka does not flag these retriable on a
+    partition's result)."""
+    return error.code() in _COORDINATOR_BUSY
+
+
+def _retrying(call: Callable[[], Any], timeout: float) -> Any:
+    """`call()` again while it fails with a retriable error (a group coordinator still
+    loading answers NOT_COORDINATOR), until `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except ClusterError as exc:
+            if not exc.retriable or time.monotonic() + RETRY_BACKOFF_S > deadline:
+                raise
+        time.sleep(RETRY_BACKOFF_S)
 
 
 def _text(data: bytes | None) -> dict[str, Any] | None:
@@ -134,14 +164,21 @@ class Cluster:
         return {"cluster_id": description.cluster_id, "controller": controller, "brokers": brokers}
 
     def _offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[Any, int]:
+        """Offsets of the partitions that answer; one without a leader right now (a topic
+        being created, a broker down) is left out, so the page shows it as unknown."""
         if not partitions:
             return {}
         futures = self.admin.list_offsets(
             {tp: spec for tp in partitions}, request_timeout=self.timeout
         )
-        return {
-            (tp.topic, tp.partition): _wait(f, self.timeout).offset for tp, f in futures.items()
-        }
+        offsets = {}
+        for tp, future in futures.items():
+            try:
+                offsets[(tp.topic, tp.partition)] = _wait(future, self.timeout).offset
+            except ClusterError as exc:
+                if exc.status == 502:  # the cluster itself did not answer
+                    raise
+        return offsets
 
     def _watermarks(self, partitions: list[TopicPartition]) -> tuple[dict, dict]:
         return (
@@ -165,7 +202,8 @@ class Cluster:
         low, high = self._watermarks(partitions)
         rows = []
         for name, topic in sorted(metadata.topics.items()):
-            ends = [(low[(name, p)], high[(name, p)]) for p in topic.partitions]
+            ends = [(low.get((name, p)), high.get((name, p))) for p in topic.partitions]
+            known = all(start is not None and end is not None for start, end in ends)
             replication = max((len(p.replicas) for p in topic.partitions.values()), default=0)
             rows.append(
                 {
@@ -173,8 +211,7 @@ class Cluster:
                     "internal": name.startswith(INTERNAL_PREFIX),
                     "partitions": len(topic.partitions),
                     "replication": replication,
-                    "messages": sum(end - start for start, end in ends),
-                    "end_offsets": sum(end for _, end in ends),
+                    "messages": sum(end - start for start, end in ends) if known else None,
                     "size": _total_size(sizes, name, topic.partitions),
                 }
             )
@@ -200,9 +237,9 @@ class Cluster:
                 "leader": part.leader,
                 "replicas": list(part.replicas),
                 "isr": list(part.isrs),
-                "start": low[(name, index)],
-                "end": high[(name, index)],
-                "messages": high[(name, index)] - low[(name, index)],
+                "start": low.get((name, index)),
+                "end": high.get((name, index)),
+                "messages": _difference(high.get((name, index)), low.get((name, index))),
                 "size": None if sizes is None else sizes.get((name, index)),
             }
             for index, part in sorted(metadata.partitions.items())
@@ -263,7 +300,9 @@ class Cluster:
         looked for among the last SEARCH_WINDOW messages of each partition)."""
         latest = offset is None and timestamp_ms is None
         parts = [
-            p for p in self.partitions(topic) if partition is None or p["partition"] == partition
+            p
+            for p in self.partitions(topic)
+            if (partition is None or p["partition"] == partition) and p["messages"] is not None
         ]
         if not parts:
             raise ClusterError(f"topic {topic!r} has no partition {partition}", 404)
@@ -343,7 +382,12 @@ class Cluster:
     # -- consumer groups ----------------------------------------------------------------
 
     def groups(self) -> list[dict[str, Any]]:
-        listed = _wait(self.admin.list_consumer_groups(request_timeout=self.timeout), self.timeout)
+        listed = _retrying(
+            lambda: _wait(
+                self.admin.list_consumer_groups(request_timeout=self.timeout), self.timeout
+            ),
+            self.timeout,
+        )
         ids = sorted(g.group_id for g in listed.valid)
         described = self._describe_groups(ids)
         rows = []
@@ -355,7 +399,7 @@ class Cluster:
                     "group_id": group_id,
                     "state": description.state.name,
                     "members": len(description.members),
-                    "lag": sum(row["lag"] for row in offsets),
+                    "lag": sum(row["lag"] or 0 for row in offsets),
                 }
             )
         return rows
@@ -363,8 +407,12 @@ class Cluster:
     def _describe_groups(self, ids: list[str]) -> dict[str, Any]:
         if not ids:
             return {}
-        futures = self.admin.describe_consumer_groups(ids, request_timeout=self.timeout)
-        return {group_id: _wait(future, self.timeout) for group_id, future in futures.items()}
+
+        def describe() -> dict[str, Any]:
+            futures = self.admin.describe_consumer_groups(ids, request_timeout=self.timeout)
+            return {group_id: _wait(future, self.timeout) for group_id, future in futures.items()}
+
+        return _retrying(describe, self.timeout)
 
     def group_offsets(
         self, group_id: str, assigned: Iterable[tuple[str, int]] = ()
@@ -373,15 +421,19 @@ class Cluster:
         but never committed are listed with no committed offset and no lag (as
         kafka-consumer-groups.sh shows "-")."""
         request = [ConsumerGroupTopicPartitions(group_id)]
-        futures = self.admin.list_consumer_group_offsets(request, request_timeout=self.timeout)
-        listed = _wait(futures[group_id], self.timeout).topic_partitions or []
+
+        def fetch() -> Any:
+            futures = self.admin.list_consumer_group_offsets(request, request_timeout=self.timeout)
+            return _wait(futures[group_id], self.timeout)
+
+        listed = _retrying(fetch, self.timeout).topic_partitions or []
         committed = {(tp.topic, tp.partition): tp.offset for tp in listed if tp.offset >= 0}
         keys = sorted(set(committed) | set(assigned))
         ends = self._offsets([TopicPartition(t, p) for t, p in keys], OffsetSpec.latest())
         rows = []
         for key in keys:
-            offset, end = committed.get(key), ends[key]
-            lag = None if offset is None else max(end - offset, 0)
+            offset, end = committed.get(key), ends.get(key)
+            lag = None if offset is None or end is None else max(end - offset, 0)
             rows.append(
                 {"topic": key[0], "partition": key[1], "committed": offset, "end": end, "lag": lag}
             )
@@ -389,14 +441,14 @@ class Cluster:
 
     def group(self, group_id: str) -> dict[str, Any]:
         description = self._describe_groups([group_id])[group_id]
-        if description.state.name == "DEAD":
-            raise ClusterError(f"group {group_id!r} does not exist", 404)
         assigned = [
             (tp.topic, tp.partition)
             for m in description.members
             for tp in (m.assignment.topic_partitions if m.assignment else [])
         ]
         offsets = self.group_offsets(group_id, assigned)
+        if description.state.name == "DEAD" and not offsets:  # offsets alone keep it listed
+            raise ClusterError(f"group {group_id!r} does not exist", 404)
         members = [
             {
                 "member_id": m.member_id,
@@ -427,6 +479,8 @@ class Cluster:
         the group to have no active members)."""
         targets = []
         for part in self.partitions(topic):
+            if part["messages"] is None:
+                raise ClusterError(f"partition {part['partition']} of {topic} has no leader", 409)
             if to == "earliest":
                 target = part["start"]
             elif to == "latest":
@@ -437,12 +491,20 @@ class Cluster:
                 raise ClusterError(f"reset to {to!r} needs an offset", 400)
             targets.append(TopicPartition(topic, part["partition"], target))
         request = [ConsumerGroupTopicPartitions(group_id, targets)]
-        futures = self.admin.alter_consumer_group_offsets(request, request_timeout=self.timeout)
-        result = _wait(futures[group_id], self.timeout)
-        for tp in result.topic_partitions or []:
-            if tp.error is not None:
-                raise ClusterError(_error_text(KafkaException(tp.error)), 409)
+
+        def alter() -> None:
+            futures = self.admin.alter_consumer_group_offsets(request, request_timeout=self.timeout)
+            for tp in _wait(futures[group_id], self.timeout).topic_partitions or []:
+                if tp.error is not None:
+                    text = _error_text(KafkaException(tp.error))
+                    raise ClusterError(text, 409, _coordinator_busy(tp.error))
+
+        _retrying(alter, self.timeout)
         return self.group_offsets(group_id)
+
+
+def _difference(end: int | None, start: int | None) -> int | None:
+    return None if end is None or start is None else end - start
 
 
 def _total_size(sizes: dict | None, topic: str, partitions: Any) -> int | None:
