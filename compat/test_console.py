@@ -16,6 +16,7 @@ from compat.scenario_helpers import (
     shared_clients_closed,  # noqa: F401 (autouse fixture)
     topic_names,
     wait_group_coordinator,
+    wait_until,
 )
 from compat.targets import Target
 from kafkalite.console.cluster import Cluster, ClusterError
@@ -104,9 +105,10 @@ def test_create_and_delete_topic(
 ) -> None:
     name = topic_name()
     cluster.create_topic(name, 3, 1, {"cleanup.policy": "compact"})
-    assert name in topic_names(target.bootstrap)
+    # Kafka's metadata follows CreateTopics and DeleteTopics a moment later.
+    wait_until(lambda: name in topic_names(target.bootstrap), message=f"{name} listed")
     with pytest.raises(ClusterError) as again:
         cluster.create_topic(name, 3, 1, {})
     assert "TOPIC_ALREADY_EXISTS" in str(again.value)
     cluster.delete_topic(name)
-    assert name not in topic_names(target.bootstrap)
+    wait_until(lambda: name not in topic_names(target.bootstrap), message=f"{name} gone")
