@@ -7,10 +7,13 @@ setup:
 serve: setup
 	.venv/bin/kafkalite serve --config config/server.properties
 
+# The console's browser tests need Debian's chromium and chromium-driver (installed if missing).
 test: setup
+	./scripts/install_chromium.sh
 	.venv/bin/python -m pytest -q
 
 test-fast: setup
+	./scripts/install_chromium.sh
 	.venv/bin/python -m pytest -q -m "not slow"
 
 lint: setup

@@ -19,7 +19,9 @@ import trio
 from kafkalite.broker.broker import Broker
 from kafkalite.cluster import launcher
 from kafkalite.config import ConfigError, build_config, parse_override, read_properties
+from kafkalite.console.command import add_console_command, run_console
 from kafkalite.logging_config import configure_from_properties
+from kafkalite.metrics.http import open_metrics_listeners
 from kafkalite.server import bound_config, open_listeners, serve
 
 log = logging.getLogger("kafkalite")
@@ -54,6 +56,7 @@ def _parser(with_tools: bool = True) -> argparse.ArgumentParser:
         from kafkalite import tools  # confluent-kafka: `serve` does not pay for importing it
 
         tools.register(commands, _Parser)
+    add_console_command(commands)
     return parser
 
 
@@ -98,6 +101,7 @@ async def _run(config_args: argparse.Namespace) -> int:
         where = ", ".join(f"{lst.host}:{lst.port}" for lst in config.listeners)
         return _fail(f"cannot listen on {where}: {exc.strerror or exc}")
     config = bound_config(config, listeners)
+    metrics_listeners = await open_metrics_listeners(config)  # ConfigError: one line, exit 2
     try:
         broker = Broker.open(config)
     except (OSError, ValueError) as exc:
@@ -105,7 +109,7 @@ async def _run(config_args: argparse.Namespace) -> int:
     try:
         await trio.lowlevel.checkpoint()
         async with trio.open_nursery() as nursery:
-            await nursery.start(serve, broker, listeners)
+            await nursery.start(serve, broker, listeners, metrics_listeners)
             advertised = config.advertised_listeners[0]
             log.info(
                 "kafkalite started: node %d, cluster %s, listening on %s:%d, data in %s (%.0f ms)",
@@ -134,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run_cluster(args)
         except ConfigError as exc:
             return _fail(str(exc))
+    if args.command == "console":
+        return run_console(args)
     logging.basicConfig(
         level=args.log_level or "INFO",
         stream=sys.stdout,

@@ -248,6 +248,10 @@ PROPERTIES: dict[str, Property] = {
     "kafkalite.log.level": Property(parse_level, "INFO", "level of every logger"),
     "kafkalite.log.levels": Property(parse_levels, "", "logger=LEVEL,... per-logger levels"),
     "kafkalite.log.format": Property(parse_format, "text", "text, or json (one object a line)"),
+    # Not Kafka properties (Kafka exports metrics through JMX and an agent): Prometheus
+    # /metrics, /health and /ready over HTTP; -1 disables, 0 takes a free port.
+    "kafkalite.metrics.port": Property(_int(-1, 65535), "-1", "Prometheus HTTP port", TYPE_INT),
+    "kafkalite.metrics.host": Property(_str, "127.0.0.1", "Prometheus HTTP address"),
 }
 # Kafka's defaults that would stop a single node from working apply in cluster mode only,
 # so `kafkalite serve` without zookeeper.connect behaves as before.

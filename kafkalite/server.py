@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -22,6 +23,8 @@ from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.registry import HANDLERS
 from kafkalite.broker.broker import Broker
 from kafkalite.config import BrokerConfig, Listener
+from kafkalite.metrics.counters import BrokerMetrics
+from kafkalite.metrics.http import serve_metrics
 from kafkalite.protocol.codec import (
     DecodedRequest,
     FrameError,
@@ -45,6 +48,7 @@ async def _read_requests(
     max_frame_bytes: int,
     handlers: Mapping[int, ApiHandler],
     queue: trio.MemorySendChannel[Queued],
+    metrics: BrokerMetrics,
 ) -> None:
     reader = FrameReader(max_frame_bytes)
     async with queue:
@@ -58,6 +62,7 @@ async def _read_requests(
                             log.info("connection from %s closed mid-request", peer)
                         return
                     reader.feed(data)
+                    metrics.network_bytes_in += len(data)
                     continue
                 await queue.send(decode_request(frame, handlers))
             except FrameError as exc:
@@ -71,7 +76,9 @@ async def _process(
     client_host: str,
     queue: trio.MemoryReceiveChannel[Queued],
 ) -> None:
+    metrics = broker.metrics
     async for item in queue:
+        started = time.perf_counter()
         if isinstance(item, LegacyAnswer):
             await stream.send_all(item.frame)
             continue
@@ -92,7 +99,11 @@ async def _process(
         else:
             response = item.handler.handle(ctx, item.body)
         if response is not None:
-            await stream.send_all(encode_response(item.correlation_id, response))
+            frame = encode_response(item.correlation_id, response)
+            await stream.send_all(frame)
+            metrics.network_bytes_out += len(frame)
+        elapsed = time.perf_counter() - started
+        metrics.observe_request(broker, ctx.api_key, ctx.api_version, elapsed, item.body, response)
 
 
 async def handle_connection(broker: Broker, stream: trio.SocketStream) -> None:
@@ -103,9 +114,13 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream) -> None:
     peer = f"{host}:{port}"
     max_frame = broker.config.int("socket.request.max.bytes")
     send, receive = trio.open_memory_channel[Queued](MAX_QUEUED_REQUESTS)
+    broker.metrics.connections += 1
+    broker.metrics.connections_created += 1
     try:
         async with stream, trio.open_nursery() as nursery:
-            nursery.start_soon(_read_requests, stream, peer, max_frame, HANDLERS, send)
+            nursery.start_soon(
+                _read_requests, stream, peer, max_frame, HANDLERS, send, broker.metrics
+            )
             await _process(broker, stream, f"/{host}", receive)
             nursery.cancel_scope.cancel()
     # The nursery wraps whatever its tasks raise in an ExceptionGroup.
@@ -113,6 +128,8 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream) -> None:
         log.debug("connection from %s dropped", peer)
     except* Exception:
         log.exception("closing connection from %s after an internal error", peer)
+    finally:
+        broker.metrics.connections -= 1
 
 
 async def _maintenance(broker: Broker) -> None:
@@ -189,12 +206,15 @@ _NO_SIGNALS = _NoSignals()
 async def serve(
     broker: Broker,
     listeners: list[trio.SocketListener],
+    metrics_listeners: list[trio.SocketListener] | None = None,
     *,
     handle_signals: bool = True,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until cancelled or (handle_signals: the main thread only) SIGTERM/SIGINT; the
-    caller shuts the broker down after."""
+    caller shuts the broker down after.
+
+    With `metrics_listeners`, Prometheus /metrics, /health and /ready are served there."""
     receiver = (
         trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT)
         if handle_signals
@@ -207,8 +227,15 @@ async def serve(
             await nursery.start(
                 trio.serve_listeners, lambda s: handle_connection(broker, s), listeners
             )
+            if metrics_listeners:
+                from kafkalite.metrics.registry import Exposition  # imports prometheus_client
+
+                exposition = Exposition(broker)
+                await nursery.start(serve_metrics, metrics_listeners, exposition, broker.metrics)
+            broker.metrics.ready = True
             task_status.started()
             async for signum in signals:
+                broker.metrics.ready = False
                 log.info("received %s, shutting down", signal.Signals(signum).name)
                 nursery.cancel_scope.cancel()
                 break

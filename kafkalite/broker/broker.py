@@ -12,6 +12,7 @@ from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
 from kafkalite.broker.metadata_store import MetadataStore
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.config import BrokerConfig, Listener
+from kafkalite.metrics import BrokerMetrics
 from kafkalite.storage.log_manager import LogManager
 
 
@@ -28,6 +29,7 @@ class Broker:
     clock_ms: Callable[[], int] = wall_clock_ms
     # Set and replaced on every append, so long-polling fetches wake up (see apis/fetch.py).
     data_arrived: trio.Event = field(default_factory=trio.Event)
+    metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
 
     @classmethod
     def open(cls, config: BrokerConfig, clock_ms: Callable[[], int] = wall_clock_ms) -> Broker:

@@ -24,7 +24,7 @@ How a trio layer drives it (nothing here blocks, sleeps or touches a socket):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from kio.schema.errors import ErrorCode
 
@@ -134,6 +134,10 @@ class GroupCoordinator:
 
     def committed(self, group_id: str, tp: TopicPartition) -> OffsetAndMetadata | None:
         return self._ctx.offsets.get(group_id, tp)
+
+    def committed_offsets(self, group_id: str) -> Mapping[TopicPartition, OffsetAndMetadata]:
+        """Every committed offset of the group (read-only), for lag reporting."""
+        return self._ctx.offsets.of_group(group_id)
 
     def load_offset(
         self, group_id: str, tp: TopicPartition, value: OffsetAndMetadata | None, now_ms: int

@@ -1,0 +1,147 @@
+"""The console's HTTP side: the static page and a JSON API over `Cluster`.
+
+Endpoints are plain functions: Starlette runs them in its thread pool, so the blocking
+confluent-kafka calls never stall the event loop.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from kafkalite.console.cluster import Cluster, ClusterError
+
+STATIC = Path(__file__).parent / "static"
+
+
+class BadRequest(ClusterError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, 400)
+
+
+def _int(request: Request, name: str, default: int | None = None) -> int | None:
+    raw = request.query_params.get(name, "")
+    if raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer, got {raw!r}") from None
+
+
+def _time_ms(raw: str) -> int:
+    """An ISO time ("2026-11-24T10:00", UTC unless it names a zone) or epoch milliseconds."""
+    if raw.lstrip("-").isdigit():
+        return int(raw)
+    try:
+        moment = datetime.datetime.fromisoformat(raw)
+    except ValueError:
+        raise BadRequest(f"time must be ISO 8601 or epoch ms, got {raw!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise BadRequest("the request body must be JSON") from None
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    return body
+
+
+def build_app(cluster: Cluster) -> Starlette:
+    def api(handler: Callable[[Request], Any]) -> Callable[[Request], Response]:
+        def endpoint(request: Request) -> Response:
+            try:
+                return JSONResponse(handler(request))
+            except ClusterError as exc:
+                return JSONResponse({"error": str(exc)}, status_code=exc.status)
+
+        return endpoint
+
+    def messages(request: Request) -> Any:
+        mode = request.query_params.get("mode", "latest")
+        partition_raw = request.query_params.get("partition", "all")
+        partition = None if partition_raw in ("", "all") else _int(request, "partition")
+        limit = _int(request, "limit", 20) or 20
+        offset = _int(request, "offset", 0) if mode == "offset" else None
+        timestamp = None
+        if mode == "time":
+            timestamp = _time_ms(request.query_params.get("time", ""))
+        elif mode not in ("latest", "offset"):
+            raise BadRequest(f"mode must be latest, offset or time, got {mode!r}")
+        topic = request.path_params["name"]
+        contains = request.query_params.get("contains", "")
+        return cluster.messages(topic, partition, limit, offset, timestamp, contains)
+
+    async def create_topic(request: Request) -> Response:
+        body = await _json_body(request)
+        name = str(body.get("name", "")).strip()
+        try:
+            partitions = int(body.get("partitions", 1))
+            replication = int(body.get("replication_factor", 1))
+        except (TypeError, ValueError):
+            return JSONResponse({"error": "partitions and replication must be integers"}, 400)
+        configs = {str(k): str(v) for k, v in (body.get("configs") or {}).items()}
+        if not name:
+            return JSONResponse({"error": "a topic needs a name"}, 400)
+        return await _in_thread(
+            lambda: cluster.create_topic(name, partitions, replication, configs)
+        )
+
+    async def reset_offsets(request: Request) -> Response:
+        body = await _json_body(request)
+        group_id = request.path_params["group"]
+        value = body.get("offset")
+        return await _in_thread(
+            lambda: cluster.reset_offsets(
+                group_id,
+                str(body.get("topic", "")),
+                str(body.get("to", "")),
+                None if value in (None, "") else int(value),
+            )
+        )
+
+    async def _in_thread(call: Callable[[], Any]) -> Response:
+        try:
+            result = await run_in_threadpool(call)
+        except ClusterError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse(result if result is not None else {"ok": True})
+
+    def index(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html")
+
+    routes = [
+        Route("/", index),
+        Route("/api/cluster", api(lambda r: cluster.overview())),
+        Route("/api/topics", api(lambda r: cluster.topics()), methods=["GET"]),
+        Route("/api/topics", create_topic, methods=["POST"]),
+        Route("/api/topics/{name}", api(lambda r: cluster.topic(r.path_params["name"]))),
+        Route(
+            "/api/topics/{name}",
+            api(lambda r: cluster.delete_topic(r.path_params["name"]) or {"ok": True}),
+            methods=["DELETE"],
+        ),
+        Route("/api/topics/{name}/messages", api(messages)),
+        Route("/api/groups", api(lambda r: cluster.groups())),
+        Route("/api/groups/{group}", api(lambda r: cluster.group(r.path_params["group"]))),
+        Route("/api/groups/{group}/reset-offsets", reset_offsets, methods=["POST"]),
+        Route("/api/throughput", api(lambda r: cluster.throughput_sample())),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    return Starlette(routes=routes)

@@ -1,0 +1,533 @@
+"""What the console shows and does, through confluent-kafka's AdminClient and Consumer.
+
+Plain dicts and lists out (the JSON API returns them as they are). Every call has a timeout;
+a cluster that does not answer raises `ClusterError`, a refused operation `ClusterError` with
+Kafka's error text.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
+)
+
+from kafkalite.console.log_sizes import partition_sizes
+
+MAX_MESSAGES = 1000
+RETRY_BACKOFF_S = 0.2
+_COORDINATOR_BUSY = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+    }
+)
+SEARCH_WINDOW = 100_000  # messages per partition a search for the latest matches reads at most
+# librdkafka's own log (connection refused, broker down...) goes here rather than to stderr;
+# the page reports failures through the API's answers.
+CLIENT_LOG = logging.getLogger("kafkalite.console.librdkafka")
+CLIENT_LOG.setLevel(logging.CRITICAL)
+INTERNAL_PREFIX = "__"
+
+
+class ClusterError(Exception):
+    def __init__(self, message: str, status: int = 502, retriable: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retriable = retriable
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, KafkaException) and isinstance(exc.args[0], KafkaError):
+        error: KafkaError = exc.args[0]
+        return f"{error.name()}: {error.str()}"
+    return str(exc)
+
+
+def _status_of(exc: BaseException) -> int:
+    if isinstance(exc, KafkaException) and isinstance(exc.args[0], KafkaError):
+        code = exc.args[0].code()
+        if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.GROUP_ID_NOT_FOUND):
+            return 404
+        if code in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+            return 502
+        return 409
+    return 502
+
+
+def _wait(future: Any, timeout: float) -> Any:
+    try:
+        return future.result(timeout)
+    except KafkaException as exc:
+        error = exc.args[0] if isinstance(exc.args[0], KafkaError) else None
+        retriable = error is not None and (error.retriable() or _coordinator_busy(error))
+        raise ClusterError(_error_text(exc), _status_of(exc), retriable) from None
+    except TimeoutError:
+        raise ClusterError(f"the cluster did not answer within {timeout:g}s") from None
+
+
+def _coordinator_busy(error: KafkaError) -> bool:
+    """A group coordinator moving or loading (librdkafka does not flag these retriable on a
+    partition's result)."""
+    return error.code() in _COORDINATOR_BUSY
+
+
+def _retrying(call: Callable[[], Any], timeout: float) -> Any:
+    """`call()` again while it fails with a retriable error (a group coordinator still
+    loading answers NOT_COORDINATOR), until `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except ClusterError as exc:
+            if not exc.retriable or time.monotonic() + RETRY_BACKOFF_S > deadline:
+                raise
+        time.sleep(RETRY_BACKOFF_S)
+
+
+def _text(data: bytes | None) -> dict[str, Any] | None:
+    """Bytes as UTF-8 text (with a flag when it parses as JSON) or base64."""
+    if data is None:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode("ascii")}
+    try:
+        json.loads(text)
+        is_json = text.strip()[:1] in ("{", "[")
+    except ValueError:
+        is_json = False
+    return {"text": text, "json": is_json}
+
+
+@dataclass
+class Cluster:
+    bootstrap: str
+    timeout: float = 10.0
+    metrics_urls: list[str] = field(default_factory=list)  # for partition sizes
+
+    def __post_init__(self) -> None:
+        self.admin = AdminClient(self._conf())
+
+    def _conf(self) -> dict[str, Any]:
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "socket.connection.setup.timeout.ms": int(self.timeout * 1000),
+            "client.id": "kafkalite-console",
+            "logger": CLIENT_LOG,
+        }
+
+    # -- cluster and topics -------------------------------------------------------------
+
+    def metadata(self) -> Any:
+        try:
+            return self.admin.list_topics(timeout=self.timeout)
+        except KafkaException as exc:
+            raise ClusterError(_error_text(exc), _status_of(exc)) from None
+
+    def overview(self) -> dict[str, Any]:
+        description = _wait(self.admin.describe_cluster(request_timeout=self.timeout), self.timeout)
+        controller = description.controller.id if description.controller else None
+        brokers = [
+            {
+                "id": node.id,
+                "host": node.host,
+                "port": node.port,
+                "rack": node.rack,
+                "controller": node.id == controller,
+            }
+            for node in sorted(description.nodes, key=lambda n: n.id)
+        ]
+        return {"cluster_id": description.cluster_id, "controller": controller, "brokers": brokers}
+
+    def _offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[Any, int]:
+        """Offsets of the partitions that answer; one without a leader right now (a topic
+        being created, a broker down) is left out, so the page shows it as unknown."""
+        if not partitions:
+            return {}
+        futures = self.admin.list_offsets(
+            {tp: spec for tp in partitions}, request_timeout=self.timeout
+        )
+        offsets = {}
+        for tp, future in futures.items():
+            try:
+                offsets[(tp.topic, tp.partition)] = _wait(future, self.timeout).offset
+            except ClusterError as exc:
+                if exc.status == 502:  # the cluster itself did not answer
+                    raise
+        return offsets
+
+    def _watermarks(self, partitions: list[TopicPartition]) -> tuple[dict, dict]:
+        return (
+            self._offsets(partitions, OffsetSpec.earliest()),
+            self._offsets(partitions, OffsetSpec.latest()),
+        )
+
+    def sizes(self) -> dict[tuple[str, int], int] | None:
+        if not self.metrics_urls:
+            return None
+        return partition_sizes(self.metrics_urls, self.timeout)
+
+    def topics(self) -> list[dict[str, Any]]:
+        metadata = self.metadata()
+        sizes = self.sizes()
+        partitions = [
+            TopicPartition(name, index)
+            for name, topic in metadata.topics.items()
+            for index in topic.partitions
+        ]
+        low, high = self._watermarks(partitions)
+        rows = []
+        for name, topic in sorted(metadata.topics.items()):
+            ends = [(low.get((name, p)), high.get((name, p))) for p in topic.partitions]
+            known = all(start is not None and end is not None for start, end in ends)
+            replication = max((len(p.replicas) for p in topic.partitions.values()), default=0)
+            rows.append(
+                {
+                    "name": name,
+                    "internal": name.startswith(INTERNAL_PREFIX),
+                    "partitions": len(topic.partitions),
+                    "replication": replication,
+                    "messages": sum(end - start for start, end in ends) if known else None,
+                    "size": _total_size(sizes, name, topic.partitions),
+                }
+            )
+        return rows
+
+    def topic(self, name: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "partitions": self.partitions(name),
+            "configs": self.topic_configs(name),
+        }
+
+    def partitions(self, name: str) -> list[dict[str, Any]]:
+        metadata = self.metadata().topics.get(name)  # naming it would auto-create it
+        if metadata is None or metadata.error is not None:
+            raise ClusterError(f"topic {name!r} does not exist", 404)
+        tps = [TopicPartition(name, index) for index in sorted(metadata.partitions)]
+        low, high = self._watermarks(tps)
+        sizes = self.sizes()
+        partitions = [
+            {
+                "partition": index,
+                "leader": part.leader,
+                "replicas": list(part.replicas),
+                "isr": list(part.isrs),
+                "start": low.get((name, index)),
+                "end": high.get((name, index)),
+                "messages": _difference(high.get((name, index)), low.get((name, index))),
+                "size": None if sizes is None else sizes.get((name, index)),
+            }
+            for index, part in sorted(metadata.partitions.items())
+        ]
+        return partitions
+
+    def topic_configs(self, name: str) -> list[dict[str, Any]]:
+        resource = ConfigResource(ResourceType.TOPIC, name)
+        futures = self.admin.describe_configs([resource], request_timeout=self.timeout)
+        entries = _wait(futures[resource], self.timeout)
+        return [
+            {
+                "name": e.name,
+                "value": e.value,
+                "default": e.is_default,
+                "source": ConfigSource(e.source).name,
+            }
+            for e in sorted(entries.values(), key=lambda e: e.name)
+        ]
+
+    def create_topic(self, name: str, partitions: int, replication: int, configs: dict) -> None:
+        new = NewTopic(name, partitions, replication, config=configs)
+        futures = self.admin.create_topics([new], request_timeout=self.timeout)
+        _wait(futures[name], self.timeout)
+
+    def delete_topic(self, name: str) -> None:
+        futures = self.admin.delete_topics([name], request_timeout=self.timeout)
+        _wait(futures[name], self.timeout)
+
+    def throughput_sample(self) -> dict[str, Any]:
+        """End offsets per (non-internal) topic now; the page derives messages per second."""
+        metadata = self.metadata()
+        partitions = [
+            TopicPartition(name, index)
+            for name, topic in metadata.topics.items()
+            if not name.startswith(INTERNAL_PREFIX)
+            for index in topic.partitions
+        ]
+        ends = self._offsets(partitions, OffsetSpec.latest())
+        per_topic: dict[str, int] = {}
+        for (name, _), end in ends.items():
+            per_topic[name] = per_topic.get(name, 0) + end
+        return {"time_ms": int(time.time() * 1000), "topics": per_topic}
+
+    # -- messages -----------------------------------------------------------------------
+
+    def messages(
+        self,
+        topic: str,
+        partition: int | None,
+        limit: int,
+        offset: int | None = None,
+        timestamp_ms: int | None = None,
+        contains: str = "",
+    ) -> list[dict[str, Any]]:
+        """The latest `limit` messages, or the first `limit` from an offset or a time; with
+        `contains`, only those whose key, value or a header holds that text (the latest are
+        looked for among the last SEARCH_WINDOW messages of each partition)."""
+        latest = offset is None and timestamp_ms is None
+        parts = [
+            p
+            for p in self.partitions(topic)
+            if (partition is None or p["partition"] == partition) and p["messages"] is not None
+        ]
+        if not parts:
+            raise ClusterError(f"topic {topic!r} has no partition {partition}", 404)
+        limit = max(1, min(limit, MAX_MESSAGES))
+        window = SEARCH_WINDOW if contains and latest else limit
+        starts = self._starts(topic, parts, window, offset, timestamp_ms)
+        consumer = Consumer(
+            {
+                **self._conf(),
+                "group.id": f"kafkalite-console-{uuid.uuid4().hex}",  # never joined
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+            }
+        )
+        try:
+            found = self._read(consumer, topic, parts, starts, None if latest else limit, contains)
+        finally:
+            consumer.close()
+        found.sort(key=lambda m: (m["timestamp"], m["partition"], m["offset"]))
+        return found[-limit:] if latest else found[:limit]  # newest last
+
+    def _starts(
+        self, topic: str, parts: list[dict], limit: int, offset: int | None, ts: int | None
+    ) -> dict[int, int]:
+        if ts is not None:
+            spec = OffsetSpec.for_timestamp(ts)
+            found = self._offsets([TopicPartition(topic, p["partition"]) for p in parts], spec)
+            return {
+                p["partition"]: p["end"]
+                if found[(topic, p["partition"])] < 0
+                else found[(topic, p["partition"])]
+                for p in parts
+            }
+        if offset is not None:
+            return {p["partition"]: min(max(offset, p["start"]), p["end"]) for p in parts}
+        return {p["partition"]: max(p["start"], p["end"] - limit) for p in parts}
+
+    def _read(
+        self,
+        consumer: Consumer,
+        topic: str,
+        parts: list[dict],
+        starts: dict[int, int],
+        limit: int | None,
+        contains: str,
+    ) -> list[dict[str, Any]]:
+        """Messages from `starts` to each partition's end, or until `limit` found in it."""
+        pending = {p["partition"]: p["end"] for p in parts if starts[p["partition"]] < p["end"]}
+        consumer.assign(
+            [
+                TopicPartition(topic, i, starts[i] if starts[i] >= 0 else OFFSET_BEGINNING)
+                for i in pending
+            ]
+        )
+        found: list[dict[str, Any]] = []
+        per_partition: dict[int, int] = {}
+        deadline = time.monotonic() + self.timeout
+        while pending and time.monotonic() < deadline:
+            for message in consumer.consume(500, timeout=0.5):
+                index = message.partition()
+                if message.error():
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        pending.pop(index, None)
+                        continue
+                    raise ClusterError(_error_text(KafkaException(message.error())))
+                if index not in pending:
+                    continue
+                shown = _message(message)
+                if not contains or _holds(shown, contains):
+                    per_partition[index] = per_partition.get(index, 0) + 1
+                    found.append(shown)
+                full = limit is not None and per_partition.get(index, 0) >= limit
+                if message.offset() + 1 >= pending[index] or full:
+                    pending.pop(index, None)
+        return found
+
+    # -- consumer groups ----------------------------------------------------------------
+
+    def groups(self) -> list[dict[str, Any]]:
+        listed = _retrying(
+            lambda: _wait(
+                self.admin.list_consumer_groups(request_timeout=self.timeout), self.timeout
+            ),
+            self.timeout,
+        )
+        ids = sorted(g.group_id for g in listed.valid)
+        described = self._describe_groups(ids)
+        rows = []
+        for group_id in ids:
+            description = described[group_id]
+            offsets = self.group_offsets(group_id)
+            rows.append(
+                {
+                    "group_id": group_id,
+                    "state": description.state.name,
+                    "members": len(description.members),
+                    "lag": sum(row["lag"] or 0 for row in offsets),
+                }
+            )
+        return rows
+
+    def _describe_groups(self, ids: list[str]) -> dict[str, Any]:
+        if not ids:
+            return {}
+
+        def describe() -> dict[str, Any]:
+            futures = self.admin.describe_consumer_groups(ids, request_timeout=self.timeout)
+            return {group_id: _wait(future, self.timeout) for group_id, future in futures.items()}
+
+        return _retrying(describe, self.timeout)
+
+    def group_offsets(
+        self, group_id: str, assigned: Iterable[tuple[str, int]] = ()
+    ) -> list[dict[str, Any]]:
+        """Committed offset, end offset and lag per partition; partitions assigned to a member
+        but never committed are listed with no committed offset and no lag (as
+        kafka-consumer-groups.sh shows "-")."""
+        request = [ConsumerGroupTopicPartitions(group_id)]
+
+        def fetch() -> Any:
+            futures = self.admin.list_consumer_group_offsets(request, request_timeout=self.timeout)
+            return _wait(futures[group_id], self.timeout)
+
+        listed = _retrying(fetch, self.timeout).topic_partitions or []
+        committed = {(tp.topic, tp.partition): tp.offset for tp in listed if tp.offset >= 0}
+        keys = sorted(set(committed) | set(assigned))
+        ends = self._offsets([TopicPartition(t, p) for t, p in keys], OffsetSpec.latest())
+        rows = []
+        for key in keys:
+            offset, end = committed.get(key), ends.get(key)
+            lag = None if offset is None or end is None else max(end - offset, 0)
+            rows.append(
+                {"topic": key[0], "partition": key[1], "committed": offset, "end": end, "lag": lag}
+            )
+        return rows
+
+    def group(self, group_id: str) -> dict[str, Any]:
+        description = self._describe_groups([group_id])[group_id]
+        assigned = [
+            (tp.topic, tp.partition)
+            for m in description.members
+            for tp in (m.assignment.topic_partitions if m.assignment else [])
+        ]
+        offsets = self.group_offsets(group_id, assigned)
+        if description.state.name == "DEAD" and not offsets:  # offsets alone keep it listed
+            raise ClusterError(f"group {group_id!r} does not exist", 404)
+        members = [
+            {
+                "member_id": m.member_id,
+                "client_id": m.client_id,
+                "host": m.host,
+                "instance_id": m.group_instance_id,
+                "assignment": [
+                    f"{tp.topic}-{tp.partition}"
+                    for tp in (m.assignment.topic_partitions if m.assignment else [])
+                ],
+            }
+            for m in description.members
+        ]
+        return {
+            "group_id": group_id,
+            "state": description.state.name,
+            "protocol": description.partition_assignor,
+            "coordinator": description.coordinator.id if description.coordinator else None,
+            "members": members,
+            "offsets": offsets,
+            "lag": sum(row["lag"] or 0 for row in offsets),
+        }
+
+    def reset_offsets(
+        self, group_id: str, topic: str, to: str, value: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Move the group's committed offsets of every partition of `topic` (Kafka requires
+        the group to have no active members)."""
+        targets = []
+        for part in self.partitions(topic):
+            if part["messages"] is None:
+                raise ClusterError(f"partition {part['partition']} of {topic} has no leader", 409)
+            if to == "earliest":
+                target = part["start"]
+            elif to == "latest":
+                target = part["end"]
+            elif to == "offset" and value is not None:
+                target = min(max(value, part["start"]), part["end"])
+            else:
+                raise ClusterError(f"reset to {to!r} needs an offset", 400)
+            targets.append(TopicPartition(topic, part["partition"], target))
+        request = [ConsumerGroupTopicPartitions(group_id, targets)]
+
+        def alter() -> None:
+            futures = self.admin.alter_consumer_group_offsets(request, request_timeout=self.timeout)
+            for tp in _wait(futures[group_id], self.timeout).topic_partitions or []:
+                if tp.error is not None:
+                    text = _error_text(KafkaException(tp.error))
+                    raise ClusterError(text, 409, _coordinator_busy(tp.error))
+
+        _retrying(alter, self.timeout)
+        return self.group_offsets(group_id)
+
+
+def _difference(end: int | None, start: int | None) -> int | None:
+    return None if end is None or start is None else end - start
+
+
+def _total_size(sizes: dict | None, topic: str, partitions: Any) -> int | None:
+    if sizes is None or not all((topic, p) in sizes for p in partitions):
+        return None
+    return sum(sizes[(topic, p)] for p in partitions)
+
+
+def _holds(shown: dict[str, Any], text: str) -> bool:
+    parts = [shown["key"], shown["value"], *(value for _, value in shown["headers"])]
+    names = [name for name, _ in shown["headers"]]
+    texts = [p.get("text") or p.get("base64") or "" for p in parts if p is not None]
+    return any(text in candidate for candidate in texts + names)
+
+
+def _message(message: Any) -> dict[str, Any]:
+    kind, timestamp = message.timestamp()
+    return {
+        "partition": message.partition(),
+        "offset": message.offset(),
+        "timestamp": timestamp,
+        "timestamp_type": {1: "CreateTime", 2: "LogAppendTime"}.get(kind, "none"),
+        "key": _text(message.key()),
+        "value": _text(message.value()),
+        "headers": [[name, _text(value)] for name, value in (message.headers() or [])],
+    }

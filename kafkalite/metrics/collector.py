@@ -1,0 +1,244 @@
+"""Metric families on scrape: the request-path counters plus gauges read from broker state.
+
+Names are the Prometheus JMX exporter's rendering of Kafka's MBeans (lowercaseOutputName, as
+in Strimzi's kafka-metrics.yaml), e.g. kafka.server:type=BrokerTopicMetrics,
+name=MessagesInPerSec,topic=T -> kafka_server_brokertopicmetrics_messagesin_total{topic="T"}.
+Consumer lag uses kafka-exporter's names (kafka_consumergroup_lag...), which Kafka dashboards
+graph next to the broker's. Runs on the trio thread, so broker state is read consistently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from kafkalite.apis.registry import HANDLERS
+from kafkalite.coordinator.states import GroupState
+from kafkalite.metrics.counters import LATENCY_BUCKETS_MS
+
+if TYPE_CHECKING:
+    from kafkalite.broker.broker import Broker
+
+_TOPIC_METERS = {
+    "messagesin": ("messages_in", "Messages appended (MessagesInPerSec)"),
+    "bytesin": ("bytes_in", "Bytes appended (BytesInPerSec)"),
+    "bytesout": ("bytes_out", "Bytes fetched (BytesOutPerSec)"),
+    "bytesrejected": ("bytes_rejected", "Bytes refused as too large (BytesRejectedPerSec)"),
+    "failedproducerequests": ("failed_produce_requests", "Failed produce partition requests"),
+    "failedfetchrequests": ("failed_fetch_requests", "Failed fetch partition requests"),
+    "totalproducerequests": ("total_produce_requests", "Produce partition requests"),
+    "totalfetchrequests": ("total_fetch_requests", "Fetch partition requests"),
+}
+_GROUP_STATES = {
+    "numgroupspreparingrebalance": GroupState.PREPARING_REBALANCE,
+    "numgroupscompletingrebalance": GroupState.COMPLETING_REBALANCE,
+    "numgroupsstable": GroupState.STABLE,
+    "numgroupsdead": GroupState.DEAD,
+    "numgroupsempty": GroupState.EMPTY,
+}
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's ApiKeys name (the `request` label), from the handler's module name."""
+    handler = HANDLERS.get(api_key)
+    if handler is None:
+        return str(api_key)
+    module = handler.handle.__module__.rsplit(".", 1)[-1]
+    return "".join(part.capitalize() for part in module.split("_"))
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+class BrokerCollector(Collector):
+    def __init__(self, broker: Broker, listener: str) -> None:
+        self.broker = broker
+        self.listener = listener
+        self._generations: dict[str, int] = {}
+        self._rebalances = 0
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._topic_meters()
+        yield from self._requests()
+        yield from self._network()
+        yield from self._replica_manager()
+        yield from self._logs()
+        yield from self._groups()
+
+    # -- counters from the request path -------------------------------------------------
+
+    def _topic_meters(self) -> Iterator[Metric]:
+        metrics = self.broker.metrics
+        live = self.broker.replica_manager.topics
+        for gone in [name for name in metrics.topics if name not in live]:
+            del metrics.topics[gone]  # Kafka removes a deleted topic's meters
+        for short, (attr, doc) in _TOPIC_METERS.items():
+            family = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{short}", doc)
+            family.add_sample(family.name + "_total", {}, getattr(metrics.all_topics, attr))
+            for topic, stats in sorted(metrics.topics.items()):
+                family.add_sample(family.name + "_total", {"topic": topic}, getattr(stats, attr))
+            yield family
+
+    def _requests(self) -> Iterator[Metric]:
+        metrics = self.broker.metrics
+        rate = CounterMetricFamily(
+            "kafka_network_requestmetrics_requests",
+            "Requests answered (RequestsPerSec)",
+            labels=["request", "version"],
+        )
+        for (key, version), count in sorted(metrics.requests.items()):
+            rate.add_metric([api_name(key), str(version)], count)
+        yield rate
+        latency = HistogramMetricFamily(
+            "kafka_network_requestmetrics_totaltimems",
+            "Request time in ms from dequeue to answer sent (TotalTimeMs)",
+            labels=["request"],
+        )
+        for key, histogram in sorted(metrics.latency.items()):
+            cumulative, buckets = 0, []
+            bounds = (*LATENCY_BUCKETS_MS, float("inf"))
+            for bound, count in zip(bounds, histogram.counts, strict=True):
+                cumulative += count
+                buckets.append(("+Inf" if bound == float("inf") else str(bound), cumulative))
+            latency.add_metric([api_name(key)], buckets, histogram.sum_ms)
+        yield latency
+
+    def _network(self) -> Iterator[Metric]:
+        metrics = self.broker.metrics
+        labels = {"listener": self.listener, "networkProcessor": "0"}
+        prefix = "kafka_server_socket_server_metrics_"
+        for name, doc, value in (
+            ("incoming_byte", "Bytes received from clients", metrics.network_bytes_in),
+            ("outgoing_byte", "Bytes sent to clients", metrics.network_bytes_out),
+            ("connection_creation", "Connections accepted", metrics.connections_created),
+        ):
+            family = CounterMetricFamily(prefix + name, doc, labels=list(labels))
+            family.add_metric(list(labels.values()), value)
+            yield family
+        connections = GaugeMetricFamily(
+            prefix + "connection_count", "Open client connections", labels=list(labels)
+        )
+        connections.add_metric(list(labels.values()), metrics.connections)
+        yield connections
+
+    # -- gauges from broker state -------------------------------------------------------
+
+    def _partitions(self) -> Iterator[Any]:
+        for topic in self.broker.replica_manager.topics.values():
+            yield from topic.partitions
+
+    def _replica_manager(self) -> Iterator[Metric]:
+        node = self.broker.node_id
+        partitions = list(self._partitions())
+        leading = [p for p in partitions if p.leader_id == node]
+        prefix = "kafka_server_replicamanager_"
+        yield _gauge(prefix + "partitioncount", "Partitions on this broker", len(partitions))
+        yield _gauge(prefix + "leadercount", "Partitions this broker leads", len(leading))
+        yield _gauge(
+            prefix + "underreplicatedpartitions",
+            "Led partitions whose ISR is smaller than their replica set",
+            sum(len(p.isr) < len(p.replicas) for p in leading),
+        )
+        metrics = self.broker.metrics
+        isr_changes = (("isrshrinks", metrics.isr_shrinks), ("isrexpands", metrics.isr_expands))
+        for name, value in isr_changes:
+            yield CounterMetricFamily(prefix + name, f"ISR {name[3:]}", value=value)
+        # A single node is its own controller; every partition it hosts has a leader.
+        controller = "kafka_controller_kafkacontroller_"
+        yield _gauge(controller + "activecontrollercount", "1 on the active controller", 1)
+        yield _gauge(
+            controller + "offlinepartitionscount",
+            "Partitions without a live leader",
+            sum(p.leader_id < 0 for p in partitions),
+        )
+
+    def _logs(self) -> Iterator[Metric]:
+        labels = ["topic", "partition"]
+        families = {
+            "size": GaugeMetricFamily("kafka_log_log_size", "Log bytes on disk", labels=labels),
+            "segments": GaugeMetricFamily(
+                "kafka_log_log_numlogsegments", "Log segments", labels=labels
+            ),
+            "end": GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset", labels=labels),
+            "start": GaugeMetricFamily(
+                "kafka_log_log_logstartoffset", "Log start offset", labels=labels
+            ),
+            "hw": GaugeMetricFamily(
+                "kafka_topic_partition_current_offset", "High watermark", labels=labels
+            ),
+        }
+        for p in self._partitions():
+            key = [p.topic, str(p.index)]
+            families["size"].add_metric(key, p.log.size_in_bytes)
+            families["segments"].add_metric(key, len(p.log.segments))
+            families["end"].add_metric(key, p.log_end_offset)
+            families["start"].add_metric(key, p.log_start_offset)
+            families["hw"].add_metric(key, p.high_watermark)
+        yield from families.values()
+
+    def _groups(self) -> Iterator[Metric]:
+        coordinator = self.broker.groups.coordinator
+        groups = [coordinator.group(listed.group_id) for listed in coordinator.list_groups()]
+        live = [group for group in groups if group is not None]
+        prefix = "kafka_coordinator_group_groupmetadatamanager_"
+        yield _gauge(prefix + "numgroups", "Groups", len(live))
+        for name, state in _GROUP_STATES.items():
+            count = sum(group.state is state for group in live)
+            yield _gauge(prefix + name, f"Groups in state {state}", count)
+        yield CounterMetricFamily(
+            "kafka_server_group_coordinator_metrics_group_rebalance",
+            "Rebalances completed (generation changes) of classic groups",
+            value=self._count_rebalances(live),
+        )
+        yield from self._lag(coordinator, live)
+
+    def _count_rebalances(self, groups: list[Any]) -> int:
+        """Generation bumps since the last scrape (a group deleted and recreated between two
+        scrapes counts from generation 0)."""
+        seen: dict[str, int] = {}
+        for group in groups:
+            last = self._generations.get(group.group_id, 0)
+            self._rebalances += group.generation_id - (last if group.generation_id >= last else 0)
+            seen[group.group_id] = group.generation_id
+        self._generations = seen
+        return self._rebalances
+
+    def _lag(self, coordinator: Any, groups: list[Any]) -> Iterator[Metric]:
+        labels = ["consumergroup", "topic", "partition"]
+        offset = GaugeMetricFamily(
+            "kafka_consumergroup_current_offset", "Committed offset", labels=labels
+        )
+        lag = GaugeMetricFamily(
+            "kafka_consumergroup_lag", "High watermark minus committed offset", labels=labels
+        )
+        lag_sum = GaugeMetricFamily(
+            "kafka_consumergroup_lag_sum", "Lag of the group per topic", labels=labels[:2]
+        )
+        members = GaugeMetricFamily(
+            "kafka_consumergroup_members", "Members of the group", labels=labels[:1]
+        )
+        replicas = self.broker.replica_manager
+        for group in groups:
+            members.add_metric([group.group_id], len(group.members))
+            per_topic: dict[str, int] = {}
+            for tp, committed in sorted(coordinator.committed_offsets(group.group_id).items()):
+                partition = replicas.partition(tp.topic, tp.partition)
+                if partition is None:
+                    continue
+                behind = max(partition.high_watermark - committed.offset, 0)
+                key = [group.group_id, tp.topic, str(tp.partition)]
+                offset.add_metric(key, committed.offset)
+                lag.add_metric(key, behind)
+                per_topic[tp.topic] = per_topic.get(tp.topic, 0) + behind
+            for topic, total in sorted(per_topic.items()):
+                lag_sum.add_metric([group.group_id, topic], total)
+        yield from (offset, lag, lag_sum, members)

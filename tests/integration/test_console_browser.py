@@ -1,0 +1,428 @@
+"""The web console end to end: a real broker, `kafkalite console`, headless Chromium.
+
+Each test writes through confluent-kafka, reads the page in the browser and compares what it
+shows with what was written; actions taken in the page are checked through the AdminClient.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select
+
+from kafkalite.testing import BrokerProcess
+from tests.integration.console_helpers import ConsoleProcess, chromium, wait_for
+from tests.integration.e2e_helpers import (
+    CLIENT_TIMEOUT,
+    admin,
+    consumer,
+    create_topic,
+    producer,
+    segment_files,
+)
+from tests.integration.metrics_helpers import base_url
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    data_dir = tmp_path_factory.mktemp("console-broker")
+    with BrokerProcess(data_dir, {"kafkalite.metrics.port": "0"}) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def console(broker: BrokerProcess) -> Iterator[ConsoleProcess]:
+    metrics = base_url(broker) + "/metrics"  # partition sizes come from there
+    with ConsoleProcess(broker.bootstrap, "--metrics", metrics) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    driver = chromium()
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def open_page(browser: WebDriver, console: ConsoleProcess, route: str) -> None:
+    """Load `route` and wait until the page rendered it (app.js marks main#view)."""
+    browser.get(f"{console.url}/#/{route}")
+    browser.refresh()  # a hash-only change would not reload the page between tests
+    wait_for(
+        browser,
+        lambda d: d.find_element(By.ID, "view").get_attribute("data-loaded") == f"#/{route}",
+        message=f"page #{route}",
+    )
+
+
+def text(browser: WebDriver, css: str) -> str:
+    return browser.find_element(By.CSS_SELECTOR, css).text
+
+
+def produce(bootstrap: str, topic: str, records: list[dict], **kwargs: object) -> None:
+    client = producer(bootstrap)
+    for record in records:
+        client.produce(topic, **record, **kwargs)
+    assert client.flush(CLIENT_TIMEOUT) == 0
+
+
+def confirm(browser: WebDriver, answer: str = "yes") -> None:
+    wait_for(browser, lambda d: d.find_element(By.ID, "confirm").get_attribute("open") is not None)
+    browser.find_element(By.ID, f"confirm-{answer}").click()
+
+
+def committed(bootstrap: str, group: str) -> dict[int, int]:
+    futures = admin(bootstrap).list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+    return {
+        tp.partition: tp.offset for tp in futures[group].result(CLIENT_TIMEOUT).topic_partitions
+    }
+
+
+def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    parts = [TopicPartition(topic, p, o) for p, o in offsets.items()]
+    futures = admin(bootstrap).alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, parts)]
+    )
+    futures[group].result(CLIENT_TIMEOUT)
+
+
+def test_brokers_page_shows_the_cluster(
+    broker: BrokerProcess, console: ConsoleProcess, browser: WebDriver
+) -> None:
+    cluster = admin(broker.bootstrap).describe_cluster().result(CLIENT_TIMEOUT)
+    open_page(browser, console, "brokers")
+    assert text(browser, "#cluster-id") == cluster.cluster_id
+    assert text(browser, "#broker-count") == "1"
+    row = browser.find_element(By.CSS_SELECTOR, "#brokers tr[data-broker='0']")
+    assert row.find_element(By.CSS_SELECTOR, ".port").text == str(broker.port)
+    assert "controller" in row.text
+
+
+def test_topics_page_lists_partitions_and_message_counts(
+    broker: BrokerProcess, console: ConsoleProcess, browser: WebDriver
+) -> None:
+    topic = unique("orders")
+    create_topic(broker.bootstrap, topic, partitions=3)
+    produce(broker.bootstrap, topic, [{"value": b"x", "partition": i % 3} for i in range(17)])
+    open_page(browser, console, "topics")
+    row = browser.find_element(By.CSS_SELECTOR, f"#topics tr[data-topic='{topic}']")
+    assert row.find_element(By.CSS_SELECTOR, ".partitions").text == "3"
+    assert row.find_element(By.CSS_SELECTOR, ".messages").text == "17"
+    on_disk = [
+        sum(f.stat().st_size for f in segment_files(broker.data_dir, topic, p)) for p in range(3)
+    ]
+    assert row.find_element(By.CSS_SELECTOR, ".size").get_attribute("data-bytes") == str(
+        sum(on_disk)
+    )
+
+    open_page(browser, console, f"topics/{topic}")
+    ends = [
+        browser.find_element(By.CSS_SELECTOR, f"#partitions tr[data-partition='{p}'] .end").text
+        for p in range(3)
+    ]
+    assert ends == ["6", "6", "5"]
+    sizes = [
+        browser.find_element(
+            By.CSS_SELECTOR, f"#partitions tr[data-partition='{p}'] .size"
+        ).get_attribute("data-bytes")
+        for p in range(3)
+    ]
+    assert sizes == [str(size) for size in on_disk]
+    assert text(browser, "#message-count") == "17"
+
+
+def test_topic_configs_and_message_browser(
+    broker: BrokerProcess, console: ConsoleProcess, browser: WebDriver
+) -> None:
+    topic = unique("events")
+    create_topic(broker.bootstrap, topic, config={"retention.ms": "123456789"})
+    base = int(time.time() * 1000) - 60_000
+    events = [{"id": i, "kind": "click", "tags": ["a", "b"]} for i in range(12)]
+    produce(
+        broker.bootstrap,
+        topic,
+        [
+            {
+                "key": f"user-{i}".encode(),
+                "value": json.dumps(event).encode(),
+                "headers": [("source", b"web"), ("trace", f"t{i}".encode())],
+                "timestamp": base + i * 1000,
+            }
+            for i, event in enumerate(events)
+        ],
+    )
+    open_page(browser, console, f"topics/{topic}")
+    config = browser.find_element(By.CSS_SELECTOR, "#configs tr[data-config='retention.ms']")
+    assert config.find_element(By.CSS_SELECTOR, ".value").text == "123456789"
+
+    def load(
+        mode: str,
+        limit: int,
+        offset: int | None = None,
+        at_ms: int | None = None,
+        contains: str = "",
+    ) -> list:
+        Select(browser.find_element(By.ID, "msg-mode")).select_by_value(mode)
+        limit_box = browser.find_element(By.ID, "msg-limit")
+        limit_box.clear()
+        limit_box.send_keys(str(limit))
+        search = browser.find_element(By.ID, "msg-contains")
+        search.clear()
+        search.send_keys(contains)
+        if offset is not None:
+            box = browser.find_element(By.ID, "msg-offset")
+            box.clear()
+            box.send_keys(str(offset))
+        if at_ms is not None:  # datetime-local takes local time: let the browser convert
+            browser.execute_script(
+                "const d = new Date(arguments[1]);"
+                "arguments[0].value = new Date(d - d.getTimezoneOffset() * 60000)"
+                ".toISOString().slice(0, 19);",
+                browser.find_element(By.ID, "msg-time"),
+                at_ms,
+            )
+        browser.execute_script("document.getElementById('messages-box').dataset.loaded = ''")
+        browser.find_element(By.ID, "msg-load").click()
+        wait_for(
+            browser,
+            lambda d: d.find_element(By.ID, "messages-box").get_attribute("data-loaded") == "yes",
+        )
+        return browser.find_elements(By.CSS_SELECTOR, "#messages tr.message")
+
+    rows = load("latest", 5)
+    assert [r.find_element(By.CSS_SELECTOR, ".offset").text for r in rows] == [
+        "7",
+        "8",
+        "9",
+        "10",
+        "11",
+    ]
+    last = rows[-1]
+    assert last.find_element(By.CSS_SELECTOR, ".key").text == "user-11"
+    assert last.find_element(By.CSS_SELECTOR, ".value pre").text == json.dumps(events[11], indent=2)
+    assert last.find_element(By.CSS_SELECTOR, ".headers").text.splitlines() == [
+        "source: web",
+        "trace: t11",
+    ]
+
+    rows = load("offset", 3, offset=2)
+    assert [r.find_element(By.CSS_SELECTOR, ".key").text for r in rows] == [
+        "user-2",
+        "user-3",
+        "user-4",
+    ]
+
+    rows = load("time", 2, at_ms=base + 5000)
+    assert [r.find_element(By.CSS_SELECTOR, ".offset").text for r in rows] == ["5", "6"]
+
+    rows = load("latest", 5, contains="t10")  # a header value: only message 10 has it
+    assert [r.find_element(By.CSS_SELECTOR, ".offset").text for r in rows] == ["10"]
+    rows = load("offset", 3, offset=0, contains='"id": 1')  # ids 1, 10 and 11 hold it
+    assert [r.find_element(By.CSS_SELECTOR, ".key").text for r in rows] == [
+        "user-1",
+        "user-10",
+        "user-11",
+    ]
+
+
+def test_groups_show_members_and_lag(
+    broker: BrokerProcess, console: ConsoleProcess, browser: WebDriver
+) -> None:
+    topic, fresh, group = unique("lagging"), unique("fresh"), unique("billing")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    create_topic(broker.bootstrap, fresh)
+    produce(broker.bootstrap, topic, [{"value": b"v", "partition": i % 2} for i in range(20)])
+    produce(broker.bootstrap, fresh, [{"value": b"v"} for _ in range(3)])
+    commit(broker.bootstrap, group, topic, {0: 4, 1: 9})
+
+    open_page(browser, console, "groups")
+    row = browser.find_element(By.CSS_SELECTOR, f"#groups tr[data-group='{group}']")
+    assert row.find_element(By.CSS_SELECTOR, ".lag").text == "7"  # (10-4) + (10-9)
+    assert row.find_element(By.CSS_SELECTOR, ".members").text == "0"
+
+    member = consumer(broker.bootstrap, **{"group.id": group, "client.id": "console-member"})
+    try:
+        member.subscribe([topic, fresh])
+        deadline = time.monotonic() + CLIENT_TIMEOUT
+        while not member.assignment() and time.monotonic() < deadline:
+            member.poll(0.1)
+        assert len(member.assignment()) == 3
+        open_page(browser, console, f"groups/{group}")
+        assert text(browser, "#group-state") == "STABLE"
+        assert text(browser, "#members .client") == "console-member"
+        assigned = text(browser, "#members .assignment").split(", ")
+        assert sorted(assigned) == sorted([f"{topic}-0", f"{topic}-1", f"{fresh}-0"])
+        lags = [text(browser, f"#offsets tr[data-tp='{topic}-{p}'] .lag") for p in range(2)]
+        assert lags == ["6", "1"]
+        # Assigned, never committed: shown without a committed offset or lag, like Kafka's tool.
+        never = browser.find_element(By.CSS_SELECTOR, f"#offsets tr[data-tp='{fresh}-0']")
+        cells = [
+            never.find_element(By.CSS_SELECTOR, f".{c}").text for c in ("committed", "end", "lag")
+        ]
+        assert cells == ["–", "3", "–"]
+        assert text(browser, "#group-lag") == "7"
+    finally:
+        member.close()
+
+
+def test_reset_offsets_asks_then_takes_effect(
+    broker: BrokerProcess, console: ConsoleProcess, browser: WebDriver
+) -> None:
+    topic, group = unique("replay"), unique("audit")
+    create_topic(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, [{"value": b"v"} for _ in range(8)])
+    commit(broker.bootstrap, group, topic, {0: 6})
+    open_page(browser, console, f"groups/{group}")
+    Select(browser.find_element(By.ID, "reset-to")).select_by_value("earliest")
+
+    browser.find_element(By.ID, "reset-go").click()
+    confirm(browser, "no")
+    assert committed(broker.bootstrap, group) == {0: 6}
+
+    browser.find_element(By.ID, "reset-go").click()
+    confirm(browser, "yes")
+    wait_for(browser, lambda d: d.find_element(By.ID, "notice").is_displayed())
+    assert committed(broker.bootstrap, group) == {0: 0}
+    wait_for(browser, lambda d: d.find_element(By.ID, "group-lag").text == "8")
+
+
+def test_create_and_delete_topic_from_the_page(
+    broker: BrokerProcess, console: ConsoleProcess, browser: WebDriver
+) -> None:
+    topic = unique("made-in-browser")
+    open_page(browser, console, "topics")
+    browser.find_element(By.ID, "topic-name").send_keys(topic)
+    partitions = browser.find_element(By.ID, "topic-partitions")
+    partitions.clear()
+    partitions.send_keys("4")
+    browser.find_element(By.ID, "topic-create").click()
+    wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f"tr[data-topic='{topic}']"))
+    metadata = admin(broker.bootstrap).list_topics(timeout=CLIENT_TIMEOUT)
+    assert len(metadata.topics[topic].partitions) == 4
+
+    open_page(browser, console, f"topics/{topic}")
+    browser.find_element(By.ID, "delete-topic").click()
+    confirm(browser, "no")
+    assert topic in admin(broker.bootstrap).list_topics(timeout=CLIENT_TIMEOUT).topics
+    browser.find_element(By.ID, "delete-topic").click()
+    confirm(browser, "yes")
+    wait_for(
+        browser, lambda d: d.find_element(By.ID, "view").get_attribute("data-loaded") == "#/topics"
+    )
+    assert topic not in admin(broker.bootstrap).list_topics(timeout=CLIENT_TIMEOUT).topics
+    assert not browser.find_elements(By.CSS_SELECTOR, f"tr[data-topic='{topic}']")
+
+
+def test_throughput_chart_follows_new_messages(
+    broker: BrokerProcess, console: ConsoleProcess, browser: WebDriver
+) -> None:
+    open_page(browser, console, "throughput")
+    # The first sample is the baseline the page measures the next ones against.
+    wait_for(browser, lambda d: d.find_element(By.ID, "view").get_attribute("data-samples"))
+    topic = unique("live")
+    create_topic(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, [{"value": b"v"} for _ in range(250)])
+    metadata = admin(broker.bootstrap).list_topics(timeout=CLIENT_TIMEOUT)
+    expected = 0
+    for name, meta in metadata.topics.items():
+        if not name.startswith("__"):
+            for partition in meta.partitions:
+                probe = consumer(broker.bootstrap)
+                expected += probe.get_watermark_offsets(TopicPartition(name, partition))[1]
+                probe.close()
+    wait_for(browser, lambda d: d.find_element(By.ID, "total-end").text == f"{expected:,}")
+    assert float(browser.find_element(By.ID, "chart").get_attribute("data-peak")) > 0
+    row = f"#topic-rate-table tr[data-topic='{topic}'] .end"
+    wait_for(browser, lambda d: d.find_element(By.CSS_SELECTOR, row).text == "250")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--port", "70000"], "argument --port: port 70000 is out of range 0-65535"),
+        (["--port", "http"], "argument --port: invalid port 'http'"),
+        (
+            ["--bootstrap", "nohost"],
+            "argument --bootstrap: bootstrap address 'nohost' is not host:port",
+        ),
+        (["--timeout", "0"], "argument --timeout: timeout must be a positive number, got '0'"),
+        (
+            ["--metrics", "localhost:9404"],
+            "argument --metrics: metrics URL 'localhost:9404' is not http(s)://host:port/path",
+        ),
+        (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+    ],
+)
+def test_console_bad_arguments_one_line_exit_2(args: list[str], message: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "kafkalite", "console", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr == f"kafkalite: {message}\n"
+    assert result.stdout == ""
+
+
+def test_console_port_in_use_exit_2(console: ConsoleProcess, broker: BrokerProcess) -> None:
+    port = console.url.rsplit(":", 1)[1]
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kafkalite",
+            "console",
+            "--bootstrap",
+            broker.bootstrap,
+            "--port",
+            port,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"kafkalite: cannot listen on 127.0.0.1:{port}: ")
+    assert result.stderr.count("\n") == 1
+
+
+def test_console_without_a_broker_exit_1_naming_it() -> None:
+    with socket.socket() as probe:  # bound, never listening: connections are refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kafkalite",
+                "console",
+                "--bootstrap",
+                f"127.0.0.1:{port}",
+                "--port",
+                "0",
+                "--timeout",
+                "2",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1
+    assert result.stderr == f"kafkalite: no Kafka broker answered at 127.0.0.1:{port} within 2s\n"
