@@ -1,5 +1,5 @@
 # Every target installs what it needs first (scripts/bootstrap.sh is idempotent).
-.PHONY: setup serve test test-fast lint bench compat bench-compare spark-test bench-spark
+.PHONY: setup serve test test-fast lint bench compat bench-compare spark-test bench-spark fuzz
 
 setup:
 	./scripts/bootstrap.sh
@@ -17,7 +17,13 @@ test-fast: setup
 	.venv/bin/python -m pytest -q -m "not slow"
 
 lint: setup
-	.venv/bin/ruff check kafkalite tests protocol_tests bench compat spark_jobs
+	.venv/bin/ruff check kafkalite tests protocol_tests bench compat spark_jobs fuzz
+
+# Protocol fuzzing against a fresh broker process (fuzz/): make fuzz FRAMES=1000000 SEED=7
+FRAMES ?= 50000
+SEED ?= 1
+fuzz: setup
+	.venv/bin/python -m fuzz --frames $(FRAMES) --seed $(SEED)
 
 bench: setup
 	.venv/bin/python -m bench.broker_bench

@@ -27,19 +27,20 @@ from kafkalite.metrics.counters import BrokerMetrics
 from kafkalite.metrics.http import serve_metrics
 from kafkalite.protocol.codec import (
     DecodedRequest,
-    FrameError,
-    LegacyAnswer,
+    LegacyRequest,
     UnsupportedApiVersions,
     decode_request,
     encode_response,
 )
+from kafkalite.protocol.errors import FrameError
 from kafkalite.protocol.frames import FrameReader
 
 log = logging.getLogger("kafkalite.server")
 
 MAX_QUEUED_REQUESTS = 16
 MAINTENANCE_INTERVAL_S = 1.0
-Queued = DecodedRequest | UnsupportedApiVersions | LegacyAnswer
+# bytes: a response already encoded (an old version its API answers from the frame itself)
+Queued = DecodedRequest | UnsupportedApiVersions | bytes
 
 
 async def _read_requests(
@@ -64,40 +65,51 @@ async def _read_requests(
                     reader.feed(data)
                     metrics.network_bytes_in += len(data)
                     continue
-                await queue.send(decode_request(frame, handlers))
+                request = decode_request(frame, handlers)
+                if isinstance(request, LegacyRequest):
+                    await queue.send(_answer_legacy(handlers[request.api_key], request))
+                else:
+                    await queue.send(request)
             except FrameError as exc:
                 log.warning("closing connection from %s: %s", peer, exc)
                 return
+
+
+def _answer_legacy(handler: ApiHandler, request: LegacyRequest) -> bytes:
+    assert handler.legacy is not None  # legacy_below > 0 only with a legacy reader
+    return handler.legacy(request.api_version, request.correlation_id, request.frame)
 
 
 async def _process(
     broker: Broker,
     stream: trio.SocketStream,
     client_host: str,
+    handlers: Mapping[int, ApiHandler],
     queue: trio.MemoryReceiveChannel[Queued],
 ) -> None:
     metrics = broker.metrics
     async for item in queue:
         started = time.perf_counter()
-        if isinstance(item, LegacyAnswer):
-            await stream.send_all(item.frame)
+        if isinstance(item, bytes):
+            await stream.send_all(item)
             continue
         if isinstance(item, UnsupportedApiVersions):
             response = api_versions_response(0, error=ErrorCode.unsupported_version)
             await stream.send_all(encode_response(item.correlation_id, response))
             continue
+        handler = handlers[item.api_key]
         ctx = RequestContext(
             broker,
-            item.handler.api_key,
+            item.api_key,
             item.api_version,
             item.correlation_id,
             item.client_id,
             client_host,
         )
-        if item.handler.is_async:
-            response = await item.handler.handle(ctx, item.body)
+        if handler.is_async:
+            response = await handler.handle(ctx, item.body)
         else:
-            response = item.handler.handle(ctx, item.body)
+            response = handler.handle(ctx, item.body)
         if response is not None:
             frame = encode_response(item.correlation_id, response)
             await stream.send_all(frame)
@@ -121,7 +133,7 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream) -> None:
             nursery.start_soon(
                 _read_requests, stream, peer, max_frame, HANDLERS, send, broker.metrics
             )
-            await _process(broker, stream, f"/{host}", receive)
+            await _process(broker, stream, f"/{host}", HANDLERS, receive)
             nursery.cancel_scope.cancel()
     # The nursery wraps whatever its tasks raise in an ExceptionGroup.
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):

@@ -11,7 +11,7 @@ import struct
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.protocol.codec import FrameError
+from kafkalite.protocol.errors import FrameError
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -2,7 +2,9 @@
 
 A frame is the request without its 4-byte size prefix. Errors that Kafka answers by closing
 the connection (unknown API key, unsupported version of anything but ApiVersions, a body that
-does not parse) raise FrameError; the server logs the reason and closes.
+does not parse, a length the frame cannot hold, a null the schema forbids) raise FrameError;
+the server logs the reason and closes. The codec knows the served APIs only through the
+`ServedApi` protocol: the API layer imports the protocol layer, never the other way round.
 """
 
 from __future__ import annotations
@@ -12,25 +14,33 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
 from kio.index import load_request_schema
 from kio.serial import entity_reader, entity_writer
 
-from kafkalite.apis.base import ApiHandler
+from kafkalite.protocol.errors import FrameError
+from kafkalite.protocol.guard import check_request
 
 API_VERSIONS_KEY = 18
 _HEADER_PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 
 
-class FrameError(Exception):
-    """The frame cannot be served; Kafka closes the connection."""
+class ServedApi(Protocol):
+    """What the codec needs to know of an API the broker serves (kafkalite.apis' ApiHandler)."""
+
+    @property
+    def legacy_below(self) -> int:
+        """Versions below this one have no kio schema: their frame goes to the API as is."""
+        ...
+
+    def accepts(self, version: int) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
 class DecodedRequest:
-    handler: ApiHandler
+    api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
@@ -45,9 +55,12 @@ class UnsupportedApiVersions:
 
 
 @dataclass(frozen=True, slots=True)
-class LegacyAnswer:
-    """A request of a version kio has no schema for, already answered by its handler."""
+class LegacyRequest:
+    """A request of a version kio has no schema for: its API reads the frame itself."""
 
+    api_key: int
+    api_version: int
+    correlation_id: int
     frame: bytes
 
 
@@ -58,29 +71,32 @@ def _readers(api_key: int, version: int) -> tuple[Any, Any]:
 
 
 def decode_request(
-    frame: bytes, handlers: Mapping[int, ApiHandler]
-) -> DecodedRequest | UnsupportedApiVersions | LegacyAnswer:
+    frame: bytes, served: Mapping[int, ServedApi]
+) -> DecodedRequest | UnsupportedApiVersions | LegacyRequest:
     if len(frame) < _HEADER_PREFIX.size:
         raise FrameError(f"request of {len(frame)} bytes is shorter than a request header")
     api_key, version, correlation_id = _HEADER_PREFIX.unpack_from(frame)
-    handler = handlers.get(api_key)
-    if handler is None:
+    api = served.get(api_key)
+    if api is None:
         raise FrameError(f"unknown or unsupported API key {api_key}")
-    if not handler.accepts(version):
+    if not api.accepts(version):
         if api_key == API_VERSIONS_KEY:
             return UnsupportedApiVersions(correlation_id)
         raise FrameError(f"unsupported version {version} of API key {api_key}")
-    if handler.legacy is not None and version < handler.legacy_below:
-        return LegacyAnswer(handler.legacy(version, correlation_id, frame))
+    if version < api.legacy_below:
+        return LegacyRequest(api_key, version, correlation_id, frame)
     read_header, read_body = _readers(api_key, version)
     try:
+        check_request(frame, api_key, version)  # before kio's reader trusts any length
         header, consumed = read_header(frame, 0)
         body, _ = read_body(frame, consumed)
+    except FrameError as exc:
+        raise FrameError(f"malformed request (API key {api_key} v{version}): {exc}") from None
     except Exception as exc:  # kio raises several types for malformed input
         raise FrameError(
             f"malformed request (API key {api_key} v{version}): {type(exc).__name__}: {exc}"
         ) from None
-    return DecodedRequest(handler, version, correlation_id, header.client_id, body)
+    return DecodedRequest(api_key, version, correlation_id, header.client_id, body)
 
 
 @cache

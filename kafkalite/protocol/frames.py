@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from kafkalite.protocol.codec import FrameError
+from kafkalite.protocol.errors import FrameError
 
 _SIZE = struct.Struct(">i")
 

@@ -2,7 +2,7 @@ import struct
 
 import pytest
 
-from kafkalite.protocol.codec import FrameError
+from kafkalite.protocol.errors import FrameError
 from kafkalite.protocol.frames import FrameReader
 
 

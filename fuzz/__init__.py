@@ -1,0 +1,1 @@
+"""A protocol fuzzer: mutated requests of every served API against a real broker process."""
