@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fuzz.fields import mutate_fields
 from fuzz.mutate import Mutant, mutate
 from fuzz.seeds import FUZZ_TOPIC, Seed, seeds
 from kafkalite.testing import BrokerProcess
@@ -40,6 +41,7 @@ FUZZ_BROKER_OVERRIDES = {
 }
 _SIZE = struct.Struct(">i")
 _PROBE_CID_BASE = 0x5A000000
+FIELD_MUTANTS = 0.33
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +94,16 @@ def batch_mutants(settings: Settings, corpus: list[Seed], index: int) -> list[Mu
     """Batch `index`'s mutants: the same for the same seed, whatever ran before."""
     rng = random.Random(f"{settings.seed}:{index}")
     size = min(settings.batch, settings.frames - index * settings.batch)
-    picks = (rng.choice(corpus) for _ in range(size))
-    return [mutate(rng, seed.frame, seed.body_start) for seed in picks]
+    return [_mutant(rng, rng.choice(corpus)) for _ in range(size)]
+
+
+def _mutant(rng: random.Random, seed: Seed) -> Mutant:
+    """A third are well-formed requests with an odd field value; the rest are byte mutations."""
+    if rng.random() < FIELD_MUTANTS:
+        frame = mutate_fields(rng, seed)
+        if frame is not None:
+            return Mutant(frame, len(frame))
+    return mutate(rng, seed.frame, seed.body_start)
 
 
 def run(settings: Settings, data_dir: Path, progress: bool = False) -> Report:

@@ -50,14 +50,13 @@ class Seed:
     api_version: int
     frame: bytes  # without the size prefix
     body_start: int  # where the request header ends
+    header: Any = None  # the kio entities written (None for versions without a kio schema)
+    body: Any = None
 
 
 def seeds(topic_id: uuid.UUID) -> list[Seed]:
     """One valid request per served (API key, version)."""
-    return [
-        Seed(api_key, version, *request_frame(api_key, version, topic_id))
-        for api_key, version in served_versions()
-    ]
+    return [request_seed(api_key, version, topic_id) for api_key, version in served_versions()]
 
 
 def served_versions() -> Iterator[tuple[int, int]]:
@@ -66,11 +65,10 @@ def served_versions() -> Iterator[tuple[int, int]]:
             yield handler.api_key, version
 
 
-def request_frame(api_key: int, version: int, topic_id: uuid.UUID) -> tuple[bytes, int]:
-    """The frame (without size prefix) and where its body starts."""
+def request_seed(api_key: int, version: int, topic_id: uuid.UUID) -> Seed:
     handler = HANDLERS[api_key]
     if version < handler.legacy_below:
-        return _legacy_produce(version), 10 + len(CLIENT_ID)
+        return Seed(api_key, version, _legacy_produce(version), 10 + len(CLIENT_ID))
     schema = load_request_schema(api_key, version)
     header_cls = schema.__header_schema__
     header = header_cls(
@@ -80,10 +78,16 @@ def request_frame(api_key: int, version: int, topic_id: uuid.UUID) -> tuple[byte
         client_id=CLIENT_ID,
     )
     body = _Builder(api_key, topic_id).entity(schema)
+    frame, body_start = encode(header, body)
+    return Seed(api_key, version, frame, body_start, header, body)
+
+
+def encode(header: Any, body: Any) -> tuple[bytes, int]:
+    """A request frame written by kio, and where its body starts."""
     buf = io.BytesIO()
-    entity_writer(header_cls)(buf, header)
+    entity_writer(type(header))(buf, header)
     body_start = buf.tell()
-    entity_writer(schema)(buf, body)
+    entity_writer(type(body))(buf, body)
     return buf.getvalue(), body_start
 
 
