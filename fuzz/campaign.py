@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fuzz.fields import mutate_fields
+from fuzz.known import known_issue
 from fuzz.mutate import Mutant, mutate
 from fuzz.seeds import FUZZ_TOPIC, Seed, seeds
-from kafkalite.testing import BrokerProcess
+from kafkalite.testing import BrokerProcess, error_records
 from protocol_tests.raw_client import (
     RawClient,
     api_versions_request,
@@ -60,6 +61,7 @@ class Report:
     frames: int = 0
     batches: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)  # answered / closed / slow
+    skipped: Counter[str] = field(default_factory=Counter)  # known issues (fuzz/known.py)
     crashes: int = 0
     hangs: int = 0
     tracebacks: int = 0
@@ -78,9 +80,10 @@ class Report:
 
     def summary(self) -> str:
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items()))
+        skipped = "".join(f"; skipped ({k}) {v}" for k, v in sorted(self.skipped.items()))
         return (
             f"frames {self.frames} in {self.batches} batches, {self.duration_s:.0f} s "
-            f"({self.frames / max(self.duration_s, 1e-9):.0f}/s): {outcomes}\n"
+            f"({self.frames / max(self.duration_s, 1e-9):.0f}/s): {outcomes}{skipped}\n"
             f"crashes {self.crashes}, hangs {self.hangs}, tracebacks {self.tracebacks}, "
             f"error records {self.error_records}\n"
             f"broker RSS {self.rss_start_kib // 1024} MiB after the first batch, "
@@ -90,11 +93,22 @@ class Report:
         )
 
 
-def batch_mutants(settings: Settings, corpus: list[Seed], index: int) -> list[Mutant]:
-    """Batch `index`'s mutants: the same for the same seed, whatever ran before."""
+def batch_mutants(
+    settings: Settings, corpus: list[Seed], index: int, skipped: Counter[str] | None = None
+) -> list[Mutant]:
+    """Batch `index`'s mutants: the same for the same seed, whatever ran before. Mutants that
+    hit a known issue are replaced (and counted in `skipped`)."""
     rng = random.Random(f"{settings.seed}:{index}")
     size = min(settings.batch, settings.frames - index * settings.batch)
-    return [_mutant(rng, rng.choice(corpus)) for _ in range(size)]
+    mutants: list[Mutant] = []
+    while len(mutants) < size:
+        mutant = _mutant(rng, rng.choice(corpus))
+        reason = known_issue(mutant.frame)
+        if reason is None:
+            mutants.append(mutant)
+        elif skipped is not None:
+            skipped[reason] += 1
+    return mutants
 
 
 def _mutant(rng: random.Random, seed: Seed) -> Mutant:
@@ -123,7 +137,7 @@ def _campaign(settings: Settings, broker: BrokerProcess, progress: bool) -> Repo
     started = time.monotonic()
     batches = -(-settings.frames // settings.batch)
     for index in range(settings.start_batch, batches):
-        mutants = batch_mutants(settings, corpus, index)
+        mutants = batch_mutants(settings, corpus, index, report.skipped)
         report.outcomes.update(_send_batch(broker, mutants, settings))
         report.frames += len(mutants)
         report.batches += 1
@@ -183,13 +197,11 @@ class _Monitor:
         chunk = lines[:count]
         del lines[:count]  # the reader thread only appends: keep memory flat over long runs
         self.report.log_lines += count
-        for position, line in enumerate(chunk):
-            if "Traceback" in line:
-                self.report.tracebacks += 1
-                self._problem(f"batch {batch}: " + "".join(chunk[max(0, position - 1) :][:40]))
-            elif " ERROR " in line:
-                self.report.error_records += 1
-                self._problem(f"batch {batch}: {line}")
+        self.report.tracebacks += sum("Traceback" in line for line in chunk)
+        records = error_records(chunk)
+        self.report.error_records += len(records)
+        if records:
+            self._problem(f"batch {batch}: {records[0]}")
 
     def _problem(self, text: str) -> None:
         self.report.first_problem = self.report.first_problem or text
