@@ -1,8 +1,10 @@
 """Metadata (key 3), versions 0-13 (v13 adds a top-level error code).
 
-Topics by name or (v10+) by id, topic ids, and auto-creation of unknown topics when both the
+Topics by name or (v12+) by id, topic ids, and auto-creation of unknown topics when both the
 broker (`auto.create.topics.enable`) and the request (v4+ `allow_auto_topic_creation`) allow it.
 Authorized operations, when asked for (v8+ cluster, topics), are all of them: no authorizer.
+A null topic name below v12 (v10-11 carry an id field but Kafka refuses it there) is answered
+INVALID_REQUEST, with the name "" those versions can carry.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from kafkalite.broker.replica_manager import Topic, topic_name_error
 
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 ZERO_UUID = uuid.UUID(int=0)
+BY_ID_FROM = 12
 log = logging.getLogger(__name__)
 
 
@@ -70,6 +73,8 @@ def _lookup(ctx: RequestContext, requested: Any, auto_create: bool, operations: 
     topic_id = getattr(requested, "topic_id", None) or ZERO_UUID
     name = requested.name
     if name is None:
+        if ctx.api_version < BY_ID_FROM:
+            return _error_topic(ctx, "", topic_id, ErrorCode.invalid_request)
         topic = manager.topic_by_id(topic_id)
         if topic is None:
             return _error_topic(ctx, None, topic_id, ErrorCode.unknown_topic_id)
@@ -104,9 +109,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if all_topics:
-        topics = tuple(
-            _topic(ctx, t, operations) for t in broker.replica_manager.topics.values()
-        )
+        topics = tuple(_topic(ctx, t, operations) for t in broker.replica_manager.topics.values())
     else:
         topics = tuple(
             _lookup(ctx, requested, auto_create, operations) for requested in request.topics

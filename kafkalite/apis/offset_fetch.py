@@ -16,7 +16,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-from kafkalite.apis.topic_ids import topic_id, topic_name
+from kafkalite.apis.topic_ids import ZERO_UUID, topic_id, topic_name
 from kafkalite.coordinator import FetchedOffset, OffsetFetchResponse, TopicPartition
 
 BATCHED_FROM = 8
@@ -56,10 +56,9 @@ def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> OffsetFetchRespon
     for entry in topics:
         name = topic_name(ctx, entry)
         for index in entry.partition_indexes:
-            if name is None:
-                unknown.append(
-                    FetchedOffset(str(entry.topic_id), index, error=ErrorCode.unknown_topic_id)
-                )
+            if name is None:  # kio reads the zero id as None
+                topic = str(entry.topic_id or ZERO_UUID)
+                unknown.append(FetchedOffset(topic, index, error=ErrorCode.unknown_topic_id))
             else:
                 wanted.append(TopicPartition(name, index))
     fetched = ctx.broker.groups.coordinator.fetch_offsets(group_id, wanted)
