@@ -9,7 +9,8 @@ read, in the same order, allocating nothing per element, and raises FrameError w
 - a varint is longer than 5 bytes or exceeds 32 bits (kio turns those into huge lengths);
 - a known tagged field's value does not fill exactly the size its tag declares (kio reads the
   value and ignores the size, so the two walks would part and kio would read unchecked bytes).
-Unknown tags are skipped by their size, as Kafka does.
+Unknown tags are skipped by their size, as Kafka does (kio then refuses them: README, known
+issues).
 """
 
 from __future__ import annotations

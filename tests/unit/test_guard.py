@@ -141,7 +141,9 @@ def test_mutants_raise_nothing_but_frame_errors() -> None:
             outcomes["decoded"] += 1
         except FrameError:
             outcomes["refused"] += 1
-    assert sum(outcomes.values()) == 20_000
+    # Both kinds in number (4876 decoded, 15124 refused with today's APIs; adding APIs to the
+    # registry changes the seeds, so the split is bounded rather than exact).
+    assert outcomes["decoded"] > 2000 and outcomes["refused"] > 2000
 
 
 # Run in a child: if any length slipped past the guard, kio aborts that process, not pytest.
