@@ -171,6 +171,20 @@ def _array(
     return step
 
 
+def _nullable_struct(element: Step, where: str) -> Step:
+    """A nullable struct (KIP-893): an int8 marker, -1 for null (kio reads any other value as
+    "a struct follows", so this walk does too), then the struct."""
+
+    def step(frame: bytes, pos: int, end: int) -> int:
+        if pos >= end:
+            raise _truncated(where)
+        if frame[pos] == 0xFF:
+            return pos + 1
+        return element(frame, pos + 1, end)
+
+    return step
+
+
 def _tagged_fields(known: dict[int, Step], where: str) -> Step:
     def step(frame: bytes, pos: int, end: int) -> int:
         count, pos = _uvarint(frame, pos, end, where)
@@ -257,9 +271,9 @@ def _field(
     nullable = not tagged and is_optional(field)
     kind = classify_field(field)
     if isinstance(kind, EntityField | EntityTupleField):
-        if isinstance(kind, EntityField) and nullable:
-            raise TypeError(f"{where}: nullable structs (KIP-893) are not checked yet")
         element, element_min = _entity(kind.type_)
+        if isinstance(kind, EntityField) and nullable:
+            return _Compiled(_nullable_struct(element, where), 1)
         element_compiled = _Compiled(element, element_min)
     else:
         element_compiled = _primitive(

@@ -111,6 +111,23 @@ def test_nullable_fields_may_be_null() -> None:
     assert isinstance(decoded, DecodedRequest) and decoded.body.topics is None
 
 
+# DescribeTopicPartitions v0: topics ["a"], limit 10, then the nullable cursor (KIP-893: an int8
+# marker, -1 null; kio reads any other value as a present struct).
+_DTP_PREFIX = b"\x02\x02a\x00" + struct.pack(">i", 10)
+_DTP_CURSOR = b"\x02a" + struct.pack(">i", 3) + b"\x00"
+
+
+@pytest.mark.parametrize("cursor", [b"\xff", b"\x01" + _DTP_CURSOR], ids=["null", "present"])
+def test_a_nullable_struct_may_be_null_or_present(cursor: bytes) -> None:
+    check_request(_frame(75, 0, _DTP_PREFIX + cursor + b"\x00", True), 75, 0)
+
+
+def test_a_nullable_struct_cut_short_is_a_frame_error() -> None:
+    with pytest.raises(FrameError) as error:
+        check_request(_frame(75, 0, _DTP_PREFIX + b"\x01\x09a", True), 75, 0)
+    assert str(error.value) == "Cursor.topic_name: length 8 exceeds the 1 bytes left"
+
+
 def _fetch_v12_without_tags() -> bytes:
     (seed,) = [s for s in SEEDS if (s.api_key, s.api_version) == (1, 12)]
     assert seed.frame.endswith(b"\x00")  # no top-level tagged fields
