@@ -54,9 +54,12 @@ def record_count(records: bytes | memoryview) -> int:
     """Records in the v2 batches of `records`, from their headers."""
     count, pos, size = 0, 0, len(records)
     while pos + _HEADER_SIZE <= size:
+        length = _BATCH_LENGTH.unpack_from(records, pos + 8)[0]
+        if length < _HEADER_SIZE - _LOG_OVERHEAD:  # not a batch (a client's garbage): stop
+            break
         if records[pos + _MAGIC_OFFSET] == 2:
             count += _RECORDS_COUNT.unpack_from(records, pos + _RECORDS_COUNT_OFFSET)[0]
-        pos += _LOG_OVERHEAD + _BATCH_LENGTH.unpack_from(records, pos + 8)[0]
+        pos += _LOG_OVERHEAD + length
     return count
 
 
