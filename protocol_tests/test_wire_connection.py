@@ -87,7 +87,7 @@ def _unknown_api_key() -> bytes:
 
 
 # Real Kafka APIs kafkalite has no reason to serve soon; the first one not advertised is used.
-_UNSERVED_CANDIDATES = (29, 30, 31, 4, 5, 6, 7, 38, 39, 40, 41, 48, 49, 50, 51)
+_UNSERVED_CANDIDATES = (4, 5, 6, 7, 38, 39, 40, 41, 48, 49, 50, 51)
 
 
 def _unserved_api_key_frame(api_key: int) -> bytes:

@@ -1,16 +1,50 @@
 """ApiVersions (key 18), versions 0-4.
 
+From v3 it also carries the broker's supported and finalized features (broker/features.py),
+which `kafka-features describe` and Admin.describeFeatures print.
+
 Advertises the handler table. An unknown request version is answered in v0 with
 UNSUPPORTED_VERSION (see protocol/codec.py), so clients can retry with a version we know.
 """
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make, response_module
+from kafkalite.broker import features
+
+
+def _features(schema: ModuleType) -> dict[str, Any]:
+    """The feature fields of v3+ (older versions have none)."""
+    if not hasattr(schema, "SupportedFeatureKey"):
+        return {}
+    supported = tuple(
+        make(
+            schema.SupportedFeatureKey,
+            name=f.name,
+            min_version=f.min_version,
+            max_version=f.max_version,
+        )
+        for f in features.FEATURES
+    )
+    finalized = tuple(
+        make(
+            schema.FinalizedFeatureKey,
+            name=f.name,
+            min_version_level=f.finalized,
+            max_version_level=f.finalized,
+        )
+        for f in features.finalized()
+    )
+    return {
+        "supported_features": supported,
+        "finalized_features_epoch": features.FINALIZED_EPOCH,
+        "finalized_features": finalized,
+    }
 
 
 def api_versions_response(version: int, error: ErrorCode = ErrorCode.none) -> Any:
@@ -31,9 +65,7 @@ def api_versions_response(version: int, error: ErrorCode = ErrorCode.none) -> An
         error_code=error,
         api_keys=keys,
         throttle_time=NO_THROTTLE,
-        supported_features=(),
-        finalized_features_epoch=-1,
-        finalized_features=(),
+        **_features(schema),
         zk_migration_ready=False,
     )
 

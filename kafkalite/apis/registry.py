@@ -10,11 +10,14 @@ from kafkalite.apis import (
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -34,6 +37,7 @@ from kafkalite.apis import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    update_features,
 )
 from kafkalite.apis.base import ApiHandler
 
@@ -66,6 +70,10 @@ _MODULES = (
     offset_delete,
     consumer_group_heartbeat,
     consumer_group_describe,
+    describe_acls,
+    create_acls,
+    delete_acls,
+    update_features,
 )
 
 HANDLERS: dict[int, ApiHandler] = {module.API.api_key: module.API for module in _MODULES}

@@ -1,0 +1,82 @@
+"""Apache Kafka's command-line tools (kafka-acls, kafka-features, kafka-log-dirs, kafka-configs)
+run with `java -cp` against a broker, from jars cached under .cache/kafka-tools/<version>/.
+
+`tools_lib()` downloads org.apache.kafka:kafka-tools (pinned in compat/kafka-tools-pom.xml) on
+first use (kafkalite/maven_dist.py, as for the broker); `run_tool(tool, bootstrap, *args)` runs
+one tool by its script name and returns its exit code and output. Missing Java or Maven,
+or a failed download, raise `CompatSetupError` with a one-line message.
+
+    python -m compat.kafka_tools kafka-acls --bootstrap-server localhost:9092 --list
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from compat.kafka_dist import ROOT, CompatSetupError, java_executable
+from kafkalite.maven_dist import MavenDist
+
+TOOLS_DIST = MavenDist(
+    name="Apache Kafka's tools",
+    pom=Path(__file__).resolve().parent / "kafka-tools-pom.xml",
+    version_property="kafka.tools.version",
+    default_cache=ROOT / ".cache" / "kafka-tools",
+    cache_env="KAFKALITE_KAFKA_TOOLS_CACHE",
+    main_jar="kafka-tools-{version}",
+    log_prefix="compat",
+)
+
+# Script name (bin/<name>.sh in Kafka's distribution) -> its main class.
+TOOLS = {
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
+    "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+}
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def tools_lib() -> Path:
+    """The directory of the tools' jars, downloaded on first use (idempotent)."""
+    return TOOLS_DIST.lib()
+
+
+def run_tool(tool: str, bootstrap: str, *args: str, timeout: float = 120.0) -> ToolRun:
+    """Run `tool --bootstrap-server <bootstrap> args...`; its exit code and output."""
+    cmd = [
+        java_executable(),
+        "-Xmx256m",
+        "-cp",
+        f"{tools_lib()}/*",
+        TOOLS[tool],
+        "--bootstrap-server",
+        bootstrap,
+        *args,
+    ]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return ToolRun(result.returncode, result.stdout, result.stderr)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2 or argv[0] not in TOOLS:
+        print(f"usage: python -m compat.kafka_tools {{{','.join(TOOLS)}}} ARGS...", file=sys.stderr)
+        return 2
+    try:
+        cmd = [java_executable(), "-cp", f"{tools_lib()}/*", TOOLS[argv[0]], *argv[1:]]
+    except CompatSetupError as exc:
+        print(f"compat: {exc}", file=sys.stderr)
+        return 2
+    return subprocess.run(cmd).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,107 @@
+"""Apache Kafka's own command-line tools (compat/kafka_tools.py) against kafkalite and Apache
+Kafka: the same exit code and the same lines printed, except where FINDINGS.md says otherwise.
+
+Every tool runs in its own JVM (a few seconds each). Nothing here changes the shared broker's
+state that another test could see: feature updates are the ones both brokers refuse or no-ops.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from compat.kafka_tools import ToolRun, run_tool
+from compat.targets import Target
+
+
+def lines(run: ToolRun) -> list[str]:
+    return [line for line in (run.stdout + run.stderr).splitlines() if line.strip()]
+
+
+def first_line(run: ToolRun) -> str:
+    return lines(run)[0]
+
+
+# -- kafka-acls ------------------------------------------------------------------------------
+
+SECURITY_DISABLED = "org.apache.kafka.common.errors.SecurityDisabledException"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--list"], "No Authorizer is configured on the broker"),
+        (
+            ["--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "t"],
+            "No Authorizer is configured on the broker",
+        ),
+        (
+            ["--remove", "--force", "--allow-principal", "User:alice", "--topic", "t"],
+            "No Authorizer is configured.",
+        ),
+    ],
+    ids=["list", "add", "remove"],
+)
+def test_kafka_acls_without_authorizer(target: Target, args: list[str], message: str) -> None:
+    run = run_tool("kafka-acls", target.bootstrap, *args)
+    assert (run.exit_code, first_line(run)) == (
+        1,
+        f"Error while executing ACL command: {SECURITY_DISABLED}: {message}",
+    )
+
+
+# -- kafka-features --------------------------------------------------------------------------
+
+_FEATURE_LINE = re.compile(
+    r"Feature: (\S+)\s+SupportedMinVersion: (.+?)\s+SupportedMaxVersion: (.+?)\s+"
+    r"FinalizedVersionLevel: (.+?)\s+Epoch: (\d+)"
+)
+
+
+def described_features(target: Target) -> dict[str, tuple[str, str, str]]:
+    run = run_tool("kafka-features", target.bootstrap, "describe")
+    assert run.exit_code == 0, run
+    found = {}
+    for line in lines(run):
+        match = _FEATURE_LINE.fullmatch(line.strip())
+        assert match, line
+        name, low, high, level, _epoch = match.groups()  # the epoch is Kafka's log offset
+        found[name] = (low, high, level)
+    return found
+
+
+def test_kafka_features_describe(target: Target) -> None:
+    features = described_features(target)
+    assert set(features) == {
+        "eligible.leader.replicas.version",
+        "group.version",
+        "kraft.version",
+        "metadata.version",
+        "share.version",
+        "streams.version",
+        "transaction.version",
+    }
+    # The 4.3 tool does not name Kafka 4.4's level 33.
+    assert features["metadata.version"] == ("3.3-IV3", "UNKNOWN 33", "UNKNOWN 33")
+
+
+def test_kafka_features_upgrade_to_the_current_level_is_a_no_op(target: Target) -> None:
+    run = run_tool(
+        "kafka-features", target.bootstrap, "upgrade", "--feature", "metadata.version=33"
+    )
+    assert (run.exit_code, lines(run)) == (0, ["metadata.version was upgraded to 33."])
+
+
+def test_kafka_features_upgrade_beyond_the_supported_range(target: Target) -> None:
+    run = run_tool(
+        "kafka-features", target.bootstrap, "upgrade", "--feature", "transaction.version=3"
+    )
+    assert run.exit_code == 1
+    refused, summary = lines(run)
+    assert refused.startswith(
+        "Could not upgrade transaction.version to 3. The update failed for all features since"
+        " the following feature had an error: Invalid update version 3 for feature"
+        " transaction.version. Local controller "
+    )
+    assert summary == "1 out of 1 operation(s) failed."
