@@ -8,6 +8,7 @@ Known differences are listed in `KNOWN_DIFFERENCES` and in compat/FINDINGS.md.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import enum
 import time
 import uuid
@@ -21,6 +22,7 @@ from protocol_tests.batches import Record, build_batch, simple_batch, with_bad_c
 from protocol_tests.raw_client import (
     RawClient,
     api_versions_request,
+    build,
     create_topics_request,
     fetch_request,
     list_offsets_request,
@@ -161,7 +163,7 @@ def test_api_versions_ranges(pair: Pair) -> None:
 
 
 # api key -> (kafkalite's range, Kafka 4.4's), each explained in compat/FINDINGS.md. APIs
-# kafkalite does not serve at all (transactions, ACLs, SASL, quotas, share groups, KRaft
+# kafkalite does not serve at all (transactions, SASL, quotas, share groups, KRaft
 # internals...) are printed by the test but not listed here.
 KNOWN_RANGE_DIFFERENCES: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {
     18: ((0, 4), (0, 5)),  # ApiVersions v5: kio 0.6 has no schema for it
@@ -210,6 +212,105 @@ def test_list_offsets_by_timestamp(pair: Pair) -> None:
 def test_create_topics_with_a_bad_config(pair: Pair) -> None:
     request = create_topics_request(
         unique_name("badconfig"), configs={"cleanup.policy": "sideways"}, version=7
+    )
+    ours, theirs = both(pair, request)
+    assert diff(normalise(ours), normalise(theirs)) == []
+
+
+# -- DescribeTopicPartitions, ListConfigResources, ACLs, UpdateFeatures ------------------------
+
+
+def describe_topic_partitions_request(
+    names: list[str], limit: int, cursor: tuple[str, int] | None = None
+) -> Any:
+    return build(
+        75,
+        0,
+        "DescribeTopicPartitionsRequest",
+        topics=tuple(build(75, 0, "TopicRequest", name=name) for name in names),
+        response_partition_limit=limit,
+        cursor=cursor and build(75, 0, "Cursor", topic_name=cursor[0], partition_index=cursor[1]),
+    )
+
+
+def test_describe_topic_partitions_pages(pair: Pair) -> None:
+    first, second = unique_name("dtp") + "-a", unique_name("dtp") + "-b"
+    create_topic(pair, first, partitions=3)
+    create_topic(pair, second, partitions=2)
+    missing = unique_name("dtp-missing")
+    cases = [
+        ([second, first, missing, "bad name"], 100, None),
+        ([second, first, missing], 2, None),
+        ([second, first, missing], 3, None),
+        ([second, first], 2, (first, 2)),
+        ([second], 2, (first, 2)),  # the cursor's topic must be named: INVALID_REQUEST
+        ([missing, first], 0, None),  # a limit below 1 serves one partition
+    ]
+    for names, limit, cursor in cases:
+        ours, theirs = both(pair, describe_topic_partitions_request(names, limit, cursor))
+        assert diff(normalise(ours), normalise(theirs)) == [], (names, limit, cursor)
+
+
+def test_list_config_resources(pair: Pair) -> None:
+    name = unique_name("lcr")
+    create_topic(pair, name)
+    for version, types in ((0, ()), (1, (16,)), (1, (1,)), (1, (4, 8)), (1, (2,)), (1, ())):
+        ours, theirs = both(
+            pair, build(74, version, "ListConfigResourcesRequest", resource_types=types)
+        )
+        assert ours.error_code == theirs.error_code, (version, types)
+        listed = [
+            {(getattr(r, "resource_type", 16), r.resource_name) for r in response.config_resources}
+            for response in (ours, theirs)
+        ]
+        # Broker names are node ids (kafkalite 0, Kafka 1); topics are the brokers' own.
+        kinds = [sorted(kind for kind, _ in resources) for resources in listed]
+        if types != (2,) and types != ():
+            assert kinds[0] == kinds[1], (version, types)
+        if 2 in types or (version == 1 and not types):
+            assert all((2, name) in resources for resources in listed)
+
+
+def test_acl_apis_without_an_authorizer(pair: Pair) -> None:
+    acl = {
+        "resource_type": 2,
+        "resource_name": "t",
+        "resource_pattern_type": 3,
+        "principal": "User:alice",
+        "host": "*",
+        "operation": 3,
+        "permission_type": 3,
+    }
+    acl_filter = {
+        "resource_type_filter": 1,
+        "resource_name_filter": None,
+        "pattern_type_filter": 1,
+        "principal_filter": None,
+        "host_filter": None,
+        "operation": 1,
+        "permission_type": 1,
+    }
+    requests = [
+        build(29, 3, "DescribeAclsRequest", **acl_filter),
+        build(30, 3, "CreateAclsRequest", creations=(build(30, 3, "AclCreation", **acl),)),
+        build(
+            31, 3, "DeleteAclsRequest", filters=(build(31, 3, "DeleteAclsFilter", **acl_filter),)
+        ),
+    ]
+    for request in requests:
+        ours, theirs = both(pair, request)
+        assert diff(normalise(ours), normalise(theirs)) == [], type(request).__name__
+
+
+def test_update_features_to_the_current_metadata_version(pair: Pair) -> None:
+    update = build(57, 1, "FeatureUpdateKey", feature="metadata.version", max_version_level=33)
+    request = build(
+        57,
+        1,
+        "UpdateFeaturesRequest",
+        timeout=datetime.timedelta(seconds=30),
+        feature_updates=(update,),
+        validate_only=True,
     )
     ours, theirs = both(pair, request)
     assert diff(normalise(ours), normalise(theirs)) == []

@@ -21,6 +21,7 @@ from kafkalite.apis import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_topic_partitions,
     fetch,
     find_coordinator,
     heartbeat,
@@ -28,6 +29,7 @@ from kafkalite.apis import (
     init_producer_id,
     join_group,
     leave_group,
+    list_config_resources,
     list_groups,
     list_offsets,
     metadata,
@@ -74,6 +76,8 @@ _MODULES = (
     create_acls,
     delete_acls,
     update_features,
+    list_config_resources,
+    describe_topic_partitions,
 )
 
 HANDLERS: dict[int, ApiHandler] = {module.API.api_key: module.API for module in _MODULES}

@@ -3,7 +3,8 @@
 Levels are fixed (broker/features.py): an update to the finalized level succeeds and changes
 nothing; any other fails the whole request with INVALID_UPDATE_VERSION and the reason, as
 Kafka's controller answers (no per-feature rows then). A success carries one NONE row per
-feature in v0-1; v2 has no rows. `validate_only` (v1+) changes nothing either way.
+feature in v0-1 (its message "NONE", Errors.NONE.message() as Kafka sends it); v2 has no rows.
+`validate_only` (v1+) changes nothing either way.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     rows: tuple[Any, ...] = ()
     if error == ErrorCode.none and has_field(schema.UpdateFeaturesResponse, "results"):
         rows = tuple(
-            make(schema.UpdatableFeatureResult, feature=name, error_code=error, error_message=None)
+            make(
+                schema.UpdatableFeatureResult, feature=name, error_code=error, error_message="NONE"
+            )
             for name, _, _ in updates
         )
     return make(

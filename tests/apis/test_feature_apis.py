@@ -62,9 +62,9 @@ def test_an_update_to_the_current_level_succeeds(broker: Broker, version: int) -
     response = update(broker, version, ("metadata.version", 33, 1), ("group.version", 0, 2))
     assert (response.error_code, response.error_message) == (ErrorCode.none, None)
     if version < 2:
-        assert [(r.feature, r.error_code) for r in response.results] == [
-            ("metadata.version", ErrorCode.none),
-            ("group.version", ErrorCode.none),
+        assert [(r.feature, r.error_code, r.error_message) for r in response.results] == [
+            ("metadata.version", ErrorCode.none, "NONE"),
+            ("group.version", ErrorCode.none, "NONE"),
         ]
 
 
