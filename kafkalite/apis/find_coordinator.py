@@ -2,7 +2,8 @@
 
 A single node coordinates every group; the first group lookup creates `__consumer_offsets`.
 Transaction coordination arrives with the transactions issue; until then transactional ids
-get TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients do not retry.
+get UNSUPPORTED_VERSION ("transactions are not supported by kafkalite yet"), the error Kafka
+gives for a feature it does not support; clients do not retry it.
 librdkafka also reads this API's presence as "broker >= 0.8.2" and enables LZ4 only then.
 """
 
@@ -15,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 
 GROUP, TRANSACTION = 0, 1
+TRANSACTIONS_UNSUPPORTED = "transactions are not supported by kafkalite yet"
 
 
 def _locate(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, str | None]:
@@ -23,12 +25,10 @@ def _locate(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, str | None]:
         return ctx.broker.groups.ensure_offsets_topic(), None
     if key_type == TRANSACTION:
         # Not retriable, so transactional clients fail fast instead of retrying forever
-        # (COORDINATOR_NOT_AVAILABLE made librdkafka, kafka-python and franz-go hang);
-        # InitProducerId answers transactional ids the same way.
-        return (
-            ErrorCode.transactional_id_authorization_failed,
-            "transactions are not supported by kafkalite yet",
-        )
+        # (COORDINATOR_NOT_AVAILABLE made librdkafka, kafka-python and franz-go hang), and not
+        # an authorization error, which sent users looking for ACLs. InitProducerId answers
+        # transactional ids the same way.
+        return ErrorCode.unsupported_version, TRANSACTIONS_UNSUPPORTED
     return ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}"
 
 

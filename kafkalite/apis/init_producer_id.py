@@ -2,7 +2,8 @@
 
 Idempotent producers (no transactional id) get a fresh producer id with epoch 0 on every
 call, as Kafka does; ids are persisted before use so a restart never reuses one.
-Transactional producers are not served yet (the transactions issue adds the coordinator).
+Transactional producers are not served yet (the transactions issue adds the coordinator):
+they get UNSUPPORTED_VERSION, as FindCoordinator answers a transactional id.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return make(
             schema,
             throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.transactional_id_authorization_failed,
+            error_code=ErrorCode.unsupported_version,
             producer_id=-1,
             producer_epoch=-1,
         )
