@@ -6,6 +6,7 @@ fetched), a topic deleted under a consumer, and records the broker refuses."""
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 
 import pytest
@@ -329,6 +330,28 @@ def test_compacted_topic_refuses_records_without_a_key(
         "keyed tombstone": [None],
     }
     assert watermarks(target.bootstrap, topic, 0) == (0, 2)
+
+
+def test_keyless_records_in_a_batch_are_named_by_index(
+    target, topic_name: Callable[..., str]
+) -> None:
+    """KIP-467: one batch of 100 records to a compacted topic, every tenth without a key.
+    The broker names the 10 keyless records (record_errors by batch index); librdkafka fails
+    those with INVALID_RECORD and the 90 others as collateral (_INVALID_DIFFERENT_RECORD)."""
+    topic = topic_name()
+    create_topic(target.bootstrap, topic, 1, config={"cleanup.policy": "compact"})
+    # One batch: a long linger, flushed at once; no retries of the collateral records.
+    prod = producer(target.bootstrap, **{"linger.ms": 5000, "batch.num.messages": 1000})
+    messages = [
+        {"value": b"v%d" % i, "partition": 0, **({} if i % 10 == 3 else {"key": b"k%d" % i})}
+        for i in range(100)
+    ]
+    reports = produce(prod, topic, messages).reports
+    names = [r.error.name() if r.error else None for r in reports]
+    assert Counter(names) == {"INVALID_RECORD": 10, "_INVALID_DIFFERENT_RECORD": 90}
+    keyless = sorted(int(r.value[1:]) for r in reports if r.error.name() == "INVALID_RECORD")
+    assert keyless == list(range(3, 100, 10))
+    assert watermarks(target.bootstrap, topic, 0) == (0, 0)
 
 
 def test_produce_with_invalid_acks(target, topic_name: Callable[..., str]) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -116,8 +118,10 @@ def both(pair: Pair, request: Any) -> tuple[Any, Any]:
         return ours.request(request), theirs.request(request)
 
 
-def create_topic(pair: Pair, name: str, partitions: int = 1) -> None:
-    for response in both(pair, create_topics_request(name, partitions)):
+def create_topic(
+    pair: Pair, name: str, partitions: int = 1, configs: dict[str, str] | None = None
+) -> None:
+    for response in both(pair, create_topics_request(name, partitions, configs=configs)):
         assert [t.error_code.name for t in response.topics] == ["none"], response
     # Kafka answers CreateTopics before its partitions can take writes; wait until each
     # answers ListOffsets on both brokers (the timeout only bounds a failure).
@@ -207,6 +211,32 @@ def test_list_offsets_by_timestamp(pair: Pair) -> None:
     for timestamp in (base - 1, base + 1000, base + 1001, base + 5000, -1, -2, -3):
         ours, theirs = both(pair, list_offsets_request(name, 0, timestamp, version=7))
         assert diff(normalise(ours), normalise(theirs)) == [], timestamp
+
+
+def _without_clock_range(value: Any) -> Any:
+    return json.loads(re.sub(r"within \[-?\d+, -?\d+\]", "within [<range>]", json.dumps(value)))
+
+
+def test_produce_names_each_rejected_record(pair: Pair) -> None:
+    """KIP-467: keyless records to a compacted topic and timestamps too far ahead are answered
+    with record_errors (batch index, message) and Kafka's error_message, byte for byte."""
+    compacted = unique_name("keyless")
+    create_topic(pair, compacted, configs={"cleanup.policy": "compact"})
+    plain = unique_name("stamps")
+    create_topic(pair, plain)
+    keyless = build_batch([Record(None if i % 4 == 1 else b"k", b"v") for i in range(9)])
+    now = int(time.time() * 1000)
+    ahead = build_batch(
+        [Record(b"k", b"v", timestamp=now + (7_200_000 if i in (2, 3) else 0)) for i in range(5)],
+        base_timestamp=now,
+    )
+    for name, batch in ((compacted, keyless), (plain, ahead)):
+        ours, theirs = both(pair, produce_request(name, 0, batch, version=9))
+        # The accepted range in a timestamp message follows each broker's clock.
+        ours_, theirs_ = (_without_clock_range(normalise(r)) for r in (ours, theirs))
+        assert diff(ours_, theirs_) == [], name
+        (part,) = ours.responses[0].partition_responses
+        assert len(part.record_errors) == 2, part
 
 
 def test_create_topics_with_a_bad_config(pair: Pair) -> None:

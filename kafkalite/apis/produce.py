@@ -19,7 +19,7 @@ from kafkalite.apis.metadata import INTERNAL_TOPICS
 from kafkalite.apis.topic_ids import topic_name
 from kafkalite.broker.topic_config import effective_value
 from kafkalite.storage.batch import LOG_OVERHEAD, peek_offset_and_size
-from kafkalite.storage.errors import StorageError
+from kafkalite.storage.errors import RecordError, StorageError
 
 VALID_ACKS = (-1, 0, 1)
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets this client id write internal topics
@@ -33,6 +33,7 @@ def _partition_response(
     log_append_time_ms: int = -1,
     log_start_offset: int = -1,
     message: str | None = None,
+    record_errors: tuple[RecordError, ...] = (),
 ) -> Any:
     append_time = (
         datetime.datetime.fromtimestamp(log_append_time_ms / 1000, tz=datetime.UTC)
@@ -46,7 +47,14 @@ def _partition_response(
         base_offset=base_offset,
         log_append_time=append_time,
         log_start_offset=log_start_offset,
-        record_errors=(),
+        record_errors=tuple(
+            make(
+                ctx.schema.BatchIndexAndErrorMessage,
+                batch_index=error.batch_index,
+                batch_index_error_message=error.message,
+            )
+            for error in record_errors
+        ),
         error_message=message,
     )
 
@@ -93,11 +101,17 @@ def _produce_partition(ctx: RequestContext, topic: str, data: Any, acks: int) ->
             return _partition_response(ctx, data.index, ErrorCode.not_enough_replicas)
     result = manager.append(partition, data.records)
     if isinstance(result, StorageError):
-        # Kafka reports offsets as -1 on a failed append, and a message only for record
-        # validation errors (its RecordValidationException).
+        # Kafka reports offsets as -1 on a failed append; for record validation errors (its
+        # RecordValidationException) also the log start offset, a message and the rejected
+        # records (KIP-467) when the check was per record.
         validation = result.error_code in (ErrorCode.invalid_timestamp, ErrorCode.invalid_record)
         return _partition_response(
-            ctx, data.index, result.error_code, message=str(result) if validation else None
+            ctx,
+            data.index,
+            result.error_code,
+            log_start_offset=partition.log_start_offset if validation else -1,
+            message=str(result) if validation else None,
+            record_errors=result.record_errors,
         )
     return _partition_response(
         ctx,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from kio.schema.errors import ErrorCode
@@ -9,10 +11,29 @@ from kio.schema.errors import ErrorCode
 from kafkalite.storage.batch import InvalidBatch
 
 
+@dataclass(frozen=True, slots=True)
+class RecordError:
+    """One rejected record of a batch (KIP-467): its index in the batch and why."""
+
+    batch_index: int
+    message: str
+
+    def __str__(self) -> str:  # Kafka's ProduceResponse.RecordError.toString
+        return f"RecordError(batchIndex={self.batch_index}, message='{self.message}')"
+
+
 class StorageError(Exception):
-    """Base of every storage error; `error_code` is what the request handler answers."""
+    """Base of every storage error; `error_code` is what the request handler answers.
+
+    `record_errors` names the records that failed validation, when the check is per record;
+    a client fails those and retries none of the batch's others (Kafka's
+    RecordValidationException)."""
 
     error_code: ClassVar[ErrorCode] = ErrorCode.kafka_storage_error
+
+    def __init__(self, message: str = "", record_errors: Sequence[RecordError] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = tuple(record_errors)
 
 
 class KafkaStorageError(StorageError):
@@ -48,11 +69,25 @@ class InvalidRecordError(StorageError):
 
     error_code = ErrorCode.invalid_record
 
+    @classmethod
+    def rejecting(cls, record_errors: Sequence[RecordError]) -> InvalidRecordError:
+        """Records that failed a per-record check, worded as Kafka's LogValidator does."""
+        shown = ", ".join(str(error) for error in record_errors[:3])
+        return cls(
+            f"One or more records have been rejected due to {len(record_errors)} record errors "
+            f"in total, and only showing the first three errors at most: [{shown}]",
+            record_errors,
+        )
+
 
 class InvalidTimestampError(StorageError):
     """A CreateTime outside message.timestamp.before/after.max.ms of the broker's clock."""
 
     error_code = ErrorCode.invalid_timestamp
+
+    @classmethod
+    def rejecting(cls, record_errors: Sequence[RecordError]) -> InvalidTimestampError:
+        return cls("One or more records have been rejected due to invalid timestamp", record_errors)
 
 
 class UnsupportedMessageFormatError(StorageError):

@@ -29,6 +29,7 @@ from kafkalite.storage.errors import (
     InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    RecordError,
     RecordListTooLargeError,
     from_invalid_batch,
 )
@@ -303,11 +304,12 @@ class UnifiedLog:
             )
         for header in headers:
             _validate_client_batch(header)
+        batches = list(zip(batch_views(records, headers), headers, strict=True))
         if self.config.message_timestamp_type != LOG_APPEND_TIME:
-            for header in headers:
-                self._validate_timestamps(header)
+            for batch, header in batches:
+                self._validate_timestamps(batch, header)
         if self.config.compacted:
-            for batch, header in zip(batch_views(records, headers), headers, strict=True):
+            for batch, header in batches:
                 if not header.is_control:
                     self._require_keys(batch)
         return headers
@@ -337,24 +339,39 @@ class UnifiedLog:
 
     def _require_keys(self, batch: memoryview) -> None:
         """Compaction keeps the latest record per key, so a keyless record has no place in
-        a compacted log (Kafka's LogValidator; the only path here that decodes records)."""
-        if any(record.key is None for record in decode_records(batch)):
-            raise InvalidRecordError(
-                "Compacted topic cannot accept message without key in topic partition "
-                f"{self.dir.name}."
-            )
+        a compacted log (Kafka's LogValidator; the only path here that decodes records).
+        Each keyless record is named, so clients fail those and not the whole batch."""
+        message = (
+            f"Compacted topic cannot accept message without key in topic partition {self.dir.name}"
+        )
+        keyless = [
+            RecordError(index, message)
+            for index, record in enumerate(decode_records(batch))
+            if record.key is None
+        ]
+        if keyless:
+            raise InvalidRecordError.rejecting(keyless)
 
-    def _validate_timestamps(self, header: BatchHeader) -> None:
-        """Kafka's LogValidator.validateTimestamp, on the batch's bounds: its first record's
-        timestamp (usually the earliest) and its max timestamp."""
+    def _validate_timestamps(self, batch: memoryview, header: BatchHeader) -> None:
+        """Kafka's LogValidator.validateTimestamp. The batch's bounds (its first record's
+        timestamp, usually the earliest, and its max timestamp) are checked without decoding;
+        when one is out of range the records are decoded to name each offending one."""
         low = self._now_ms - self.config.message_timestamp_before_max_ms
         high = self._now_ms + self.config.message_timestamp_after_max_ms
-        for timestamp in (header.base_timestamp, header.max_timestamp):
-            if timestamp >= 0 and not low <= timestamp <= high:
-                raise InvalidTimestampError(
-                    f"Timestamp {timestamp} of message with offset 0 is out of range. The "
-                    f"timestamp should be within [{low}, {high}]"
-                )
+        bounds = (header.base_timestamp, header.max_timestamp)
+        if all(timestamp < 0 or low <= timestamp <= high for timestamp in bounds):
+            return
+        rejected = [
+            RecordError(
+                index,
+                f"Timestamp {record.timestamp} of message with offset {record.offset} is out of "
+                f"range. The timestamp should be within [{low}, {high}]",
+            )
+            for index, record in enumerate(decode_records(batch))
+            if record.timestamp >= 0 and not low <= record.timestamp <= high
+        ]
+        if rejected:
+            raise InvalidTimestampError.rejecting(rejected)
 
     def _duplicate_result(self, duplicate: BatchMetadata) -> AppendResult:
         log_append_time = (

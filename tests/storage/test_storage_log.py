@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from batches import Record, make_batch
+from batches import NONE, ZSTD, Record, make_batch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,8 +15,10 @@ from kafkalite.storage.batch import compute_crc, iter_batches, parse_header
 from kafkalite.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    RecordError,
     RecordListTooLargeError,
     RecordTooLargeError,
     UnsupportedMessageFormatError,
@@ -556,4 +558,40 @@ def test_failed_write_leaves_nothing_behind(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(os, "pwrite", real)
     assert log.size_in_bytes == size and active_log_path(log).stat().st_size == size
     assert log.append_as_leader(make_batch(1), 0, now_ms=0).first_offset == 6
+    log.close()
+
+
+@pytest.mark.parametrize("compression", [NONE, ZSTD])
+def test_keyless_records_in_a_compacted_log_are_named_by_index(tmp_path, compression) -> None:
+    log = open_log(tmp_path, LogConfig(cleanup_policy="compact"))
+    records = [Record(key=None if i in (1, 4, 5, 7, 8) else b"k", value=b"v") for i in range(9)]
+    with pytest.raises(InvalidRecordError) as info:
+        log.append_as_leader(make_batch(records, compression=compression), 0, now_ms=0)
+    why = "Compacted topic cannot accept message without key in topic partition topic-0"
+    assert info.value.record_errors == tuple(RecordError(i, why) for i in (1, 4, 5, 7, 8))
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i in (1, 4, 5))
+    assert str(info.value) == (
+        "One or more records have been rejected due to 5 record errors in total, and only "
+        f"showing the first three errors at most: [{shown}]"
+    )
+    assert log.log_end_offset == 0
+    log.close()
+
+
+def test_records_stamped_too_far_ahead_are_named_by_index(tmp_path) -> None:
+    log = open_log(tmp_path, LogConfig(message_timestamp_after_max_ms=1000))
+    stamps = [5_000, 5_500, 7_000, 5_000, 9_000]
+    batch = make_batch([Record(value=b"v", timestamp=t) for t in stamps], base_timestamp=5_000)
+    with pytest.raises(InvalidTimestampError) as info:
+        log.append_as_leader(batch, 0, now_ms=5_000)
+    bounds = f"[{5_000 - 2**63 + 1}, 6000]"
+    assert info.value.record_errors == tuple(
+        RecordError(
+            i,
+            f"Timestamp {stamps[i]} of message with offset {i} is out of range. "
+            f"The timestamp should be within {bounds}",
+        )
+        for i in (2, 4)
+    )
+    assert str(info.value) == "One or more records have been rejected due to invalid timestamp"
     log.close()
