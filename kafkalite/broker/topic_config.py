@@ -33,23 +33,52 @@ class InvalidConfig(ValueError):
     """A topic config name or value Kafka would reject (INVALID_CONFIG)."""
 
 
-def _long(low: int = -1, high: int = LONG_MAX) -> Callable[[str], int]:
-    def parse(value: str) -> int:
-        try:
-            number = int(value.strip())
-        except ValueError:
-            raise InvalidConfig(f"{value!r} is not a number") from None
-        if not low <= number <= high:
-            raise InvalidConfig(f"{number} is not in [{low}, {high}]")
-        return number
+I32_MIN, LONG_MIN = -(2**31), -(2**63)
 
-    return parse
+
+def _number(kind: str, smallest: int, largest: int) -> Callable[..., Callable[[str], int]]:
+    """Kafka's INT/LONG parsing with its Range validator's wording (ConfigDef.Range)."""
+
+    def bounded(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
+        def parse(value: str) -> int:
+            try:
+                number = int(value.strip())
+            except ValueError:
+                number = smallest - 1
+            if not smallest <= number <= largest:
+                raise InvalidConfig(f"Not a number of type {kind}")
+            if low is not None and number < low:
+                raise InvalidConfig(f"Value must be at least {low}")
+            if high is not None and number > high:
+                raise InvalidConfig(f"Value must be no more than {high}")
+            return number
+
+        return parse
+
+    return bounded
+
+
+_long = _number("LONG", LONG_MIN, LONG_MAX)
+_int = _number("INT", I32_MIN, I32_MAX)
+
+
+def _gzip_level(value: str) -> int:
+    level = _int()(value)
+    if level != -1 and not 1 <= level <= 9:  # Kafka's GzipCompression.LevelValidator
+        raise InvalidConfig("Value must be between 1 and 9 or equal to -1")
+    return level
+
+
+def _bool(value: str) -> str:
+    if value.strip().lower() not in ("true", "false"):
+        raise InvalidConfig("Expected value to be either true or false")
+    return value.strip().lower()
 
 
 def _choice(*choices: str) -> Callable[[str], str]:
     def parse(value: str) -> str:
         if value.strip() not in choices:
-            raise InvalidConfig(f"{value!r} is not one of {', '.join(choices)}")
+            raise InvalidConfig(f"String must be one of: {', '.join(choices)}")
         return value.strip()
 
     return parse
@@ -57,7 +86,8 @@ def _choice(*choices: str) -> Callable[[str], str]:
 
 def _cleanup_policy(value: str) -> str:
     parts = [p.strip() for p in value.split(",") if p.strip()]
-    if not parts or any(p not in ("delete", "compact") for p in parts):
+    # Empty (Kafka 4.1+, KIP-1161): neither deleted nor compacted, records are kept forever.
+    if any(p not in ("delete", "compact") for p in parts):
         raise InvalidConfig("String must be one of: compact, delete")  # Kafka's ValidList
     return ",".join(parts)
 
@@ -66,9 +96,11 @@ def _ratio(value: str) -> float:
     try:
         number = float(value.strip())
     except ValueError:
-        raise InvalidConfig(f"{value!r} is not a number") from None
-    if not 0.0 <= number <= 1.0:
-        raise InvalidConfig(f"{number} is not in [0.0, 1.0]")
+        raise InvalidConfig("Not a number of type DOUBLE") from None
+    if number < 0.0:
+        raise InvalidConfig("Value must be at least 0")
+    if number > 1.0:
+        raise InvalidConfig("Value must be no more than 1")
     return number
 
 
@@ -106,7 +138,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         ),
         TopicConfigDef(
             "retention.bytes",
-            _long(-1),
+            _long(),  # any negative value: no size limit, as in Kafka
             TYPE_LONG,
             "-1",
             "log.retention.bytes",
@@ -114,7 +146,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         ),
         TopicConfigDef(
             "segment.bytes",
-            _long(14, I32_MAX),
+            _int(14),  # Kafka 4: at least 1 MiB (FINDINGS.md: deliberate)
             TYPE_INT,
             str(1024**3),
             "log.segment.bytes",
@@ -125,7 +157,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         ),
         TopicConfigDef(
             "max.message.bytes",
-            _long(0, I32_MAX),
+            _int(0),
             TYPE_INT,
             "1048588",
             "message.max.bytes",
@@ -141,7 +173,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         ),
         TopicConfigDef(
             "index.interval.bytes",
-            _long(0, I32_MAX),
+            _int(0),
             TYPE_INT,
             "4096",
             "log.index.interval.bytes",
@@ -158,12 +190,10 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         TopicConfigDef(
             "flush.ms", _long(0), TYPE_LONG, str(LONG_MAX), "log.flush.interval.ms", "flush_ms"
         ),
-        TopicConfigDef(
-            "min.insync.replicas", _long(1, I32_MAX), TYPE_INT, "1", "min.insync.replicas", None
-        ),
+        TopicConfigDef("min.insync.replicas", _int(1), TYPE_INT, "1", "min.insync.replicas", None),
         TopicConfigDef(
             "segment.index.bytes",
-            _long(4, I32_MAX),
+            _int(4),
             TYPE_INT,
             str(10 * 1024**2),
             "log.index.size.max.bytes",
@@ -171,7 +201,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         ),
         TopicConfigDef(
             "unclean.leader.election.enable",
-            _choice("true", "false"),
+            _bool,
             TYPE_BOOLEAN,
             "false",
             None,
@@ -193,7 +223,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             "min_cleanable_dirty_ratio",
         ),
         TopicConfigDef("file.delete.delay.ms", _long(0), TYPE_LONG, "60000", None, None),
-        TopicConfigDef("preallocate", _choice("true", "false"), TYPE_BOOLEAN, "false", None, None),
+        TopicConfigDef("preallocate", _bool, TYPE_BOOLEAN, "false", None, None),
         TopicConfigDef(
             "message.timestamp.before.max.ms",
             _long(0),
@@ -214,13 +244,13 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         # Accepted and described like Kafka's, but the levels (KIP-390) do not change what
         # the broker writes: recompressing for compression.type uses the codec libraries'
         # default levels.
-        TopicConfigDef("compression.gzip.level", _long(-1, 9), TYPE_INT, "-1", None, None),
-        TopicConfigDef("compression.lz4.level", _long(1, 17), TYPE_INT, "9", None, None),
-        TopicConfigDef("compression.zstd.level", _long(-131072, 22), TYPE_INT, "3", None, None),
+        TopicConfigDef("compression.gzip.level", _gzip_level, TYPE_INT, "-1", None, None),
+        TopicConfigDef("compression.lz4.level", _int(1, 17), TYPE_INT, "9", None, None),
+        TopicConfigDef("compression.zstd.level", _int(-131072, 22), TYPE_INT, "3", None, None),
         TopicConfigDef("segment.jitter.ms", _long(0), TYPE_LONG, "0", None, None),
         TopicConfigDef(
             "max.decompressed.message.bytes",
-            _long(0, I32_MAX),
+            _int(1, I32_MAX - 8),
             TYPE_INT,
             str(I32_MAX - 8),
             None,

@@ -764,6 +764,10 @@ def test_alter_append_and_subtract(broker: Broker, version: int) -> None:
     response = alter_topic(broker, "t", ("cleanup.policy", SUBTRACT, "delete"), version=version)
     assert response.error_code == ErrorCode.none
     assert broker.replica_manager.topics["t"].metadata.configs == {"cleanup.policy": "compact"}
+    # Kafka 4.1+ (KIP-1161): an empty policy is valid, the log is kept forever.
+    response = alter_topic(broker, "t", ("cleanup.policy", SUBTRACT, "compact"), version=version)
+    assert response.error_code == ErrorCode.none
+    assert describe_topic(broker, "t")["cleanup.policy"].value == ""
 
 
 @pytest.mark.parametrize(
@@ -776,7 +780,7 @@ def test_alter_append_and_subtract(broker: Broker, version: int) -> None:
         ),
         ([("retention.ms", SET, "soon")], ErrorCode.invalid_config, "retention.ms"),
         ([("no.such.config", SET, "1")], ErrorCode.invalid_config, "no.such.config"),
-        ([("cleanup.policy", SUBTRACT, "delete")], ErrorCode.invalid_config, "cleanup.policy"),
+        ([("cleanup.policy", SET, "sideways")], ErrorCode.invalid_config, "cleanup.policy"),
         (
             [("retention.ms", SET, "1"), ("retention.ms", SET, "2")],
             ErrorCode.invalid_request,
