@@ -7,11 +7,15 @@ state that another test could see: feature updates are the ones both brokers ref
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from compat.kafka_tools import ToolRun, run_tool
+from compat.scenario_helpers import create_topic, produce_all, producer
 from compat.targets import Target
 
 
@@ -105,3 +109,34 @@ def test_kafka_features_upgrade_beyond_the_supported_range(target: Target) -> No
         " transaction.version. Local controller "
     )
     assert summary == "1 out of 1 operation(s) failed."
+
+
+# -- kafka-log-dirs --------------------------------------------------------------------------
+
+
+def test_kafka_log_dirs_describe_over_two_dirs(
+    target_factory: Callable[..., Target], tmp_path: Path, topic_name: Callable[..., str]
+) -> None:
+    """JBOD: four partitions spread two per directory, each with its size and no lag."""
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    target = target_factory({"log.dirs": ",".join(str(d) for d in dirs)})
+    topic = topic_name()
+    create_topic(target.bootstrap, topic, 4)
+    prod = producer(target.bootstrap, **{"linger.ms": 0})
+    for partition in range(4):  # one batch of one record each: the same bytes on both brokers
+        produce_all(prod, topic, [{"value": b"x" * 100, "partition": partition}])
+    run = run_tool("kafka-log-dirs", target.bootstrap, "--describe", "--topic-list", topic)
+    assert run.exit_code == 0, run
+    (described,) = [json.loads(line) for line in lines(run) if line.startswith("{")]
+    (broker,) = described["brokers"]
+    found = {
+        entry["logDir"]: sorted(
+            (p["partition"], p["size"], p["offsetLag"], p["isFuture"]) for p in entry["partitions"]
+        )
+        for entry in broker["logDirs"]
+    }
+    assert sorted(found) == [str(d) for d in dirs]
+    assert sorted(len(partitions) for partitions in found.values()) == [2, 2]
+    assert sorted(p for partitions in found.values() for p in partitions) == [
+        (f"{topic}-{i}", 170, 0, False) for i in range(4)
+    ]

@@ -122,7 +122,7 @@ PROPERTIES: dict[str, Property] = {
     "node.id": Property(_int(0, I32_MAX), None, "alias of broker.id (KRaft name)", TYPE_INT),
     "listeners": Property(parse_listeners, "PLAINTEXT://127.0.0.1:9092", "where to listen"),
     "advertised.listeners": Property(parse_listeners, None, "what clients are told"),
-    "log.dirs": Property(_str, None, "data directories (first one used)"),
+    "log.dirs": Property(_str, None, "data directories, comma-separated (JBOD)"),
     "log.dir": Property(_str, "/tmp/kafka-logs", "data directory when log.dirs is unset"),
     "num.partitions": Property(
         _int(1, I32_MAX), "1", "partitions of auto-created topics", TYPE_INT
@@ -296,8 +296,14 @@ class BrokerConfig:
 
     @property
     def log_dir(self) -> Path:
+        """The first log directory: it also holds the broker's metadata."""
+        return self.log_dirs[0]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        """Every directory of `log.dirs` (JBOD: partitions are spread over them)."""
         dirs = self._get("log.dirs") or self._get("log.dir")
-        return Path(str(dirs).split(",")[0].strip())
+        return [Path(d.strip()) for d in str(dirs).split(",") if d.strip()]
 
     @property
     def retention_ms(self) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kafkalite.apis import (
     alter_configs,
+    alter_replica_log_dirs,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -21,6 +22,7 @@ from kafkalite.apis import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     describe_topic_partitions,
     fetch,
     find_coordinator,
@@ -78,6 +80,8 @@ _MODULES = (
     update_features,
     list_config_resources,
     describe_topic_partitions,
+    describe_log_dirs,
+    alter_replica_log_dirs,
 )
 
 HANDLERS: dict[int, ApiHandler] = {module.API.api_key: module.API for module in _MODULES}

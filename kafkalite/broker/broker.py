@@ -13,7 +13,7 @@ from kafkalite.broker.metadata_store import MetadataStore
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.config import BrokerConfig, Listener
 from kafkalite.metrics import BrokerMetrics
-from kafkalite.storage.log_manager import LogManager
+from kafkalite.storage.log_dirs import LogDirs
 
 
 def wall_clock_ms() -> int:
@@ -36,7 +36,7 @@ class Broker:
         """Load metadata and every partition log (running recovery where needed)."""
         store = MetadataStore(config.log_dir)
         store.load(config.broker_id, config.str("cluster.id"))
-        replica_manager = ReplicaManager(config, store, LogManager(config.log_dir), clock_ms)
+        replica_manager = ReplicaManager(config, store, LogDirs.for_dirs(config.log_dirs), clock_ms)
         replica_manager.load()
         groups = GroupCoordinatorService(config, replica_manager)
         groups.load()

@@ -19,7 +19,7 @@ from kafkalite.broker.topic_config import InvalidConfig, log_config_for, validat
 from kafkalite.config import BrokerConfig
 from kafkalite.storage.errors import StorageError
 from kafkalite.storage.log import AppendResult, UnifiedLog
-from kafkalite.storage.log_manager import LogManager
+from kafkalite.storage.log_dirs import LogDirs
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
@@ -108,7 +108,7 @@ class ReplicaManager:
         self,
         config: BrokerConfig,
         store: MetadataStore,
-        log_manager: LogManager,
+        log_manager: LogDirs,
         clock_ms: Callable[[], int],
     ) -> None:
         self.config = config
