@@ -160,8 +160,8 @@ async def _maintenance(broker: Broker) -> None:
         cleaning_due = config.bool("log.cleaner.enable") and now >= next_cleaning
         if retention_due:
             next_retention = now + retention_every
-        if cleaning_due:
-            next_cleaning = now + cleaning_every
+        if cleaning_due:  # log.cleaner.backoff.ms is a dynamic broker config
+            next_cleaning = now + broker.config.int("log.cleaner.backoff.ms") / 1000
         try:
             _maintain(broker, retention_due, cleaning_due)
         except Exception:

@@ -1,8 +1,8 @@
 """AlterConfigs (key 33), versions 0-2: the pre-incremental API (kafka-python, older tools).
 
 A TOPIC resource's configs replace all of the topic's overrides (what is not named returns
-to its default), validated and stored as IncrementalAlterConfigs does; BROKER resources are
-refused the same way (kafkalite has no dynamic broker configs).
+to its default), validated and stored as IncrementalAlterConfigs does; a BROKER resource's
+configs replace all of its dynamic broker configs the same way.
 """
 
 from __future__ import annotations

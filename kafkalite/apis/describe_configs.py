@@ -2,10 +2,12 @@
 
 TOPIC resources (type 2) list every topic config with its effective value and source (topic
 override, broker setting, default); BROKER resources (type 4) named after this node list the
-broker properties that have a value (STATIC_BROKER_CONFIG when set, DEFAULT_CONFIG otherwise).
+broker properties that have a value, from the highest level that sets it: DYNAMIC_BROKER_CONFIG,
+DYNAMIC_DEFAULT_BROKER_CONFIG (broker/dynamic_config.py), STATIC_BROKER_CONFIG, DEFAULT_CONFIG;
+the levels below are its synonyms. Properties Kafka cannot update dynamically are read-only.
 As in Kafka's ConfigHelper, the cluster-default broker resource ("") lists the dynamic cluster
-defaults, of which kafkalite has none; synonyms come only with `include_synonyms`,
-documentation only with `include_documentation`, and `configuration_keys` filters by name.
+defaults; synonyms come only with `include_synonyms`, documentation only with
+`include_documentation`, and `configuration_keys` filters by name.
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.broker.dynamic_config import (
+    DYNAMIC,
+    SOURCE_DYNAMIC_BROKER,
+    SOURCE_DYNAMIC_DEFAULT,
+)
 from kafkalite.broker.replica_manager import Outcome, topic_name_error
 from kafkalite.broker.topic_config import (
     SOURCE_DEFAULT,
@@ -85,13 +92,21 @@ def _topic_synonyms(
     synonyms = []
     if definition.name in overrides:
         synonyms.append(_synonym(ctx, definition.name, overrides[definition.name], SOURCE_TOPIC))
-    raw = ctx.broker.config.raw
     chain = broker_synonyms(definition)
     for name in chain:
-        if name in raw:
-            synonyms.append(_synonym(ctx, name, raw[name].strip(), SOURCE_STATIC_BROKER))
+        for value, source in _layers(ctx, name):
+            if source != SOURCE_DEFAULT:
+                synonyms.append(_synonym(ctx, name, value, source))
     synonyms.append(_default_synonym(ctx, definition, chain))
     return tuple(synonyms)
+
+
+def _broker_source(ctx: RequestContext, definition: TopicConfigDef) -> int:
+    for name in broker_synonyms(definition):
+        for _, source in _layers(ctx, name):
+            if source != SOURCE_DEFAULT:
+                return source
+    return SOURCE_STATIC_BROKER
 
 
 def _topic_entries(ctx: RequestContext, overrides: dict[str, str], flags: _Flags) -> list[Any]:
@@ -99,6 +114,8 @@ def _topic_entries(ctx: RequestContext, overrides: dict[str, str], flags: _Flags
     for name in sorted(TOPIC_CONFIGS):
         definition = TOPIC_CONFIGS[name]
         value, source = effective_value(ctx.broker.config, overrides, name)
+        if source == SOURCE_STATIC_BROKER:  # or a dynamic broker config: the highest level
+            source = _broker_source(ctx, definition)
         synonyms = _topic_synonyms(ctx, definition, overrides) if flags.synonyms else ()
         entries.append(
             _entry(
@@ -125,46 +142,57 @@ def _describe_topic(ctx: RequestContext, name: str, flags: _Flags) -> tuple[Outc
     return Outcome(), _topic_entries(ctx, topic.metadata.configs, flags)
 
 
-def _broker_synonyms(ctx: RequestContext, name: str) -> tuple[Any, ...]:
-    """The static setting if any, then the default if any (Kafka lists both)."""
-    synonyms = []
-    raw = ctx.broker.config.raw
-    if name in raw:
-        synonyms.append(_synonym(ctx, name, raw[name].strip(), SOURCE_STATIC_BROKER))
+def _layers(ctx: RequestContext, name: str) -> list[tuple[str, int]]:
+    """(value, source) of each level that sets a broker property, highest precedence first:
+    dynamic per broker, dynamic cluster default, static, default."""
+    dynamic = ctx.broker.dynamic
+    if dynamic is not None:
+        return dynamic.layers(name)
+    config = ctx.broker.config
+    found = [(config.raw[name].strip(), SOURCE_STATIC_BROKER)] if name in config.raw else []
     default = PROPERTIES[name].default
-    if default is not None:
-        synonyms.append(_synonym(ctx, name, default, SOURCE_DEFAULT))
-    return tuple(synonyms)
+    return found + ([(default, SOURCE_DEFAULT)] if default is not None else [])
+
+
+def _broker_entry(
+    ctx: RequestContext, name: str, layers: list[tuple[str, int]], flags: _Flags
+) -> Any:
+    prop = PROPERTIES[name]
+    value, source = layers[0]
+    return _entry(
+        ctx,
+        name,
+        value,
+        source,
+        read_only=name not in DYNAMIC,  # Kafka: what cannot be updated dynamically
+        synonyms=tuple(_synonym(ctx, name, v, s) for v, s in layers) if flags.synonyms else (),
+        config_type=prop.config_type,
+        documentation=prop.doc if flags.documentation else None,
+    )
 
 
 def _broker_entries(ctx: RequestContext, flags: _Flags) -> list[Any]:
-    raw = ctx.broker.config.raw
     entries = []
-    for name, prop in sorted(PROPERTIES.items()):
-        if name in raw:
-            value, source = raw[name].strip(), SOURCE_STATIC_BROKER
-        elif prop.default is not None:
-            value, source = prop.default, SOURCE_DEFAULT
-        else:
-            continue
-        entries.append(
-            _entry(
-                ctx,
-                name,
-                value,
-                source,
-                read_only=True,  # kafkalite changes no broker config at runtime
-                synonyms=_broker_synonyms(ctx, name) if flags.synonyms else (),
-                config_type=prop.config_type,
-                documentation=prop.doc if flags.documentation else None,
-            )
-        )
+    for name in sorted(PROPERTIES):
+        layers = _layers(ctx, name)
+        if layers:
+            entries.append(_broker_entry(ctx, name, layers, flags))
+    return entries
+
+
+def _default_entries(ctx: RequestContext, flags: _Flags) -> list[Any]:
+    """The cluster-wide default resource (""): its dynamic configs only, as Kafka lists them."""
+    entries = []
+    for name in sorted(PROPERTIES):
+        layers = [(v, s) for v, s in _layers(ctx, name) if s != SOURCE_DYNAMIC_BROKER]
+        if layers and layers[0][1] == SOURCE_DYNAMIC_DEFAULT:
+            entries.append(_broker_entry(ctx, name, layers, flags))
     return entries
 
 
 def _describe_broker(ctx: RequestContext, name: str, flags: _Flags) -> tuple[Outcome, list[Any]]:
     if name == "":
-        return Outcome(), []  # no dynamic cluster-wide defaults exist
+        return Outcome(), _default_entries(ctx, flags)
     try:
         broker_id = int(name)
     except ValueError:

@@ -4,8 +4,9 @@ TOPIC resources (type 2): SET, DELETE, APPEND and SUBTRACT (the last two on list
 applied to the topic's overrides, the result validated as a whole and stored through the
 replica manager, which updates the partition logs; `validate_only` stops before storing.
 Checks and messages follow Kafka's ConfigAdminManager.preprocess and the controller's
-ConfigurationControlManager. BROKER resources (type 4) are checked as Kafka checks them, then
-refused: kafkalite has no dynamic broker configs.
+ConfigurationControlManager. BROKER resources (type 4): this broker's id or "" (the cluster-wide
+default) get the same operations on their dynamic configs (broker/dynamic_config.py), which
+take effect at once.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.broker.dynamic_config import DEFAULT_ENTITY, DynamicConfigError
 from kafkalite.broker.replica_manager import OK, Outcome, topic_name_error
 from kafkalite.broker.topic_config import TOPIC_CONFIGS, InvalidConfig, validate_topic_configs
 from kafkalite.config import TYPE_LIST
@@ -97,9 +99,15 @@ def alter_topic(
     return manager.set_topic_configs(name, normalised)
 
 
-def alter_broker(ctx: RequestContext, resource: Any) -> Outcome:
-    name = resource.resource_name
-    if name:  # "" is the cluster-wide default
+def alter_broker(
+    ctx: RequestContext,
+    name: str,
+    change: Callable[[dict[str, str]], tuple[Outcome, dict[str, str]]],
+    validate_only: bool,
+) -> Outcome:
+    """Apply `change` to the dynamic configs of this broker (`name` its id) or of the cluster
+    default (`name` ""), validate, persist and apply them (broker/dynamic_config.py)."""
+    if name:
         try:
             node_id = int(name)
         except ValueError:
@@ -111,11 +119,26 @@ def alter_broker(ctx: RequestContext, resource: Any) -> Outcome:
                 ErrorCode.invalid_request,
                 f"Unexpected broker id, expected {ctx.broker.node_id}, but received {name}",
             )
-    return Outcome(
-        ErrorCode.invalid_request,
-        "Dynamic broker configs are not supported by kafkalite: set broker properties in "
-        "server.properties and restart the broker.",
-    )
+    dynamic = ctx.broker.dynamic
+    if dynamic is None:
+        return Outcome(ErrorCode.invalid_request, "dynamic broker configs are not available")
+    entity = name or DEFAULT_ENTITY
+    outcome, altered = change(dynamic.configs(entity))
+    if not outcome.ok:
+        return outcome
+    try:
+        if validate_only:
+            dynamic.validate(entity, altered)
+            return OK
+        config = dynamic.update(entity, altered)
+    except DynamicConfigError as exc:
+        # Kafka's ConfigAdminManager.validateBrokerConfigChange wording.
+        return Outcome(
+            ErrorCode.invalid_request,
+            f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {exc}",
+        )
+    ctx.broker.reconfigure(config)
+    return OK
 
 
 def _check_entries(resource: Any) -> Outcome:
@@ -144,11 +167,11 @@ def alter_resource(
     change: Callable[[dict[str, str]], tuple[Outcome, dict[str, str]]],
     validate_only: bool,
 ) -> Outcome:
-    """A TOPIC resource altered by `change` (see alter_topic); a BROKER resource refused."""
+    """A TOPIC or BROKER resource altered by `change` (see alter_topic, alter_broker)."""
     if resource.resource_type == RESOURCE_TOPIC:
         return alter_topic(ctx, resource.resource_name, change, validate_only)
     if resource.resource_type == RESOURCE_BROKER:
-        return alter_broker(ctx, resource)
+        return alter_broker(ctx, resource.resource_name, change, validate_only)
     return Outcome(ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}")
 
 

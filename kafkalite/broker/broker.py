@@ -8,12 +8,16 @@ from dataclasses import dataclass, field
 
 import trio
 
+from kafkalite.broker.dynamic_config import DynamicBrokerConfig, FileDynamicConfigStore
 from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
 from kafkalite.broker.metadata_store import MetadataStore
 from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.broker.topic_config import log_config_for
 from kafkalite.config import BrokerConfig, Listener
 from kafkalite.metrics import BrokerMetrics
 from kafkalite.storage.log_dirs import LogDirs
+
+DYNAMIC_CONFIGS_FILE = "dynamic-broker-configs.json"
 
 
 def wall_clock_ms() -> int:
@@ -30,19 +34,33 @@ class Broker:
     # Set and replaced on every append, so long-polling fetches wake up (see apis/fetch.py).
     data_arrived: trio.Event = field(default_factory=trio.Event)
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
+    dynamic: DynamicBrokerConfig | None = None  # dynamic broker configs (kafka-configs)
 
     @classmethod
     def open(cls, config: BrokerConfig, clock_ms: Callable[[], int] = wall_clock_ms) -> Broker:
         """Load metadata and every partition log (running recovery where needed)."""
+        dynamic = DynamicBrokerConfig(
+            config, FileDynamicConfigStore(config.log_dir / DYNAMIC_CONFIGS_FILE)
+        )
+        config = dynamic.load()
         store = MetadataStore(config.log_dir)
         store.load(config.broker_id, config.str("cluster.id"))
         replica_manager = ReplicaManager(config, store, LogDirs.for_dirs(config.log_dirs), clock_ms)
         replica_manager.load()
         groups = GroupCoordinatorService(config, replica_manager)
         groups.load()
-        broker = cls(config, store, replica_manager, groups, clock_ms)
+        broker = cls(config, store, replica_manager, groups, clock_ms, dynamic=dynamic)
         replica_manager.on_append = broker._notify_append
         return broker
+
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """Apply a new effective config (dynamic broker configs) to everything holding one;
+        every partition log gets its topic's log config again."""
+        self.config = self.replica_manager.config = self.groups.config = config
+        for topic in self.replica_manager.topics.values():
+            log_config = log_config_for(config, topic.metadata.configs)
+            for partition in topic.partitions:
+                partition.log.update_config(log_config)
 
     def _notify_append(self) -> None:
         self.data_arrived.set()

@@ -25,6 +25,7 @@ from kafkalite.apis import (
 from kafkalite.apis.base import make
 from kafkalite.apis.registry import HANDLERS
 from kafkalite.broker.broker import Broker
+from kafkalite.broker.dynamic_config import DYNAMIC
 from kafkalite.broker.topic_config import (
     SOURCE_DEFAULT,
     SOURCE_STATIC_BROKER,
@@ -708,7 +709,8 @@ def test_describe_broker_configs(broker_factory: Any, version: int) -> None:
         "true",
         SOURCE_DEFAULT,
     )
-    assert all(c.read_only for c in configs.values())
+    # Only what Kafka updates dynamically is writable (kafka-configs --entity-type brokers).
+    assert {name for name, c in configs.items() if not c.read_only} == DYNAMIC & set(configs)
     assert [(s.value, s.source) for s in configs["num.partitions"].synonyms] == [
         ("3", SOURCE_STATIC_BROKER),
         ("1", SOURCE_DEFAULT),
@@ -822,8 +824,8 @@ def test_alter_resources_errors(broker: Broker, version: int) -> None:
         broker,
         version,
         (TOPIC, "ghost", [("retention.ms", SET, "1")]),
-        (BROKER, "0", [("log.retention.ms", SET, "1")]),
-        (BROKER, "", [("log.retention.ms", SET, "1")]),
+        (BROKER, "0", [("log.dirs", SET, "/elsewhere")]),
+        (BROKER, "", [("log.retention.ms", SET, "soon")]),
         (BROKER, "3", [("log.retention.ms", SET, "1")]),
         (TOPIC, "t", [("retention.ms", SET, "1")]),
         (TOPIC, "t", [("retention.ms", SET, "2")]),
@@ -834,9 +836,13 @@ def test_alter_resources_errors(broker: Broker, version: int) -> None:
         ErrorCode.unknown_topic_or_partition,
         "The topic 'ghost' does not exist.",
     )
-    assert broker_0.error_code == ErrorCode.invalid_request
-    assert "not supported" in broker_0.error_message
+    assert (broker_0.error_code, broker_0.error_message) == (
+        ErrorCode.invalid_request,
+        "Invalid config value for resource ConfigResource(type=BROKER, name='0'): "
+        "Cannot update these configs dynamically: Set(log.dirs)",
+    )
     assert cluster.error_code == ErrorCode.invalid_request
+    assert "Invalid value soon for configuration log.retention.ms" in cluster.error_message
     assert broker_3.error_message == "Unexpected broker id, expected 0, but received 3"
     for dup in (dup_a, dup_b):
         assert (dup.error_code, dup.error_message) == (

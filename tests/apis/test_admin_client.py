@@ -77,9 +77,19 @@ def test_configs(admin: tuple[AdminClient, str]) -> None:
 
     broker = result(client.describe_configs([ConfigResource(ResourceType.BROKER, "0")]))
     assert broker["listeners"].is_read_only
-    change = [ConfigEntry("log.retention.ms", "1", incremental_operation=AlterConfigOpType.SET)]
+    change = [ConfigEntry("listeners", "x", incremental_operation=AlterConfigOpType.SET)]
     resource = ConfigResource(ResourceType.BROKER, "0", incremental_configs=change)
     assert error_code(client.incremental_alter_configs([resource])) == KafkaError.INVALID_REQUEST
+    change = [ConfigEntry("log.retention.ms", "7", incremental_operation=AlterConfigOpType.SET)]
+    resource = ConfigResource(ResourceType.BROKER, "0", incremental_configs=change)
+    assert result(client.incremental_alter_configs([resource])) is None
+    retention = result(client.describe_configs([ConfigResource(ResourceType.BROKER, "0")]))[
+        "log.retention.ms"
+    ]
+    assert (retention.value, retention.source) == ("7", 2)  # DYNAMIC_BROKER_CONFIG
+    change = [ConfigEntry("log.retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)]
+    resource = ConfigResource(ResourceType.BROKER, "0", incremental_configs=change)
+    assert result(client.incremental_alter_configs([resource])) is None
 
 
 def test_delete_records_and_describe_cluster(admin: tuple[AdminClient, str]) -> None:

@@ -1,0 +1,177 @@
+"""Dynamic broker configs (`kafka-configs --entity-type brokers --alter`): per broker and the
+cluster-wide default, persisted, applied without a restart, as Kafka's DynamicBrokerConfig.
+
+Precedence, highest first, with the sources DescribeConfigs reports: this broker's dynamic value
+(DYNAMIC_BROKER_CONFIG), the cluster-wide dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG), the
+static server.properties/--override value (STATIC_BROKER_CONFIG), Kafka's default
+(DEFAULT_CONFIG). Only the properties Kafka updates dynamically cluster-wide can be set
+(`DYNAMIC`): log retention, segments, message sizes, flushing, timestamps, the cleaner.
+
+Storage is behind `DynamicConfigStore`, two calls keyed by entity ("<default>" or a broker id):
+`FileDynamicConfigStore` keeps them in the first log dir; a ZooKeeper store would keep them in
+`/config/brokers/<entity>` as Kafka's ZK mode does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from kafkalite.config import PROPERTIES, BrokerConfig, ConfigError, build_config
+from kafkalite.storage.leader_epoch import write_atomically
+
+log = logging.getLogger("kafkalite.broker")
+
+DEFAULT_ENTITY = "<default>"
+SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT, SOURCE_STATIC, SOURCE_DEFAULT = 2, 3, 4, 5
+
+# Kafka's dynamic broker configs (DynamicLogConfig, DynamicBrokerConfig: cluster-wide
+# updatable) among the properties kafkalite has.
+DYNAMIC = frozenset(
+    {
+        "log.cleaner.backoff.ms",
+        "log.flush.interval.messages",
+        "log.flush.interval.ms",
+        "log.index.interval.bytes",
+        "log.index.size.max.bytes",
+        "log.message.timestamp.type",
+        "log.retention.bytes",
+        "log.retention.hours",
+        "log.retention.minutes",
+        "log.retention.ms",
+        "log.roll.hours",
+        "log.roll.ms",
+        "log.segment.bytes",
+        "message.max.bytes",
+        "min.insync.replicas",
+        "unclean.leader.election.enable",
+    }
+)
+
+
+class DynamicConfigStore(Protocol):
+    def load(self) -> dict[str, dict[str, str]]:
+        """Every entity's dynamic configs."""
+        ...
+
+    def save(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Replace one entity's dynamic configs (durably)."""
+        ...
+
+
+@dataclass
+class FileDynamicConfigStore:
+    path: Path
+
+    def load(self) -> dict[str, dict[str, str]]:
+        try:
+            data = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot read dynamic broker configs {self.path}: {exc}") from None
+        return {str(entity): dict(configs) for entity, configs in data.items()}
+
+    def save(self, entity: str, configs: Mapping[str, str]) -> None:
+        data = self.load()
+        data[entity] = dict(configs)
+        data = {name: values for name, values in data.items() if values}
+        write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True))
+
+
+class DynamicConfigError(ValueError):
+    """An update Kafka would refuse (its message)."""
+
+
+@dataclass
+class DynamicBrokerConfig:
+    static: BrokerConfig
+    store: DynamicConfigStore
+    entities: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @property
+    def node_entity(self) -> str:
+        return str(self.static.broker_id)
+
+    def load(self) -> BrokerConfig:
+        """Read the stored configs; returns the effective config. Stored values that no longer
+        parse are skipped with a warning, as Kafka skips invalid dynamic configs."""
+        stored = self.store.load()
+        for entity in (DEFAULT_ENTITY, self.node_entity):
+            configs = stored.get(entity, {})
+            try:
+                self._check(configs)
+            except DynamicConfigError as exc:
+                log.warning("ignoring dynamic broker configs of %s: %s", entity, exc)
+                continue
+            self.entities[entity] = dict(configs)
+        return self.effective()
+
+    def configs(self, entity: str) -> dict[str, str]:
+        return dict(self.entities.get(entity, {}))
+
+    def effective(self) -> BrokerConfig:
+        raw = {
+            **self.static.raw,
+            **self.entities.get(DEFAULT_ENTITY, {}),
+            **self.entities.get(self.node_entity, {}),
+        }
+        return BrokerConfig(raw)
+
+    def layers(self, name: str) -> list[tuple[str, int]]:
+        """(value, source) of every layer that sets `name`, highest precedence first."""
+        found = []
+        for entity, source in (
+            (self.node_entity, SOURCE_DYNAMIC_BROKER),
+            (DEFAULT_ENTITY, SOURCE_DYNAMIC_DEFAULT),
+        ):
+            if name in self.entities.get(entity, {}):
+                found.append((self.entities[entity][name], source))
+        if name in self.static.raw:
+            found.append((self.static.raw[name].strip(), SOURCE_STATIC))
+        default = self.static.default(name)
+        if default is not None:
+            found.append((default, SOURCE_DEFAULT))
+        return found
+
+    def validate(self, entity: str, configs: Mapping[str, str]) -> None:
+        self._check(configs)
+        merged = dict(self.entities)
+        merged[entity] = dict(configs)
+        raw = {
+            **self.static.raw,
+            **merged.get(DEFAULT_ENTITY, {}),
+            **merged.get(self.node_entity, {}),
+        }
+        try:
+            build_config(raw)
+        except ConfigError as exc:
+            raise DynamicConfigError(str(exc)) from None
+
+    def update(self, entity: str, configs: Mapping[str, str]) -> BrokerConfig:
+        """Replace an entity's dynamic configs (validated), persist them; the new config."""
+        self.validate(entity, configs)
+        self.store.save(entity, configs)
+        self.entities[entity] = dict(configs)
+        return self.effective()
+
+    def _check(self, configs: Mapping[str, str]) -> None:
+        unknown = sorted(name for name in configs if name not in PROPERTIES)
+        if unknown:
+            raise DynamicConfigError(f"Unknown broker configs: {', '.join(unknown)}")
+        fixed = sorted(name for name in configs if name not in DYNAMIC)
+        if fixed:
+            raise DynamicConfigError(
+                f"Cannot update these configs dynamically: Set({', '.join(fixed)})"
+            )
+        for name, value in configs.items():
+            try:
+                PROPERTIES[name].parse(value)
+            except (ValueError, ConfigError) as exc:
+                raise DynamicConfigError(
+                    f"Invalid value {value} for configuration {name}: {exc}"
+                ) from None
