@@ -2,11 +2,12 @@
 checks them.
 
 `metadata.version` follows Kafka 4.4 (supported 7-33, finalized at 33), whose request ranges
-kafkalite serves. The other features Kafka 4 finalizes name protocols kafkalite does not
-implement yet (the consumer group protocol, transactions v2, share and streams groups,
-eligible leader replicas, KRaft), so they are supported at level 0 only; a level-0 feature is
-not finalized, as in Kafka. kafkalite never changes a level: an update to the current level is
-a no-op, any other is refused with Kafka's wording.
+kafkalite serves, and `group.version` 1 (KIP-848 consumer groups, served:
+ConsumerGroupHeartbeat). The other features Kafka 4 finalizes name protocols kafkalite does not
+implement yet (transactions v2, share and streams groups, eligible leader replicas, KRaft), so
+they are supported at level 0 only; a level-0 feature is not finalized, as in Kafka. kafkalite
+never changes a level: an update to the current level is a no-op, any other is refused with
+Kafka's wording.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class Feature:
 
 FEATURES: tuple[Feature, ...] = (
     Feature("eligible.leader.replicas.version", 0, 0, 0),
-    Feature("group.version", 0, 0, 0),
+    Feature("group.version", 0, 1, 1),
     Feature("kraft.version", 0, 0, 0),
     Feature(METADATA_VERSION, 7, 33, 33),
     Feature("share.version", 0, 0, 0),

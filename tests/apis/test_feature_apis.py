@@ -26,7 +26,7 @@ def test_api_versions_carries_the_features(broker: Broker, version: int) -> None
     supported = {f.name: (f.min_version, f.max_version) for f in response.supported_features}
     assert supported == {
         "eligible.leader.replicas.version": (0, 0),
-        "group.version": (0, 0),
+        "group.version": (0, 1),
         "kraft.version": (0, 0),
         "metadata.version": (7, 33),
         "share.version": (0, 0),
@@ -36,7 +36,7 @@ def test_api_versions_carries_the_features(broker: Broker, version: int) -> None
     finalized = [
         (f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features
     ]
-    assert finalized == [("metadata.version", 33, 33)]
+    assert finalized == [("group.version", 1, 1), ("metadata.version", 33, 33)]
     assert response.finalized_features_epoch == 0
 
 
@@ -59,12 +59,12 @@ def update(broker: Broker, version: int, *features: tuple[str, int, int]) -> Any
 
 @pytest.mark.parametrize("version", [0, 1, 2])
 def test_an_update_to_the_current_level_succeeds(broker: Broker, version: int) -> None:
-    response = update(broker, version, ("metadata.version", 33, 1), ("group.version", 0, 2))
+    response = update(broker, version, ("metadata.version", 33, 1), ("share.version", 0, 2))
     assert (response.error_code, response.error_message) == (ErrorCode.none, None)
     if version < 2:
         assert [(r.feature, r.error_code, r.error_message) for r in response.results] == [
             ("metadata.version", ErrorCode.none, "NONE"),
-            ("group.version", ErrorCode.none, "NONE"),
+            ("share.version", ErrorCode.none, "NONE"),
         ]
 
 
