@@ -32,7 +32,7 @@ TOOLS_DIST = MavenDist(
 # Script name (bin/<name>.sh in Kafka's distribution) -> its main class.
 TOOLS = {
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
-    "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
+    "kafka-configs": "kafka.admin.ConfigCommand",  # Scala, in core, up to 4.3
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
 }

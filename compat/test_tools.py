@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from compat.kafka_tools import ToolRun, run_tool
-from compat.scenario_helpers import create_topic, produce_all, producer
+from compat.scenario_helpers import (
+    admin,
+    create_topic,
+    produce,
+    produce_all,
+    producer,
+    shared_clients_closed,  # noqa: F401 (closes the shared admin clients after the module)
+    wait_until,
+)
 from compat.targets import Target
 
 
@@ -140,4 +148,70 @@ def test_kafka_log_dirs_describe_over_two_dirs(
     assert sorted(len(partitions) for partitions in found.values()) == [2, 2]
     assert sorted(p for partitions in found.values() for p in partitions) == [
         (f"{topic}-{i}", 170, 0, False) for i in range(4)
+    ]
+
+
+# -- kafka-configs --entity-type brokers -------------------------------------------------------
+
+
+def configs_tool(target: Target, *args: str) -> ToolRun:
+    return run_tool("kafka-configs", target.bootstrap, "--entity-type", "brokers", *args)
+
+
+def test_kafka_configs_cluster_default_takes_effect_at_once(
+    target_factory: Callable[..., Target], topic_name: Callable[..., str]
+) -> None:
+    target = target_factory()
+    topic = topic_name()
+    create_topic(target.bootstrap, topic, 1)
+    big = {"value": b"x" * 1_500_000, "partition": 0}
+    prod = producer(target.bootstrap, **{"linger.ms": 0, "message.max.bytes": 4_000_000})
+    refused = produce(prod, topic, [big]).reports
+    assert [r.error.name() for r in refused] == ["MSG_SIZE_TOO_LARGE"]
+
+    run = configs_tool(
+        target,
+        "--entity-default",
+        "--alter",
+        "--add-config",
+        "log.retention.ms=86400001,message.max.bytes=2000000",
+    )
+    assert (run.exit_code, lines(run)) == (
+        0,
+        ["Completed updating default config for brokers in the cluster."],
+    )
+    described = lines(configs_tool(target, "--entity-default", "--describe"))
+    assert described[0] == "Default configs for brokers in the cluster are:"
+    # Kafka's KRaft bootstrap also writes min.insync.replicas=1 there (FINDINGS.md).
+    assert [line.strip() for line in described[1:] if "min.insync.replicas" not in line] == [
+        "log.retention.ms=86400001 sensitive=false"
+        " synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=86400001}",
+        "message.max.bytes=2000000 sensitive=false"
+        " synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:message.max.bytes=2000000}",
+    ]
+    # No restart: the topic's logs take the new maximum (Kafka applies it a moment later).
+    wait_until(lambda: not produce(prod, topic, [big]).failed, message="a 1.5 MB record accepted")
+
+
+def test_kafka_configs_refuses_a_static_property(target: Target) -> None:
+    run = configs_tool(target, "--entity-default", "--alter", "--add-config", "log.dirs=/x")
+    assert run.exit_code == 1
+    assert (
+        "org.apache.kafka.common.errors.InvalidRequestException: "
+        "Cannot update these configs dynamically: [log.dirs]"
+    ) in lines(run)[1]
+
+
+def test_kafka_configs_per_broker(target_factory: Callable[..., Target]) -> None:
+    target = target_factory()
+    node = str(admin(target.bootstrap).describe_cluster().result(timeout=20).nodes[0].id)
+    run = configs_tool(
+        target, "--entity-name", node, "--alter", "--add-config", "log.retention.bytes=12345"
+    )
+    assert (run.exit_code, lines(run)) == (0, [f"Completed updating config for broker {node}."])
+    described = lines(configs_tool(target, "--entity-name", node, "--describe"))
+    assert [line.strip() for line in described] == [
+        f"Dynamic configs for broker {node} are:",
+        "log.retention.bytes=12345 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+        "log.retention.bytes=12345, DEFAULT_CONFIG:log.retention.bytes=-1}",
     ]

@@ -21,7 +21,6 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.broker.dynamic_config import (
     DYNAMIC,
-    SOURCE_DYNAMIC_BROKER,
     SOURCE_DYNAMIC_DEFAULT,
 )
 from kafkalite.broker.replica_manager import Outcome, topic_name_error
@@ -181,11 +180,12 @@ def _broker_entries(ctx: RequestContext, flags: _Flags) -> list[Any]:
 
 
 def _default_entries(ctx: RequestContext, flags: _Flags) -> list[Any]:
-    """The cluster-wide default resource (""): its dynamic configs only, as Kafka lists them."""
+    """The cluster-wide default resource (""): its dynamic configs only, each its own only
+    synonym, as Kafka lists them."""
     entries = []
     for name in sorted(PROPERTIES):
-        layers = [(v, s) for v, s in _layers(ctx, name) if s != SOURCE_DYNAMIC_BROKER]
-        if layers and layers[0][1] == SOURCE_DYNAMIC_DEFAULT:
+        layers = [(v, s) for v, s in _layers(ctx, name) if s == SOURCE_DYNAMIC_DEFAULT]
+        if layers:
             entries.append(_broker_entry(ctx, name, layers, flags))
     return entries
 

@@ -132,11 +132,7 @@ def alter_broker(
             return OK
         config = dynamic.update(entity, altered)
     except DynamicConfigError as exc:
-        # Kafka's ConfigAdminManager.validateBrokerConfigChange wording.
-        return Outcome(
-            ErrorCode.invalid_request,
-            f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {exc}",
-        )
+        return Outcome(ErrorCode.invalid_request, str(exc))  # as Kafka 4's controller words it
     ctx.broker.reconfigure(config)
     return OK
 

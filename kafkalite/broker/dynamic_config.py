@@ -21,7 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from kafkalite.config import PROPERTIES, BrokerConfig, ConfigError, build_config
+from kafkalite.config import (
+    PROPERTIES,
+    TYPE_INT,
+    TYPE_LONG,
+    TYPE_SHORT,
+    BrokerConfig,
+    ConfigError,
+    build_config,
+)
 from kafkalite.storage.leader_epoch import write_atomically
 
 log = logging.getLogger("kafkalite.broker")
@@ -51,6 +59,9 @@ DYNAMIC = frozenset(
         "unclean.leader.election.enable",
     }
 )
+
+
+_NUMBER_TYPES = {TYPE_INT: "INT", TYPE_LONG: "LONG", TYPE_SHORT: "SHORT"}
 
 
 class DynamicConfigStore(Protocol):
@@ -166,12 +177,23 @@ class DynamicBrokerConfig:
         fixed = sorted(name for name in configs if name not in DYNAMIC)
         if fixed:
             raise DynamicConfigError(
-                f"Cannot update these configs dynamically: Set({', '.join(fixed)})"
+                f"Cannot update these configs dynamically: [{', '.join(fixed)}]"
             )
         for name, value in configs.items():
             try:
                 PROPERTIES[name].parse(value)
             except (ValueError, ConfigError) as exc:
                 raise DynamicConfigError(
-                    f"Invalid value {value} for configuration {name}: {exc}"
+                    f"Invalid value {value} for configuration {name}: {_reason(name, value, exc)}"
                 ) from None
+
+
+def _reason(name: str, value: str, exc: Exception) -> str:
+    """Kafka's ConfigDef wording for a value that is not a number of the property's type."""
+    kind = _NUMBER_TYPES.get(PROPERTIES[name].config_type)
+    if kind is not None:
+        try:
+            int(value.strip())
+        except ValueError:
+            return f"Not a number of type {kind}"
+    return str(exc)

@@ -838,8 +838,7 @@ def test_alter_resources_errors(broker: Broker, version: int) -> None:
     )
     assert (broker_0.error_code, broker_0.error_message) == (
         ErrorCode.invalid_request,
-        "Invalid config value for resource ConfigResource(type=BROKER, name='0'): "
-        "Cannot update these configs dynamically: Set(log.dirs)",
+        "Cannot update these configs dynamically: [log.dirs]",
     )
     assert cluster.error_code == ErrorCode.invalid_request
     assert "Invalid value soon for configuration log.retention.ms" in cluster.error_message

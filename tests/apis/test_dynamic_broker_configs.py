@@ -94,16 +94,18 @@ def test_retention_applies_without_restart_and_survives_one(tmp_path: Path) -> N
 
 
 def test_refusals_change_nothing(broker: Broker) -> None:
-    prefix = "Invalid config value for resource ConfigResource(type=BROKER, name='0'): "
     cases = [
-        (("log.dirs", SET, "/x"), "Cannot update these configs dynamically: Set(log.dirs)"),
-        (("log.retention.ms", SET, "soon"), "Invalid value soon for configuration"),
+        (("log.dirs", SET, "/x"), "Cannot update these configs dynamically: [log.dirs]"),
+        (
+            ("log.retention.ms", SET, "soon"),
+            "Invalid value soon for configuration log.retention.ms: Not a number of type LONG",
+        ),
         (("no.such.property", SET, "1"), "Unknown broker configs: no.such.property"),
     ]
     for op, message in cases:
         response = set_broker(broker, "0", op)
         assert response.error_code == ErrorCode.invalid_request
-        assert response.error_message.startswith(prefix + message), response.error_message
+        assert response.error_message == message
     response = set_broker(broker, "0", ("log.retention.ms", SET, "1000"), validate_only=True)
     assert response.error_code == ErrorCode.none
     assert broker_configs(broker)["log.retention.hours"].config_source == SOURCE_DEFAULT
