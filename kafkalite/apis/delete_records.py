@@ -10,26 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-from kafkalite.apis.metadata import INTERNAL_TOPICS
-
-INVALID_LOW_WATERMARK = -1
-
-
-def _delete(ctx: RequestContext, topic: str, request_partition: Any) -> tuple[ErrorCode, int]:
-    manager = ctx.broker.replica_manager
-    partition = manager.partition(topic, request_partition.partition_index)
-    if partition is None:
-        return ErrorCode.unknown_topic_or_partition, INVALID_LOW_WATERMARK
-    if topic in INTERNAL_TOPICS:  # their records belong to the coordinators
-        return ErrorCode.invalid_topic_exception, INVALID_LOW_WATERMARK
-    return manager.delete_records(partition, request_partition.offset)
 
 
 def _partition_result(ctx: RequestContext, topic: str, request_partition: Any) -> Any:
-    error, low_watermark = _delete(ctx, topic, request_partition)
+    error, low_watermark = ctx.broker.replica_manager.delete_records(
+        (topic, request_partition.partition_index), request_partition.offset
+    )
     return make(
         ctx.schema.DeleteRecordsPartitionResult,
         partition_index=request_partition.partition_index,

@@ -1,8 +1,11 @@
-"""Fetch (key 1), versions 4-16.
+"""Fetch (key 1), versions 4-18.
 
-Long poll: answer once `min_bytes` are available or `max_wait_ms` has passed, re-reading
-as soon as any append lands. Whole batches only, within `max_bytes` and each partition's
-`partition_max_bytes` (the first batch is returned whole even when larger: KIP-74).
+Through the replica manager's fetch_messages. Long poll: answer once `min_bytes` are
+available or `max_wait_ms` has passed; a waiting fetch is parked in the fetch purgatory under
+its partitions and re-read when an append lands on one of them. Followers (replica_id >= 0)
+read to the log end, consumers to the high watermark. Whole batches only, within
+`max_bytes` and each partition's `partition_max_bytes` (the first batch is returned whole
+even when larger: KIP-74).
 Fetch sessions are declined (session id 0), so every request is a full fetch. Topics are
 named by id from v13.
 """
@@ -10,119 +13,119 @@ named by id from v13.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
-import trio
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-from kafkalite.broker.replica_manager import Partition, Topic
-from kafkalite.storage.errors import OffsetOutOfRangeError
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make, millis
+from kafkalite.broker.delayed import FetchInfo, FetchParams
+from kafkalite.broker.delayed_wait import complete_or_expire
+from kafkalite.broker.partition import LogReadResult
 
-READ_UNCOMMITTED, READ_COMMITTED = 0, 1
-
-
-@dataclass
-class _FetchState:
-    """What the partitions of one fetch share: the byte budget and the isolation level."""
-
-    remaining: int
-    isolation_level: int = READ_UNCOMMITTED
-    first: bool = True  # the first partition with data may exceed the limits (KIP-74)
+READ_UNCOMMITTED = 0
+MAX_BYTES_UNLIMITED = 2**31 - 1
 
 
-def _partition_data(
-    ctx: RequestContext,
-    state: _FetchState,
-    index: int,
-    error: ErrorCode,
-    partition: Partition | None = None,
-    records: bytes = b"",
-) -> Any:
-    """A partition's answer; like Kafka, one with an error (no `partition`) has -1 offsets."""
-    high_watermark = partition.high_watermark if partition else -1
-    return make(
-        ctx.schema.PartitionData,
-        partition_index=index,
-        error_code=error,
-        high_watermark=high_watermark,
-        last_stable_offset=high_watermark,
-        log_start_offset=partition.log_start_offset if partition else -1,
-        # Kafka lists aborted transactions only for read_committed fetches; there are none
-        # yet (no transactions), so read_committed gets an empty list.
-        aborted_transactions=() if state.isolation_level == READ_COMMITTED else None,
-        records=records,
+def _replica_id(request: Any) -> int:
+    """Followers name themselves in replica_state from v15, in replica_id before."""
+    state = getattr(request, "replica_state", None)
+    return state.replica_id if state is not None else getattr(request, "replica_id", -1)
+
+
+def _params(request: Any, max_wait_ms: int) -> FetchParams:
+    return FetchParams(
+        max_wait_ms=max_wait_ms,
+        min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes if request.max_bytes is not None else MAX_BYTES_UNLIMITED,
+        isolation_level=getattr(request, "isolation_level", READ_UNCOMMITTED),
+        replica_id=_replica_id(request),
     )
 
 
-def _read_partition(
-    ctx: RequestContext, topic: Topic, request: Any, state: _FetchState
-) -> tuple[Any, int]:
-    index = request.partition
-    partition, error = ctx.broker.replica_manager.leader_partition(
-        topic.name, index, getattr(request, "current_leader_epoch", -1)
-    )
-    if partition is None or error != ErrorCode.none:
-        return _partition_data(ctx, state, index, error), 0
-    limit = min(request.partition_max_bytes, state.remaining)
-    try:
-        records = partition.log.read(
-            request.fetch_offset, limit, partition.high_watermark, min_one_batch=state.first
-        )
-    except OffsetOutOfRangeError:
-        return _partition_data(ctx, state, index, ErrorCode.offset_out_of_range), 0
-    if records:
-        state.first = False
-        state.remaining = max(state.remaining - len(records), 0)
-    return _partition_data(ctx, state, index, ErrorCode.none, partition, records), len(records)
-
-
-def _resolve_topic(ctx: RequestContext, fetch_topic: Any) -> tuple[Topic | None, ErrorCode]:
+def _resolve_topic(ctx: RequestContext, fetch_topic: Any) -> tuple[str | None, ErrorCode]:
     manager = ctx.broker.replica_manager
     if ctx.api_version >= 13:
         topic = manager.topic_by_id(fetch_topic.topic_id)
-        return topic, ErrorCode.none if topic else ErrorCode.unknown_topic_id
-    topic = manager.topics.get(fetch_topic.topic)
-    return topic, ErrorCode.none if topic else ErrorCode.unknown_topic_or_partition
+        return (topic.name, ErrorCode.none) if topic else (None, ErrorCode.unknown_topic_id)
+    if fetch_topic.topic in manager.topics:
+        return fetch_topic.topic, ErrorCode.none
+    return None, ErrorCode.unknown_topic_or_partition
 
 
-def read_fetch(ctx: RequestContext, request: Any) -> tuple[Any, int, bool]:
-    """One pass over every requested partition: (response, bytes read, any partition error)."""
-    state = _FetchState(
-        request.max_bytes if request.max_bytes is not None else 2**31 - 1,
-        getattr(request, "isolation_level", READ_UNCOMMITTED),
-    )
-    total, failed, responses = 0, False, []
+def _fetch_infos(
+    ctx: RequestContext, request: Any
+) -> tuple[list[FetchInfo], list[tuple[Any, list[FetchInfo | ErrorCode]]]]:
+    """The partitions to read, and per requested topic what answers each partition."""
+    infos: list[FetchInfo] = []
+    plan: list[tuple[Any, list[FetchInfo | ErrorCode]]] = []
     for fetch_topic in request.topics:
-        topic, topic_error = _resolve_topic(ctx, fetch_topic)
-        partitions = []
+        name, error = _resolve_topic(ctx, fetch_topic)
+        answers: list[FetchInfo | ErrorCode] = []
         for part in fetch_topic.partitions:
-            if topic is None:
-                partitions.append(_partition_data(ctx, state, part.partition, topic_error))
-                failed = True
+            if name is None:
+                answers.append(error)
                 continue
-            data, size = _read_partition(ctx, topic, part, state)
-            failed = failed or data.error_code != ErrorCode.none
-            total += size
-            partitions.append(data)
-        responses.append(
-            make(
-                ctx.schema.FetchableTopicResponse,
-                topic=getattr(fetch_topic, "topic", None),
-                topic_id=getattr(fetch_topic, "topic_id", uuid.UUID(int=0)),
-                partitions=tuple(partitions),
+            info = FetchInfo(
+                name,
+                part.partition,
+                part.fetch_offset,
+                part.partition_max_bytes,
+                getattr(part, "current_leader_epoch", -1),
             )
+            infos.append(info)
+            answers.append(info)
+        plan.append((fetch_topic, answers))
+    return infos, plan
+
+
+def _partition_data(
+    ctx: RequestContext, index: int, result: LogReadResult, params: FetchParams
+) -> Any:
+    return make(
+        ctx.schema.PartitionData,
+        partition_index=index,
+        error_code=result.error,
+        high_watermark=result.high_watermark,
+        last_stable_offset=result.last_stable_offset,
+        log_start_offset=result.log_start_offset,
+        # Kafka lists aborted transactions only for read_committed fetches; there are none
+        # yet (no transactions), so read_committed gets an empty list.
+        aborted_transactions=() if params.isolation_level != READ_UNCOMMITTED else None,
+        records=result.records,
+    )
+
+
+def _response(
+    ctx: RequestContext,
+    params: FetchParams,
+    plan: list[tuple[Any, list[FetchInfo | ErrorCode]]],
+    results: dict[FetchInfo, LogReadResult],
+) -> Any:
+    responses = tuple(
+        make(
+            ctx.schema.FetchableTopicResponse,
+            topic=getattr(fetch_topic, "topic", None),
+            topic_id=getattr(fetch_topic, "topic_id", uuid.UUID(int=0)),
+            partitions=tuple(
+                _partition_data(
+                    ctx,
+                    answer.partition if isinstance(answer, FetchInfo) else part.partition,
+                    results[answer] if isinstance(answer, FetchInfo) else LogReadResult(answer),
+                    params,
+                )
+                for part, answer in zip(fetch_topic.partitions, answers, strict=True)
+            ),
         )
-    response = make(
+        for fetch_topic, answers in plan
+    )
+    return make(
         ctx.schema.FetchResponse,
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         session_id=0,
-        responses=tuple(responses),
+        responses=responses,
         node_endpoints=(),
     )
-    return response, total, failed
 
 
 def _session_error(ctx: RequestContext, request: Any) -> Any | None:
@@ -143,15 +146,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     session_error = _session_error(ctx, request)
     if session_error is not None:
         return session_error
-    max_wait_s = max(request.max_wait.total_seconds(), 0.0)
-    deadline = trio.current_time() + max_wait_s
-    while True:
-        arrived = ctx.broker.data_arrived  # taken before reading, so no append is missed
-        response, total, failed = read_fetch(ctx, request)
-        if total >= request.min_bytes or failed or trio.current_time() >= deadline:
-            return response
-        with trio.move_on_at(deadline):
-            await arrived.wait()
+    infos, plan = _fetch_infos(ctx, request)
+    unknown_topic = any(not isinstance(a, FetchInfo) for _, answers in plan for a in answers)
+    # Like a partition error, an unknown topic is answered at once.
+    max_wait_ms = 0 if unknown_topic else max(millis(request.max_wait), 0)
+    params = _params(request, max_wait_ms)
+    manager = ctx.broker.replica_manager
+    delayed = manager.fetch_messages(params, infos)
+    await complete_or_expire(manager.fetch_purgatory, delayed, max_wait_ms)
+    results = dict(zip(infos, delayed.read_result.results, strict=True))
+    return _response(ctx, params, plan, results)
 
 
 API = ApiHandler(api_key=1, min_version=4, max_version=18, handle=handle, is_async=True)

@@ -4,7 +4,7 @@ Special timestamps: -2 earliest (log start offset), -1 latest (high watermark, o
 stable offset for read_committed), -3 (v7+) the record with the largest timestamp, -4 (v8+)
 earliest local = earliest here, -5 (v9+) latest tiered and -6 (v11+, KIP-1023) earliest
 pending upload: none, as no tier exists. A real timestamp finds the first record at or after
-it through the time index.
+it through the time index. Answered by the partition's leader through the replica manager.
 """
 
 from __future__ import annotations
@@ -14,38 +14,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-from kafkalite.broker.replica_manager import Partition
-
-EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
-EARLIEST_PENDING_UPLOAD = -6
-NOT_FOUND = (-1, -1, -1)  # (offset, timestamp, leader epoch)
+from kafkalite.broker.partition import NOT_FOUND
 
 
-def _latest_epoch(partition: Partition) -> int:
-    epoch = partition.log.leader_epoch_cache.latest_epoch
-    return -1 if epoch is None else epoch
-
-
-def lookup(partition: Partition, timestamp: int) -> tuple[int, int, int]:
-    """(offset, timestamp, leader epoch) for a ListOffsets timestamp, Kafka's semantics."""
-    log = partition.log
-    if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        start = partition.log_start_offset
-        return start, -1, log.epoch_for_offset(start)
-    if timestamp == LATEST:
-        return partition.high_watermark, -1, _latest_epoch(partition)
-    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
-        return NOT_FOUND
-    if timestamp == MAX_TIMESTAMP:
-        found = log.max_timestamp_entry()
-    else:
-        found = log.fetch_offset_by_timestamp(timestamp)
-    if found is None or found[0] >= partition.high_watermark:
-        return NOT_FOUND
-    return found
-
-
-def _partition_response(ctx: RequestContext, topic: str, request: Any) -> Any:
+def _partition_response(ctx: RequestContext, topic: str, request: Any, isolation_level: int) -> Any:
     def respond(error: ErrorCode, found: tuple[int, int, int] = NOT_FOUND) -> Any:
         offset, timestamp, epoch = found
         return make(
@@ -57,20 +29,24 @@ def _partition_response(ctx: RequestContext, topic: str, request: Any) -> Any:
             leader_epoch=epoch,
         )
 
-    partition, error = ctx.broker.replica_manager.leader_partition(
-        topic, request.partition_index, getattr(request, "current_leader_epoch", -1)
+    error, found = ctx.broker.replica_manager.fetch_offset_for_timestamp(
+        (topic, request.partition_index),
+        request.timestamp,
+        getattr(request, "current_leader_epoch", -1),
+        isolation_level,
     )
-    if partition is None or error != ErrorCode.none:
-        return respond(error)
-    return respond(ErrorCode.none, lookup(partition, request.timestamp))
+    return respond(error, found)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    isolation = getattr(request, "isolation_level", 0)
     topics = tuple(
         make(
             ctx.schema.ListOffsetsTopicResponse,
             name=topic.name,
-            partitions=tuple(_partition_response(ctx, topic.name, p) for p in topic.partitions),
+            partitions=tuple(
+                _partition_response(ctx, topic.name, p, isolation) for p in topic.partitions
+            ),
         )
         for topic in request.topics
     )

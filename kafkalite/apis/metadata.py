@@ -17,10 +17,13 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import authorized_operations
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-from kafkalite.broker.group_coordinator_service import OFFSETS_TOPIC
-from kafkalite.broker.replica_manager import Topic, topic_name_error
+from kafkalite.broker.replica_manager import (
+    INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    Topic,
+    topic_name_error,
+)
 
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 ZERO_UUID = uuid.UUID(int=0)
 BY_ID_FROM = 12
 log = logging.getLogger(__name__)

@@ -23,16 +23,12 @@ def _partition_result(ctx: RequestContext, topic: str, request: Any) -> Any:
             end_offset=end_offset,
         )
 
-    partition, error = ctx.broker.replica_manager.leader_partition(
-        topic, request.partition, getattr(request, "current_leader_epoch", -1)
+    error, epoch, end_offset = ctx.broker.replica_manager.last_offset_for_leader_epoch(
+        (topic, request.partition),
+        getattr(request, "current_leader_epoch", -1),
+        request.leader_epoch,
     )
-    if partition is None or error != ErrorCode.none:
-        return respond(error)
-    log = partition.log
-    epoch, end_offset = log.leader_epoch_cache.end_offset_for(
-        request.leader_epoch, log.log_end_offset
-    )
-    return respond(ErrorCode.none, epoch, end_offset)
+    return respond(error, epoch, end_offset)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:

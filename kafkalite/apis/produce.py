@@ -2,8 +2,10 @@
 and refused (see produce_legacy).
 
 Batches are appended as the client sent them (offsets patched, CRC checked) without decoding
-records. acks=0 gets no response; acks=1 and acks=-1 are answered after the append (a single
-node is the whole ISR), subject to the topic's min.insync.replicas.
+records, through the replica manager (which refuses internal topics and, for acks=-1, an ISR
+below min.insync.replicas). acks=0 gets no response; acks=1 is answered after the append;
+acks=-1 once the high watermark covers it (at once on a single node, whose ISR is itself),
+or REQUEST_TIMED_OUT after the request's timeout.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import produce_legacy
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-from kafkalite.apis.metadata import INTERNAL_TOPICS
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make, millis
 from kafkalite.apis.topic_ids import topic_name
-from kafkalite.broker.topic_config import effective_value
+from kafkalite.broker.delayed import ProduceResult, TopicPartition
+from kafkalite.broker.delayed_wait import complete_or_expire
 from kafkalite.storage.batch import LOG_OVERHEAD, peek_offset_and_size
-from kafkalite.storage.errors import RecordError, StorageError
+from kafkalite.storage.errors import RecordError
 
 VALID_ACKS = (-1, 0, 1)
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets this client id write internal topics
@@ -69,89 +71,91 @@ def _holds_several_batches(records: bytes) -> bool:
     return peek_offset_and_size(records, 0)[1] < len(records)
 
 
-def _produce_partition(ctx: RequestContext, topic: str, data: Any, acks: int) -> Any:
-    manager = ctx.broker.replica_manager
-    partition = manager.partition(topic, data.index)
-    if partition is None:
-        return _partition_response(ctx, data.index, ErrorCode.unknown_topic_or_partition)
-    if topic in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
-        # Kafka's ReplicaManager: only the coordinators write their own topics.
-        return _partition_response(
-            ctx,
-            data.index,
-            ErrorCode.invalid_topic_exception,
-            message=f"Cannot append to internal topic {topic}",
-        )
+def _check_partition(ctx: RequestContext, topic: str, data: Any) -> ErrorCode | str | None:
+    """What KafkaApis answers before the replica manager: unknown partitions, then Kafka's
+    ProduceRequest.validateRecords (an error code, or a message for INVALID_RECORD)."""
+    if ctx.broker.replica_manager.partition(topic, data.index) is None:
+        return ErrorCode.unknown_topic_or_partition
     if data.records is None or len(data.records) == 0:
-        return _partition_response(
-            ctx, data.index, ErrorCode.invalid_record, message="no record batches"
-        )
+        return "no record batches"
     if _holds_several_batches(data.records):
-        return _partition_response(
-            ctx,
-            data.index,
-            ErrorCode.invalid_record,
-            message="Produce requests with version 3 and above must contain exactly one "
-            "record batch per partition",
+        return (
+            "Produce requests with version 3 and above must contain exactly one "
+            "record batch per partition"
         )
-    if acks == -1:
-        overrides = manager.topics[topic].metadata.configs
-        min_isr = int(effective_value(ctx.broker.config, overrides, "min.insync.replicas")[0])
-        if len(partition.isr) < min_isr:
-            return _partition_response(ctx, data.index, ErrorCode.not_enough_replicas)
-    result = manager.append(partition, data.records)
-    if isinstance(result, StorageError):
-        # Kafka reports offsets as -1 on a failed append; for record validation errors (its
-        # RecordValidationException) also the log start offset, a message and the rejected
-        # records (KIP-467) when the check was per record.
-        validation = result.error_code in (ErrorCode.invalid_timestamp, ErrorCode.invalid_record)
-        return _partition_response(
-            ctx,
-            data.index,
-            result.error_code,
-            log_start_offset=partition.log_start_offset if validation else -1,
-            message=str(result) if validation else None,
-            record_errors=result.record_errors,
-        )
+    return None
+
+
+def _refused(ctx: RequestContext, index: int, problem: ErrorCode | str) -> Any:
+    if isinstance(problem, str):
+        return _partition_response(ctx, index, ErrorCode.invalid_record, message=problem)
+    return _partition_response(ctx, index, problem)
+
+
+def _answered(ctx: RequestContext, index: int, result: ProduceResult) -> Any:
     return _partition_response(
         ctx,
-        data.index,
-        ErrorCode.none,
-        base_offset=result.first_offset,
+        index,
+        result.error,
+        base_offset=result.base_offset,
         log_append_time_ms=result.log_append_time_ms,
         log_start_offset=result.log_start_offset,
+        message=result.message,
+        record_errors=result.record_errors,
     )
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def _append(
+    ctx: RequestContext, entries: dict[TopicPartition, bytes], acks: int, timeout_ms: int
+) -> dict[TopicPartition, ProduceResult]:
+    """Append through the replica manager; acks=all waits for the high watermark."""
+    manager = ctx.broker.replica_manager
+    results, delayed = manager.append_records(
+        entries, acks, internal_topics_allowed=ctx.client_id == ADMIN_CLIENT_ID
+    )
+    if delayed is not None:
+        await complete_or_expire(manager.produce_purgatory, delayed, timeout_ms)
+        results = delayed.results
+    return results
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
-    responses = []
+    # (topic_data, per partition: an early answer or the key of its append)
+    plan: list[tuple[Any, list[Any]]] = []
+    entries: dict[TopicPartition, bytes] = {}
     for topic_data in request.topic_data:
         name = topic_name(ctx, topic_data)
-        if acks not in VALID_ACKS or name is None:
-            error = (
-                ErrorCode.invalid_required_acks
-                if acks not in VALID_ACKS
-                else ErrorCode.unknown_topic_id
-            )
-            partitions = tuple(
-                _partition_response(ctx, data.index, error) for data in topic_data.partition_data
-            )
-        else:
-            partitions = tuple(
-                _produce_partition(ctx, name, data, acks) for data in topic_data.partition_data
-            )
-        responses.append(
-            make(
-                ctx.schema.TopicProduceResponse,
-                name=getattr(topic_data, "name", None),
-                topic_id=getattr(topic_data, "topic_id", None),
-                partition_responses=partitions,
-            )
-        )
+        answers: list[Any] = []
+        for data in topic_data.partition_data:
+            if acks not in VALID_ACKS:
+                answers.append(
+                    _partition_response(ctx, data.index, ErrorCode.invalid_required_acks)
+                )
+            elif name is None:
+                answers.append(_partition_response(ctx, data.index, ErrorCode.unknown_topic_id))
+            elif (problem := _check_partition(ctx, name, data)) is not None:
+                answers.append(_refused(ctx, data.index, problem))
+            else:
+                entries[(name, data.index)] = data.records
+                answers.append((name, data.index))
+        plan.append((topic_data, answers))
+    results = await _append(ctx, entries, acks, millis(request.timeout)) if entries else {}
     if acks == 0:
         return None
-    return make(ctx.schema.ProduceResponse, responses=tuple(responses), throttle_time=NO_THROTTLE)
+    responses = tuple(
+        make(
+            ctx.schema.TopicProduceResponse,
+            name=getattr(topic_data, "name", None),
+            topic_id=getattr(topic_data, "topic_id", None),
+            partition_responses=tuple(
+                _answered(ctx, answer[1], results[answer]) if isinstance(answer, tuple) else answer
+                for answer in answers
+            ),
+        )
+        for topic_data, answers in plan
+    )
+    return make(ctx.schema.ProduceResponse, responses=responses, throttle_time=NO_THROTTLE)
 
 
 API = ApiHandler(
@@ -159,6 +163,7 @@ API = ApiHandler(
     min_version=0,
     max_version=13,
     handle=handle,
+    is_async=True,
     legacy=produce_legacy.answer,
     legacy_below=3,
 )

@@ -6,8 +6,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import trio
-
 from kafkalite.broker.dynamic_config import DynamicBrokerConfig, FileDynamicConfigStore
 from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
 from kafkalite.broker.metadata_store import MetadataStore
@@ -31,8 +29,6 @@ class Broker:
     replica_manager: ReplicaManager
     groups: GroupCoordinatorService
     clock_ms: Callable[[], int] = wall_clock_ms
-    # Set and replaced on every append, so long-polling fetches wake up (see apis/fetch.py).
-    data_arrived: trio.Event = field(default_factory=trio.Event)
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
     dynamic: DynamicBrokerConfig | None = None  # dynamic broker configs (kafka-configs)
 
@@ -50,7 +46,6 @@ class Broker:
         groups = GroupCoordinatorService(config, replica_manager)
         groups.load()
         broker = cls(config, store, replica_manager, groups, clock_ms, dynamic=dynamic)
-        replica_manager.on_append = broker._notify_append
         return broker
 
     def reconfigure(self, config: BrokerConfig) -> None:
@@ -61,10 +56,6 @@ class Broker:
             log_config = log_config_for(config, topic.metadata.configs)
             for partition in topic.partitions:
                 partition.log.update_config(log_config)
-
-    def _notify_append(self) -> None:
-        self.data_arrived.set()
-        self.data_arrived = trio.Event()
 
     @property
     def node_id(self) -> int:

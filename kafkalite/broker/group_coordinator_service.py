@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import trio
 from kio.schema.errors import ErrorCode
 
+from kafkalite.broker.replica_manager import OFFSETS_TOPIC
 from kafkalite.coordinator import (
     GroupConfig,
     GroupCoordinator,
@@ -54,7 +55,6 @@ from kafkalite.coordinator.records import (
     offset_tombstone,
 )
 from kafkalite.storage.batch import iter_batches
-from kafkalite.storage.errors import StorageError
 from kafkalite.storage.log import UnifiedLog
 from kafkalite.storage.records import Record, decode_records, encode_batch
 
@@ -64,7 +64,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kafkalite.groups")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 Change = OffsetChange | GroupChange | ConsumerGroupRecord
 LOAD_CHUNK_BYTES = 1024 * 1024
 
@@ -200,12 +199,15 @@ class GroupCoordinatorService:
 
     def _append(self, partition: Partition, changes: list[Change]) -> ErrorCode:
         records = [_record(change) for change in changes]
-        result = self.replica_manager.append(
-            partition, encode_batch(records, timestamp=self.now_ms())
+        batch = encode_batch(records, timestamp=self.now_ms())
+        # acks=1: on a single node the high watermark covers the append at once.
+        results, _ = self.replica_manager.append_records(
+            {(partition.topic, partition.index): batch}, 1, internal_topics_allowed=True
         )
-        if isinstance(result, StorageError):
-            log.error("cannot persist %d offset change(s): %s", len(changes), result)
-            return _APPEND_ERRORS.get(result.error_code, ErrorCode.unknown_server_error)
+        result = results[(partition.topic, partition.index)]
+        if result.error is not ErrorCode.none:
+            log.error("cannot persist %d offset change(s): %s", len(changes), result.error.name)
+            return _APPEND_ERRORS.get(result.error, ErrorCode.unknown_server_error)
         return ErrorCode.none
 
     # -- requests --------------------------------------------------------------------------

@@ -1,27 +1,48 @@
-"""Topics and partitions of this broker: creation, deletion, configs, append and read.
+"""Topics and partitions of this broker, and the data path every API goes through (Kafka's
+ReplicaManager.scala): produce (`append_records`), fetch (`fetch_messages`), ListOffsets,
+OffsetForLeaderEpoch and DeleteRecords, plus creation, deletion and configs of topics.
 
-Sans-IO: plain synchronous state. The trio layer wakes waiting fetches through
-`on_append`. Every partition carries log start offset, high watermark, log end offset and
-leader epoch from day one; on a single node the high watermark follows the log end offset.
+Each partition's replication state lives in its `Partition` (broker/partition.py). Requests
+that must wait (acks=all until the high watermark covers them, fetches below min_bytes) are
+delayed operations keyed by partition (broker/delayed.py); every append retries the ones
+watching its partition. Sans-IO: the trio side waits in broker/delayed_wait.py.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from kafkalite.broker.delayed import (
+    DelayedFetch,
+    DelayedProduce,
+    FetchInfo,
+    FetchParams,
+    FetchRead,
+    ProducePartitionStatus,
+    ProduceResult,
+    Purgatory,
+    TopicPartition,
+)
 from kafkalite.broker.metadata_store import MetadataStore, TopicMetadata
-from kafkalite.broker.topic_config import InvalidConfig, log_config_for, validate_topic_configs
+from kafkalite.broker.partition import NOT_FOUND, LogReadResult, Partition, PartitionState
+from kafkalite.broker.topic_config import (
+    InvalidConfig,
+    effective_value,
+    log_config_for,
+    validate_topic_configs,
+)
 from kafkalite.config import BrokerConfig
 from kafkalite.storage.errors import StorageError
-from kafkalite.storage.log import AppendResult, UnifiedLog
 from kafkalite.storage.log_dirs import LogDirs
 
 MAX_TOPIC_NAME_LENGTH = 249
+OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 
@@ -57,39 +78,6 @@ OK = Outcome()
 
 
 @dataclass
-class Partition:
-    topic: str
-    topic_id: uuid.UUID
-    index: int
-    log: UnifiedLog
-    leader_id: int
-    leader_epoch: int = 0
-    high_watermark: int = 0
-    replicas: list[int] = field(default_factory=list)
-    isr: list[int] = field(default_factory=list)
-
-    @property
-    def log_start_offset(self) -> int:
-        return self.log.log_start_offset
-
-    @property
-    def log_end_offset(self) -> int:
-        return self.log.log_end_offset
-
-    def check_leader_epoch(self, requested: int) -> ErrorCode:
-        """Kafka's check of a client's current_leader_epoch (-1: not checked)."""
-        if requested == -1 or requested == self.leader_epoch:
-            return ErrorCode.none
-        if requested > self.leader_epoch:
-            return ErrorCode.unknown_leader_epoch
-        return ErrorCode.fenced_leader_epoch
-
-    def advance_high_watermark(self) -> None:
-        # Single node: every replica in the ISR is this one, so HW = LEO.
-        self.high_watermark = self.log.log_end_offset
-
-
-@dataclass
 class Topic:
     metadata: TopicMetadata
     partitions: list[Partition]
@@ -118,7 +106,8 @@ class ReplicaManager:
         self.clock_ms = clock_ms
         self.topics: dict[str, Topic] = {}
         self.topics_by_id: dict[uuid.UUID, Topic] = {}
-        self.on_append: Callable[[], None] = lambda: None
+        self.produce_purgatory = Purgatory("Produce")
+        self.fetch_purgatory = Purgatory("Fetch")
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -150,18 +139,11 @@ class ReplicaManager:
             if log is None:
                 log = self.log_manager.create_log(topic.name, index, log_config, now)
             # A single node keeps its epoch across restarts (KRaft bumps it on leader change).
-            epoch = max(log.leader_epoch_cache.latest_epoch or 0, 0)
-            partition = Partition(
-                topic.name,
-                topic.topic_id,
-                index,
-                log,
-                self.node_id,
-                epoch,
-                replicas=[self.node_id],
-                isr=[self.node_id],
-            )
-            partition.advance_high_watermark()
+            epoch = max(log.leader_epoch_cache.latest_epoch, 0)
+            partition = Partition(topic.name, topic.topic_id, index, log, self.node_id)
+            me = (self.node_id,)
+            state = PartitionState(topic.name, index, me, self.node_id, epoch, me)
+            partition.make_leader(state, now)
             topic.partitions.append(partition)
 
     def shutdown(self) -> None:
@@ -175,14 +157,13 @@ class ReplicaManager:
             return None
         return found.partitions[index]
 
-    def leader_partition(
-        self, topic: str, index: int, current_leader_epoch: int = -1
-    ) -> tuple[Partition | None, ErrorCode]:
-        """The partition a client addresses as leader, checking its current_leader_epoch."""
-        partition = self.partition(topic, index)
-        if partition is None:
-            return None, ErrorCode.unknown_topic_or_partition
-        return partition, partition.check_leader_epoch(current_leader_epoch)
+    def _partition_of(self, tp: TopicPartition) -> Partition | None:
+        return self.partition(*tp)
+
+    def min_insync_replicas(self, tp: TopicPartition) -> int:
+        topic = self.topics.get(tp[0])
+        overrides = topic.metadata.configs if topic is not None else {}
+        return int(effective_value(self.config, overrides, "min.insync.replicas")[0])
 
     def topic_by_id(self, topic_id: uuid.UUID) -> Topic | None:
         return self.topics_by_id.get(topic_id)
@@ -305,39 +286,155 @@ class ReplicaManager:
             partition.log.update_config(log_config)
         return OK
 
-    # -- data ------------------------------------------------------------------------------
+    # -- data path -------------------------------------------------------------------------
 
-    def append(self, partition: Partition, records: bytes) -> AppendResult | StorageError:
-        """Append a producer's batches as leader; a rejected append returns its error."""
-        try:
-            result = partition.log.append_as_leader(
-                records, partition.leader_epoch, self.clock_ms()
+    def append_records(
+        self,
+        entries: Mapping[TopicPartition, bytes],
+        required_acks: int,
+        *,
+        internal_topics_allowed: bool = False,
+    ) -> tuple[dict[TopicPartition, ProduceResult], DelayedProduce | None]:
+        """Kafka's appendRecords: append each partition's batches as leader. For acks=all the
+        answer waits in the returned DelayedProduce (None: the results are final)."""
+        statuses: dict[TopicPartition, ProducePartitionStatus] = {}
+        for tp, records in entries.items():
+            result, required_offset = self._append_to_local_log(
+                tp, records, required_acks, internal_topics_allowed
             )
-        except StorageError as exc:
-            return exc
-        partition.advance_high_watermark()
-        self.on_append()
-        return result
+            statuses[tp] = ProducePartitionStatus(
+                required_offset, result, acks_pending=result.error is ErrorCode.none
+            )
+        results = {tp: status.result for tp, status in statuses.items()}
+        if required_acks != -1 or not any(s.acks_pending for s in statuses.values()):
+            return results, None
+        delayed = DelayedProduce(statuses, self._partition_of, self.min_insync_replicas)
+        return results, delayed
 
-    def delete_records(self, partition: Partition, offset: int) -> tuple[ErrorCode, int]:
-        """Move the log start offset to `offset` (-1: the high watermark)."""
-        if offset == -1:
-            offset = partition.high_watermark
-        if offset < 0 or offset > partition.high_watermark:
-            return ErrorCode.offset_out_of_range, -1
-        return ErrorCode.none, partition.log.delete_records_before(offset)
+    def _append_to_local_log(
+        self, tp: TopicPartition, records: bytes, required_acks: int, internal_allowed: bool
+    ) -> tuple[ProduceResult, int]:
+        """One partition's append: (result, offset the high watermark must reach)."""
+        if tp[0] in INTERNAL_TOPICS and not internal_allowed:
+            # Only the coordinators write their own topics.
+            message = f"Cannot append to internal topic {tp[0]}"
+            return ProduceResult(ErrorCode.invalid_topic_exception, message=message), -1
+        partition = self._partition_of(tp)
+        if partition is None:
+            return ProduceResult(ErrorCode.unknown_topic_or_partition), -1
+        high_watermark = partition.high_watermark
+        appended = partition.append_records_to_leader(
+            records, required_acks, self.min_insync_replicas(tp), self.clock_ms()
+        )
+        if isinstance(appended, ErrorCode):
+            return ProduceResult(appended), -1
+        if isinstance(appended, StorageError):
+            # Kafka reports offsets as -1 on a failed append; for record validation errors (its
+            # RecordValidationException) also the log start offset, a message and the rejected
+            # records (KIP-467) when the check was per record.
+            error = appended.error_code
+            if error not in (ErrorCode.invalid_timestamp, ErrorCode.invalid_record):
+                return ProduceResult(error), -1
+            refused = ProduceResult(
+                error,
+                log_start_offset=partition.log_start_offset,
+                message=str(appended),
+                record_errors=appended.record_errors,
+            )
+            return refused, -1
+        self._after_append(tp, partition.high_watermark > high_watermark)
+        result = ProduceResult(
+            ErrorCode.none,
+            appended.first_offset,
+            appended.log_append_time_ms,
+            appended.log_start_offset,
+        )
+        return result, appended.last_offset + 1
 
-    def apply_retention(self) -> int:
-        return self.log_manager.apply_retention(self.clock_ms())
+    def _after_append(self, tp: TopicPartition, high_watermark_moved: bool) -> None:
+        """Kafka's tryCompleteDelayedRequests: new data may satisfy parked fetches; a higher
+        high watermark may satisfy parked acks=all produces."""
+        if high_watermark_moved:
+            self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
 
-    def clean_logs(self) -> int:
-        """Compact the logs of cleanup.policy=compact topics; returns the bytes reclaimed."""
-        high_watermarks = {
+    def fetch_messages(self, params: FetchParams, infos: Sequence[FetchInfo]) -> DelayedFetch:
+        """Kafka's fetchMessages: a fetch to complete at once or park until data arrives
+        (run it through the fetch purgatory, as broker/delayed_wait.py does)."""
+        return DelayedFetch(params, infos, lambda: self.read_from_local_log(params, infos))
+
+    def read_from_local_log(self, params: FetchParams, infos: Sequence[FetchInfo]) -> FetchRead:
+        """One pass over the partitions within max_bytes; the first batch found is returned
+        whole even when larger than the limits (KIP-74)."""
+        remaining, first, results = params.max_bytes, True, []
+        for info in infos:
+            partition = self._partition_of(info.tp)
+            if partition is None:
+                results.append(LogReadResult(ErrorCode.unknown_topic_or_partition))
+                continue
+            result = partition.fetch_records(
+                info.fetch_offset,
+                min(info.max_bytes, remaining),
+                current_leader_epoch=info.current_leader_epoch,
+                replica_id=params.replica_id,
+                isolation_level=params.isolation_level,
+                min_one_batch=first,
+                now_ms=self.clock_ms(),
+            )
+            if result.records:
+                first = False
+                remaining = max(remaining - len(result.records), 0)
+            results.append(result)
+        return FetchRead(tuple(results))
+
+    def fetch_offset_for_timestamp(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        current_leader_epoch: int = -1,
+        isolation_level: int = 0,
+    ) -> tuple[ErrorCode, tuple[int, int, int]]:
+        """ListOffsets for one partition: (error, (offset, timestamp, leader epoch))."""
+        partition = self._partition_of(tp)
+        if partition is None:
+            return ErrorCode.unknown_topic_or_partition, NOT_FOUND
+        return partition.fetch_offset_for_timestamp(
+            timestamp, current_leader_epoch, isolation_level
+        )
+
+    def last_offset_for_leader_epoch(
+        self, tp: TopicPartition, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        """OffsetForLeaderEpoch for one partition: (error, epoch, end offset)."""
+        partition = self._partition_of(tp)
+        if partition is None:
+            return ErrorCode.unknown_topic_or_partition, -1, -1
+        return partition.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
+
+    def delete_records(self, tp: TopicPartition, offset: int) -> tuple[ErrorCode, int]:
+        """DeleteRecords for one partition: (error, new low watermark or -1)."""
+        partition = self._partition_of(tp)
+        if partition is None:
+            return ErrorCode.unknown_topic_or_partition, -1
+        if tp[0] in INTERNAL_TOPICS:  # their records belong to the coordinators
+            return ErrorCode.invalid_topic_exception, -1
+        return partition.delete_records_on_leader(offset)
+
+    def _high_watermarks(self) -> dict[TopicPartition, int]:
+        return {
             (topic.name, p.index): p.high_watermark
             for topic in self.topics.values()
             for p in topic.partitions
         }
-        return self.log_manager.clean_logs(self.clock_ms(), high_watermarks)
+
+    def apply_retention(self) -> int:
+        """Retention never deletes a segment holding offsets at or above the high watermark
+        (Kafka's UnifiedLog.deleteOldSegments)."""
+        return self.log_manager.apply_retention(self.clock_ms(), self._high_watermarks())
+
+    def clean_logs(self) -> int:
+        """Compact the logs of cleanup.policy=compact topics; returns the bytes reclaimed."""
+        return self.log_manager.clean_logs(self.clock_ms(), self._high_watermarks())
 
     def maintenance(self) -> None:
         """Periodic work: flush policy and checkpoints."""

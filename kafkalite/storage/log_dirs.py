@@ -159,8 +159,10 @@ class LogDirs:
         for manager in self.managers:
             manager.flush_all(now_ms)
 
-    def apply_retention(self, now_ms: int) -> int:
-        return sum(manager.apply_retention(now_ms) for manager in self.managers)
+    def apply_retention(
+        self, now_ms: int, high_watermarks: Mapping[TopicPartition, int] | None = None
+    ) -> int:
+        return sum(manager.apply_retention(now_ms, high_watermarks) for manager in self.managers)
 
     def clean_logs(
         self, now_ms: int, high_watermarks: Mapping[TopicPartition, int] | None = None

@@ -162,11 +162,18 @@ class LogManager:
         for partition_log in self.logs.values():
             partition_log.maybe_flush(now_ms)
 
-    def apply_retention(self, now_ms: int) -> int:
-        """Retention on every log (and producer id expiration); segments deleted."""
+    def apply_retention(
+        self, now_ms: int, high_watermarks: Mapping[TopicPartition, int] | None = None
+    ) -> int:
+        """Retention on every log (and producer id expiration); segments deleted.
+
+        No segment holding offsets at or above its log's high watermark (default: the log
+        end) is deleted, as in Kafka's deleteOldSegments.
+        """
         deleted = 0
-        for partition_log in self.logs.values():
-            deleted += partition_log.apply_retention(now_ms)
+        for tp, partition_log in self.logs.items():
+            high_watermark = high_watermarks.get(tp) if high_watermarks is not None else None
+            deleted += partition_log.apply_retention(now_ms, high_watermark)
             partition_log.remove_expired_producers(now_ms)
         return deleted
 

@@ -32,7 +32,6 @@ from kafkalite.broker.topic_config import (
     SOURCE_TOPIC,
     TOPIC_CONFIGS,
 )
-from kafkalite.storage.errors import StorageError
 
 from .harness import call, record_batch
 
@@ -239,11 +238,9 @@ def describe_cluster_request(broker: Broker, version: int, **values: Any) -> Any
 
 
 def produce(broker: Broker, topic: str, count: int, partition: int = 0) -> None:
-    manager = broker.replica_manager
-    target = manager.partition(topic, partition)
-    assert target is not None
-    result = manager.append(target, record_batch([b"v%d" % i for i in range(count)]))
-    assert not isinstance(result, StorageError), result
+    batch = record_batch([b"v%d" % i for i in range(count)])
+    results, _ = broker.replica_manager.append_records({(topic, partition): batch}, 1)
+    assert results[(topic, partition)].error is ErrorCode.none, results
 
 
 # -- registry ----------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from kafkalite.apis import (
 )
 from kafkalite.apis.base import ApiHandler, RequestContext, make
 from kafkalite.broker.broker import Broker
+from kafkalite.broker.delayed import ProduceResult
 from kafkalite.broker.group_coordinator_service import (
     OFFSETS_TOPIC,
     GroupCoordinatorService,
@@ -53,7 +54,6 @@ from kafkalite.config import build_config
 from kafkalite.coordinator import OffsetAndMetadata, TopicPartition, group_partition
 from kafkalite.coordinator.consumer_protocol import subscribed_topics
 from kafkalite.coordinator.records import GroupMetadataKey, OffsetCommitKey, decode_key
-from kafkalite.storage.errors import KafkaStorageError
 
 from .harness import request_module, roundtrip
 
@@ -1342,8 +1342,11 @@ def test_offset_delete_fails_when_its_tombstones_cannot_be_written(
         await commit_sample(broker)
         monkeypatch.setattr(
             broker.replica_manager,
-            "append",
-            lambda partition, records: KafkaStorageError("disk gone"),
+            "append_records",
+            lambda entries, acks, **_: (
+                {tp: ProduceResult(ErrorCode.kafka_storage_error) for tp in entries},
+                None,
+            ),
         )
         error, partitions = await delete_offsets(broker, {TOPIC: [0]})
         assert (error, partitions) == (ErrorCode.not_coordinator, {})

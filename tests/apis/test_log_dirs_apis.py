@@ -12,7 +12,6 @@ from kafkalite.apis import alter_replica_log_dirs, describe_log_dirs
 from kafkalite.apis.base import make
 from kafkalite.broker.broker import Broker
 from kafkalite.config import build_config
-from kafkalite.storage.errors import StorageError
 
 from .harness import call, record_batch
 
@@ -31,9 +30,9 @@ def jbod(dirs: list[Path]) -> Any:
     broker = open_jbod(dirs)
     assert broker.replica_manager.create_topic("t", 4)[0].ok
     for index in range(4):
-        partition = broker.replica_manager.partition("t", index)
-        result = broker.replica_manager.append(partition, record_batch([b"v"] * (index + 1)))
-        assert not isinstance(result, StorageError)
+        batch = record_batch([b"v"] * (index + 1))
+        results, _ = broker.replica_manager.append_records({("t", index): batch}, 1)
+        assert results[("t", index)].error is ErrorCode.none
     yield broker
     broker.shutdown()
 
@@ -105,9 +104,8 @@ def test_a_partition_moves_and_is_found_there_after_a_restart(
     ]
     assert not (dirs[0] / "t-0").exists() and (dirs[1] / "t-0").is_dir()
     assert layout(describe(jbod, 4))["d2"][0] == (size, 0)
-    partition = jbod.replica_manager.partition("t", 0)
-    result = jbod.replica_manager.append(partition, record_batch([b"after"]))
-    assert not isinstance(result, StorageError) and result.first_offset == 1
+    results, _ = jbod.replica_manager.append_records({("t", 0): record_batch([b"after"])}, 1)
+    assert (results[("t", 0)].error, results[("t", 0)].base_offset) == (ErrorCode.none, 1)
     jbod.shutdown()
     again = open_jbod(dirs)
     try:

@@ -1,0 +1,253 @@
+"""Delayed operations keyed by partition (Kafka's DelayedOperationPurgatory).
+
+A request that cannot be answered yet (acks=all before the high watermark covers its
+records; a fetch below min_bytes) is parked in a `Purgatory` under the partitions it waits
+on. Whoever changes a partition (an append, a high watermark move) calls
+`check_and_complete(tp)`, which retries only the operations watching that partition.
+Expiry is the caller's clock: the trio side (broker/delayed_wait.py) calls `expire` when the
+request's timeout passes. Sans-IO: this module decides, it never waits.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.broker.partition import LogReadResult, Partition
+from kafkalite.storage.errors import RecordError
+
+TopicPartition = tuple[str, int]
+
+
+class DelayedOperation:
+    """Kafka's DelayedOperation: completes once, by `try_complete` or by expiry."""
+
+    def __init__(self, keys: Iterable[TopicPartition]) -> None:
+        self.keys = tuple(keys)
+        self.completed = False
+        self.expired = False
+        self.waker: Callable[[], None] = lambda: None  # set by whoever waits for it
+
+    def try_complete(self) -> bool:
+        """Check the condition; when it holds, `force_complete` and return True."""
+        raise NotImplementedError
+
+    def on_complete(self) -> None:
+        """Fill in the answer (runs exactly once, on completion or expiry)."""
+
+    def on_expiration(self) -> None:
+        """Adjust the answer for a timeout (runs before `on_complete`)."""
+
+    def force_complete(self) -> bool:
+        if self.completed:
+            return False
+        self.completed = True
+        self.on_complete()
+        self.waker()
+        return True
+
+
+class Purgatory:
+    """Operations waiting on partitions, retried when one of their partitions changes."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._watchers: dict[TopicPartition, list[DelayedOperation]] = defaultdict(list)
+
+    def try_complete_else_watch(self, operation: DelayedOperation) -> bool:
+        """Complete now if possible; otherwise park it under each of its keys."""
+        if operation.try_complete():
+            return True
+        for key in operation.keys:
+            self._watchers[key].append(operation)
+        return False
+
+    def check_and_complete(self, key: TopicPartition) -> int:
+        """Retry the operations watching `key`; returns how many completed."""
+        watching = self._watchers.get(key)
+        if not watching:
+            return 0
+        completed = [op for op in list(watching) if op.completed or op.try_complete()]
+        for operation in completed:
+            self._unwatch(operation)
+        return len(completed)
+
+    def expire(self, operation: DelayedOperation) -> bool:
+        """The operation's timeout passed: answer it as expired (False if already done)."""
+        self._unwatch(operation)
+        if operation.completed:
+            return False
+        operation.expired = True
+        operation.on_expiration()
+        return operation.force_complete()
+
+    def cancel(self, operation: DelayedOperation) -> None:
+        """Forget the operation without answering (its requester is gone)."""
+        self._unwatch(operation)
+
+    def _unwatch(self, operation: DelayedOperation) -> None:
+        for key in operation.keys:
+            watching = self._watchers.get(key)
+            if watching is None:
+                continue
+            if operation in watching:
+                watching.remove(operation)
+            if not watching:
+                del self._watchers[key]
+
+    def watched(self, key: TopicPartition | None = None) -> int:
+        """Operations parked (under `key`, or in all); for tests and metrics."""
+        if key is not None:
+            return len(self._watchers.get(key, ()))
+        return len({id(op) for ops in self._watchers.values() for op in ops})
+
+
+# -- produce -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ProduceResult:
+    """One partition's answer to a produce (Kafka's PartitionResponse)."""
+
+    error: ErrorCode = ErrorCode.none
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+    record_errors: tuple[RecordError, ...] = ()  # KIP-467: the records a validation refused
+
+
+@dataclass(slots=True)
+class ProducePartitionStatus:
+    required_offset: int  # the high watermark must reach this (last offset + 1)
+    result: ProduceResult
+    acks_pending: bool = True
+
+
+class DelayedProduce(DelayedOperation):
+    """acks=all: answered when the high watermark covers every partition's append (Kafka's
+    DelayedProduce). NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
+    min.insync.replicas meanwhile; REQUEST_TIMED_OUT for partitions still pending at expiry."""
+
+    def __init__(
+        self,
+        statuses: Mapping[TopicPartition, ProducePartitionStatus],
+        partition: Callable[[TopicPartition], Partition | None],
+        min_isr: Callable[[TopicPartition], int],
+    ) -> None:
+        super().__init__(tp for tp, status in statuses.items() if status.acks_pending)
+        self.statuses = dict(statuses)
+        self._partition = partition
+        self._min_isr = min_isr
+
+    def try_complete(self) -> bool:
+        for tp, status in self.statuses.items():
+            if not status.acks_pending:
+                continue
+            partition = self._partition(tp)
+            if partition is None:
+                done, error = True, ErrorCode.unknown_topic_or_partition
+            else:
+                done, error = partition.check_enough_replicas_reach_offset(
+                    status.required_offset, self._min_isr(tp)
+                )
+            if done or error is not ErrorCode.none:
+                status.acks_pending = False
+                status.result.error = error
+        if any(status.acks_pending for status in self.statuses.values()):
+            return False
+        return self.force_complete()
+
+    def on_expiration(self) -> None:
+        for status in self.statuses.values():
+            if status.acks_pending:
+                status.acks_pending = False
+                status.result.error = ErrorCode.request_timed_out
+
+    @property
+    def results(self) -> dict[TopicPartition, ProduceResult]:
+        return {tp: status.result for tp, status in self.statuses.items()}
+
+
+# -- fetch -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FetchInfo:
+    """One partition of a fetch (Kafka's FetchRequest.PartitionData)."""
+
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+
+    @property
+    def tp(self) -> TopicPartition:
+        return self.topic, self.partition
+
+
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    """What applies to the whole fetch (Kafka's FetchParams)."""
+
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int = 0
+    replica_id: int = -1
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRead:
+    """One pass over a fetch's partitions: results in request order."""
+
+    results: tuple[LogReadResult, ...] = field(default_factory=tuple)
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(len(result.records) for result in self.results)
+
+    @property
+    def has_error(self) -> bool:
+        return any(result.error is not ErrorCode.none for result in self.results)
+
+
+class DelayedFetch(DelayedOperation):
+    """A fetch below min_bytes, retried when one of its partitions gets data (Kafka's
+    DelayedFetch); at expiry it answers whatever there is."""
+
+    def __init__(
+        self, params: FetchParams, infos: Iterable[FetchInfo], read: Callable[[], FetchRead]
+    ) -> None:
+        infos = tuple(infos)
+        super().__init__(dict.fromkeys(info.tp for info in infos))
+        self.params = params
+        self._read = read
+        self.read_result = FetchRead()
+
+    def satisfied(self, read: FetchRead) -> bool:
+        """Kafka's fetchMessages: answer at once on errors or once min_bytes are there."""
+        return (
+            self.params.max_wait_ms <= 0
+            or not self.keys
+            or read.has_error
+            or read.bytes_read >= self.params.min_bytes
+        )
+
+    def try_complete(self) -> bool:
+        read = self._read()
+        if not self.satisfied(read):
+            return False
+        self.read_result = read
+        return self.force_complete()
+
+    def on_expiration(self) -> None:
+        self.read_result = self._read()

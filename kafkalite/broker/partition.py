@@ -1,0 +1,334 @@
+"""One partition's replication state and its data path (Kafka's Partition.scala).
+
+A `Partition` owns what a replica knows about its partition: leader id, leader epoch,
+partition epoch, replicas, ISR and the high watermark, plus a `Replica` record per remote
+replica (its fetch position and last caught-up time) that the leader keeps. The high
+watermark is the smallest log end offset of the ISR: on a single node the ISR is this broker
+alone, so it follows the log end offset, but it is computed the same way a leader with
+followers computes it. Appends as leader check `min.insync.replicas` first; reads stop at the
+high watermark for consumers (the log end for followers). `make_leader` / `make_follower`
+apply the controller's decisions and reject stale ones (epoch fencing).
+
+Sans-IO: plain synchronous state, driven by the ReplicaManager.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.storage.errors import OffsetOutOfRangeError, StorageError
+from kafkalite.storage.log import AppendResult, UnifiedLog
+
+NO_LEADER = -1
+UNKNOWN_OFFSET = -1
+UNDEFINED_EPOCH = -1
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+# ListOffsets' special timestamps.
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+EARLIEST_PENDING_UPLOAD = -6
+NOT_FOUND = (-1, -1, -1)  # (offset, timestamp, leader epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """The controller's decision for one partition (Kafka's LeaderAndIsrPartitionState /
+    ZooKeeper's `/brokers/topics/<t>/partitions/<p>/state` plus the assignment)."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int = 0  # the state znode's version (KRaft: the partition epoch)
+    controller_epoch: int = 0
+
+
+@dataclass(slots=True)
+class Replica:
+    """What a leader knows of one follower (Kafka's Replica / ReplicaState)."""
+
+    broker_id: int
+    log_end_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
+    last_fetch_time_ms: int = 0
+    last_caught_up_time_ms: int = 0
+
+    def update_fetch_state(
+        self, fetch_offset: int, log_start_offset: int, leader_end_offset: int, now_ms: int
+    ) -> None:
+        """Kafka's updateFetchStateOrThrow: a fetch at the leader's end means caught up."""
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, now_ms)
+        self.log_end_offset = fetch_offset
+        self.log_start_offset = log_start_offset
+        self.last_fetch_time_ms = now_ms
+
+    def reset(self, now_ms: int, caught_up: bool) -> None:
+        """A new leader knows nothing of its followers' positions yet."""
+        self.log_end_offset = UNKNOWN_OFFSET
+        self.log_start_offset = UNKNOWN_OFFSET
+        self.last_fetch_time_ms = 0
+        self.last_caught_up_time_ms = now_ms if caught_up else 0
+
+
+@dataclass(frozen=True, slots=True)
+class LogReadResult:
+    """One partition's answer to a fetch (Kafka's LogReadResult)."""
+
+    error: ErrorCode
+    records: bytes = b""
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass(eq=False)
+class Partition:
+    topic: str
+    topic_id: uuid.UUID
+    index: int
+    log: UnifiedLog
+    local_broker_id: int
+    leader_id: int = NO_LEADER
+    leader_epoch: int = UNDEFINED_EPOCH
+    partition_epoch: int = -1
+    controller_epoch: int = -1
+    replicas: list[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
+    high_watermark: int = 0
+    remote_replicas: dict[int, Replica] = field(default_factory=dict)
+
+    # -- positions -------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_broker_id
+
+    @property
+    def last_stable_offset(self) -> int:
+        """No offset at or after the first open transaction is stable."""
+        unstable = self.log.first_unstable_offset
+        return self.high_watermark if unstable is None else min(unstable, self.high_watermark)
+
+    def _replica_end_offset(self, broker_id: int) -> int:
+        if broker_id == self.local_broker_id:
+            return self.log_end_offset
+        replica = self.remote_replicas.get(broker_id)
+        return UNKNOWN_OFFSET if replica is None else replica.log_end_offset
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """Kafka's maybeIncrementLeaderHW: the smallest log end offset of the ISR, never
+        lowered. Returns whether it moved (delayed operations may complete)."""
+        if not self.is_leader:
+            return False
+        new_hw = min(self._replica_end_offset(broker_id) for broker_id in self.isr)
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
+            return True
+        return False
+
+    # -- controller decisions --------------------------------------------------------------
+
+    def _stale(self, state: PartitionState) -> bool:
+        """Kafka's epoch fencing: an older leader epoch, or the same epoch with an older
+        partition epoch, is a decision already superseded."""
+        if state.leader_epoch != self.leader_epoch:
+            return state.leader_epoch < self.leader_epoch
+        return state.partition_epoch < self.partition_epoch
+
+    def _apply(self, state: PartitionState) -> None:
+        self.replicas = list(state.replicas)
+        self.isr = list(state.isr)
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.partition_epoch = state.partition_epoch
+        self.controller_epoch = state.controller_epoch
+
+    def make_leader(self, state: PartitionState, now_ms: int) -> ErrorCode:
+        """Become (or stay) leader under `state`; FENCED_LEADER_EPOCH for a stale decision."""
+        if self._stale(state):
+            return ErrorCode.fenced_leader_epoch
+        new_epoch = state.leader_epoch != self.leader_epoch or not self.is_leader
+        self._apply(state)
+        self.remote_replicas = {
+            broker_id: self.remote_replicas.get(broker_id, Replica(broker_id))
+            for broker_id in state.replicas
+            if broker_id != self.local_broker_id
+        }
+        if new_epoch:
+            # Kafka: followers in the ISR count as caught up from now, the others do not.
+            # (The epoch enters the leader epoch cache with the first batch appended in it.)
+            for replica in self.remote_replicas.values():
+                replica.reset(now_ms, caught_up=replica.broker_id in self.isr)
+        if self.high_watermark > self.log_end_offset:
+            self.high_watermark = self.log_end_offset
+        self.maybe_increment_high_watermark()
+        return ErrorCode.none
+
+    def make_follower(self, state: PartitionState) -> ErrorCode:
+        """Follow `state.leader`; FENCED_LEADER_EPOCH for a stale decision. Truncation to the
+        new leader's log is the fetcher's job (by leader epoch, never by HW alone)."""
+        if self._stale(state):
+            return ErrorCode.fenced_leader_epoch
+        self._apply(state)
+        self.remote_replicas = {}
+        return ErrorCode.none
+
+    def check_leader_epoch(self, requested: int) -> ErrorCode:
+        """Kafka's check of a client's current_leader_epoch (-1: not checked)."""
+        if requested == -1 or requested == self.leader_epoch:
+            return ErrorCode.none
+        if requested > self.leader_epoch:
+            return ErrorCode.unknown_leader_epoch
+        return ErrorCode.fenced_leader_epoch
+
+    def check_leader(self, current_leader_epoch: int = -1) -> ErrorCode:
+        """Errors a client addressing this replica as leader gets, or NONE."""
+        error = self.check_leader_epoch(current_leader_epoch)
+        if error is not ErrorCode.none:
+            return error
+        return ErrorCode.none if self.is_leader else ErrorCode.not_leader_or_follower
+
+    # -- leader data path ------------------------------------------------------------------
+
+    def append_records_to_leader(
+        self, records: bytes, required_acks: int, min_isr: int, now_ms: int
+    ) -> AppendResult | StorageError | ErrorCode:
+        """Kafka's appendRecordsToLeader: acks=all needs an ISR of at least min.insync.replicas
+        before anything is written."""
+        if not self.is_leader:
+            return ErrorCode.not_leader_or_follower
+        if required_acks == -1 and len(self.isr) < min_isr:
+            return ErrorCode.not_enough_replicas
+        try:
+            result = self.log.append_as_leader(records, self.leader_epoch, now_ms)
+        except StorageError as exc:
+            return exc
+        self.maybe_increment_high_watermark()
+        return result
+
+    def check_enough_replicas_reach_offset(
+        self, required_offset: int, min_isr: int
+    ) -> tuple[bool, ErrorCode]:
+        """Kafka's checkEnoughReplicasReachOffset: (done, error) for a parked acks=all."""
+        if not self.is_leader:
+            return False, ErrorCode.not_leader_or_follower
+        if self.high_watermark < required_offset:
+            return False, ErrorCode.none
+        if len(self.isr) < min_isr:
+            return True, ErrorCode.not_enough_replicas_after_append
+        return True, ErrorCode.none
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """Record a follower's fetch; False when it is not a replica of this partition."""
+        replica = self.remote_replicas.get(replica_id)
+        if replica is None:
+            return False
+        replica.update_fetch_state(fetch_offset, self.log_start_offset, self.log_end_offset, now_ms)
+        self.maybe_increment_high_watermark()
+        return True
+
+    def fetch_records(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        current_leader_epoch: int = -1,
+        replica_id: int = -1,
+        isolation_level: int = READ_UNCOMMITTED,
+        min_one_batch: bool = True,
+        now_ms: int = 0,
+    ) -> LogReadResult:
+        """Kafka's fetchRecords: followers read to the log end, consumers to the high
+        watermark (read_committed: the last stable offset)."""
+        error = self.check_leader(current_leader_epoch)
+        if error is not ErrorCode.none:
+            return LogReadResult(error)
+        if replica_id >= 0:
+            if not self.update_follower_fetch_state(replica_id, fetch_offset, now_ms):
+                return LogReadResult(ErrorCode.not_leader_or_follower)
+            max_offset = self.log_end_offset
+        elif isolation_level == READ_COMMITTED:
+            max_offset = self.last_stable_offset
+        else:
+            max_offset = self.high_watermark
+        try:
+            records = self.log.read(fetch_offset, max_bytes, max_offset, min_one_batch)
+        except OffsetOutOfRangeError:
+            return LogReadResult(ErrorCode.offset_out_of_range)
+        return LogReadResult(
+            ErrorCode.none,
+            records,
+            self.high_watermark,
+            self.last_stable_offset,
+            self.log_start_offset,
+        )
+
+    def fetch_offset_for_timestamp(
+        self,
+        timestamp: int,
+        current_leader_epoch: int = -1,
+        isolation_level: int = READ_UNCOMMITTED,
+    ) -> tuple[ErrorCode, tuple[int, int, int]]:
+        """ListOffsets: (offset, timestamp, leader epoch) with Kafka's special timestamps;
+        latest is the high watermark (read_committed: the last stable offset)."""
+        error = self.check_leader(current_leader_epoch)
+        if error is not ErrorCode.none:
+            return error, NOT_FOUND
+        return ErrorCode.none, self._offset_for_timestamp(timestamp, isolation_level)
+
+    def _offset_for_timestamp(self, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
+        log = self.log
+        if timestamp in (EARLIEST, EARLIEST_LOCAL):
+            start = self.log_start_offset
+            return start, -1, log.epoch_for_offset(start)
+        if timestamp == LATEST:
+            latest = (
+                self.last_stable_offset
+                if isolation_level == READ_COMMITTED
+                else self.high_watermark
+            )
+            return latest, -1, log.leader_epoch_cache.latest_epoch
+        if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+            return NOT_FOUND  # no tiered storage
+        if timestamp == MAX_TIMESTAMP:
+            found = log.max_timestamp_entry()
+        else:
+            found = log.fetch_offset_by_timestamp(timestamp)
+        if found is None or found[0] >= self.high_watermark:
+            return NOT_FOUND
+        return found
+
+    def last_offset_for_leader_epoch(
+        self, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        """OffsetForLeaderEpoch: (error, epoch, end offset) from the leader epoch cache."""
+        error = self.check_leader(current_leader_epoch)
+        if error is not ErrorCode.none:
+            return error, UNDEFINED_EPOCH, UNKNOWN_OFFSET
+        epoch, end_offset = self.log.leader_epoch_cache.end_offset_for(
+            leader_epoch, self.log_end_offset
+        )
+        return ErrorCode.none, epoch, end_offset
+
+    def delete_records_on_leader(self, offset: int) -> tuple[ErrorCode, int]:
+        """DeleteRecords: move the log start to `offset` (-1: the high watermark)."""
+        if not self.is_leader:
+            return ErrorCode.not_leader_or_follower, -1
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            return ErrorCode.offset_out_of_range, -1
+        return ErrorCode.none, self.log.delete_records_before(offset)

@@ -1,0 +1,113 @@
+"""ReplicaManager: the data path through Partition and the purgatories, on a real broker."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+from kio.schema.errors import ErrorCode
+from partition_fixtures import batch
+
+from kafkalite.broker.broker import Broker
+from kafkalite.broker.delayed import FetchInfo, FetchParams
+from kafkalite.broker.delayed_wait import complete_or_expire
+from kafkalite.broker.partition import PartitionState
+from kafkalite.config import build_config
+
+TP = ("t", 0)
+
+
+def open_broker(tmp_path, **overrides: str) -> Broker:
+    broker = Broker.open(build_config({"log.dirs": str(tmp_path), **overrides}))
+    outcome, _ = broker.replica_manager.create_topic("t", 2, 1)
+    assert outcome.ok
+    return broker
+
+
+def test_acks_all_on_a_single_node_completes_at_once(tmp_path) -> None:
+    broker = open_broker(tmp_path)
+    manager = broker.replica_manager
+    results, delayed = manager.append_records({TP: batch(2)}, -1)
+    assert delayed is not None
+    assert manager.produce_purgatory.try_complete_else_watch(delayed) is True
+    assert delayed.results[TP].error is ErrorCode.none
+    assert manager.produce_purgatory.watched() == 0
+    broker.shutdown()
+
+
+def test_append_checks_internal_topics_and_min_insync_replicas(tmp_path) -> None:
+    broker = open_broker(tmp_path, **{"min.insync.replicas": "2"})
+    manager = broker.replica_manager
+    manager.create_topic("__consumer_offsets", 1, 1)
+    results, _ = manager.append_records({("__consumer_offsets", 0): batch()}, 1)
+    assert results[("__consumer_offsets", 0)].error is ErrorCode.invalid_topic_exception
+    results, _ = manager.append_records(
+        {("__consumer_offsets", 0): batch()}, 1, internal_topics_allowed=True
+    )
+    assert results[("__consumer_offsets", 0)].error is ErrorCode.none
+    results, delayed = manager.append_records({TP: batch()}, -1)
+    assert (results[TP].error, delayed) == (ErrorCode.not_enough_replicas, None)
+    assert manager.partition(*TP).log_end_offset == 0
+    broker.shutdown()
+
+
+def _hold_back_high_watermark(broker: Broker) -> None:
+    """Make broker 2 a follower in the ISR that never fetches: the HW stays where it is."""
+    partition = broker.replica_manager.partition(*TP)
+    state = PartitionState("t", 0, (0, 2), 0, partition.leader_epoch + 1, (0, 2))
+    assert partition.make_leader(state, now_ms=0) is ErrorCode.none
+
+
+def test_acks_all_parks_until_timeout(tmp_path) -> None:
+    broker = open_broker(tmp_path, **{"broker.id": "0"})
+    manager = broker.replica_manager
+    _hold_back_high_watermark(broker)
+
+    async def main() -> None:
+        _, delayed = manager.append_records({TP: batch()}, -1)
+        assert delayed is not None
+        await complete_or_expire(manager.produce_purgatory, delayed, 30_000)
+        assert delayed.results[TP].error is ErrorCode.request_timed_out
+        assert manager.produce_purgatory.watched() == 0
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    broker.shutdown()
+
+
+def test_parked_fetch_is_woken_by_an_append_to_its_partition_only(tmp_path) -> None:
+    broker = open_broker(tmp_path)
+    manager = broker.replica_manager
+    params = FetchParams(max_wait_ms=60_000, min_bytes=1, max_bytes=1 << 20)
+    delayed = manager.fetch_messages(params, [FetchInfo("t", 0, 0, 1 << 20)])
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(complete_or_expire, manager.fetch_purgatory, delayed, 60_000)
+            await trio.testing.wait_all_tasks_blocked()
+            assert manager.fetch_purgatory.watched(TP) == 1
+            manager.append_records({("t", 1): batch()}, 1)
+            assert not delayed.completed
+            manager.append_records({TP: batch(3)}, 1)
+            assert delayed.completed and not delayed.expired
+        (result,) = delayed.read_result.results
+        assert (result.error, result.high_watermark) == (ErrorCode.none, 3)
+        assert result.records
+
+    trio.run(main)
+    broker.shutdown()
+
+
+def test_retention_keeps_segments_at_or_above_the_high_watermark(tmp_path) -> None:
+    broker = open_broker(tmp_path, **{"broker.id": "0"})
+    manager = broker.replica_manager
+    manager.set_topic_configs("t", {"retention.ms": "0", "segment.bytes": "100"})
+    for _ in range(3):
+        manager.append_records({TP: batch()}, 1)
+    partition = manager.partition(*TP)
+    _hold_back_high_watermark(broker)  # HW stays at 3
+    for _ in range(3):
+        manager.append_records({TP: batch()}, 1)
+    assert (partition.high_watermark, partition.log_end_offset) == (3, 6)
+    manager.apply_retention()
+    assert partition.log_start_offset == 3
+    assert partition.log.segments[0].base_offset == 3
+    broker.shutdown()
