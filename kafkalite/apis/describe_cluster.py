@@ -1,10 +1,11 @@
 """DescribeCluster (key 60), versions 0-2 (v2 may include fenced brokers: there are none).
 
-A broker endpoint: the cluster id, this node as the only broker and as the controller (Kafka 4
-brokers answer some live broker there), and the cluster operations when asked for (all of them:
-kafkalite has no authorizer). As in Kafka's AuthHelper.computeDescribeClusterResponse, a v1
-request for the controllers endpoint answers MISMATCHED_ENDPOINT_TYPE and an unknown endpoint
-type UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST in v0).
+A broker endpoint: the cluster id, the live brokers and the controller from the cluster
+metadata (Kafka 4 brokers answer some live broker as controller), and the cluster operations
+when asked for (all of them: kafkalite has no authorizer). As in Kafka's
+AuthHelper.computeDescribeClusterResponse, a v1 request for the controllers endpoint answers
+MISMATCHED_ENDPOINT_TYPE and an unknown endpoint type UNSUPPORTED_ENDPOINT_TYPE
+(INVALID_REQUEST in v0).
 """
 
 from __future__ import annotations
@@ -58,14 +59,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if not outcome.ok:
         return _error_response(ctx, outcome)
     broker = ctx.broker
-    listener = broker.advertised_listener
-    node = make(
-        ctx.schema.DescribeClusterBroker,
-        broker_id=broker.node_id,
-        host=listener.host,
-        port=listener.port,
-        rack=None,
-        is_fenced=False,  # v2: this broker serves, so it is never fenced
+    nodes = tuple(
+        make(
+            ctx.schema.DescribeClusterBroker,
+            broker_id=info.broker_id,
+            host=endpoint.host,
+            port=endpoint.port,
+            rack=info.rack,
+            is_fenced=False,  # v2: only live (registered) brokers are listed
+        )
+        for info in broker.metadata.brokers()
+        if (endpoint := broker.endpoint_of(info.broker_id)) is not None
     )
     operations = authorized_operations.OMITTED
     if request.include_cluster_authorized_operations:
@@ -77,8 +81,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         error_message=None,
         endpoint_type=ENDPOINT_BROKERS,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=(node,),
+        controller_id=broker.metadata.controller_id(),
+        brokers=nodes,
         cluster_authorized_operations=operations,
     )
 

@@ -1,6 +1,7 @@
 """FindCoordinator (key 10), versions 0-6 (batched keys from v4).
 
-A single node coordinates every group; the first group lookup creates `__consumer_offsets`.
+A group's coordinator is the leader of its `__consumer_offsets` partition, from the cluster
+metadata; the first group lookup creates that topic.
 Transaction coordination arrives with the transactions issue; until then transactional ids
 get UNSUPPORTED_VERSION ("transactions are not supported by kafkalite yet"), the error Kafka
 gives for a feature it does not support; clients do not retry it.
@@ -14,40 +15,59 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.broker.cluster_metadata import Endpoint
+from kafkalite.broker.replica_manager import OFFSETS_TOPIC
+from kafkalite.coordinator import group_partition
 
 GROUP, TRANSACTION = 0, 1
 TRANSACTIONS_UNSUPPORTED = "transactions are not supported by kafkalite yet"
+Found = tuple[int, Endpoint] | None  # (node id, endpoint) of the coordinator
 
 
-def _locate(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, str | None]:
+def _group_coordinator(ctx: RequestContext, group_id: str) -> tuple[ErrorCode, Found]:
+    """The leader of the group's `__consumer_offsets` partition (Kafka's partitionFor)."""
+    error = ctx.broker.groups.ensure_offsets_topic()
+    if error is not ErrorCode.none:
+        return error, None
+    metadata = ctx.broker.metadata
+    topic = metadata.topics[OFFSETS_TOPIC]
+    state = metadata.partition_state(OFFSETS_TOPIC, group_partition(group_id, topic.num_partitions))
+    endpoint = ctx.broker.endpoint_of(state.leader) if state is not None else None
+    if state is None or endpoint is None:
+        return ErrorCode.coordinator_not_available, None
+    return ErrorCode.none, (state.leader, endpoint)
+
+
+def _locate(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
+    message: str | None = None
+    found: Found = None
     if key_type == GROUP:
-        # Like Kafka, the first group lookup creates `__consumer_offsets`.
-        return ctx.broker.groups.ensure_offsets_topic(), None
-    if key_type == TRANSACTION:
+        error, found = _group_coordinator(ctx, key)
+    elif key_type == TRANSACTION:
         # Not retriable, so transactional clients fail fast instead of retrying forever
         # (COORDINATOR_NOT_AVAILABLE made librdkafka, kafka-python and franz-go hang), and not
         # an authorization error, which sent users looking for ACLs. InitProducerId answers
         # transactional ids the same way.
-        return ErrorCode.unsupported_version, TRANSACTIONS_UNSUPPORTED
-    return ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}"
-
-
-def handle(ctx: RequestContext, request: Any) -> Any:
-    listener = ctx.broker.advertised_listener
-    key_type = getattr(request, "key_type", GROUP)
-    error, message = _locate(ctx, key_type)
-    found = error == ErrorCode.none
-    where = {
-        "node_id": ctx.broker.node_id if found else -1,
-        "host": listener.host if found else "",
-        "port": listener.port if found else -1,
+        error, message = ErrorCode.unsupported_version, TRANSACTIONS_UNSUPPORTED
+    else:
+        error, message = ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}"
+    return {
+        "node_id": found[0] if found else -1,
+        "host": found[1].host if found else "",
+        "port": found[1].port if found else -1,
         "error_code": error,
         "error_message": message,
     }
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    key_type = getattr(request, "key_type", GROUP)
     if ctx.api_version < 4:
+        where = _locate(ctx, key_type, request.key)
         return make(ctx.schema.FindCoordinatorResponse, throttle_time=NO_THROTTLE, **where)
     coordinators = tuple(
-        make(ctx.schema.Coordinator, key=key, **where) for key in request.coordinator_keys
+        make(ctx.schema.Coordinator, key=key, **_locate(ctx, key_type, key))
+        for key in request.coordinator_keys
     )
     return make(
         ctx.schema.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=coordinators

@@ -25,7 +25,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             producer_id=-1,
             producer_epoch=-1,
         )
-    producer_id = ctx.broker.store.allocate_producer_id()
+    producer_id = ctx.broker.metadata.allocate_producer_id()
     return make(
         schema,
         throttle_time=NO_THROTTLE,

@@ -5,6 +5,8 @@ broker (`auto.create.topics.enable`) and the request (v4+ `allow_auto_topic_crea
 Authorized operations, when asked for (v8+ cluster, topics), are all of them: no authorizer.
 A null topic name below v12 (v10-11 carry an id field but Kafka refuses it there) is answered
 INVALID_REQUEST, with the name "" those versions can carry.
+Brokers, controller and partition states (leader, epoch, replicas, ISR, offline replicas;
+LEADER_NOT_AVAILABLE while the leader is not live) come from the cluster metadata.
 """
 
 from __future__ import annotations
@@ -17,42 +19,39 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import authorized_operations
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-from kafkalite.broker.replica_manager import (
-    INTERNAL_TOPICS,
-    OFFSETS_TOPIC,
-    Topic,
-    topic_name_error,
-)
+from kafkalite.broker.cluster_metadata import TopicMetadata
+from kafkalite.broker.partition import PartitionState
+from kafkalite.broker.replica_manager import INTERNAL_TOPICS, OFFSETS_TOPIC, topic_name_error
 
 ZERO_UUID = uuid.UUID(int=0)
 BY_ID_FROM = 12
 log = logging.getLogger(__name__)
 
 
-def _partitions(ctx: RequestContext, topic: Topic) -> tuple[Any, ...]:
-    return tuple(
-        make(
-            ctx.schema.MetadataResponsePartition,
-            error_code=ErrorCode.none,
-            partition_index=p.index,
-            leader_id=p.leader_id,
-            leader_epoch=p.leader_epoch,
-            replica_nodes=tuple(p.replicas),
-            isr_nodes=tuple(p.isr),
-            offline_replicas=(),
-        )
-        for p in topic.partitions
+def _partition(ctx: RequestContext, state: PartitionState, live: set[int]) -> Any:
+    leader = state.leader if state.leader in live else -1
+    return make(
+        ctx.schema.MetadataResponsePartition,
+        error_code=ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
+        partition_index=state.partition,
+        leader_id=leader,
+        leader_epoch=state.leader_epoch,
+        replica_nodes=state.replicas,
+        isr_nodes=state.isr,
+        offline_replicas=tuple(r for r in state.replicas if r not in live),
     )
 
 
-def _topic(ctx: RequestContext, topic: Topic, operations: int) -> Any:
+def _topic(ctx: RequestContext, topic: TopicMetadata, operations: int) -> Any:
+    metadata = ctx.broker.metadata
+    live = {b.broker_id for b in metadata.brokers()}
     return make(
         ctx.schema.MetadataResponseTopic,
         error_code=ErrorCode.none,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.name in INTERNAL_TOPICS,
-        partitions=_partitions(ctx, topic),
+        partitions=tuple(_partition(ctx, s, live) for s in metadata.partition_states(topic.name)),
         topic_authorized_operations=operations,
     )
 
@@ -73,16 +72,17 @@ def _error_topic(
 
 def _lookup(ctx: RequestContext, requested: Any, auto_create: bool, operations: int) -> Any:
     manager = ctx.broker.replica_manager
+    metadata = ctx.broker.metadata
     topic_id = getattr(requested, "topic_id", None) or ZERO_UUID
     name = requested.name
     if name is None:
         if ctx.api_version < BY_ID_FROM:
             return _error_topic(ctx, "", topic_id, ErrorCode.invalid_request)
-        topic = manager.topic_by_id(topic_id)
+        topic = metadata.topic_by_id(topic_id)
         if topic is None:
             return _error_topic(ctx, None, topic_id, ErrorCode.unknown_topic_id)
         return _topic(ctx, topic, operations)
-    topic = manager.topics.get(name)
+    topic = metadata.topics.get(name)
     if topic is not None:
         return _topic(ctx, topic, operations)
     if topic_name_error(name):
@@ -92,11 +92,12 @@ def _lookup(ctx: RequestContext, requested: Any, auto_create: bool, operations: 
     if name == OFFSETS_TOPIC:
         # Created with its fixed settings, as the group coordinator would.
         ctx.broker.groups.ensure_offsets_topic()
-        created = manager.topics.get(name)
+        created = metadata.topics.get(name)
         if created is None:
             return _error_topic(ctx, name, ZERO_UUID, ErrorCode.coordinator_not_available)
         return _topic(ctx, created, operations)
-    outcome, created = manager.create_topic(name)
+    outcome, _ = manager.create_topic(name)
+    created = metadata.topics.get(name)
     if created is None:
         return _error_topic(ctx, name, ZERO_UUID, outcome.error)
     log.info("auto-created topic %s: %d partition(s)", name, len(created.partitions))
@@ -112,27 +113,28 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if all_topics:
-        topics = tuple(_topic(ctx, t, operations) for t in broker.replica_manager.topics.values())
+        topics = tuple(_topic(ctx, t, operations) for t in broker.metadata.topics.values())
     else:
         topics = tuple(
             _lookup(ctx, requested, auto_create, operations) for requested in request.topics
         )
-    listener = broker.advertised_listener
-    brokers = (
+    brokers = tuple(
         make(
             ctx.schema.MetadataResponseBroker,
-            node_id=broker.node_id,
-            host=listener.host,
-            port=listener.port,
-            rack=None,
-        ),
+            node_id=info.broker_id,
+            host=endpoint.host,
+            port=endpoint.port,
+            rack=info.rack,
+        )
+        for info in broker.metadata.brokers()
+        if (endpoint := broker.endpoint_of(info.broker_id)) is not None
     )
     return make(
         ctx.schema.MetadataResponse,
         throttle_time=NO_THROTTLE,
         brokers=brokers,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.metadata.controller_id(),
         topics=topics,
         cluster_authorized_operations=authorized_operations.when(
             getattr(request, "include_cluster_authorized_operations", False),

@@ -6,9 +6,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, Endpoint
 from kafkalite.broker.dynamic_config import DynamicBrokerConfig, FileDynamicConfigStore
 from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
-from kafkalite.broker.metadata_store import MetadataStore
+from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.broker.topic_config import log_config_for
 from kafkalite.config import BrokerConfig, Listener
@@ -22,10 +23,17 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def local_broker_info(config: BrokerConfig) -> BrokerInfo:
+    """This broker as it registers itself: id and advertised endpoints."""
+    listeners = config.advertised_listeners
+    endpoints = tuple(Endpoint(each.name, each.host, each.port) for each in listeners)
+    return BrokerInfo(config.broker_id, endpoints)
+
+
 @dataclass
 class Broker:
     config: BrokerConfig
-    store: MetadataStore
+    metadata: ClusterMetadata
     replica_manager: ReplicaManager
     groups: GroupCoordinatorService
     clock_ms: Callable[[], int] = wall_clock_ms
@@ -33,20 +41,27 @@ class Broker:
     dynamic: DynamicBrokerConfig | None = None  # dynamic broker configs (kafka-configs)
 
     @classmethod
-    def open(cls, config: BrokerConfig, clock_ms: Callable[[], int] = wall_clock_ms) -> Broker:
-        """Load metadata and every partition log (running recovery where needed)."""
+    def open(
+        cls,
+        config: BrokerConfig,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        metadata: ClusterMetadata | None = None,
+    ) -> Broker:
+        """Load metadata (by default this node's own files) and every partition log (running
+        recovery where needed)."""
         dynamic = DynamicBrokerConfig(
             config, FileDynamicConfigStore(config.log_dir / DYNAMIC_CONFIGS_FILE)
         )
         config = dynamic.load()
-        store = MetadataStore(config.log_dir)
-        store.load(config.broker_id, config.str("cluster.id"))
-        replica_manager = ReplicaManager(config, store, LogDirs.for_dirs(config.log_dirs), clock_ms)
+        if metadata is None:
+            metadata = SingleNodeMetadata(config.log_dir, local_broker_info(config))
+        metadata.load(config.broker_id, config.str("cluster.id"))
+        log_dirs = LogDirs.for_dirs(config.log_dirs)
+        replica_manager = ReplicaManager(config, metadata, log_dirs, clock_ms)
         replica_manager.load()
         groups = GroupCoordinatorService(config, replica_manager)
         groups.load()
-        broker = cls(config, store, replica_manager, groups, clock_ms, dynamic=dynamic)
-        return broker
+        return cls(config, metadata, replica_manager, groups, clock_ms, dynamic=dynamic)
 
     def reconfigure(self, config: BrokerConfig) -> None:
         """Apply a new effective config (dynamic broker configs) to everything holding one;
@@ -63,11 +78,17 @@ class Broker:
 
     @property
     def cluster_id(self) -> str:
-        return self.store.cluster_id
+        return self.metadata.cluster_id
 
     @property
     def advertised_listener(self) -> Listener:
         return self.config.advertised_listeners[0]
+
+    def endpoint_of(self, broker_id: int) -> Endpoint | None:
+        """Where clients reach `broker_id`: its endpoint on the listener they use here
+        (kafkalite advertises one listener)."""
+        info = self.metadata.broker(broker_id)
+        return info.endpoint(self.advertised_listener.name) if info is not None else None
 
     def shutdown(self) -> None:
         self.replica_manager.shutdown()

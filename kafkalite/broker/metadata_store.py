@@ -1,8 +1,11 @@
-"""Durable cluster metadata of a single-node broker: cluster id, topics, producer id block.
+"""`SingleNodeMetadata`: the cluster metadata of a broker that is the whole cluster.
 
-Kafka keeps this in KRaft's `__cluster_metadata` (or ZooKeeper); a single node keeps it in
-`meta.properties` (Kafka's own file) and `kafkalite-metadata.json` in the log dir, written
-atomically. The ZooKeeper-backed store of the cluster issue replaces this class.
+One implementation of broker/cluster_metadata.py's `ClusterMetadata` (the other is the
+ZooKeeper store). Kafka keeps this in KRaft's `__cluster_metadata` (or ZooKeeper); a single
+node keeps cluster id, topics and the next producer id in `meta.properties` (Kafka's own
+file) and `kafkalite-metadata.json` in the log dir, written atomically. This node is the only
+broker, the controller, and the leader and only replica of every partition; changes take
+effect at once and are announced to the listeners before the write returns.
 """
 
 from __future__ import annotations
@@ -10,22 +13,21 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 
+from kafkalite.broker.cluster_metadata import (
+    Assignment,
+    BrokerInfo,
+    MetadataListener,
+    TopicMetadata,
+)
+from kafkalite.broker.partition import PartitionState
 from kafkalite.storage.leader_epoch import write_atomically
 
 METADATA_FILE = "kafkalite-metadata.json"
 META_PROPERTIES = "meta.properties"
-
-
-@dataclass
-class TopicMetadata:
-    name: str
-    topic_id: uuid.UUID
-    num_partitions: int
-    replication_factor: int = 1
-    configs: dict[str, str] = field(default_factory=dict)
 
 
 def new_cluster_id() -> str:
@@ -33,12 +35,18 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-class MetadataStore:
-    def __init__(self, log_dir: Path) -> None:
+class SingleNodeMetadata:
+    def __init__(self, log_dir: Path, local_broker: BrokerInfo) -> None:
         self.log_dir = log_dir
-        self.topics: dict[str, TopicMetadata] = {}
+        self.local_broker = local_broker
+        self._topics: dict[str, TopicMetadata] = {}
+        self._listeners: list[MetadataListener] = []
         self.next_producer_id = 0
         self.cluster_id = ""
+
+    @property
+    def node_id(self) -> int:
+        return self.local_broker.broker_id
 
     def load(self, node_id: int, configured_cluster_id: str | None) -> None:
         """Read or create meta.properties and the topic table; check the node and cluster ids."""
@@ -51,7 +59,7 @@ class MetadataStore:
         self.next_producer_id = data.get("next_producer_id", 0)
         for raw in data.get("topics", []):
             topic = TopicMetadata(**{**raw, "topic_id": uuid.UUID(raw["topic_id"])})
-            self.topics[topic.name] = topic
+            self._topics[topic.name] = topic
 
     def _load_meta_properties(self, node_id: int, configured: str | None) -> str:
         path = self.log_dir / META_PROPERTIES
@@ -78,7 +86,7 @@ class MetadataStore:
 
     def save(self) -> None:
         topics = [
-            {**asdict(topic), "topic_id": str(topic.topic_id)} for topic in self.topics.values()
+            {**asdict(topic), "topic_id": str(topic.topic_id)} for topic in self._topics.values()
         ]
         data = {"next_producer_id": self.next_producer_id, "topics": topics}
         write_atomically(self.log_dir / METADATA_FILE, json.dumps(data, indent=1))
@@ -89,3 +97,76 @@ class MetadataStore:
         self.next_producer_id += 1
         self.save()
         return producer_id
+
+    def subscribe(self, listener: MetadataListener) -> None:
+        self._listeners.append(listener)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    @property
+    def topics(self) -> Mapping[str, TopicMetadata]:
+        return self._topics
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        return next((t for t in self._topics.values() if t.topic_id == topic_id), None)
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        meta = self._topics.get(topic)
+        if meta is None or not 0 <= partition < meta.num_partitions:
+            return None
+        me = (self.node_id,)
+        # Nothing ever moves leadership here, so the leader epoch stays 0.
+        return PartitionState(topic, partition, me, self.node_id, 0, me)
+
+    def partition_states(self, topic: str) -> list[PartitionState]:
+        meta = self._topics.get(topic)
+        count = meta.num_partitions if meta is not None else 0
+        return [state for i in range(count) if (state := self.partition_state(topic, i))]
+
+    def brokers(self) -> list[BrokerInfo]:
+        return [self.local_broker]
+
+    def broker(self, broker_id: int) -> BrokerInfo | None:
+        return self.local_broker if broker_id == self.node_id else None
+
+    def controller_id(self) -> int:
+        return self.node_id
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def create_topic(self, topic: TopicMetadata, assignment: Assignment) -> None:
+        self._check_assignment(assignment)
+        self._topics[topic.name] = topic
+        self.save()
+        self._announce_partitions(topic, range(topic.num_partitions))
+
+    def add_partitions(self, name: str, assignment: Assignment) -> None:
+        self._check_assignment(assignment)
+        topic = self._topics[name]
+        first = topic.num_partitions
+        topic.num_partitions += len(assignment)
+        self.save()
+        self._announce_partitions(topic, range(first, topic.num_partitions))
+
+    def delete_topic(self, name: str) -> None:
+        del self._topics[name]
+        self.save()
+        for listener in self._listeners:
+            listener.on_topic_deleted(name)
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        self._topics[name].configs = dict(configs)
+        self.save()
+        for listener in self._listeners:
+            listener.on_topic_configs_changed(name, configs)
+
+    def _check_assignment(self, assignment: Assignment) -> None:
+        if any(list(replicas) != [self.node_id] for replicas in assignment):
+            raise ValueError(f"a single node can only assign broker {self.node_id}")
+
+    def _announce_partitions(self, topic: TopicMetadata, indexes: range) -> None:
+        for index in indexes:
+            state = self.partition_state(topic.name, index)
+            assert state is not None
+            for listener in self._listeners:
+                listener.on_partition_state_changed(topic, state)

@@ -10,13 +10,15 @@ watching its partition. Sans-IO: the trio side waits in broker/delayed_wait.py.
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
 
+from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, TopicMetadata
 from kafkalite.broker.delayed import (
     DelayedFetch,
     DelayedProduce,
@@ -28,7 +30,6 @@ from kafkalite.broker.delayed import (
     Purgatory,
     TopicPartition,
 )
-from kafkalite.broker.metadata_store import MetadataStore, TopicMetadata
 from kafkalite.broker.partition import NOT_FOUND, LogReadResult, Partition, PartitionState
 from kafkalite.broker.topic_config import (
     InvalidConfig,
@@ -40,10 +41,16 @@ from kafkalite.config import BrokerConfig
 from kafkalite.storage.errors import StorageError
 from kafkalite.storage.log_dirs import LogDirs
 
+log = logging.getLogger("kafkalite.replica_manager")
+
 MAX_TOPIC_NAME_LENGTH = 249
 OFFSETS_TOPIC = "__consumer_offsets"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def _configs_of(meta: TopicMetadata | None) -> Mapping[str, str]:
+    return meta.configs if meta is not None else {}
 
 
 def topic_name_error(name: str) -> str | None:
@@ -95,13 +102,13 @@ class ReplicaManager:
     def __init__(
         self,
         config: BrokerConfig,
-        store: MetadataStore,
+        metadata: ClusterMetadata,
         log_manager: LogDirs,
         clock_ms: Callable[[], int],
     ) -> None:
         self.config = config
         self.node_id = config.broker_id
-        self.store = store
+        self.metadata = metadata
         self.log_manager = log_manager
         self.clock_ms = clock_ms
         self.topics: dict[str, Topic] = {}
@@ -112,39 +119,86 @@ class ReplicaManager:
     # -- lifecycle -------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Open every partition log of every known topic; drop logs of unknown topics."""
-        overrides = {name: topic.configs for name, topic in self.store.topics.items()}
+        """Open every partition log this broker holds a replica of (dropping the others),
+        apply the partitions' current states, then follow the metadata's changes."""
+        topics = self.metadata.topics
         logs = self.log_manager.load(
-            lambda name, _: log_config_for(self.config, overrides.get(name, {})), self.clock_ms()
+            lambda name, _: log_config_for(self.config, _configs_of(topics.get(name))),
+            self.clock_ms(),
         )
-        for (name, index), _log in list(logs.items()):
-            meta = self.store.topics.get(name)
-            if meta is None or index >= meta.num_partitions:
+        for name, index in list(logs):
+            state = self.metadata.partition_state(name, index)
+            if state is None or self.node_id not in state.replicas:
                 self.log_manager.delete_log(name, index)
-        for meta in self.store.topics.values():
-            self._install_topic(meta)
+        for meta in topics.values():
+            for state in self.metadata.partition_states(meta.name):
+                self.on_partition_state_changed(meta, state)
+        self.metadata.subscribe(self)
 
-    def _install_topic(self, meta: TopicMetadata) -> Topic:
-        topic = Topic(meta, [])
-        self.topics[meta.name] = topic
-        self.topics_by_id[meta.topic_id] = topic
-        self._add_partitions(topic, meta.num_partitions)
-        return topic
+    # -- metadata changes (a MetadataListener, see broker/cluster_metadata.py) --------------
 
-    def _add_partitions(self, topic: Topic, count: int) -> None:
-        log_config = log_config_for(self.config, topic.metadata.configs)
+    def on_partition_state_changed(self, meta: TopicMetadata, state: PartitionState) -> None:
+        """Kafka's becomeLeaderOrFollower for one partition: create its replica if needed,
+        then make it leader or follower (stale epochs are fenced by the Partition)."""
+        if self.node_id not in state.replicas:
+            return  # not ours (a StopReplica for a moved partition comes with reassignment)
+        partition = self.partition(meta.name, state.partition) or self._create_partition(
+            meta, state.partition
+        )
         now = self.clock_ms()
-        for index in range(len(topic.partitions), count):
-            log = self.log_manager.logs.get((topic.name, index))
-            if log is None:
-                log = self.log_manager.create_log(topic.name, index, log_config, now)
-            # A single node keeps its epoch across restarts (KRaft bumps it on leader change).
-            epoch = max(log.leader_epoch_cache.latest_epoch, 0)
-            partition = Partition(topic.name, topic.topic_id, index, log, self.node_id)
-            me = (self.node_id,)
-            state = PartitionState(topic.name, index, me, self.node_id, epoch, me)
-            partition.make_leader(state, now)
-            topic.partitions.append(partition)
+        if state.leader == self.node_id:
+            error = partition.make_leader(self._with_local_epoch(partition, state), now)
+        else:
+            error = partition.make_follower(state)
+        if error is not ErrorCode.none:
+            log.info(
+                "%s-%d: ignoring stale state %s (%s)", meta.name, state.partition, state, error.name
+            )
+
+    def _with_local_epoch(self, partition: Partition, state: PartitionState) -> PartitionState:
+        """A sole replica keeps the epoch its log was written in across restarts: no other
+        broker can have led in a later epoch."""
+        local = partition.log.leader_epoch_cache.latest_epoch
+        if state.replicas == (self.node_id,) and local > state.leader_epoch:
+            return replace(state, leader_epoch=local)
+        return state
+
+    def _create_partition(self, meta: TopicMetadata, index: int) -> Partition:
+        topic = self.topics.get(meta.name)
+        if topic is None:
+            topic = self.topics[meta.name] = Topic(meta, [])
+            self.topics_by_id[meta.topic_id] = topic
+        if index != len(topic.partitions):
+            raise ValueError(f"{meta.name}-{index}: partitions must arrive in order")
+        log_ = self.log_manager.logs.get((meta.name, index))
+        if log_ is None:
+            log_config = log_config_for(self.config, meta.configs)
+            log_ = self.log_manager.create_log(meta.name, index, log_config, self.clock_ms())
+        partition = Partition(meta.name, meta.topic_id, index, log_, self.node_id)
+        topic.partitions.append(partition)
+        return partition
+
+    def on_topic_configs_changed(self, name: str, configs: Mapping[str, str]) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            return
+        log_config = log_config_for(self.config, configs)
+        for partition in topic.partitions:
+            partition.log.update_config(log_config)
+
+    def on_topic_deleted(self, name: str) -> None:
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            return
+        del self.topics_by_id[topic.topic_id]
+        for partition in topic.partitions:
+            self.log_manager.delete_log(name, partition.index)
+
+    def on_broker_registered(self, broker: BrokerInfo) -> None:
+        """Nothing to do yet: followers find their leader through partition states."""
+
+    def on_broker_gone(self, broker_id: int) -> None:
+        """Nothing to do yet: the controller moves leadership and sends new states."""
 
     def shutdown(self) -> None:
         self.log_manager.shutdown()
@@ -181,7 +235,7 @@ class ReplicaManager:
         reason = topic_name_error(name)
         if reason:
             return Outcome(ErrorCode.invalid_topic_exception, reason), {}
-        if name in self.topics:
+        if name in self.metadata.topics:
             return Outcome(ErrorCode.topic_already_exists, f"Topic '{name}' already exists."), {}
         colliding = self._colliding_topic(name)
         if colliding is not None:
@@ -199,12 +253,14 @@ class ReplicaManager:
                 ErrorCode.invalid_replication_factor,
                 "Replication factor must be larger than 0.",
             ), {}
-        if replication_factor > 1:
+        brokers = len(self.metadata.brokers())
+        if replication_factor > brokers:
             return Outcome(
                 ErrorCode.invalid_replication_factor,
                 f"Unable to replicate the partition {replication_factor} time(s): "
                 "The target replication factor of "
-                f"{replication_factor} cannot be reached because only 1 broker(s) are registered.",
+                f"{replication_factor} cannot be reached because only {brokers} broker(s) "
+                "are registered.",
             ), {}
         try:
             return OK, validate_topic_configs(configs)
@@ -213,7 +269,19 @@ class ReplicaManager:
 
     def _colliding_topic(self, name: str) -> str | None:
         normalised = name.replace(".", "_")
-        return next((t for t in self.topics if t.replace(".", "_") == normalised), None)
+        topics = self.metadata.topics
+        return next((t for t in topics if t.replace(".", "_") == normalised), None)
+
+    def assign_replicas(
+        self, num_partitions: int, replication_factor: int, first: int = 0
+    ) -> list[list[int]]:
+        """Round-robin over the live brokers (the controller's job in a cluster, where it is
+        rack-aware too); partition `first` onwards."""
+        ids = sorted(b.broker_id for b in self.metadata.brokers())
+        return [
+            [ids[(index + r) % len(ids)] for r in range(replication_factor)]
+            for index in range(first, first + num_partitions)
+        ]
 
     def create_topic(
         self,
@@ -230,28 +298,22 @@ class ReplicaManager:
         if not outcome.ok:
             return outcome, None
         meta = TopicMetadata(name, uuid.uuid4(), num_partitions, replication_factor, normalised)
-        self.store.topics[name] = meta
-        self.store.save()
-        return OK, self._install_topic(meta)
+        self.metadata.create_topic(meta, self.assign_replicas(num_partitions, replication_factor))
+        return OK, self.topics.get(name)
 
     def delete_topic(self, name: str) -> Outcome:
-        topic = self.topics.pop(name, None)
-        if topic is None:
+        if name not in self.metadata.topics:
             return Outcome(ErrorCode.unknown_topic_or_partition)
-        del self.topics_by_id[topic.topic_id]
-        del self.store.topics[name]
-        self.store.save()
-        for partition in topic.partitions:
-            self.log_manager.delete_log(name, partition.index)
+        self.metadata.delete_topic(name)
         return OK
 
     def check_new_partitions(self, name: str, count: int) -> Outcome:
         """Validate growing a topic to `count` partitions (also for validate_only), with the
         messages of Kafka's ReplicationControlManager.createPartitions."""
-        topic = self.topics.get(name)
+        topic = self.metadata.topics.get(name)
         if topic is None:
             return Outcome(ErrorCode.unknown_topic_or_partition)  # Kafka sends no message here
-        current = len(topic.partitions)
+        current = topic.num_partitions
         if count == current:
             return Outcome(
                 ErrorCode.invalid_partitions, f"Topic already has {current} partition(s)."
@@ -268,22 +330,17 @@ class ReplicaManager:
         outcome = self.check_new_partitions(name, count)
         if not outcome.ok:
             return outcome
-        topic = self.topics[name]
-        topic.metadata.num_partitions = count
-        self.store.save()
-        self._add_partitions(topic, count)
+        topic = self.metadata.topics[name]
+        added = count - topic.num_partitions
+        assignment = self.assign_replicas(added, topic.replication_factor, topic.num_partitions)
+        self.metadata.add_partitions(name, assignment)
         return OK
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> Outcome:
         """Replace the topic's overrides (already validated) and apply them to its logs."""
-        topic = self.topics.get(name)
-        if topic is None:
+        if name not in self.metadata.topics:
             return Outcome(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
-        topic.metadata.configs = dict(configs)
-        self.store.save()
-        log_config = log_config_for(self.config, configs)
-        for partition in topic.partitions:
-            partition.log.update_config(log_config)
+        self.metadata.set_topic_configs(name, configs)
         return OK
 
     # -- data path -------------------------------------------------------------------------

@@ -1,0 +1,193 @@
+"""The cluster metadata interface: the single-node store, and handlers answering from it."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+import pytest
+from kio.schema.errors import ErrorCode
+from partition_fixtures import batch
+
+from kafkalite.apis import describe_cluster, find_coordinator, metadata
+from kafkalite.apis.base import make
+from kafkalite.broker.broker import Broker, local_broker_info
+from kafkalite.broker.cluster_metadata import BrokerInfo, Endpoint, TopicMetadata
+from kafkalite.broker.metadata_store import SingleNodeMetadata
+from kafkalite.broker.partition import PartitionState
+from kafkalite.config import build_config
+from kafkalite.coordinator import group_partition
+from tests.apis.harness import call
+
+OTHER = BrokerInfo(2, (Endpoint("PLAINTEXT", "other.example", 9999),), rack="r2")
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def on_partition_state_changed(self, topic: TopicMetadata, state: PartitionState) -> None:
+        self.events.append(("state", topic.name, state.partition, state.leader))
+
+    def on_topic_configs_changed(self, name: str, configs) -> None:
+        self.events.append(("configs", name, dict(configs)))
+
+    def on_topic_deleted(self, name: str) -> None:
+        self.events.append(("deleted", name))
+
+    def on_broker_registered(self, broker: BrokerInfo) -> None:
+        self.events.append(("registered", broker.broker_id))
+
+    def on_broker_gone(self, broker_id: int) -> None:
+        self.events.append(("gone", broker_id))
+
+
+def single_node(tmp_path) -> SingleNodeMetadata:
+    config = build_config({"log.dirs": str(tmp_path), "broker.id": "1"})
+    store = SingleNodeMetadata(tmp_path, local_broker_info(config))
+    store.load(1, None)
+    return store
+
+
+def test_single_node_announces_and_persists_changes(tmp_path) -> None:
+    store, recorder = single_node(tmp_path), Recorder()
+    store.subscribe(recorder)
+    store.create_topic(TopicMetadata("t", uuid.uuid4(), 2), [[1], [1]])
+    store.add_partitions("t", [[1]])
+    store.set_topic_configs("t", {"retention.ms": "5"})
+    assert recorder.events == [
+        ("state", "t", 0, 1),
+        ("state", "t", 1, 1),
+        ("state", "t", 2, 1),
+        ("configs", "t", {"retention.ms": "5"}),
+    ]
+    assert store.partition_state("t", 2) == PartitionState("t", 2, (1,), 1, 0, (1,))
+    assert store.partition_state("t", 3) is None
+    reloaded = single_node(tmp_path)
+    assert (reloaded.topics["t"].num_partitions, reloaded.topics["t"].configs) == (
+        3,
+        {"retention.ms": "5"},
+    )
+    assert reloaded.cluster_id == store.cluster_id
+    store.delete_topic("t")
+    assert recorder.events[-1] == ("deleted", "t")
+    assert single_node(tmp_path).topics == {}
+
+
+def test_single_node_assigns_only_itself(tmp_path) -> None:
+    store = single_node(tmp_path)
+    with pytest.raises(ValueError, match="only assign broker 1"):
+        store.create_topic(TopicMetadata("t", uuid.uuid4(), 1), [[2]])
+    assert [b.broker_id for b in store.brokers()] == [1]
+    assert store.controller_id() == 1
+
+
+class TwoBrokers(SingleNodeMetadata):
+    """This node plus broker 2, which leads the partitions `moved` names: the shape of what a
+    ZooKeeper store reports, through the same interface."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.moved: dict[tuple[str, int], PartitionState] = {}
+
+    def brokers(self) -> list[BrokerInfo]:
+        return [*super().brokers(), OTHER]
+
+    def _check_assignment(self, assignment) -> None:
+        """Partitions start out led here whatever the assignment; `move_leader` moves them."""
+
+    def broker(self, broker_id: int) -> BrokerInfo | None:
+        return OTHER if broker_id == OTHER.broker_id else super().broker(broker_id)
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        return self.moved.get((topic, partition)) or super().partition_state(topic, partition)
+
+    def move_leader(self, topic: str, partition: int, leader: int, epoch: int) -> None:
+        state = self.partition_state(topic, partition)
+        assert state is not None
+        moved = replace(state, replicas=(1, 2), leader=leader, leader_epoch=epoch, isr=(1, 2))
+        self.moved[(topic, partition)] = moved
+        for listener in self._listeners:
+            listener.on_partition_state_changed(self.topics[topic], moved)
+
+
+@pytest.fixture
+def cluster_broker(tmp_path):
+    config = build_config({"log.dirs": str(tmp_path), "broker.id": "1"})
+    store = TwoBrokers(tmp_path, local_broker_info(config))
+    broker = Broker.open(config, metadata=store)
+    yield broker, store
+    broker.shutdown()
+
+
+def test_replica_manager_follows_metadata_changes(cluster_broker) -> None:
+    broker, store = cluster_broker
+    manager = broker.replica_manager
+    manager.create_topic("t", 1, 1)
+    store.move_leader("t", 0, leader=2, epoch=3)
+    partition = manager.partition("t", 0)
+    assert (partition.is_leader, partition.leader_epoch) == (False, 3)
+    results, _ = manager.append_records({("t", 0): batch()}, 1)
+    assert results[("t", 0)].error is ErrorCode.not_leader_or_follower
+    store.move_leader("t", 0, leader=1, epoch=2)  # stale: fenced, nothing changes
+    assert (partition.is_leader, partition.leader_epoch) == (False, 3)
+    store.move_leader("t", 0, leader=1, epoch=4)
+    assert (partition.is_leader, partition.isr) == (True, [1, 2])
+
+
+def test_metadata_and_describe_cluster_answer_from_the_cluster_metadata(cluster_broker) -> None:
+    broker, store = cluster_broker
+    broker.replica_manager.create_topic("t", 2, 1)
+    store.move_leader("t", 1, leader=2, epoch=1)
+    response = call(
+        broker,
+        metadata.API,
+        12,
+        lambda m: make(
+            m.MetadataRequest,
+            topics=None,
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        ),
+    )
+    assert sorted((b.node_id, b.host, b.port, b.rack) for b in response.brokers) == [
+        (1, "127.0.0.1", broker.advertised_listener.port, None),
+        (2, "other.example", 9999, "r2"),
+    ]
+    (topic,) = response.topics
+    assert [
+        (p.partition_index, p.leader_id, p.leader_epoch, p.replica_nodes) for p in topic.partitions
+    ] == [
+        (0, 1, 0, (1,)),
+        (1, 2, 1, (1, 2)),
+    ]
+    cluster = call(
+        broker,
+        describe_cluster.API,
+        0,
+        lambda m: make(m.DescribeClusterRequest, include_cluster_authorized_operations=False),
+    )
+    assert sorted(b.broker_id for b in cluster.brokers) == [1, 2]
+
+
+def test_find_coordinator_names_the_leader_of_the_group_partition(cluster_broker) -> None:
+    broker, store = cluster_broker
+
+    def find(group: str):
+        return call(
+            broker,
+            find_coordinator.API,
+            3,
+            lambda m: make(m.FindCoordinatorRequest, key=group, key_type=0),
+        )
+
+    assert find("g").node_id == 1
+    partitions = store.topics["__consumer_offsets"].num_partitions
+    store.move_leader("__consumer_offsets", group_partition("g", partitions), leader=2, epoch=1)
+    moved = find("g")
+    assert (moved.error_code, moved.node_id, moved.host, moved.port) == (
+        ErrorCode.none,
+        2,
+        "other.example",
+        9999,
+    )
