@@ -22,14 +22,13 @@ CONSUMER_MEMBER_TYPE = 1
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.groups.coordinator
     requested = request.include_authorized_operations
     # Kafka answers the invalid (empty) group ids first, then the others in request order.
     ordered = sorted(request.group_ids, key=bool)
-    groups = tuple(
-        _group(ctx, coordinator.consumer_group_describe(group_id), requested)
-        for group_id in ordered
+    described, _ = ctx.broker.groups.call(
+        lambda c, _now: [c.consumer_group_describe(group_id) for group_id in ordered]
     )
+    groups = tuple(_group(ctx, group, requested) for group in described)
     return make(ctx.schema.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=groups)
 
 

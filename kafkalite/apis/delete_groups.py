@@ -12,10 +12,8 @@ from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
-    groups = ctx.broker.groups
     names = list(request.groups_names)
-    results = groups.coordinator.delete_groups(names, groups.now_ms())
-    failed = groups.after_call()
+    results, failed = ctx.broker.groups.call(lambda c, now: c.delete_groups(names, now))
     return make(
         schema.DeleteGroupsResponse,
         throttle_time=NO_THROTTLE,

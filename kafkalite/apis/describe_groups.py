@@ -17,10 +17,9 @@ from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     requested = getattr(request, "include_authorized_operations", False)
-    coordinator = ctx.broker.groups.coordinator
-    described = [
-        coordinator.describe_group(group_id, ctx.api_version) for group_id in request.groups
-    ]
+    described, _ = ctx.broker.groups.call(
+        lambda c, _now: [c.describe_group(group_id, ctx.api_version) for group_id in request.groups]
+    )
     groups = tuple(
         make(
             schema.DescribedGroup,

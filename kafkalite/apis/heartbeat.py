@@ -12,17 +12,13 @@ from kafkalite.coordinator import HeartbeatRequest
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    groups = ctx.broker.groups
-    error = groups.coordinator.heartbeat(
-        HeartbeatRequest(
-            group_id=request.group_id,
-            generation_id=request.generation_id,
-            member_id=request.member_id,
-            group_instance_id=getattr(request, "group_instance_id", None),
-        ),
-        groups.now_ms(),
+    heartbeat = HeartbeatRequest(
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
     )
-    groups.after_call()
+    error, _ = ctx.broker.groups.call(lambda c, now: c.heartbeat(heartbeat, now))
     return make(ctx.schema.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)
 
 

@@ -23,11 +23,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             MemberIdentity(m.member_id, m.group_instance_id, getattr(m, "reason", None))
             for m in request.members
         )
-    groups = ctx.broker.groups
-    left = groups.coordinator.leave_group(
-        LeaveGroupRequest(request.group_id, members), groups.now_ms()
-    )
-    groups.after_call()
+    leave = LeaveGroupRequest(request.group_id, members)
+    left, _ = ctx.broker.groups.call(lambda c, now: c.leave_group(leave, now))
     schema = ctx.schema
     error = left.error
     if ctx.api_version < 3 and left.members:

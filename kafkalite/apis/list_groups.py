@@ -11,9 +11,9 @@ from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
-    listed = ctx.broker.groups.coordinator.list_groups(
-        getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
-    )
+    states = getattr(request, "states_filter", ())
+    types = getattr(request, "types_filter", ())
+    listed, _ = ctx.broker.groups.call(lambda c, _now: c.list_groups(states, types))
     groups = tuple(
         make(
             schema.ListedGroup,

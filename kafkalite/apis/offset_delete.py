@@ -15,7 +15,6 @@ from kafkalite.coordinator import TopicPartition
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
-    groups = ctx.broker.groups
     requested = [
         TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions
     ]
@@ -24,11 +23,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         for tp in requested
         if ctx.broker.replica_manager.partition(*tp) is None
     }
-    deleted = groups.coordinator.delete_offsets(
-        request.group_id, [tp for tp in requested if tp not in errors]
+    known = [tp for tp in requested if tp not in errors]
+    deleted, failed = ctx.broker.groups.call(
+        lambda c, _now: c.delete_offsets(request.group_id, known)
     )
     # A tombstone that could not be written fails the request, as in Kafka.
-    not_persisted = groups.after_call().get(request.group_id)
+    not_persisted = failed.get(request.group_id)
     error = deleted.error if deleted.error is not ErrorCode.none else not_persisted
     if error is not None and error is not ErrorCode.none:
         return make(

@@ -51,7 +51,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> OffsetFetchResponse:
     if topics is None:
-        return ctx.broker.groups.coordinator.fetch_offsets(group_id, None)
+        return ctx.broker.groups.call(lambda c, _now: c.fetch_offsets(group_id, None))[0]
     wanted, unknown = [], []
     for entry in topics:
         name = topic_name(ctx, entry)
@@ -61,7 +61,7 @@ def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> OffsetFetchRespon
                 unknown.append(FetchedOffset(topic, index, error=ErrorCode.unknown_topic_id))
             else:
                 wanted.append(TopicPartition(name, index))
-    fetched = ctx.broker.groups.coordinator.fetch_offsets(group_id, wanted)
+    fetched, _ = ctx.broker.groups.call(lambda c, _now: c.fetch_offsets(group_id, wanted))
     return replace(fetched, partitions=fetched.partitions + tuple(unknown))
 
 

@@ -1,6 +1,8 @@
 """The trio side of the group coordinator: parked requests, timers and durable offsets.
 
-The sans-IO `GroupCoordinator` decides everything; this layer
+The sans-IO `GroupCoordinator` decides everything. Handlers reach it only through `call`
+(or `join_group` / `sync_group` / `commit_offsets`, built on the same path), so whatever a
+call changes is persisted and announced without each handler remembering to. This layer
 * parks JoinGroup/SyncGroup callers until their `Completion` arrives,
 * runs one timer task that ticks the coordinator at its next deadline (and expires
   offsets every offsets.retention.check.interval.ms),
@@ -13,9 +15,9 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 from kio.schema.errors import ErrorCode
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kafkalite.groups")
 
 Change = OffsetChange | GroupChange | ConsumerGroupRecord
+T = TypeVar("T")
 LOAD_CHUNK_BYTES = 1024 * 1024
 
 # What a failed `__consumer_offsets` append means to a committer (Kafka's
@@ -212,13 +215,22 @@ class GroupCoordinatorService:
 
     # -- requests --------------------------------------------------------------------------
 
+    def call(
+        self, operation: Callable[[GroupCoordinator, int], T]
+    ) -> tuple[T, dict[str, ErrorCode]]:
+        """The one way into the coordinator: run `operation(coordinator, now_ms)`, then persist
+        what it changed, answer parked callers and re-arm the timers. Returns its result and
+        the groups whose changes could not be persisted (with the error to answer)."""
+        result = operation(self.coordinator, self.now_ms())
+        return result, self._after_call()
+
     async def join_group(self, request: JoinGroupRequest) -> JoinGroupResponse:
-        response = await self._park(self.coordinator.join_group(request, self.now_ms()))
+        response = await self._park(lambda c, now: c.join_group(request, now))
         assert isinstance(response, JoinGroupResponse)
         return response
 
     async def sync_group(self, request: SyncGroupRequest) -> SyncGroupResponse:
-        response = await self._park(self.coordinator.sync_group(request, self.now_ms()))
+        response = await self._park(lambda c, now: c.sync_group(request, now))
         assert isinstance(response, SyncGroupResponse)
         return response
 
@@ -227,15 +239,17 @@ class GroupCoordinatorService:
     ) -> ConsumerGroupHeartbeatResponse:
         """KIP-848: the one entry of ConsumerGroupHeartbeat into the coordinator."""
         topics = _TopicsView(self.replica_manager)
-        response = self.coordinator.consumer_group_heartbeat(request, topics, self.now_ms())
-        failed = self.after_call().get(request.group_id)
+        response, not_persisted = self.call(
+            lambda c, now: c.consumer_group_heartbeat(request, topics, now)
+        )
+        failed = not_persisted.get(request.group_id)
         if failed is None:
             return response
         return ConsumerGroupHeartbeatResponse(failed)
 
     def commit_offsets(self, request: OffsetCommitRequest) -> OffsetCommitResponse:
-        response = self.coordinator.commit_offsets(request, self.now_ms())
-        failed = self.after_call().get(request.group_id)
+        response, not_persisted = self.call(lambda c, now: c.commit_offsets(request, now))
+        failed = not_persisted.get(request.group_id)
         if failed is None:
             return response
         return OffsetCommitResponse(
@@ -245,8 +259,8 @@ class GroupCoordinatorService:
             )
         )
 
-    def after_call(self) -> dict[str, ErrorCode]:
-        """Run after every coordinator call: persist, answer parked callers, re-arm timers."""
+    def _after_call(self) -> dict[str, ErrorCode]:
+        """Persist, answer parked callers, re-arm timers (after every coordinator call)."""
         failed = self._persist()
         for completion in self.coordinator.take_completions():
             waiter = self._waiters.pop(completion.ticket.id, None)
@@ -256,9 +270,13 @@ class GroupCoordinatorService:
         self._wake_timers.set()
         return failed
 
-    async def _park(self, ticket: Ticket) -> JoinGroupResponse | SyncGroupResponse:
+    async def _park(
+        self, operation: Callable[[GroupCoordinator, int], Ticket]
+    ) -> JoinGroupResponse | SyncGroupResponse:
+        """Call the coordinator for a ticket and wait for its completion."""
+        ticket = operation(self.coordinator, self.now_ms())
         waiter = self._waiters[ticket.id] = _Waiter()
-        self.after_call()
+        self._after_call()
         try:
             await waiter.done.wait()
         finally:
@@ -288,7 +306,7 @@ class GroupCoordinatorService:
                 self.coordinator.tick(now)
                 if expire:
                     self._expire_offsets(now, retention_ms)
-                self.after_call()
+                self._after_call()
             except Exception:
                 # A bug in one group's timers must not stop the broker or the other groups.
                 log.exception("group coordinator timers failed")

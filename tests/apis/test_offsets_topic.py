@@ -73,10 +73,8 @@ def test_a_deleted_group_leaves_only_tombstones_that_replay_to_nothing(
     broker.replica_manager.create_topic("t", 2)
     for offset in range(100):
         commit(broker, offset % 2, offset)
-    assert broker.groups.coordinator.delete_groups([GROUP], broker.groups.now_ms()) == {
-        GROUP: ErrorCode.none
-    }
-    broker.groups.after_call()
+    deleted = broker.groups.call(lambda c, now: c.delete_groups([GROUP], now))
+    assert deleted == ({GROUP: ErrorCode.none}, {})
     broker.replica_manager.clean_logs()
 
     reloaded = GroupCoordinatorService(broker.config, broker.replica_manager)
