@@ -15,6 +15,10 @@ from pathlib import Path
 from kafkalite.logging_config import parse_format, parse_level, parse_levels
 
 HOUR_MS = 3_600_000
+# kafkalite's one departure from Kafka's defaults: two weeks of retention where Kafka keeps
+# 168 hours. Every default of log.retention.* / retention.ms derives from it.
+DEFAULT_RETENTION_HOURS = 2 * 168
+DEFAULT_RETENTION_MS = DEFAULT_RETENTION_HOURS * HOUR_MS
 I32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 # Kafka's ConfigDef types as DescribeConfigs (v3+) reports them (ConfigEntry.ConfigType ordinal).
@@ -115,8 +119,8 @@ class Property:
     config_type: int = TYPE_STRING  # Kafka's type of the property
 
 
-# The properties kafkalite understands, with Kafka's defaults, except retention: two weeks
-# (log.retention.hours=336) where Kafka keeps 168 hours.
+# The properties kafkalite understands, with Kafka's defaults, except retention
+# (DEFAULT_RETENTION_HOURS).
 PROPERTIES: dict[str, Property] = {
     "broker.id": Property(_int(0, I32_MAX), "0", "id of this broker", TYPE_INT),
     "node.id": Property(_int(0, I32_MAX), None, "alias of broker.id (KRaft name)", TYPE_INT),
@@ -137,7 +141,9 @@ PROPERTIES: dict[str, Property] = {
     "log.roll.hours": Property(_int(1, I32_MAX), "168", "segment roll age in hours", TYPE_INT),
     "log.retention.ms": Property(_int(-1), None, "retention by time (-1: forever)", TYPE_LONG),
     "log.retention.minutes": Property(_int(-1, I32_MAX), None, "retention in minutes", TYPE_INT),
-    "log.retention.hours": Property(_int(-1, I32_MAX), "336", "retention in hours", TYPE_INT),
+    "log.retention.hours": Property(
+        _int(-1, I32_MAX), str(DEFAULT_RETENTION_HOURS), "retention in hours", TYPE_INT
+    ),
     "log.retention.bytes": Property(_int(-1), "-1", "retention by size per partition", TYPE_LONG),
     "log.retention.check.interval.ms": Property(
         _int(1), "300000", "retention check period", TYPE_LONG

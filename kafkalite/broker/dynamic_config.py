@@ -30,7 +30,7 @@ from kafkalite.config import (
     ConfigError,
     build_config,
 )
-from kafkalite.storage.leader_epoch import write_atomically
+from kafkalite.storage.durable_files import write_atomically
 
 log = logging.getLogger("kafkalite.broker")
 

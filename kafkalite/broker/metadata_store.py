@@ -24,7 +24,7 @@ from kafkalite.broker.cluster_metadata import (
     TopicMetadata,
 )
 from kafkalite.broker.partition import PartitionState
-from kafkalite.storage.leader_epoch import write_atomically
+from kafkalite.storage.durable_files import write_atomically
 
 METADATA_FILE = "kafkalite-metadata.json"
 META_PROPERTIES = "meta.properties"

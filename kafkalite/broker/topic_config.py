@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kafkalite.config import (
+    DEFAULT_RETENTION_MS,
     HOUR_MS,
     I32_MAX,
     LONG_MAX,
@@ -132,7 +133,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             "retention.ms",
             _long(-1),
             TYPE_LONG,
-            str(2 * 168 * HOUR_MS),
+            str(DEFAULT_RETENTION_MS),
             "log.retention.ms",
             "retention_ms",
         ),

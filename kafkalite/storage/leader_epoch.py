@@ -8,10 +8,11 @@ written to a temporary file, fsynced and renamed over the old one.
 from __future__ import annotations
 
 import logging
-import os
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from kafkalite.storage.durable_files import write_atomically
 
 log = logging.getLogger("kafkalite.storage")
 
@@ -25,31 +26,6 @@ UNDEFINED_EPOCH_OFFSET = -1
 class EpochEntry:
     epoch: int
     start_offset: int
-
-
-def write_atomically(path: Path, content: str | bytes) -> None:
-    """tmp file + fsync + rename + directory fsync, so a crash leaves old or new content."""
-    data = content.encode() if isinstance(content, str) else content
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def fsync_dir(path: Path) -> None:
-    """Make the creations, renames and removals of entries in directory `path` durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass(eq=False)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkalite.config import DEFAULT_RETENTION_MS
 from kafkalite.storage.batch import (
     BatchHeader,
     InvalidBatch,
@@ -24,6 +25,7 @@ from kafkalite.storage.batch import (
     validate_batches,
 )
 from kafkalite.storage.cleaner import CleanResult, clean_log, find_cleanable
+from kafkalite.storage.durable_files import fsync_dir
 from kafkalite.storage.errors import (
     InvalidRecordError,
     InvalidTimestampError,
@@ -33,7 +35,7 @@ from kafkalite.storage.errors import (
     RecordListTooLargeError,
     from_invalid_batch,
 )
-from kafkalite.storage.leader_epoch import LeaderEpochCache, fsync_dir
+from kafkalite.storage.leader_epoch import LeaderEpochCache
 from kafkalite.storage.producer_state import BatchMetadata, ProducerStateManager
 from kafkalite.storage.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, decode_records, recompress
 from kafkalite.storage.segment import (
@@ -59,7 +61,7 @@ TEMPORARY_SUFFIXES = (".tmp", ".deleted", CLEANED_SUFFIX)
 class LogConfig:
     segment_bytes: int = 1024**3
     segment_ms: int = 7 * 24 * 3600 * 1000
-    retention_ms: int = 14 * 24 * 3600 * 1000  # -1: keep forever
+    retention_ms: int = DEFAULT_RETENTION_MS  # -1: keep forever
     retention_bytes: int = -1  # -1: no size limit (per partition)
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1048588  # largest batch (framing included)

@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafkalite.storage.durable_files import fsync_dir
 from kafkalite.storage.errors import KafkaStorageError
-from kafkalite.storage.leader_epoch import fsync_dir
 from kafkalite.storage.log import LogConfig, UnifiedLog
 from kafkalite.storage.log_manager import LogManager, TopicPartition, parse_partition_dir
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkalite.storage.durable_files import fsync_dir, write_atomically
 from kafkalite.storage.errors import StorageError
-from kafkalite.storage.leader_epoch import fsync_dir, write_atomically
 from kafkalite.storage.log import LogConfig, UnifiedLog
 
 log = logging.getLogger("kafkalite.storage")

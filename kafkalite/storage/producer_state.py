@@ -20,8 +20,8 @@ from pathlib import Path
 from crc32c import crc32c
 
 from kafkalite.storage.batch import NO_SEQUENCE, BatchHeader
+from kafkalite.storage.durable_files import write_atomically
 from kafkalite.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from kafkalite.storage.leader_epoch import write_atomically
 
 log = logging.getLogger("kafkalite.storage")
 
