@@ -28,7 +28,7 @@ def roundtrip(response: Any, correlation_id: int = 11) -> Any:
     assert size == len(frame) - 4
     (got_correlation,) = struct.unpack_from(">i", frame, 4)
     assert got_correlation == correlation_id
-    body = frame[8 + (1 if response.__header_schema__.__version__ >= 1 else 0):]
+    body = frame[8 + (1 if response.__header_schema__.__version__ >= 1 else 0) :]
     decoded, consumed = entity_reader(type(response))(body, 0)
     assert consumed == len(body)
     return decoded
@@ -59,8 +59,13 @@ def _zigzag(value: int) -> bytes:
 
 def _record(offset_delta: int, value: bytes) -> bytes:
     body = (
-        b"\x00" + _zigzag(0) + _zigzag(offset_delta) + _zigzag(-1)
-        + _zigzag(len(value)) + value + _zigzag(0)
+        b"\x00"
+        + _zigzag(0)
+        + _zigzag(offset_delta)
+        + _zigzag(-1)
+        + _zigzag(len(value))
+        + value
+        + _zigzag(0)
     )
     return _zigzag(len(body)) + body
 
@@ -68,9 +73,10 @@ def _record(offset_delta: int, value: bytes) -> bytes:
 def record_batch(values: list[bytes], timestamp: int = 1_700_000_000_000) -> bytes:
     """A magic v2 batch of uncompressed key-less records, as a plain producer sends it."""
     records = b"".join(_record(i, v) for i, v in enumerate(values))
-    after_crc = struct.pack(
-        ">hiqqqhii", 0, len(values) - 1, timestamp, timestamp, -1, -1, -1, len(values)
-    ) + records
+    after_crc = (
+        struct.pack(">hiqqqhii", 0, len(values) - 1, timestamp, timestamp, -1, -1, -1, len(values))
+        + records
+    )
     crc = crc32c(after_crc)
     buf = io.BytesIO()
     buf.write(struct.pack(">qiib", 0, 4 + 1 + 4 + len(after_crc), -1, 2))
