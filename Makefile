@@ -16,8 +16,13 @@ test-fast: setup
 	./scripts/install_chromium.sh
 	.venv/bin/python -m pytest -q -m "not slow"
 
+LINTED = kafkalite tests protocol_tests bench compat spark_jobs fuzz
+
+# Style, formatting and types (mypy checks the packages pyproject.toml's [tool.mypy] lists).
 lint: setup
-	.venv/bin/ruff check kafkalite tests protocol_tests bench compat spark_jobs fuzz
+	.venv/bin/ruff check $(LINTED)
+	.venv/bin/ruff format --check $(LINTED)
+	.venv/bin/mypy
 
 # Protocol fuzzing against a fresh broker process (fuzz/): make fuzz FRAMES=1000000 SEED=7
 FRAMES ?= 50000

@@ -61,7 +61,8 @@ from kafkalite.storage.log import UnifiedLog
 from kafkalite.storage.records import Record, decode_records, encode_batch
 
 if TYPE_CHECKING:
-    from kafkalite.broker.replica_manager import Partition, ReplicaManager
+    from kafkalite.broker.partition import Partition
+    from kafkalite.broker.replica_manager import ReplicaManager
     from kafkalite.config import BrokerConfig
 
 log = logging.getLogger("kafkalite.groups")

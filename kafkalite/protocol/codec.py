@@ -111,7 +111,8 @@ def encode_response(correlation_id: int, response: Any) -> memoryview:
     buf.write(_SIZE.pack(correlation_id))
     if response.__header_schema__.__version__ >= 1:
         buf.write(b"\0")  # empty tagged fields of response header v1
-    _writer(type(response))(buf, response)
+    response_class: type = type(response)
+    _writer(response_class)(buf, response)
     data = buf.getbuffer()  # sent as is: copying a multi-MiB fetch response costs ~30%
     _SIZE.pack_into(data, 0, len(data) - 4)
     return data.toreadonly()

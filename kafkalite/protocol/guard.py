@@ -68,7 +68,8 @@ def check_request(frame: bytes, api_key: int, version: int) -> None:
 @cache
 def _request_steps(api_key: int, version: int) -> tuple[Step, Step]:
     schema = load_request_schema(api_key, version)
-    return _entity(schema.__header_schema__)[0], _entity(schema)[0]
+    header: type = schema.__header_schema__
+    return _entity(header)[0], _entity(schema)[0]
 
 
 # -- reading lengths -----------------------------------------------------------------------------
@@ -229,7 +230,7 @@ class _Compiled:
 @cache
 def _entity(cls: type) -> tuple[Step, int]:
     """The step checking one entity of `cls`, and the fewest bytes an entity takes."""
-    flexible = bool(cls.__flexible__)
+    flexible = bool(cls.__flexible__)  # type: ignore[attr-defined]  # kio's entity classes
     is_header = cls.__name__ == "RequestHeader"
     steps: list[Step] = []
     known_tags: dict[int, Step] = {}
