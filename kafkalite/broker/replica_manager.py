@@ -154,6 +154,9 @@ class ReplicaManager:
             log.info(
                 "%s-%d: ignoring stale state %s (%s)", meta.name, state.partition, state, error.name
             )
+            return
+        # Parked requests may now be answerable (NOT_LEADER_OR_FOLLOWER after losing it).
+        self._complete_delayed((meta.name, state.partition))
 
     def _with_local_epoch(self, partition: Partition, state: PartitionState) -> PartitionState:
         """A sole replica keeps the epoch its log was written in across restarts: no other
@@ -193,6 +196,7 @@ class ReplicaManager:
         del self.topics_by_id[topic.topic_id]
         for partition in topic.partitions:
             self.log_manager.delete_log(name, partition.index)
+            self._complete_delayed((name, partition.index))  # they answer an unknown partition
 
     def on_broker_registered(self, broker: BrokerInfo) -> None:
         """Nothing to do yet: followers find their leader through partition states."""
@@ -407,6 +411,10 @@ class ReplicaManager:
             appended.log_start_offset,
         )
         return result, appended.last_offset + 1
+
+    def _complete_delayed(self, tp: TopicPartition) -> None:
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
 
     def _after_append(self, tp: TopicPartition, high_watermark_moved: bool) -> None:
         """Kafka's tryCompleteDelayedRequests: new data may satisfy parked fetches; a higher

@@ -111,3 +111,20 @@ def test_retention_keeps_segments_at_or_above_the_high_watermark(tmp_path) -> No
     assert partition.log_start_offset == 3
     assert partition.log.segments[0].base_offset == 3
     broker.shutdown()
+
+
+def test_parked_requests_answer_when_their_topic_is_deleted(tmp_path) -> None:
+    broker = open_broker(tmp_path, **{"broker.id": "0"})
+    manager = broker.replica_manager
+    _hold_back_high_watermark(broker)
+    _, produce = manager.append_records({TP: batch()}, -1)
+    assert produce is not None
+    assert manager.produce_purgatory.try_complete_else_watch(produce) is False
+    params = FetchParams(max_wait_ms=60_000, min_bytes=1, max_bytes=1 << 20)
+    fetch = manager.fetch_messages(params, [FetchInfo("t", 0, 1, 1 << 20)])
+    assert manager.fetch_purgatory.try_complete_else_watch(fetch) is False
+    assert manager.delete_topic("t").ok
+    assert produce.results[TP].error is ErrorCode.unknown_topic_or_partition
+    assert fetch.read_result.results[0].error is ErrorCode.unknown_topic_or_partition
+    assert (manager.produce_purgatory.watched(), manager.fetch_purgatory.watched()) == (0, 0)
+    broker.shutdown()
