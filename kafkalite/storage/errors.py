@@ -46,6 +46,13 @@ class OffsetOutOfRangeError(StorageError):
     error_code = ErrorCode.offset_out_of_range
 
 
+class UnexpectedAppendOffsetError(StorageError):
+    """A follower append that does not start at or after the log end (Kafka's
+    UnexpectedAppendOffsetException): the follower must truncate or refetch."""
+
+    error_code = ErrorCode.unknown_server_error
+
+
 class CorruptRecordError(StorageError):
     """Bad framing or CRC (Kafka's CorruptRecordException)."""
 

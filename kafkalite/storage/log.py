@@ -33,6 +33,7 @@ from kafkalite.storage.errors import (
     OffsetOutOfRangeError,
     RecordError,
     RecordListTooLargeError,
+    UnexpectedAppendOffsetError,
     from_invalid_batch,
 )
 from kafkalite.storage.leader_epoch import LeaderEpochCache
@@ -291,6 +292,35 @@ class UnifiedLog:
             append_time if append_time is not None else -1,
             self.log_start_offset,
         )
+
+    def append_as_follower(self, records: bytes, now_ms: int) -> int:
+        """Kafka's appendAsFollower: the leader's batches written unchanged (its offsets,
+        leader epochs and timestamps); the epoch cache and producer state follow them as
+        recovery does, so a follower that becomes leader still deduplicates retries.
+        Returns the new log end offset; raises a StorageError on rejection."""
+        self._now_ms = now_ms
+        if not records:
+            return self.log_end_offset
+        try:
+            headers = validate_batches(records, self.config.max_message_bytes)
+        except InvalidBatch as exc:
+            raise from_invalid_batch(exc) from exc
+        expected = self.log_end_offset
+        for header in headers:
+            if header.base_offset < expected:
+                raise UnexpectedAppendOffsetError(
+                    f"{self.dir}: replicated batch at {header.base_offset}, log end is {expected}"
+                )
+            expected = header.next_offset
+        max_timestamp = max(header.max_timestamp for header in headers)
+        self._maybe_roll(len(records), max_timestamp, headers[-1].last_offset, now_ms)
+        self._write(bytearray(records), headers)
+        for header in headers:
+            _maybe_assign_epoch(self.leader_epoch_cache, header)
+            self.producer_state.replay(header)
+        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+            self.flush()
+        return self.log_end_offset
 
     def _validate(self, records: bytes) -> list[BatchHeader]:
         if not records:  # Kafka's ProduceRequest.validateRecords: INVALID_RECORD
