@@ -332,3 +332,50 @@ class Partition:
         if offset < 0 or offset > self.high_watermark:
             return ErrorCode.offset_out_of_range, -1
         return ErrorCode.none, self.log.delete_records_before(offset)
+
+    # -- follower data path ----------------------------------------------------------------
+
+    def append_records_to_follower(self, records: bytes, now_ms: int) -> ErrorCode | StorageError:
+        """Append batches fetched from the leader as they are (Kafka's appendRecordsToFollower).
+        NONE on success; a leader refuses (it takes appends from producers only)."""
+        if self.is_leader:
+            return ErrorCode.not_leader_or_follower
+        try:
+            self.log.append_as_follower(records, now_ms)
+        except StorageError as exc:
+            return exc
+        return ErrorCode.none
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """A follower takes the high watermark from the leader's fetch answers, never beyond
+        its own log end."""
+        if not self.is_leader:
+            self.high_watermark = max(0, min(leader_high_watermark, self.log_end_offset))
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything from `offset` on (a follower diverging from its leader)."""
+        self.log.truncate_to(offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+
+    def truncation_offset(self, leader_epoch: int, leader_end_offset: int) -> tuple[int, bool]:
+        """Where a follower must truncate, given the leader's OffsetForLeaderEpoch answer for
+        the follower's latest epoch (Kafka's AbstractFetcherThread.getOffsetTruncationState).
+
+        Returns (offset, complete); not complete means ask again for the epoch the follower
+        now ends in, as its log and the leader's may diverge earlier still. Never by high
+        watermark alone (KIP-101).
+        """
+        log_end = self.log_end_offset
+        if leader_end_offset == UNKNOWN_OFFSET:
+            return min(self.high_watermark, log_end), True  # a leader without epochs
+        if leader_epoch == UNDEFINED_EPOCH:
+            return min(leader_end_offset, log_end), True
+        cache = self.log.leader_epoch_cache
+        follower_epoch, follower_end = cache.end_offset_for(leader_epoch, log_end)
+        if follower_end == UNKNOWN_OFFSET:  # no epoch of the follower's is that old
+            return min(leader_end_offset, log_end), True
+        if follower_epoch != leader_epoch:
+            # The follower never had the leader's epoch: cut to where its own earlier epoch
+            # ends, then compare again from there.
+            return min(follower_end, log_end), False
+        return min(leader_end_offset, follower_end, log_end), True

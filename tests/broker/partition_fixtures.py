@@ -13,8 +13,14 @@ LOCAL = 1
 TOPIC = "t"
 
 
-def batch(count: int = 1) -> bytes:
-    return encode_batch([(None, b"v%d" % i) for i in range(count)], timestamp=1_000)
+def batch(count: int = 1, producer_id: int = -1, base_sequence: int = -1) -> bytes:
+    return encode_batch(
+        [(None, b"v%d" % i) for i in range(count)],
+        timestamp=1_000,
+        producer_id=producer_id,
+        producer_epoch=0 if producer_id >= 0 else -1,
+        base_sequence=base_sequence,
+    )
 
 
 def state(
@@ -29,6 +35,8 @@ def state(
     )
 
 
-def open_partition(tmp_path: Path, config: LogConfig | None = None) -> Partition:
-    log = UnifiedLog.open(tmp_path / f"{TOPIC}-0", config or LogConfig(), now_ms=0)
-    return Partition(TOPIC, uuid.uuid4(), 0, log, LOCAL)
+def open_partition(
+    tmp_path: Path, config: LogConfig | None = None, broker_id: int = LOCAL
+) -> Partition:
+    log = UnifiedLog.open(tmp_path / f"{broker_id}" / f"{TOPIC}-0", config or LogConfig(), now_ms=0)
+    return Partition(TOPIC, uuid.uuid4(), 0, log, broker_id)

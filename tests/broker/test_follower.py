@@ -1,0 +1,117 @@
+"""The follower side of Partition: the leader's batches appended unchanged, the high watermark
+learnt from the leader, truncation by leader epoch after a leader change."""
+
+from __future__ import annotations
+
+import pytest
+from kio.schema.errors import ErrorCode
+from partition_fixtures import batch, open_partition, state
+
+from kafkalite.broker.partition import Partition
+from kafkalite.storage.errors import UnexpectedAppendOffsetError
+from kafkalite.storage.log import AppendResult
+
+A, B = 1, 2
+BOTH = (A, B)
+
+
+def pair(tmp_path) -> tuple[Partition, Partition]:
+    """A leads epoch 0 with B in the ISR."""
+    leader = open_partition(tmp_path, broker_id=A)
+    follower = open_partition(tmp_path, broker_id=B)
+    assert leader.make_leader(state(A, 0, BOTH), now_ms=0) is ErrorCode.none
+    assert follower.make_follower(state(A, 0, BOTH)) is ErrorCode.none
+    return leader, follower
+
+
+def replicate(leader: Partition, follower: Partition, now_ms: int = 1) -> None:
+    """One fetch round of the follower (Kafka's ReplicaFetcherThread, without the network)."""
+    read = leader.fetch_records(
+        follower.log_end_offset, 1 << 20, replica_id=follower.local_broker_id, now_ms=now_ms
+    )
+    assert read.error is ErrorCode.none
+    if read.records:
+        assert follower.append_records_to_follower(read.records, now_ms) is ErrorCode.none
+    follower.update_follower_high_watermark(read.high_watermark)
+
+
+def log_bytes(partition: Partition) -> bytes:
+    return partition.log.read(0, 1 << 20, partition.log_end_offset)
+
+
+def test_follower_appends_the_leaders_batches_unchanged(tmp_path) -> None:
+    leader, follower = pair(tmp_path)
+    leader.append_records_to_leader(batch(3), -1, min_isr=2, now_ms=0)
+    leader.append_records_to_leader(batch(2), -1, min_isr=2, now_ms=0)
+    replicate(leader, follower)
+    assert log_bytes(follower) == log_bytes(leader)
+    assert follower.log.leader_epoch_cache.entries == leader.log.leader_epoch_cache.entries
+    assert (leader.high_watermark, follower.high_watermark) == (0, 0)
+    replicate(leader, follower)  # the next fetch tells the leader B has everything
+    assert (leader.high_watermark, follower.high_watermark) == (5, 5)
+
+
+def test_follower_refuses_batches_below_its_log_end(tmp_path) -> None:
+    leader, follower = pair(tmp_path)
+    leader.append_records_to_leader(batch(2), 1, min_isr=1, now_ms=0)
+    records = leader.fetch_records(0, 1 << 20, replica_id=B, now_ms=1).records
+    assert follower.append_records_to_follower(records, 1) is ErrorCode.none
+    refused = follower.append_records_to_follower(records, 2)
+    assert isinstance(refused, UnexpectedAppendOffsetError)
+    assert follower.log_end_offset == 2
+    assert leader.append_records_to_follower(records, 2) is ErrorCode.not_leader_or_follower
+
+
+def test_a_follower_turned_leader_still_deduplicates_retries(tmp_path) -> None:
+    leader, follower = pair(tmp_path)
+    idempotent = batch(2, producer_id=7, base_sequence=0)
+    leader.append_records_to_leader(idempotent, -1, min_isr=2, now_ms=0)
+    replicate(leader, follower)
+    assert follower.make_leader(state(B, 1, BOTH), now_ms=5) is ErrorCode.none
+    retried = follower.append_records_to_leader(idempotent, 1, min_isr=1, now_ms=6)
+    assert isinstance(retried, AppendResult)
+    assert (retried.duplicate, retried.first_offset, follower.log_end_offset) == (True, 0, 2)
+
+
+def test_old_leader_truncates_to_where_the_new_leaders_epoch_starts(tmp_path) -> None:
+    old, new = pair(tmp_path)
+    old.append_records_to_leader(batch(3), 1, min_isr=1, now_ms=0)
+    replicate(old, new)
+    old.append_records_to_leader(batch(2), 1, min_isr=1, now_ms=0)  # offsets 3-4: never copied
+    # B is elected in epoch 1 and writes offset 3; A comes back as its follower in epoch 2.
+    assert new.make_leader(state(B, 1, BOTH), now_ms=10) is ErrorCode.none
+    new.append_records_to_leader(batch(1), 1, min_isr=1, now_ms=10)
+    assert new.make_leader(state(B, 2, BOTH), now_ms=20) is ErrorCode.none
+    assert old.make_follower(state(B, 2, BOTH)) is ErrorCode.none
+    # A asks the leader where A's latest epoch (0) ends there: at 3, where epoch 1 starts.
+    error, epoch, end = new.last_offset_for_leader_epoch(
+        -1, old.log.leader_epoch_cache.latest_epoch
+    )
+    assert (error, epoch, end) == (ErrorCode.none, 0, 3)
+    assert old.truncation_offset(epoch, end) == (3, True)
+    old.truncate_to(3)
+    replicate(new, old)
+    assert log_bytes(old) == log_bytes(new)
+    assert old.log_end_offset == 4
+
+
+def test_truncation_asks_again_when_the_follower_never_had_the_leaders_epoch(tmp_path) -> None:
+    partition = open_partition(tmp_path, broker_id=B)
+    partition.make_leader(state(B, 0, (B,)), now_ms=0)
+    partition.append_records_to_leader(batch(2), 1, min_isr=1, now_ms=0)  # epoch 0: 0-1
+    partition.make_leader(state(B, 2, (B,)), now_ms=1)
+    partition.append_records_to_leader(batch(2), 1, min_isr=1, now_ms=1)  # epoch 2: 2-3
+    partition.make_follower(state(A, 3, (A, B)))
+    # The leader's largest epoch <= 2 is 1, which B never had: cut to B's epoch 0 end, ask again.
+    assert partition.truncation_offset(1, 10) == (2, False)
+    assert partition.truncation_offset(0, 1) == (1, True)  # the leader's epoch 0 ends sooner
+    assert partition.truncation_offset(-1, 3) == (3, True)  # a leader without that epoch
+
+
+@pytest.mark.parametrize(("leader_hw", "expected"), [(1, 1), (9, 2)])
+def test_follower_high_watermark_never_passes_its_log_end(tmp_path, leader_hw, expected) -> None:
+    leader, follower = pair(tmp_path)
+    leader.append_records_to_leader(batch(2), 1, min_isr=1, now_ms=0)
+    replicate(leader, follower)
+    follower.update_follower_high_watermark(leader_hw)
+    assert follower.high_watermark == expected
