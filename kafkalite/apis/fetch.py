@@ -71,6 +71,7 @@ def _fetch_infos(
                 part.fetch_offset,
                 part.partition_max_bytes,
                 getattr(part, "current_leader_epoch", -1),
+                getattr(part, "last_fetched_epoch", -1),
             )
             infos.append(info)
             answers.append(info)
@@ -81,6 +82,12 @@ def _fetch_infos(
 def _partition_data(
     ctx: RequestContext, index: int, result: LogReadResult, params: FetchParams
 ) -> Any:
+    diverging: dict[str, Any] = {}
+    if result.diverging_epoch is not None:  # v12+ followers only
+        epoch, end_offset = result.diverging_epoch
+        diverging["diverging_epoch"] = make(
+            ctx.schema.EpochEndOffset, epoch=epoch, end_offset=end_offset
+        )
     return make(
         ctx.schema.PartitionData,
         partition_index=index,
@@ -92,6 +99,7 @@ def _partition_data(
         # yet (no transactions), so read_committed gets an empty list.
         aborted_transactions=() if params.isolation_level != READ_UNCOMMITTED else None,
         records=result.records,
+        **diverging,
     )
 
 

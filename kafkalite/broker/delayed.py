@@ -184,6 +184,7 @@ class FetchInfo:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1  # followers, Fetch v12+: checked for divergence
 
     @property
     def tp(self) -> TopicPartition:
@@ -219,6 +220,10 @@ class FetchRead:
     def has_error(self) -> bool:
         return any(result.error is not ErrorCode.none for result in self.results)
 
+    @property
+    def has_diverging_epoch(self) -> bool:
+        return any(result.diverging_epoch is not None for result in self.results)
+
 
 class DelayedFetch(DelayedOperation):
     """A fetch below min_bytes, retried when one of its partitions gets data (Kafka's
@@ -234,11 +239,13 @@ class DelayedFetch(DelayedOperation):
         self.read_result = FetchRead()
 
     def satisfied(self, read: FetchRead) -> bool:
-        """Kafka's fetchMessages: answer at once on errors or once min_bytes are there."""
+        """Kafka's fetchMessages: answer at once on errors or a diverging epoch, or once
+        min_bytes are there."""
         return (
             self.params.max_wait_ms <= 0
             or not self.keys
             or read.has_error
+            or read.has_diverging_epoch
             or read.bytes_read >= self.params.min_bytes
         )
 

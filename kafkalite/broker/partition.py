@@ -84,6 +84,8 @@ class LogReadResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
+    # (epoch, end offset) where the fetcher's log leaves this one: it must truncate first.
+    diverging_epoch: tuple[int, int] | None = None
 
 
 @dataclass(eq=False)
@@ -169,9 +171,12 @@ class Partition:
         }
         if new_epoch:
             # Kafka: followers in the ISR count as caught up from now, the others do not.
-            # (The epoch enters the leader epoch cache with the first batch appended in it.)
             for replica in self.remote_replicas.values():
                 replica.reset(now_ms, caught_up=replica.broker_id in self.isr)
+            # Kafka's maybeAssignEpochStartOffset: the new epoch starts at the log end, so
+            # OffsetForLeaderEpoch and diverging-epoch checks know it before the first append.
+            if self.log.leader_epoch_cache.latest_epoch < state.leader_epoch:
+                self.log.leader_epoch_cache.assign(state.leader_epoch, self.log_end_offset)
         if self.high_watermark > self.log_end_offset:
             self.high_watermark = self.log_end_offset
         self.maybe_increment_high_watermark()
@@ -250,15 +255,22 @@ class Partition:
         isolation_level: int = READ_UNCOMMITTED,
         min_one_batch: bool = True,
         now_ms: int = 0,
+        last_fetched_epoch: int = -1,
     ) -> LogReadResult:
         """Kafka's fetchRecords: followers read to the log end, consumers to the high
-        watermark (read_committed: the last stable offset)."""
+        watermark (read_committed: the last stable offset). A follower whose last fetched
+        epoch ends earlier here gets the diverging epoch instead of records (KIP-595's
+        truncation detection); its fetch position is not recorded then."""
         error = self.check_leader(current_leader_epoch)
         if error is not ErrorCode.none:
             return LogReadResult(error)
         if replica_id >= 0:
-            if not self.update_follower_fetch_state(replica_id, fetch_offset, now_ms):
+            if replica_id not in self.remote_replicas:
                 return LogReadResult(ErrorCode.not_leader_or_follower)
+            diverging = self._diverging_epoch(fetch_offset, last_fetched_epoch)
+            if diverging is not None:
+                return self._read_result(b"", diverging)
+            self.update_follower_fetch_state(replica_id, fetch_offset, now_ms)
             max_offset = self.log_end_offset
         elif isolation_level == READ_COMMITTED:
             max_offset = self.last_stable_offset
@@ -268,13 +280,33 @@ class Partition:
             records = self.log.read(fetch_offset, max_bytes, max_offset, min_one_batch)
         except OffsetOutOfRangeError:
             return LogReadResult(ErrorCode.offset_out_of_range)
+        return self._read_result(records)
+
+    def _read_result(
+        self, records: bytes, diverging_epoch: tuple[int, int] | None = None
+    ) -> LogReadResult:
         return LogReadResult(
             ErrorCode.none,
             records,
             self.high_watermark,
             self.last_stable_offset,
             self.log_start_offset,
+            diverging_epoch,
         )
+
+    def _diverging_epoch(
+        self, fetch_offset: int, last_fetched_epoch: int
+    ) -> tuple[int, int] | None:
+        """Kafka's validateFetchOffsetAndEpoch: where the fetcher's last epoch ends here, if
+        that is before its fetch offset (or this log never had that epoch)."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end_offset = self.log.leader_epoch_cache.end_offset_for(
+            last_fetched_epoch, self.log_end_offset
+        )
+        if epoch < last_fetched_epoch or end_offset < fetch_offset:
+            return epoch, end_offset
+        return None
 
     def fetch_offset_for_timestamp(
         self,

@@ -445,6 +445,7 @@ class ReplicaManager:
                 isolation_level=params.isolation_level,
                 min_one_batch=first,
                 now_ms=self.clock_ms(),
+                last_fetched_epoch=info.last_fetched_epoch,
             )
             if result.records:
                 first = False

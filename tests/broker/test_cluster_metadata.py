@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from dataclasses import replace
 
 import pytest
+import trio
 from kio.schema.errors import ErrorCode
 from partition_fixtures import batch
 
-from kafkalite.apis import describe_cluster, find_coordinator, metadata
-from kafkalite.apis.base import make
+from kafkalite.apis import describe_cluster, fetch, find_coordinator, metadata
+from kafkalite.apis.base import RequestContext, make
 from kafkalite.broker.broker import Broker, local_broker_info
 from kafkalite.broker.cluster_metadata import BrokerInfo, Endpoint, TopicMetadata
 from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.partition import PartitionState
 from kafkalite.config import build_config
 from kafkalite.coordinator import group_partition
-from tests.apis.harness import call
+from tests.apis.harness import call, request_module, roundtrip
 
 OTHER = BrokerInfo(2, (Endpoint("PLAINTEXT", "other.example", 9999),), rack="r2")
 
@@ -191,3 +193,44 @@ def test_find_coordinator_names_the_leader_of_the_group_partition(cluster_broker
         "other.example",
         9999,
     )
+
+
+def test_fetch_answers_a_follower_its_diverging_epoch_on_the_wire(cluster_broker) -> None:
+    broker, store = cluster_broker
+    manager = broker.replica_manager
+    manager.create_topic("t", 1, 1)
+    manager.append_records({("t", 0): batch(2)}, 1)
+    store.move_leader("t", 0, leader=1, epoch=3)  # broker 2 follows this broker from epoch 3
+
+    def build(m):
+        partition = make(
+            m.FetchPartition,
+            partition=0,
+            current_leader_epoch=3,
+            fetch_offset=5,
+            last_fetched_epoch=1,
+            log_start_offset=0,
+            partition_max_bytes=1 << 20,
+        )
+        topic = make(m.FetchTopic, topic="t", partitions=(partition,))
+        return make(
+            m.FetchRequest,
+            replica_id=2,
+            max_wait=datetime.timedelta(0),
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(topic,),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+
+    request = build(request_module(fetch.API.api_key, 12))
+    ctx = RequestContext(broker, fetch.API.api_key, 12, correlation_id=5, client_id="replica")
+    response = roundtrip(trio.run(fetch.API.handle, ctx, request), correlation_id=5)
+    (data,) = response.responses[0].partitions
+    assert (data.error_code, data.records) == (ErrorCode.none, b"")
+    # This log has epoch 0 (offsets 0-1) then 3: epoch 1's answer is epoch 0, ending at 2.
+    assert (data.diverging_epoch.epoch, data.diverging_epoch.end_offset) == (0, 2)

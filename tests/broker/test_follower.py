@@ -115,3 +115,21 @@ def test_follower_high_watermark_never_passes_its_log_end(tmp_path, leader_hw, e
     replicate(leader, follower)
     follower.update_follower_high_watermark(leader_hw)
     assert follower.high_watermark == expected
+
+
+def test_fetch_from_a_diverged_follower_answers_the_diverging_epoch(tmp_path) -> None:
+    leader, follower = pair(tmp_path)
+    leader.append_records_to_leader(batch(3), 1, min_isr=1, now_ms=0)  # epoch 0: 0-2
+    leader.make_leader(state(A, 2, BOTH), now_ms=1)
+    leader.append_records_to_leader(batch(2), 1, min_isr=1, now_ms=1)  # epoch 2: 3-4
+    # The follower ends at 4 in epoch 1, which this leader never had: epoch 0 ended at 3.
+    diverged = leader.fetch_records(4, 1 << 20, replica_id=B, last_fetched_epoch=1, now_ms=2)
+    assert (diverged.error, diverged.records, diverged.diverging_epoch) == (
+        ErrorCode.none,
+        b"",
+        (0, 3),
+    )
+    assert leader.remote_replicas[B].log_end_offset == -1  # its position is not taken
+    consistent = leader.fetch_records(3, 1 << 20, replica_id=B, last_fetched_epoch=0, now_ms=3)
+    assert consistent.diverging_epoch is None and consistent.records
+    assert leader.remote_replicas[B].log_end_offset == 3
