@@ -5,7 +5,7 @@ Batches are appended as the client sent them (offsets patched, CRC checked) with
 records, through the replica manager (which refuses internal topics and, for acks=-1, an ISR
 below min.insync.replicas). acks=0 gets no response; acks=1 is answered after the append;
 acks=-1 once the high watermark covers it (at once on a single node, whose ISR is itself),
-or REQUEST_TIMED_OUT after the request's timeout.
+or REQUEST_TIMED_OUT after the request's timeout (at most request.timeout.ms).
 """
 
 from __future__ import annotations
@@ -140,7 +140,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 entries[(name, data.index)] = data.records
                 answers.append((name, data.index))
         plan.append((topic_data, answers))
-    results = await _append(ctx, entries, acks, millis(request.timeout)) if entries else {}
+    # The request's timeout, capped by the broker's request.timeout.ms.
+    timeout_ms = min(millis(request.timeout), ctx.broker.config.int("request.timeout.ms"))
+    results = await _append(ctx, entries, acks, timeout_ms) if entries else {}
     if acks == 0:
         return None
     responses = tuple(

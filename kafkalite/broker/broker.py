@@ -27,7 +27,7 @@ def local_broker_info(config: BrokerConfig) -> BrokerInfo:
     """This broker as it registers itself: id and advertised endpoints."""
     listeners = config.advertised_listeners
     endpoints = tuple(Endpoint(each.name, each.host, each.port) for each in listeners)
-    return BrokerInfo(config.broker_id, endpoints)
+    return BrokerInfo(config.broker_id, endpoints, config.str("broker.rack"))
 
 
 @dataclass

@@ -8,10 +8,12 @@ from dataclasses import replace
 
 import pytest
 import trio
+import trio.testing
 from kio.schema.errors import ErrorCode
 from partition_fixtures import batch
 
 from kafkalite.apis import describe_cluster, fetch, find_coordinator, metadata
+from kafkalite.apis import produce as produce_api
 from kafkalite.apis.base import RequestContext, make
 from kafkalite.broker.broker import Broker, local_broker_info
 from kafkalite.broker.cluster_metadata import BrokerInfo, Endpoint, TopicMetadata
@@ -234,3 +236,47 @@ def test_fetch_answers_a_follower_its_diverging_epoch_on_the_wire(cluster_broker
     assert (data.error_code, data.records) == (ErrorCode.none, b"")
     # This log has epoch 0 (offsets 0-1) then 3: epoch 1's answer is epoch 0, ending at 2.
     assert (data.diverging_epoch.epoch, data.diverging_epoch.end_offset) == (0, 2)
+
+
+def test_this_broker_registers_its_rack(tmp_path) -> None:
+    config = build_config({"log.dirs": str(tmp_path), "broker.rack": "r1"})
+    assert local_broker_info(config).rack == "r1"
+
+
+def test_acks_all_waits_for_the_follower_then_times_out(tmp_path) -> None:
+    config = build_config(
+        {"log.dirs": str(tmp_path), "broker.id": "1", "request.timeout.ms": "2000"}
+    )
+    store = TwoBrokers(tmp_path, local_broker_info(config))
+    broker = Broker.open(config, metadata=store)
+    broker.replica_manager.create_topic("t", 1, 1)
+    store.move_leader("t", 0, leader=1, epoch=1)  # ISR {1, 2}: broker 2 never fetches
+
+    def build(m):
+        data = make(m.PartitionProduceData, index=0, records=batch(2))
+        topic = make(m.TopicProduceData, name="t", partition_data=(data,))
+        return make(
+            m.ProduceRequest,
+            transactional_id=None,
+            acks=-1,
+            timeout=datetime.timedelta(seconds=60),
+            topic_data=(topic,),
+        )
+
+    async def produce() -> tuple[object, float]:
+        request = build(request_module(produce_api.API.api_key, 9))
+        ctx = RequestContext(broker, produce_api.API.api_key, 9, correlation_id=1, client_id="p")
+        start = trio.current_time()
+        response = await produce_api.API.handle(ctx, request)
+        return response, trio.current_time() - start
+
+    async def main() -> None:
+        response, waited = await produce()
+        (answer,) = response.responses[0].partition_responses
+        # Appended (the leader has it) but not acknowledged: request.timeout.ms caps the wait.
+        assert (answer.error_code, waited) == (ErrorCode.request_timed_out, 2.0)
+        assert broker.replica_manager.partition("t", 0).log_end_offset == 2
+        assert broker.replica_manager.produce_purgatory.watched() == 0
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    broker.shutdown()
