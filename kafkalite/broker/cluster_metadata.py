@@ -3,7 +3,10 @@
 * `SingleNodeMetadata` (broker/metadata_store.py): this node alone, kept in files in the log
   dir (`meta.properties`, `kafkalite-metadata.json`). What `kafkalite serve` uses without
   `zookeeper.connect`.
-* A ZooKeeper-backed store (kafkalite/cluster/, Kafka's znode layout) for clusters.
+* A ZooKeeper-backed store (kafkalite/cluster/, Kafka's znode layout) for clusters: its
+  cache maps `/brokers/ids/<id>` to `BrokerInfo`, `/brokers/topics/<t>` plus
+  `.../partitions/<p>/state` to `PartitionState` (the state znode's version is the partition
+  epoch, so a stale decision is fenced like a stale epoch).
 
 What it holds: the cluster id; live brokers (id, endpoints, rack); the controller's id;
 topics (name, id, configs) with, per partition, the assignment and the controller's latest
@@ -12,8 +15,10 @@ the state znode's version, controller epoch); producer ids (unique across the cl
 
 Writes (`create_topic`, `add_partitions`, `delete_topic`, `set_topic_configs`) ask for a
 change. How it becomes true is the implementation's business: the single node applies it at
-once; the ZooKeeper store writes znodes and lets the controller decide. Either way the broker
-learns the outcome only through events, delivered in order to the `MetadataListener`s that
+once; the ZooKeeper store hands the znode writes to the trio task that owns its client and
+returns (CreateTopics then waits for the new partitions' states, as Kafka's
+DelayedCreatePartitions does), and the controller decides. Either way the broker learns the
+outcome only through events, delivered in order to the `MetadataListener`s that
 subscribed, on the trio side (the ZooKeeper store hands kazoo's watch callbacks over from its
 thread; it never calls listeners from kazoo's thread):
 

@@ -293,7 +293,7 @@ class ReplicaManager:
         num_partitions: int | None = None,
         replication_factor: int | None = None,
         configs: Mapping[str, str | None] | None = None,
-    ) -> tuple[Outcome, Topic | None]:
+    ) -> tuple[Outcome, TopicMetadata | None]:
         num_partitions = num_partitions or self.config.int("num.partitions")
         replication_factor = replication_factor or self.config.int("default.replication.factor")
         outcome, normalised = self.check_new_topic(
@@ -303,7 +303,8 @@ class ReplicaManager:
             return outcome, None
         meta = TopicMetadata(name, uuid.uuid4(), num_partitions, replication_factor, normalised)
         self.metadata.create_topic(meta, self.assign_replicas(num_partitions, replication_factor))
-        return OK, self.topics.get(name)
+        # As the cluster metadata knows it: a broker need not hold a replica of every topic.
+        return OK, self.metadata.topics.get(name)
 
     def delete_topic(self, name: str) -> Outcome:
         if name not in self.metadata.topics:
