@@ -83,7 +83,7 @@ def _sort(request: Any) -> _Deletion:
         elif name is not None:
             _add_once(name, deletion.names, deletion.duplicate_names)
         else:
-            _add_once(topic_id, deletion.ids, deletion.duplicate_ids)  # type: ignore[arg-type]
+            _add_once(topic_id, deletion.ids, deletion.duplicate_ids)  # type: ignore[misc]
     for name in deletion.duplicate_names:
         deletion.answer(name, None, DUPLICATE_NAME)
     for topic_id in deletion.duplicate_ids:

@@ -18,8 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import authorized_operations
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-from kafkalite.apis.metadata import INTERNAL_TOPICS
-from kafkalite.broker.replica_manager import Topic, topic_name_error
+from kafkalite.broker.replica_manager import INTERNAL_TOPICS, Topic, topic_name_error
 
 MAX_PARTITIONS_PER_RESPONSE = 2000  # Kafka's max.request.partition.size.limit default
 

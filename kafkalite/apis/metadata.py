@@ -100,7 +100,7 @@ def _lookup(ctx: RequestContext, requested: Any, auto_create: bool, operations: 
     created = metadata.topics.get(name)
     if created is None:
         return _error_topic(ctx, name, ZERO_UUID, outcome.error)
-    log.info("auto-created topic %s: %d partition(s)", name, len(created.partitions))
+    log.info("auto-created topic %s: %d partition(s)", name, created.num_partitions)
     return _topic(ctx, created, operations)
 
 
