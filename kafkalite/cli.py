@@ -12,17 +12,26 @@ import argparse
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import trio
 
 from kafkalite.broker.broker import Broker
 from kafkalite.cluster import launcher
-from kafkalite.config import ConfigError, build_config, parse_override, read_properties
+from kafkalite.config import (
+    BrokerConfig,
+    ConfigError,
+    build_config,
+    parse_override,
+    read_properties,
+)
 from kafkalite.console.command import add_console_command, run_console
 from kafkalite.logging_config import configure_from_properties
 from kafkalite.metrics.http import open_metrics_listeners
 from kafkalite.server import bound_config, open_listeners, serve
+from kafkalite.storage.dir_lock import LogDirInUse, lock_log_dir, unlock_log_dir
+from kafkalite.storage.file_cache import raise_open_file_limit
 
 log = logging.getLogger("kafkalite")
 EXIT_USAGE = 2
@@ -90,11 +99,39 @@ def _fail(message: str) -> int:
     return EXIT_USAGE
 
 
+def _lock_log_dirs(dirs: Sequence[Path]) -> list[int]:
+    """Lock every log dir before anything reads or writes one; raises LogDirInUse/OSError."""
+    locks: list[int] = []
+    try:
+        for log_dir in dirs:
+            locks.append(lock_log_dir(log_dir))
+    except BaseException:
+        for fd in locks:
+            unlock_log_dir(fd)
+        raise
+    return locks
+
+
 async def _run(config_args: argparse.Namespace) -> int:
-    started = time.monotonic()
     file_props = read_properties(config_args.config) if config_args.config else {}
     config = build_config(file_props, map(parse_override, config_args.override))
     configure_from_properties(config.raw, config_args.log_level)
+    try:
+        locks = _lock_log_dirs(config.log_dirs)
+    except LogDirInUse as exc:
+        return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"cannot use log dir: {exc.strerror or exc}: {exc.filename}")
+    try:
+        return await _run_locked(config)
+    finally:
+        for fd in locks:
+            unlock_log_dir(fd)
+
+
+async def _run_locked(config: BrokerConfig) -> int:
+    started = time.monotonic()
+    raise_open_file_limit()
     try:
         listeners = await open_listeners(config)
     except OSError as exc:

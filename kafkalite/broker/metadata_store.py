@@ -35,6 +35,47 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+class CorruptMetaProperties(ValueError):
+    """meta.properties exists but is not one Kafka (or kafkalite) wrote: never replace it."""
+
+
+def read_meta_properties(path: Path) -> dict[str, str]:
+    """Parse meta.properties strictly, as Kafka's MetaProperties: version 0 needs broker.id,
+    version 1 node.id and cluster.id. A damaged file stops the broker rather than being
+    replaced by a fresh identity, so a wrong or broken disk is never adopted silently."""
+
+    def corrupt(why: str) -> CorruptMetaProperties:
+        return CorruptMetaProperties(
+            f"{path} is corrupt ({why}); refusing to start: restore the file, or remove it "
+            "to adopt this directory with a new identity"
+        )
+
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise corrupt(f"byte {exc.start} is not UTF-8") from None
+    props: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        key, sep, value = stripped.partition("=")
+        if not sep or not key.strip():
+            raise corrupt(f"line {number} is not key=value")
+        props[key.strip()] = value.strip()
+    version = props.get("version")
+    required = {"0": ("broker.id",), "1": ("node.id", "cluster.id")}.get(version or "")
+    if required is None:
+        raise corrupt(f"version {version!r} is not 0 or 1")
+    for key in required:
+        if not props.get(key):
+            raise corrupt(f"{key} is missing")
+    node = props.get("node.id", props.get("broker.id"))
+    if node is not None and not node.lstrip("-").isdigit():
+        raise corrupt(f"node id {node!r} is not a number")
+    return props
+
+
 class SingleNodeMetadata:
     def __init__(self, log_dir: Path, local_broker: BrokerInfo) -> None:
         self.log_dir = log_dir
@@ -63,12 +104,7 @@ class SingleNodeMetadata:
 
     def _load_meta_properties(self, node_id: int, configured: str | None) -> str:
         path = self.log_dir / META_PROPERTIES
-        props: dict[str, str] = {}
-        if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                key, sep, value = line.partition("=")
-                if sep and not key.startswith("#"):
-                    props[key.strip()] = value.strip()
+        props = read_meta_properties(path) if path.exists() else {}
         stored_node = props.get("node.id", props.get("broker.id"))
         if stored_node is not None and int(stored_node) != node_id:
             raise ValueError(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import ClassVar, Self
 
 from kafkalite.storage.errors import CorruptIndexError
+from kafkalite.storage.file_cache import CachedFile
 
 
 @dataclass(eq=False)
@@ -24,7 +25,7 @@ class IndexFile:
     path: Path
     base_offset: int
     max_entries: int
-    fd: int
+    file: CachedFile
     _offsets: array = field(default_factory=lambda: array("i"), repr=False)  # relative offsets
 
     @classmethod
@@ -34,14 +35,22 @@ class IndexFile:
         Raises CorruptIndexError (with the fd closed) when the size is not whole entries, so
         the segment rebuilds the index from its log.
         """
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        size = os.fstat(fd).st_size
+        file = CachedFile(path, os.O_RDWR | os.O_CREAT)
+        size = os.fstat(file.fd).st_size
         if size % cls.ENTRY_SIZE:
-            os.close(fd)
+            file.close()
             raise CorruptIndexError(f"{path}: size {size} is not a multiple of {cls.ENTRY_SIZE}")
-        index = cls(path, base_offset, max(1, max_index_bytes // cls.ENTRY_SIZE), fd)
-        index._load(os.pread(fd, size, 0))
+        index = cls(path, base_offset, max(1, max_index_bytes // cls.ENTRY_SIZE), file)
+        index._load(os.pread(file.fd, size, 0))
         return index
+
+    @property
+    def fd(self) -> int:
+        return self.file.fd
+
+    def rename(self, path: Path) -> None:
+        """Follow a rename done by the caller (an open descriptor stays valid)."""
+        self.path = self.file.path = path
 
     def _load(self, data: bytes) -> None:
         raise NotImplementedError
@@ -73,6 +82,4 @@ class IndexFile:
         os.fsync(self.fd)
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self.file.close()

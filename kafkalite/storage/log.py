@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalite.config import DEFAULT_RETENTION_MS
+from kafkalite.storage import disk_health
 from kafkalite.storage.batch import (
     BatchHeader,
     InvalidBatch,
@@ -277,10 +278,15 @@ class UnifiedLog:
         max_timestamp = (
             append_time if append_time is not None else max(h.max_timestamp for h in headers)
         )
-        self._maybe_roll(len(records), max_timestamp, last_offset, now_ms)
         buffer = bytearray(records)
         patched = assign_offsets(buffer, headers, first_offset, leader_epoch, append_time)
-        self._write(buffer, patched)
+        try:
+            self._maybe_roll(len(records), max_timestamp, last_offset, now_ms)
+            self.active_segment.append(buffer, patched)
+        except OSError as exc:
+            disk_health.write_failed(self.dir.parent, exc)
+            raise KafkaStorageError(f"append to {self.dir} failed: {exc}") from exc
+        disk_health.write_succeeded(self.dir.parent)
         if leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
         self.producer_state.commit(pending, last_offset + 1)
@@ -430,12 +436,6 @@ class UnifiedLog:
             or not segment.can_hold_offset(last_offset)
         ):
             self.roll(now_ms)
-
-    def _write(self, buffer: bytearray, headers: list[BatchHeader]) -> None:
-        try:
-            self.active_segment.append(buffer, headers)
-        except OSError as exc:
-            raise KafkaStorageError(f"append to {self.dir} failed: {exc}") from exc
 
     def roll(self, now_ms: int) -> None:
         """Start a new active segment at the log end; the old one is flushed (as Kafka)."""
@@ -699,7 +699,7 @@ class UnifiedLog:
 
     def close(self) -> None:
         """Flush, snapshot producer state at the log end and close every file."""
-        if not self.segments or self.active_segment.fd < 0:
+        if not self.segments or self.active_segment.closed:
             return
         self.active_segment.on_become_inactive()
         self.flush()
@@ -710,11 +710,7 @@ class UnifiedLog:
 
     def delete(self) -> None:
         for segment in self.segments:
-            if segment.fd >= 0:
-                segment.offset_index.close()
-                segment.time_index.close()
-                os.close(segment.fd)
-                segment.fd = -1
+            segment.close_files()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def truncate_to(self, offset: int) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkalite.storage import disk_health
 from kafkalite.storage.durable_files import fsync_dir, write_atomically
 from kafkalite.storage.errors import StorageError
 from kafkalite.storage.log import LogConfig, UnifiedLog
@@ -46,10 +47,11 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
 def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
     """Kafka's offset checkpoint file: version, count, then `topic partition offset` lines."""
     try:
-        lines = path.read_text().splitlines()
+        data = path.read_bytes()
     except FileNotFoundError:
         return {}
     try:
+        lines = data.decode("utf-8").splitlines()
         if int(lines[0]) != CHECKPOINT_VERSION:
             raise ValueError(f"unknown version {lines[0]!r}")
         count = int(lines[1])
@@ -60,8 +62,8 @@ def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
         if len(offsets) != count:
             raise ValueError(f"expected {count} entries, found {len(offsets)}")
         return offsets
-    except (ValueError, IndexError) as exc:
-        log.warning("%s is malformed (%s); ignoring it", path, exc)
+    except (ValueError, IndexError) as exc:  # UnicodeDecodeError is a ValueError
+        log.warning("%s is malformed (%s); ignoring it, as if it were missing", path, exc)
         return {}
 
 
@@ -154,8 +156,12 @@ class LogManager:
         starts = {tp: log.log_start_offset for tp, log in self.logs.items()}
         if (recovery, starts) == self._last_checkpoint:
             return
-        write_checkpoint(self.log_dir / RECOVERY_POINT_CHECKPOINT, recovery)
-        write_checkpoint(self.log_dir / LOG_START_OFFSET_CHECKPOINT, starts)
+        try:
+            write_checkpoint(self.log_dir / RECOVERY_POINT_CHECKPOINT, recovery)
+            write_checkpoint(self.log_dir / LOG_START_OFFSET_CHECKPOINT, starts)
+        except OSError as exc:  # e.g. a full disk: logged once, retried on the next call
+            disk_health.write_failed(self.log_dir, exc)
+            return
         self._last_checkpoint = (recovery, starts)
 
     def flush_all(self, now_ms: int) -> None:

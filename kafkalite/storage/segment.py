@@ -22,6 +22,7 @@ from kafkalite.storage.batch import (
     parse_header,
 )
 from kafkalite.storage.errors import CorruptIndexError
+from kafkalite.storage.file_cache import CachedFile
 from kafkalite.storage.offset_index import OffsetIndex
 from kafkalite.storage.records import record_timestamps
 from kafkalite.storage.time_index import NO_TIMESTAMP, TimeIndex
@@ -94,7 +95,7 @@ def _write_fully(fd: int, data: bytes | bytearray | memoryview, position: int) -
 class LogSegment:
     dir: Path
     base_offset: int
-    fd: int
+    file: CachedFile
     offset_index: OffsetIndex
     time_index: TimeIndex
     index_interval_bytes: int
@@ -107,6 +108,7 @@ class LogSegment:
     # (largest timestamp, last offset of the first batch holding it); None until loaded
     _max_timestamp: tuple[int, int] | None = None
     _rolling_timestamp: int | None = None  # max timestamp of the first append, for segment.ms
+    closed: bool = False
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -124,8 +126,8 @@ class LogSegment:
         """Open (or create) a segment. Sets `needs_recovery` if an index must be rebuilt."""
         log_path, index_path, time_index_path = segment_paths(dir, base_offset, suffix)
         existed = log_path.exists()
-        fd = os.open(log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        size = os.fstat(fd).st_size
+        file = CachedFile(log_path, os.O_RDWR | os.O_CREAT)
+        size = os.fstat(file.fd).st_size
         missing_index = (
             existed and size > 0 and not (index_path.exists() and time_index_path.exists())
         )
@@ -136,7 +138,7 @@ class LogSegment:
         segment = cls(
             dir,
             base_offset,
-            fd,
+            file,
             offset_index,
             time_index,
             index_interval_bytes,
@@ -163,22 +165,26 @@ class LogSegment:
             return False
         return True
 
+    @property
+    def fd(self) -> int:
+        """The log file's descriptor, reopened if the file cache closed it (see file_cache)."""
+        return self.file.fd
+
     def close(self) -> None:
         """Leave the final max-timestamp entry in the time index (as Kafka) and close fds."""
-        if self.fd < 0:
+        if self.closed:
             return
         self.on_become_inactive()
+        self.close_files()
+
+    def close_files(self) -> None:
+        self.closed = True
         self.offset_index.close()
         self.time_index.close()
-        os.close(self.fd)
-        self.fd = -1
+        self.file.close()
 
     def delete(self) -> None:
-        if self.fd >= 0:
-            self.offset_index.close()
-            self.time_index.close()
-            os.close(self.fd)
-            self.fd = -1
+        self.close_files()
         for path in segment_paths(self.dir, self.base_offset, self.suffix):
             path.unlink(missing_ok=True)
 
@@ -190,7 +196,9 @@ class LogSegment:
         new = segment_paths(self.dir, self.base_offset, suffix)
         for source, target in zip(old[::-1], new[::-1], strict=True):
             os.replace(source, target)
-        self.offset_index.path, self.time_index.path = new[1], new[2]
+        self.file.path = new[0]
+        self.offset_index.rename(new[1])
+        self.time_index.rename(new[2])
         self.suffix = suffix
 
     def flush(self) -> None:

@@ -89,9 +89,7 @@ def leftover_names(log_dir: Path) -> list[str]:
 def drop_fds(log: UnifiedLog) -> None:
     """Forget the open files without flushing or snapshotting: what a crash leaves."""
     for segment in log.segments:
-        for fd in (segment.fd, segment.offset_index.fd, segment.time_index.fd):
-            if fd >= 0:
-                os.close(fd)
+        segment.close_files()  # no flush, no snapshot, no final time index entry
 
 
 # ---- what survives ---------------------------------------------------------------------------
@@ -622,7 +620,7 @@ def compact_and_crash(
         LogSegment.delete, LogSegment.change_suffix = real[0], real[1]
         UnifiedLog.open_cleaned_segment = real[2]
     for segment in cleaned:
-        if segment not in log.segments and segment.fd >= 0:
+        if segment not in log.segments and not segment.closed:
             log.segments.append(segment)  # so drop_fds closes it too
     drop_fds(log)
     return open_log(path, config, now_ms=now)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from batches import make_batch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,8 +27,7 @@ operations = st.lists(
 
 def drop_fds(log: UnifiedLog) -> None:
     for segment in log.segments:
-        for fd in (segment.fd, segment.offset_index.fd, segment.time_index.fd):
-            os.close(fd)
+        segment.close_files()
 
 
 def read_all(log: UnifiedLog) -> list[tuple[int, int]]:
