@@ -170,6 +170,18 @@ PROPERTIES: dict[str, Property] = {
     "socket.request.max.bytes": Property(
         _int(1, I32_MAX), "104857600", "largest request", TYPE_INT
     ),
+    "queued.max.request.bytes": Property(
+        _int(-1),
+        str(200 * 1024**2),
+        "bytes of unanswered requests after which no more are read (-1: unbounded)",
+        TYPE_LONG,
+    ),
+    "kafkalite.max.partitions.per.request": Property(
+        _int(1, I32_MAX), "10000", "partitions one CreateTopics/CreatePartitions may add", TYPE_INT
+    ),
+    "kafkalite.max.partitions": Property(
+        _int(1, I32_MAX), "10000", "partitions this broker may hold in all", TYPE_INT
+    ),
     "min.insync.replicas": Property(
         _int(1, 32767), "1", "replicas that must ack acks=all", TYPE_INT
     ),

@@ -34,6 +34,7 @@ from kafkalite.protocol.codec import (
 )
 from kafkalite.protocol.errors import FrameError
 from kafkalite.protocol.frames import FrameReader
+from kafkalite.protocol.request_memory import ConnectionMemory, RequestMemoryPool
 
 log = logging.getLogger("kafkalite.server")
 
@@ -50,6 +51,7 @@ async def _read_requests(
     handlers: Mapping[int, ApiHandler],
     queue: trio.MemorySendChannel[Queued],
     metrics: BrokerMetrics,
+    memory: ConnectionMemory,
 ) -> None:
     reader = FrameReader(max_frame_bytes)
     async with queue:
@@ -57,6 +59,7 @@ async def _read_requests(
             try:
                 frame = reader.next_frame()
                 if frame is None:
+                    await memory.before_read(reader.frame_size)  # queued.max.request.bytes
                     data = await stream.receive_some(reader.bytes_wanted)
                     if not data:
                         if reader.pending:
@@ -65,6 +68,7 @@ async def _read_requests(
                     reader.feed(data)
                     metrics.network_bytes_in += len(data)
                     continue
+                memory.frame_read(len(frame))
                 request = decode_request(frame, handlers)
                 if isinstance(request, LegacyRequest):
                     await queue.send(_answer_legacy(handlers[request.api_key], request))
@@ -86,9 +90,10 @@ async def _process(
     client_host: str,
     handlers: Mapping[int, ApiHandler],
     queue: trio.MemoryReceiveChannel[Queued],
+    memory: ConnectionMemory,
 ) -> None:
     metrics = broker.metrics
-    async for item in queue:
+    async for item in memory.answering(queue):
         started = time.perf_counter()
         if isinstance(item, bytes):
             await stream.send_all(item)
@@ -118,7 +123,9 @@ async def _process(
         metrics.observe_request(broker, ctx.api_key, ctx.api_version, elapsed, item.body, response)
 
 
-async def handle_connection(broker: Broker, stream: trio.SocketStream) -> None:
+async def handle_connection(
+    broker: Broker, stream: trio.SocketStream, pool: RequestMemoryPool | None = None
+) -> None:
     try:
         host, port = stream.socket.getpeername()[:2]
     except OSError:
@@ -126,14 +133,15 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream) -> None:
     peer = f"{host}:{port}"
     max_frame = broker.config.int("socket.request.max.bytes")
     send, receive = trio.open_memory_channel[Queued](MAX_QUEUED_REQUESTS)
+    memory = (pool or RequestMemoryPool(-1)).connection()
     broker.metrics.connections += 1
     broker.metrics.connections_created += 1
     try:
         async with stream, trio.open_nursery() as nursery:
             nursery.start_soon(
-                _read_requests, stream, peer, max_frame, HANDLERS, send, broker.metrics
+                _read_requests, stream, peer, max_frame, HANDLERS, send, broker.metrics, memory
             )
-            await _process(broker, stream, f"/{host}", HANDLERS, receive)
+            await _process(broker, stream, f"/{host}", HANDLERS, receive, memory)
             nursery.cancel_scope.cancel()
     # The nursery wraps whatever its tasks raise in an ExceptionGroup.
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
@@ -141,6 +149,7 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream) -> None:
     except* Exception:
         log.exception("closing connection from %s after an internal error", peer)
     finally:
+        memory.close()
         broker.metrics.connections -= 1
 
 
@@ -236,8 +245,9 @@ async def serve(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_maintenance, broker)
             await nursery.start(broker.groups.run)
+            pool = RequestMemoryPool(broker.config.int("queued.max.request.bytes"))
             await nursery.start(
-                trio.serve_listeners, lambda s: handle_connection(broker, s), listeners
+                trio.serve_listeners, lambda s: handle_connection(broker, s, pool), listeners
             )
             if metrics_listeners:
                 from kafkalite.metrics.registry import Exposition  # imports prometheus_client

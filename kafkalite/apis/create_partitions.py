@@ -3,7 +3,8 @@
 Grows topics as Kafka's controller does (ReplicationControlManager.createPartitions), with its
 messages: the count must exceed the current one, and manual assignments must give one replica
 list per added partition, each naming only this node. `validate_only` checks without growing;
-a timeout of 0 or less answers REQUEST_TIMED_OUT, as Kafka's controller does.
+a timeout of 0 or less answers REQUEST_TIMED_OUT, as Kafka's controller does. Partition caps:
+broker/partition_limits.py (POLICY_VIOLATION).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.apis.topic_admin import answer_each_name_once, validate_manual_assignment
+from kafkalite.broker import partition_limits
 from kafkalite.broker.replica_manager import OK, Outcome
 
 
@@ -63,7 +65,21 @@ def _result(ctx: RequestContext, name: str, outcome: Outcome) -> Any:
     )
 
 
+def _partitions_added(ctx: RequestContext, request: Any) -> int:
+    topics = ctx.broker.replica_manager.topics
+    return sum(
+        max(topic.count - len(topics[topic.name].partitions), 0)
+        for topic in request.topics
+        if topic.name in topics
+    )
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
+    refusal = partition_limits.check_request(ctx.broker.config, _partitions_added(ctx, request))
+    if refusal:  # the whole request, as CreateTopics
+        outcome = Outcome(partition_limits.REFUSAL, refusal)
+        results = tuple(_result(ctx, topic.name, outcome) for topic in request.topics)
+        return make(ctx.schema.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=results)
     results = answer_each_name_once(
         request.topics,
         request.timeout,

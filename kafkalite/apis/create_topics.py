@@ -6,7 +6,9 @@ partition count and replication factor) with Kafka's messages. -1 partitions or 
 factor mean the broker defaults; a manual assignment may only name this node. v5+ results carry
 the partition count, replication factor and every effective topic config; v7 the topic id.
 `validate_only` runs every check and answers as for a creation, but creates nothing. A timeout
-of 0 or less answers REQUEST_TIMED_OUT, as Kafka's controller does.
+of 0 or less answers REQUEST_TIMED_OUT, as Kafka's controller does. A request adding more than
+kafkalite.max.partitions.per.request partitions is refused whole with POLICY_VIOLATION
+(see broker/partition_limits.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, has_field, make
 from kafkalite.apis.topic_admin import answer_each_name_once, validate_manual_assignment
+from kafkalite.broker import partition_limits
 from kafkalite.broker.replica_manager import OK, Outcome, topic_name_error
 from kafkalite.broker.topic_config import (
     TOPIC_CONFIGS,
@@ -219,7 +222,25 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
     return _success(ctx, topic.name, created.topic_id, plan)
 
 
+def _partitions_requested(ctx: RequestContext, request: Any) -> int:
+    """Kafka's validateTotalNumberOfPartitions: an upper bound, before any other check."""
+    total = 0
+    for topic in request.topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        elif topic.num_partitions == USE_DEFAULT:
+            total += ctx.broker.config.int("num.partitions")
+        elif topic.num_partitions > 0:
+            total += topic.num_partitions
+    return total
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
+    refusal = partition_limits.check_request(ctx.broker.config, _partitions_requested(ctx, request))
+    if refusal:  # the whole request, as Kafka's controller
+        outcome = Outcome(partition_limits.REFUSAL, refusal)
+        results = tuple(_failure(ctx, topic.name, outcome) for topic in request.topics)
+        return make(ctx.schema.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=results)
     results = answer_each_name_once(
         request.topics,
         request.timeout,

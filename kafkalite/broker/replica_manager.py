@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
 
+from kafkalite.broker import partition_limits
 from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, TopicMetadata
 from kafkalite.broker.delayed import (
     DelayedFetch,
@@ -257,6 +258,9 @@ class ReplicaManager:
                 ErrorCode.invalid_replication_factor,
                 "Replication factor must be larger than 0.",
             ), {}
+        refusal = partition_limits.check_broker(self.config, self.partition_count, num_partitions)
+        if refusal:
+            return Outcome(partition_limits.REFUSAL, refusal), {}
         brokers = len(self.metadata.brokers())
         if replication_factor > brokers:
             return Outcome(
@@ -329,7 +333,14 @@ class ReplicaManager:
                 f"The topic {name} currently has {current} partition(s); {count} would not be "
                 "an increase.",
             )
+        refusal = partition_limits.check_broker(self.config, self.partition_count, count - current)
+        if refusal:
+            return Outcome(partition_limits.REFUSAL, refusal)
         return OK
+
+    @property
+    def partition_count(self) -> int:
+        return sum(len(topic.partitions) for topic in self.topics.values())
 
     def create_partitions(self, name: str, count: int) -> Outcome:
         outcome = self.check_new_partitions(name, count)

@@ -50,5 +50,12 @@ class FrameReader:
         return max(size + 4 - available, 65536)
 
     @property
+    def frame_size(self) -> int | None:
+        """Size of the frame being read, once its 4-byte header is buffered."""
+        if len(self._buffer) - self._start < 4:
+            return None
+        return _SIZE.unpack_from(self._buffer, self._start)[0]
+
+    @property
     def pending(self) -> bool:
         return len(self._buffer) > self._start
