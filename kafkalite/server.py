@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.api_versions import api_versions_response
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.registry import HANDLERS
+from kafkalite.broker import log_maintenance
 from kafkalite.broker.broker import Broker
 from kafkalite.config import BrokerConfig, Listener
 from kafkalite.metrics.counters import BrokerMetrics
@@ -154,7 +155,8 @@ async def handle_connection(
 
 
 async def _maintenance(broker: Broker) -> None:
-    """Flush policy and checkpoints every second; retention and cleaning on their intervals.
+    """Flush policy and checkpoints every second; retention and cleaning on their intervals;
+    the disk-heavy parts on worker threads (broker/log_maintenance.py).
 
     A failing round is logged, never fatal: the broker keeps serving its clients."""
     config = broker.config
@@ -172,21 +174,9 @@ async def _maintenance(broker: Broker) -> None:
         if cleaning_due:  # log.cleaner.backoff.ms is a dynamic broker config
             next_cleaning = now + broker.config.int("log.cleaner.backoff.ms") / 1000
         try:
-            _maintain(broker, retention_due, cleaning_due)
+            await log_maintenance.maintain(broker.replica_manager, retention_due, cleaning_due)
         except Exception:
             log.exception("periodic maintenance failed")
-
-
-def _maintain(broker: Broker, retention_due: bool, cleaning_due: bool) -> None:
-    broker.replica_manager.maintenance()
-    if retention_due:
-        deleted = broker.replica_manager.apply_retention()
-        if deleted:
-            log.info("retention deleted %d segment(s)", deleted)
-    if cleaning_due:
-        reclaimed = broker.replica_manager.clean_logs()
-        if reclaimed:
-            log.info("log cleaner reclaimed %d byte(s)", reclaimed)
 
 
 async def open_listeners(config: BrokerConfig) -> list[trio.SocketListener]:

@@ -56,7 +56,7 @@ class Broker:
         if metadata is None:
             metadata = SingleNodeMetadata(config.log_dir, local_broker_info(config))
         metadata.load(config.broker_id, config.str("cluster.id"))
-        log_dirs = LogDirs.for_dirs(config.log_dirs)
+        log_dirs = LogDirs.for_dirs(config.log_dirs, background_io=True)  # see log_maintenance
         replica_manager = ReplicaManager(config, metadata, log_dirs, clock_ms)
         replica_manager.load()
         groups = GroupCoordinatorService(config, replica_manager)

@@ -20,14 +20,16 @@ One cleaning:
 4. `UnifiedLog.replace_segments` swaps each group in crash-safely (`.cleaned` -> `.swap` ->
    final names; a restart completes a `.swap`, discards a `.cleaned`).
 
-Synchronous: must not run concurrently with anything else on the same log.
+Synchronous. In the broker it runs on a worker thread (broker/log_maintenance.py): it reads
+only segments below the active one, which appends never touch, while the log holds their
+deletion back (`UnifiedLog.cleaning`), and swaps through `UnifiedLog.replace_segments_async`.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -52,6 +54,7 @@ logger = logging.getLogger("kafkalite.storage")
 
 READ_CHUNK = 1 << 20
 OffsetMap = dict[bytes, int]
+Swap = Callable[[LogSegment, list[LogSegment]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,13 +153,34 @@ def _compaction_lag_limit(
 # ---- cleaning ----------------------------------------------------------------------------------
 
 
-def clean_log(log: UnifiedLog, cleanable: Cleanable, now_ms: int) -> CleanResult:
-    """Rewrite the cleanable segments group by group; see the module docstring."""
-    offset_map = build_offset_map(log, cleanable.first_dirty_offset, cleanable.map_end_offset)
-    pending = log.segments[: cleanable.segment_count]
+def _keep_going() -> None:
+    pass
+
+
+def clean_log(
+    log: UnifiedLog,
+    cleanable: Cleanable,
+    now_ms: int,
+    *,
+    segments: list[LogSegment] | None = None,
+    swap: Swap | None = None,
+    pause: Callable[[], None] = _keep_going,
+) -> CleanResult:
+    """Rewrite the cleanable segments group by group; see the module docstring.
+
+    `segments` are the cleanable segments as planned (default: taken from the log now),
+    `swap` puts a cleaned segment in for its group (default: `log.replace_segments`), and
+    `pause` runs between batches: it may raise to stop (a worker thread's cancellation) and
+    yield the GIL so the event loop thread is not starved.
+    """
+    offset_map = build_offset_map(
+        log, cleanable.first_dirty_offset, cleanable.map_end_offset, pause
+    )
+    pending = list(segments if segments is not None else log.segments[: cleanable.segment_count])
+    swap = swap or log.replace_segments
     cleaned = written = before = after = 0
     while pending:
-        group, new = _clean_group(log, pending, offset_map, now_ms)
+        group, new = _clean_group(log, pending, offset_map, now_ms, swap, pause)
         del pending[: len(group)]
         if new is not None:
             cleaned += len(group)
@@ -176,16 +200,20 @@ def clean_log(log: UnifiedLog, cleanable: Cleanable, now_ms: int) -> CleanResult
     return result
 
 
-def build_offset_map(log: UnifiedLog, start: int, end: int) -> OffsetMap:
+def build_offset_map(
+    log: UnifiedLog, start: int, end: int, pause: Callable[[], None] = _keep_going
+) -> OffsetMap:
     """key -> offset of its latest record in [start, end). Control records carry no data
     keys and are skipped, as in Kafka's buildOffsetMap."""
     offsets: OffsetMap = {}
-    for segment in log.segments:
+    for segment in list(log.segments):  # a copy: appends may roll meanwhile
+        pause()
         if segment.base_offset >= end:
             break
         if segment.next_offset <= start:
             continue
         for header, batch in segment_batches(segment, segment.offset_index.lookup(start)):
+            pause()
             if header.base_offset >= end:
                 break
             if header.last_offset < start or header.is_control:
@@ -197,7 +225,12 @@ def build_offset_map(log: UnifiedLog, start: int, end: int) -> OffsetMap:
 
 
 def _clean_group(
-    log: UnifiedLog, pending: list[LogSegment], offset_map: OffsetMap, now_ms: int
+    log: UnifiedLog,
+    pending: list[LogSegment],
+    offset_map: OffsetMap,
+    now_ms: int,
+    swap: Swap,
+    pause: Callable[[], None],
 ) -> tuple[list[LogSegment], LogSegment | None]:
     """Clean the next segments of `pending` into one `.cleaned` segment and swap it in.
 
@@ -214,7 +247,8 @@ def _clean_group(
         for source in pending:
             if group and not _fits(new, source, log.config):
                 break
-            changed |= _copy_retained(log, source, new, offset_map, now_ms)
+            pause()
+            changed |= _copy_retained(log, source, new, offset_map, now_ms, pause)
             group.append(source)
         if not changed and len(group) == 1:
             new.delete()
@@ -224,7 +258,7 @@ def _clean_group(
         # Keep the newest source mtime: time retention falls back to it without timestamps.
         mtime_ns = max(os.fstat(segment.fd).st_mtime_ns for segment in group)
         os.utime(new.fd, ns=(mtime_ns, mtime_ns))
-        log.replace_segments(new, group)
+        swap(new, group)
     except BaseException:
         if new.suffix == CLEANED_SUFFIX:  # not committed yet: the log is untouched
             new.delete()
@@ -245,12 +279,18 @@ def _fits(new: LogSegment, source: LogSegment, config: LogConfig) -> bool:
 
 
 def _copy_retained(
-    log: UnifiedLog, source: LogSegment, dest: LogSegment, offset_map: OffsetMap, now_ms: int
+    log: UnifiedLog,
+    source: LogSegment,
+    dest: LogSegment,
+    offset_map: OffsetMap,
+    now_ms: int,
+    pause: Callable[[], None] = _keep_going,
 ) -> bool:
     """Append what `source` retains to `dest`; True if anything was dropped or rewritten."""
     retain_deletes = source.largest_timestamp() > now_ms - log.config.delete_retention_ms
     changed = False
     for header, batch in segment_batches(source):
+        pause()
         out = filter_batch(
             header,
             batch,

@@ -12,6 +12,8 @@ file it touches until it leaves, so the loop never closes a descriptor under it,
 
 from __future__ import annotations
 
+import errno
+import itertools
 import logging
 import os
 import resource
@@ -44,7 +46,7 @@ class FileCache:
     def acquire(self, file: CachedFile) -> int:
         with self._lock:
             if file._fd < 0:
-                file._fd = os.open(file.path, file.flags)
+                file._fd = self._open_file(file)
                 file.flags &= ~os.O_CREAT  # a reopen must not resurrect a deleted file
             self._open[file] = None
             self._open.move_to_end(file)
@@ -57,9 +59,20 @@ class FileCache:
                 self._evict()
             return file._fd
 
-    def _evict(self) -> None:
-        excess = len(self._open) - self.capacity
-        for victim in list(self._open)[: excess + 16]:
+    def _open_file(self, file: CachedFile) -> int:
+        try:
+            return os.open(file.path, file.flags, 0o644)
+        except OSError as exc:
+            if exc.errno != errno.EMFILE or getattr(_worker, "pinned", None) is not None:
+                raise  # only the loop thread evicts
+        # Out of descriptors (connections use them too): give back half of ours, retry once.
+        self._evict(len(self._open) // 2)
+        return os.open(file.path, file.flags, 0o644)
+
+    def _evict(self, count: int | None = None) -> None:
+        """Close the `count` (default: beyond capacity) least recently used unpinned files."""
+        excess = len(self._open) - self.capacity if count is None else count
+        for victim in list(itertools.islice(self._open, excess + 64)):
             if excess <= 0:
                 break
             if victim._pins == 0:

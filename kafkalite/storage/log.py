@@ -25,7 +25,7 @@ from kafkalite.storage.batch import (
     parse_header,
     validate_batches,
 )
-from kafkalite.storage.cleaner import CleanResult, clean_log, find_cleanable
+from kafkalite.storage.cleaner import Cleanable, CleanResult, clean_log, find_cleanable
 from kafkalite.storage.durable_files import fsync_dir
 from kafkalite.storage.errors import (
     InvalidRecordError,
@@ -42,6 +42,7 @@ from kafkalite.storage.producer_state import BatchMetadata, ProducerStateManager
 from kafkalite.storage.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, decode_records, recompress
 from kafkalite.storage.segment import (
     CLEANED_SUFFIX,
+    DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SWAP_SUFFIX,
@@ -56,7 +57,7 @@ log = logging.getLogger("kafkalite.storage")
 LONG_MAX = 2**63 - 1
 LOG_APPEND_TIME = "LogAppendTime"
 TOPIC_CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
-TEMPORARY_SUFFIXES = (".tmp", ".deleted", CLEANED_SUFFIX)
+TEMPORARY_SUFFIXES = (".tmp", DELETED_SUFFIX, CLEANED_SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +112,12 @@ class UnifiedLog:
     _dir_dirty: bool = False  # a segment file was created since the last directory fsync
     _bases: list[int] = field(default_factory=list, repr=False)
     _bases_key: tuple[int, int, int] | None = None
+    # Set by the broker: a roll's fsync and the removal of deleted segments' files wait for
+    # `take_disk_work` (run on a worker thread) instead of stalling the append.
+    background_io: bool = False
+    cleaning: bool = False  # a cleaner works on the segments: no segment is deleted meanwhile
+    _roll_flush_offset: int | None = None
+    _doomed: list[LogSegment] = field(default_factory=list, repr=False)
 
     # ---- opening and loading ---------------------------------------------------------------
 
@@ -438,7 +445,8 @@ class UnifiedLog:
             self.roll(now_ms)
 
     def roll(self, now_ms: int) -> None:
-        """Start a new active segment at the log end; the old one is flushed (as Kafka)."""
+        """Start a new active segment at the log end; the old one is flushed (as Kafka), at
+        once or, with background_io, by the worker that runs `take_disk_work`."""
         self._now_ms = now_ms
         old = self.active_segment
         if old.size == 0:
@@ -449,7 +457,10 @@ class UnifiedLog:
         self.producer_state.take_snapshot()
         self.segments.append(self._open_segment(new_base, now_ms))
         self._dir_dirty = True
-        self._flush_upto(new_base)
+        if self.background_io:
+            self._roll_flush_offset = new_base  # as Kafka's scheduled "flush-log" task
+        else:
+            self._flush_upto(new_base)
 
     # ---- read ------------------------------------------------------------------------------
 
@@ -566,6 +577,8 @@ class UnifiedLog:
         high_watermark: int,
     ) -> int:
         """Delete the oldest segments while `predicate` holds; roll first if all would go."""
+        if self.cleaning:  # the cleaner reads them; the next retention check deletes them
+            return 0
         deletable = self._deletable_segments(predicate, high_watermark)
         if not deletable:
             return 0
@@ -573,7 +586,7 @@ class UnifiedLog:
             self.roll(self._now_ms)
         for segment in deletable:
             log.info("%s: deleting segment %d", self.dir, segment.base_offset)
-            segment.delete()
+            self._remove_segment(segment)
         del self.segments[: len(deletable)]
         if self.segments[0].base_offset > self.log_start_offset:
             self.log_start_offset = self.segments[0].base_offset
@@ -594,6 +607,31 @@ class UnifiedLog:
                 break
             deletable.append(segment)
         return deletable
+
+    def _remove_segment(self, segment: LogSegment) -> None:
+        """Delete now, or (background_io) rename to `.deleted` as Kafka's asyncDeleteSegment
+        and leave the unlinking, slow for large files, to `take_disk_work`."""
+        if not self.background_io:
+            segment.delete()
+            return
+        segment.change_suffix(DELETED_SUFFIX)
+        segment.close_files()
+        self._doomed.append(segment)
+
+    def take_disk_work(self) -> DiskWork | None:
+        """The pending roll fsyncs and file removals, for a worker thread (see DiskWork)."""
+        offset, self._roll_flush_offset = self._roll_flush_offset, None
+        flush: list[LogSegment] = []
+        if offset is not None and offset > self.recovery_point:
+            start = self._segment_index(self.recovery_point)
+            flush = [s for s in self.segments[start:] if s.base_offset < offset]
+        else:
+            offset = None
+        if not flush and not self._dir_dirty and not self._doomed:
+            return None
+        work = DiskWork(self, flush, self._dir_dirty, offset, self._doomed)
+        self._dir_dirty, self._doomed = False, []
+        return work
 
     def remove_expired_producers(self, now_ms: int) -> int:
         return self.producer_state.remove_expired(now_ms)
@@ -625,6 +663,23 @@ class UnifiedLog:
         cleanable segments' bytes) is below `min_dirty_ratio`; otherwise the result's
         `first_dirty_offset` is the value to checkpoint for the next call.
         """
+        cleanable = self.plan_compaction(
+            now_ms,
+            first_dirty_offset,
+            high_watermark=high_watermark,
+            min_dirty_ratio=min_dirty_ratio,
+        )
+        return None if cleanable is None else clean_log(self, cleanable, now_ms)
+
+    def plan_compaction(
+        self,
+        now_ms: int,
+        first_dirty_offset: int | None = None,
+        *,
+        high_watermark: int | None = None,
+        min_dirty_ratio: float = 0.0,
+    ) -> Cleanable | None:
+        """What `compact` would clean, or None (see there)."""
         self._now_ms = max(self._now_ms, now_ms)
         first_dirty = self.log_start_offset if first_dirty_offset is None else first_dirty_offset
         cleanable = find_cleanable(self, first_dirty, now_ms, high_watermark)
@@ -632,7 +687,7 @@ class UnifiedLog:
             return None
         if cleanable.dirty_ratio < min_dirty_ratio:
             return None
-        return clean_log(self, cleanable, now_ms)
+        return cleanable
 
     def open_cleaned_segment(self, base_offset: int, now_ms: int) -> LogSegment:
         """A fresh `<base>.log.cleaned` (+ indexes) for the cleaner to write into."""
@@ -664,6 +719,43 @@ class UnifiedLog:
         except OSError as exc:
             message = f"swapping cleaned segments into {self.dir} failed: {exc}"
             raise KafkaStorageError(message) from exc
+
+    def replace_segments_from_worker(
+        self, new: LogSegment, old: list[LogSegment], on_loop: Callable[[Callable[[], None]], None]
+    ) -> None:
+        """`replace_segments` for the cleaner's worker thread: the renames, fsyncs and unlinks
+        run here, only the change of `segments` runs on the event loop (`on_loop`), so readers
+        there never see the list change under them.
+
+        Crash safety as Kafka's: `.swap` (fsynced) is the commit point; the old segments
+        become `.deleted` before the swap gets its final name, and a restart completes a
+        `.swap` and drops `.deleted` files.
+        """
+        assert new.suffix == CLEANED_SUFFIX and new.base_offset == old[0].base_offset
+        try:
+            # Touched here, so pinned open (file_cache.worker_io): the loop must not reopen
+            # them by path while they are renamed.
+            _ = (new.fd, new.offset_index.fd, new.time_index.fd)
+            new.change_suffix(SWAP_SUFFIX)
+            fsync_dir(self.dir)
+            on_loop(lambda: self._swap_in(new, old))
+            fsync_dir(self.dir)
+            new.change_suffix("")
+            fsync_dir(self.dir)
+            for segment in old:
+                segment.delete()
+        except OSError as exc:
+            message = f"swapping cleaned segments into {self.dir} failed: {exc}"
+            raise KafkaStorageError(message) from exc
+
+    def _swap_in(self, new: LogSegment, old: list[LogSegment]) -> None:
+        first = self.segments.index(old[0])
+        assert self.segments[first : first + len(old)] == old and old[-1] is not self.segments[-1]
+        for segment in old:
+            segment.change_suffix(DELETED_SUFFIX)
+            segment.close_files()  # deferred while the worker still holds them
+        self.segments[first : first + len(old)] = [new]
+        self._bases_key = None
 
     # ---- configuration, flushing and lifecycle ---------------------------------------------
 
@@ -744,6 +836,41 @@ class UnifiedLog:
         self.leader_epoch_cache.clear()
         self.producer_state.delete_snapshots_after(-1)
         self.producer_state.clear(offset)
+
+
+@dataclass(eq=False)
+class DiskWork:
+    """One log's fsyncs after rolls and removals of deleted segments' files, for a worker
+    thread: `run` there (it touches only inactive segments), then `finish` on the loop."""
+
+    log: UnifiedLog
+    flush: list[LogSegment]
+    flush_dir: bool
+    flush_offset: int | None  # the recovery point once the fsyncs are done
+    doomed: list[LogSegment]
+
+    def run(self) -> None:
+        for segment in self.flush:
+            try:
+                segment.flush()
+            except FileNotFoundError:  # deleted meanwhile: nothing left to make durable
+                pass
+        if self.flush_dir:
+            fsync_dir(self.log.dir)
+        for segment in self.doomed:
+            segment.delete()
+
+    def finish(self) -> None:
+        if self.flush_offset is not None:
+            self.log.recovery_point = max(self.log.recovery_point, self.flush_offset)
+
+    def retry_later(self) -> None:
+        """After a failed run: the log asks for the same work again next time."""
+        log_ = self.log
+        log_._dir_dirty |= self.flush_dir
+        if self.flush_offset is not None:
+            log_._roll_flush_offset = max(log_._roll_flush_offset or 0, self.flush_offset)
+        log_._doomed.extend(self.doomed)
 
 
 def _validate_client_batch(header: BatchHeader) -> None:

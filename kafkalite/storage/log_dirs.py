@@ -45,8 +45,9 @@ class LogDirs:
     managers: list[LogManager]
 
     @classmethod
-    def for_dirs(cls, dirs: Sequence[Path]) -> LogDirs:
-        return cls([LogManager(Path(d)) for d in dirs])
+    def for_dirs(cls, dirs: Sequence[Path], background_io: bool = False) -> LogDirs:
+        """`background_io`: disk work left to worker threads (broker/log_maintenance.py)."""
+        return cls([LogManager(Path(d), background_io=background_io) for d in dirs])
 
     @property
     def dirs(self) -> list[Path]:
@@ -145,6 +146,7 @@ class LogDirs:
             log_start_offset=log_start,
             now_ms=now_ms,
         )
+        moved.background_io = destination.background_io
         destination.logs[tp] = moved
         destination.checkpoint()
         return moved

@@ -34,6 +34,7 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 CLEANED_SUFFIX = ".cleaned"  # a cleaner's segment being written: discarded on load
 SWAP_SUFFIX = ".swap"  # a cleaned segment committed to replace old ones: completed on load
+DELETED_SUFFIX = ".deleted"  # a segment removed from its log, its files not yet: dropped on load
 INT32_MAX = 2**31 - 1
 FIRST_SCAN_CHUNK = 16 << 10
 SCAN_CHUNK = 1 << 20  # header scans read up to this much per pread
