@@ -1,5 +1,5 @@
 # Every target installs what it needs first (scripts/bootstrap.sh is idempotent).
-.PHONY: setup serve test test-fast lint bench compat bench-compare spark-test bench-spark fuzz
+.PHONY: setup serve test test-fast lint bench compat bench-compare spark-test bench-spark fuzz chaos
 
 setup:
 	./scripts/bootstrap.sh
@@ -16,7 +16,7 @@ test-fast: setup
 	./scripts/install_chromium.sh
 	.venv/bin/python -m pytest -q -m "not slow"
 
-LINTED = kafkalite tests protocol_tests bench compat spark_jobs fuzz
+LINTED = kafkalite tests protocol_tests bench compat spark_jobs fuzz chaos
 
 # Style, formatting and types (mypy checks the packages pyproject.toml's [tool.mypy] lists).
 lint: setup
@@ -47,3 +47,9 @@ spark-test: setup
 
 bench-spark: setup
 	.venv/bin/python -m bench.spark_microbatch
+
+# Fault injection (chaos/README.md): a seeded run against kafkalite; results in data/chaos/.
+# More options: make chaos CHAOS_ARGS="--duration 600 --seed 7 --target kafka --brokers 3".
+CHAOS_ARGS ?= --duration 120 --seed 1
+chaos: setup
+	.venv/bin/python -m chaos $(CHAOS_ARGS)

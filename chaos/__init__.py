@@ -1,0 +1,1 @@
+"""Fault injection against kafkalite (and Apache Kafka, side by side): see chaos/README.md."""

@@ -1,0 +1,148 @@
+"""Applying a scheduled fault to a running target, and healing it. Roles are resolved here, at
+fault time, from the cluster's metadata (asked of the brokers directly, behind the proxies, so a
+proxy fault does not blind the harness). Each applied fault returns a record for faults.jsonl
+with wall-clock `start` and `heal` times."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+from chaos.schedule import Fault
+from chaos.targets import Target, signal_group
+
+
+def resolve(target: Target, role: str, topic: str, rng: random.Random) -> tuple[int, str]:
+    """The broker id playing `role` now, and how it was found."""
+    live = sorted(i for i, n in target.nodes.items() if n.process and n.process.poll() is None)
+    if not live:
+        raise RuntimeError("no broker is running")
+    if role in ("any", "all") or len(target.nodes) == 1:
+        return rng.choice(live), "any live broker"
+    try:
+        metadata = _metadata(target, topic)
+    except Exception as exc:  # metadata unavailable: still inject the fault
+        return rng.choice(live), f"{role} unresolved ({exc}); any live broker"
+    if role == "controller":
+        if metadata.controller_id in target.nodes:
+            return metadata.controller_id, "controller from metadata"
+        return rng.choice(live), "no controller in metadata; any live broker"
+    partitions = metadata.topics[topic].partitions
+    partition = partitions[rng.choice(sorted(partitions))]
+    if role == "leader" and partition.leader in target.nodes:
+        return partition.leader, f"leader of {topic}-{partition.id}"
+    followers = [r for r in partition.replicas if r != partition.leader and r in live]
+    if role == "follower" and followers:
+        return rng.choice(followers), f"follower of {topic}-{partition.id}"
+    return rng.choice(live), f"no {role} for {topic}-{partition.id}; any live broker"
+
+
+def _metadata(target: Target, topic: str):
+    from confluent_kafka.admin import AdminClient
+
+    direct = ",".join(f"127.0.0.1:{p.target_port}" for p in target.proxies.values())
+    admin = AdminClient({"bootstrap.servers": direct, "log_level": 0})
+    return admin.list_topics(topic, timeout=5)
+
+
+def apply(
+    fault: Fault, target: Target, topic: str, rng: random.Random, disks: dict[int, Path]
+) -> dict:
+    """Inject `fault`, hold it, heal it; the record of what happened."""
+    record: dict = {"kind": fault.kind, "role": fault.role, "params": fault.params}
+    if fault.kind == "zookeeper":
+        return _zookeeper(fault, target, record)
+    if fault.kind == "rolling":
+        return _rolling(target, record)
+    if fault.kind == "disk" and not disks:
+        return {**record, "start": time.time(), "heal": time.time(),
+                "skipped": "no tmpfs log dir (needs root and mount -t tmpfs)"}  # fmt: skip
+    node_id, how = resolve(target, fault.role, topic, rng)
+    record.update(node=node_id, resolved=how)
+    node, proxy = target.nodes[node_id], target.proxies[node_id]
+    record["start"] = time.time()
+    if fault.kind == "kill":
+        node.stop(signal.SIGKILL)
+        time.sleep(fault.hold)
+        node.start()
+    elif fault.kind == "term":
+        node.stop(signal.SIGTERM)
+        node.start()
+    elif fault.kind == "pause":
+        assert node.process is not None
+        signal_group(node.process, signal.SIGSTOP)
+        time.sleep(fault.hold)
+        signal_group(node.process, signal.SIGCONT)
+    elif fault.kind == "drop":
+        proxy.set_down(True)
+        time.sleep(fault.hold)
+        proxy.set_down(False)
+    elif fault.kind == "latency":
+        proxy.faults.latency_s = fault.params["latency_ms"] / 1000
+        time.sleep(fault.hold)
+        proxy.heal()
+    elif fault.kind == "blackhole":
+        proxy.faults.blackhole = fault.params["direction"]
+        time.sleep(fault.hold)
+        proxy.heal()
+    elif fault.kind == "partition":
+        _partition(target, node_id, fault.hold)
+    elif fault.kind == "disk":
+        _fill(disks[node_id], fault.hold)
+    else:
+        raise ValueError(f"unknown fault kind {fault.kind!r}")
+    record["heal"] = time.time()
+    return record
+
+
+def _zookeeper(fault: Fault, target: Target, record: dict) -> dict:
+    if target.zookeeper is None:
+        return {**record, "start": time.time(), "heal": time.time(),
+                "skipped": f"{target.name} runs without ZooKeeper"}  # fmt: skip
+    record["start"] = time.time()
+    target.zookeeper.kill()
+    time.sleep(fault.hold)
+    target.zookeeper.restart()
+    record["heal"] = time.time()
+    return record
+
+
+def _rolling(target: Target, record: dict) -> dict:
+    record["start"] = time.time()
+    for node in target.nodes.values():
+        node.stop(signal.SIGTERM)
+        node.start()
+    record["heal"] = time.time()
+    return record
+
+
+def _partition(target: Target, node_id: int, hold: float) -> None:
+    """Cut `node_id` off from the other brokers both ways; clients still reach every broker."""
+    pids = {i: n.process.pid for i, n in target.nodes.items() if n.process}
+    others = frozenset(pid for i, pid in pids.items() if i != node_id)
+    target.proxies[node_id].refuse(others)
+    for i, proxy in target.proxies.items():
+        if i != node_id and node_id in pids:
+            proxy.refuse(frozenset({pids[node_id]}))
+    time.sleep(hold)
+    for proxy in target.proxies.values():
+        proxy.heal()
+
+
+def _fill(disk: Path, hold: float) -> None:
+    filler = disk / "chaos-filler"
+    try:
+        with open(filler, "wb") as out:
+            block = b"\0" * (1 << 20)
+            with contextlib.suppress(OSError):  # ENOSPC: full
+                while True:
+                    out.write(block)
+                    out.flush()
+        time.sleep(hold)
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(filler)

@@ -1,0 +1,233 @@
+"""One chaos run: start the target behind proxies, run the workload's client processes, apply
+the seeded schedule, let the faults heal, read everything back, judge and plot.
+
+The run directory holds options.json (with the seed), schedule.json, faults.jsonl (what was
+applied, when, to which broker), logs/ (every broker's and client's output; the clients' JSON
+lines), final.jsonl (the read-back), verdict.json and plot.png. Every process is stopped at the
+end, also when the run fails or is interrupted (Ctrl-C): brokers and clients run in their own
+process groups, which the harness signals."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from chaos import faults as fault_ops
+from chaos.checker import check, summary
+from chaos.plot import plot_run
+from chaos.schedule import make_schedule, usable_kinds
+from chaos.targets import CHAOS_TIMEOUTS, Target, signal_group, start_kafka, start_kafkalite
+
+TOPIC = "chaos"
+WORKLOADS = ("produce-consume", "produce")
+
+
+@dataclass
+class Options:
+    duration: float = 120.0
+    seed: int = 1
+    faults: list[str] = field(default_factory=lambda: ["kill", "pause", "term", "drop", "latency"])
+    brokers: int = 1
+    target: str = "kafkalite"  # or "kafka"
+    workload: str = "produce-consume"
+    producers: int = 2
+    consumers: int = 2
+    rate: float = 100.0  # records/s per producer
+    partitions: int = 4
+    stall_bound: float = 30.0
+    runs_dir: Path = Path("data/chaos")
+
+    def run_dir(self) -> Path:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        return self.runs_dir / f"{self.target}-b{self.brokers}-seed{self.seed}-{stamp}"
+
+
+@dataclass
+class Clients:
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    def launch(self, name: str, args: list[str], log: Path) -> None:
+        with open(log, "ab") as out:
+            self.processes[name] = subprocess.Popen(
+                [sys.executable, "-m", "chaos.workload", *args],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
+
+    def wait(self, prefix: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for name, process in self.processes.items():
+            if name.startswith(prefix):
+                try:
+                    process.wait(max(deadline - time.monotonic(), 0.1))
+                except subprocess.TimeoutExpired:
+                    signal_group(process, signal.SIGKILL)
+                    process.wait()
+
+    def stop_all(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                signal_group(process, signal.SIGKILL)
+                process.wait()
+
+
+def run(options: Options, log=print) -> tuple[Path, dict]:
+    kinds, notes = usable_kinds(options.faults, options.brokers)
+    if options.workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {options.workload!r} (known: {', '.join(WORKLOADS)})")
+    run_dir = options.run_dir()
+    (run_dir / "logs").mkdir(parents=True)
+    schedule = make_schedule(options.seed, options.duration, kinds, options.brokers, CHAOS_TIMEOUTS)
+    _write(run_dir / "options.json", {**asdict(options), "runs_dir": str(options.runs_dir)})
+    _write(run_dir / "schedule.json", {"notes": notes, "faults": [f.to_json() for f in schedule]})
+    for note in notes:
+        log(f"chaos: {note}")
+    disks: dict[int, Path] = {}
+    target: Target | None = None
+    clients = Clients()
+    try:
+        if "disk" in kinds and options.target == "kafkalite":  # Kafka: on its own disk
+            disks, note = mount_disks(run_dir, options.brokers)
+            if note:
+                log(f"chaos: {note}")
+        target = _start_target(options, run_dir, disks)
+        log(f"chaos: {target.name}, {options.brokers} broker(s), proxies {target.bootstrap}")
+        create_topic(target, options)
+        _start_clients(clients, options, target, run_dir)
+        _apply_schedule(schedule, target, options, run_dir, disks, log)
+        _finish_clients(clients, options, run_dir, log)
+        _drain(target, options, run_dir)
+    finally:
+        clients.stop_all()
+        if target is not None:
+            target.stop()
+        unmount_disks(disks)
+    verdict = check(run_dir, options.stall_bound)
+    verdict["target"] = options.target
+    _write(run_dir / "verdict.json", verdict)
+    with contextlib.suppress(Exception):  # a plot is a convenience; the verdict stands alone
+        plot_run(run_dir, f"{options.target}, {options.brokers} broker(s), seed {options.seed}")
+    log(summary(verdict))
+    log(f"chaos: results in {run_dir}")
+    return run_dir, verdict
+
+
+def _write(path: Path, data: object) -> None:
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _start_target(options: Options, run_dir: Path, disks: dict[int, Path]) -> Target:
+    if options.target == "kafka":
+        return start_kafka(run_dir, options.brokers)
+    return start_kafkalite(run_dir, options.brokers, data_dirs=disks)
+
+
+def create_topic(target: Target, options: Options) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": target.bootstrap, "log_level": 0})
+    replicas = min(3, options.brokers)
+    future = admin.create_topics([NewTopic(TOPIC, options.partitions, replicas)])[TOPIC]
+    future.result(60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until every partition has a leader
+        topic = admin.list_topics(TOPIC, timeout=10).topics.get(TOPIC)
+        if topic and topic.error is None and len(topic.partitions) == options.partitions:
+            if all(p.leader >= 0 for p in topic.partitions.values()):
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"topic {TOPIC} has no leaders after 60s")
+
+
+def _start_clients(clients: Clients, options: Options, target: Target, run_dir: Path) -> None:
+    logs = run_dir / "logs"
+    common = ["--bootstrap", target.bootstrap, "--topic", TOPIC]
+    for i in range(options.producers):
+        clients.launch(f"producer-{i}", [
+            "producer", *common, "--name", f"p{i}", "--out", str(logs / f"producer-p{i}.jsonl"),
+            "--rate", str(options.rate), "--stop-file", str(run_dir / "stop-producers"),
+        ], logs / f"producer-p{i}.log")  # fmt: skip
+    if options.workload == "produce-consume":
+        for i in range(options.consumers):
+            clients.launch(f"consumer-{i}", [
+                "consumer", *common, "--out", str(logs / f"consumer-c{i}.jsonl"),
+                "--stop-file", str(run_dir / "stop-consumers"),
+            ], logs / f"consumer-c{i}.log")  # fmt: skip
+
+
+def _apply_schedule(schedule, target, options, run_dir, disks, log) -> None:
+    started = time.monotonic()
+    with open(run_dir / "faults.jsonl", "a") as out:
+        for index, fault in enumerate(schedule):
+            _sleep_until(started + fault.at)
+            rng = random.Random(options.seed * 1000 + index)  # the same broker choices per seed
+            record = fault_ops.apply(fault, target, TOPIC, rng, disks)
+            record = {"index": index, "at": fault.at, "hold": fault.hold, **record}
+            out.write(json.dumps(record) + "\n")
+            out.flush()
+            where = record.get("skipped") or f"broker {record.get('node', '-')}"
+            log(f"chaos: {time.monotonic() - started:6.1f}s {fault.kind} ({where})")
+    # Time to recover after the last fault, also when slow restarts made the faults overrun.
+    _sleep_until(max(started + options.duration, time.monotonic() + options.duration / 4))
+
+
+def _sleep_until(moment: float) -> None:
+    delay = moment - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+
+
+def _finish_clients(clients: Clients, options: Options, run_dir: Path, log) -> None:
+    (run_dir / "stop-producers").touch()
+    clients.wait("producer", 180)
+    if options.workload != "produce-consume":
+        return
+    # Consumers catch up with what was written: until their output stops growing (3 s).
+    files = list((run_dir / "logs").glob("consumer-*.jsonl"))
+    size, still_since, deadline = -1, time.monotonic(), time.monotonic() + 90
+    while time.monotonic() < deadline and time.monotonic() - still_since < 3:
+        now = sum(f.stat().st_size for f in files if f.exists())
+        if now != size:
+            size, still_since = now, time.monotonic()
+        time.sleep(0.5)
+    (run_dir / "stop-consumers").touch()
+    clients.wait("consumer", 60)
+
+
+def _drain(target: Target, options: Options, run_dir: Path) -> None:
+    with open(run_dir / "logs" / "drain.log", "ab") as out:
+        result = subprocess.run(
+            [sys.executable, "-m", "chaos.workload", "drain", "--bootstrap", target.bootstrap,
+             "--topic", TOPIC, "--out", str(run_dir / "final.jsonl")],
+            stdout=out, stderr=subprocess.STDOUT, timeout=300, start_new_session=True,
+        )  # fmt: skip
+    if result.returncode != 0:
+        raise RuntimeError(f"the final read-back failed; see {run_dir / 'logs' / 'drain.log'}")
+
+
+def mount_disks(run_dir: Path, brokers: int) -> tuple[dict[int, Path], str]:
+    """A small tmpfs per broker for its log dir (the disk-full fault), if this machine allows."""
+    disks: dict[int, Path] = {}
+    for i in range(1, brokers + 1):
+        path = run_dir / f"disk-{i}"
+        path.mkdir()
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(path)],
+                                capture_output=True, text=True)  # fmt: skip
+        if result.returncode != 0:
+            unmount_disks(disks)
+            reason = (result.stderr.strip() or f"exit {result.returncode}").splitlines()[0]
+            return {}, f"disk faults skipped: cannot mount a tmpfs ({reason})"
+        disks[i] = path
+    return disks, ""
+
+
+def unmount_disks(disks: dict[int, Path]) -> None:
+    for path in disks.values():
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)

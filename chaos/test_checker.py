@@ -1,0 +1,136 @@
+"""The checker on synthetic histories: a clean one passes; each planted defect is counted
+exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from chaos.checker import check, judge
+
+T0 = 1_000.0
+
+
+def history(count: int = 6, keys: int = 2):
+    """p0 wrote `count` records to partition 0, all acknowledged, all in the log and read by one
+    consumer that committed its position twice; one fault healed at T0 + 1."""
+    acks = [
+        {"t": T0 + 0.1 + i, "ev": "ack", "seq": i, "key": f"k{i % keys}", "sent": T0 + i,
+         "partition": 0, "offset": i}
+        for i in range(count)
+    ]  # fmt: skip
+    final = [
+        {"t": T0 + 50, "ev": "record", "partition": 0, "offset": i, "key": f"k{i % keys}",
+         "value": f"p0:{i}"}
+        for i in range(count)
+    ]  # fmt: skip
+    final += [
+        {"t": T0 + 51, "ev": "committed", "offsets": {"0": count}},
+        {"t": T0 + 51, "ev": "done", "ends": {"0": count}, "unfinished": []},
+    ]
+    reads = [
+        {"t": T0 + 0.2 + i, "ev": "read", "partition": 0, "offset": i, "value": f"p0:{i}"}
+        for i in range(count)
+    ]
+    reads += [
+        {"t": T0 + 3, "ev": "commit", "offsets": {"0": 3}},
+        {"t": T0 + count + 1, "ev": "commit", "offsets": {"0": count}},
+    ]
+    faults = [{"kind": "kill", "node": 1, "start": T0 + 0.5, "heal": T0 + 1.0}]
+    return {"p0": acks}, {"consumer-c0": reads}, final, faults
+
+
+def test_a_clean_history_passes_with_its_figures():
+    verdict = judge(*history())
+    assert verdict["ok"] is True
+    assert verdict["figures"]["acked"] == 6
+    assert verdict["figures"]["in_log"] == 6
+    assert verdict["figures"]["distinct_read"] == 6
+    # The first write sent after the kill started (seq 1, sent T0+1) was acked at T0+1.1.
+    assert verdict["faults"][0]["recover_s"] == 0.6
+    assert verdict["faults"][0]["after_heal_s"] == 0.1
+
+
+def test_a_lost_acknowledged_record_is_caught():
+    producers, consumers, final, faults = history()
+    final = [ev for ev in final if ev.get("value") != "p0:2"]
+    verdict = judge(producers, consumers, final, faults)
+    assert (verdict["ok"], verdict["acked_lost"]) == (False, 1)
+    assert verdict["examples"]["acked_lost"] == ["p0:2"]
+    assert verdict["read_not_in_log"] == 1  # the consumer had read it
+
+
+def test_a_duplicate_is_caught():
+    producers, consumers, final, faults = history()
+    final.insert(6, {"t": T0, "ev": "record", "partition": 0, "offset": 6, "key": "k1",
+                     "value": "p0:5"})  # fmt: skip
+    verdict = judge(producers, consumers, final, faults)
+    assert (verdict["ok"], verdict["duplicates"]) == (False, 1)
+    assert verdict["examples"]["duplicates"] == {"p0:5": 2}
+
+
+def test_a_reorder_within_a_key_is_caught():
+    producers, consumers, final, faults = history()
+    # k0 holds p0:0, p0:2, p0:4 at offsets 0, 2, 4: swap the last two records of k0.
+    final[2]["value"], final[4]["value"] = "p0:4", "p0:2"
+    verdict = judge(producers, consumers, final, faults)
+    assert verdict["order_violations"] == 1
+    assert verdict["examples"]["order_violations"][0]["value"] == "p0:2"
+    assert verdict["acked_moved"] == 2  # each ack named the other's offset
+    assert verdict["ok"] is False
+
+
+def test_a_committed_offset_going_back_is_caught():
+    producers, consumers, final, faults = history()
+    consumers["consumer-c1"] = [{"t": T0 + 20, "ev": "commit", "offsets": {"0": 4}}]
+    verdict = judge(producers, consumers, final, faults)
+    assert (verdict["ok"], verdict["commit_regressions"]) == (False, 1)
+    regression = verdict["examples"]["commit_regressions"][0]
+    assert (regression["offset"], regression["after"], regression["by"]) == (4, 6, "consumer-c1")
+
+
+def test_a_final_committed_offset_below_an_acknowledged_commit_is_caught():
+    producers, consumers, final, faults = history()
+    final[-2]["offsets"] = {"0": 3}
+    assert judge(producers, consumers, final, faults)["commit_regressions"] == 1
+
+
+def test_unacknowledged_records_are_allowed_only_after_an_ambiguous_error():
+    producers, consumers, final, faults = history()
+    producers["p0"] += [
+        {"t": T0 + 9, "ev": "err", "seq": 6, "key": "k0", "sent": T0 + 6,
+         "error": "_MSG_TIMED_OUT", "retriable": True, "fatal": False},
+        {"t": T0 + 9, "ev": "unknown", "seq": 7, "key": "k1", "sent": T0 + 7},
+    ]  # fmt: skip
+    for seq in (6, 7, 8):  # 8 was never sent at all
+        final.insert(seq, {"t": T0, "ev": "record", "partition": 0, "offset": seq,
+                           "key": f"k{seq % 2}", "value": f"p0:{seq}"})  # fmt: skip
+    verdict = judge(producers, consumers, final, faults)
+    assert verdict["figures"]["unacked_allowed"] == 2
+    assert verdict["unacked_disallowed"] == 1
+    assert verdict["examples"]["unacked_disallowed"] == [{"value": "p0:8", "reason": "never sent"}]
+
+
+def test_a_consumer_stalled_after_the_faults_healed_is_caught():
+    producers, consumers, final, faults = history(count=40)
+    # Reads stop at offset 9 (T0+9.2) while writes go on being acknowledged to T0+39.1.
+    consumers["consumer-c0"] = [ev for ev in consumers["consumer-c0"]
+                                if ev["ev"] != "read" or ev["offset"] < 10]  # fmt: skip
+    verdict = judge(producers, consumers, final, faults, stall_bound_s=20)
+    assert verdict["stalls"] == 1
+    assert verdict["examples"]["stalls"][0]["seconds"] == 29.9
+    assert judge(producers, consumers, final, faults, stall_bound_s=30)["stalls"] == 0
+
+
+def test_check_reads_a_run_directory(tmp_path: Path):
+    producers, consumers, final, faults = history()
+    (tmp_path / "logs").mkdir()
+    write = lambda path, events: path.write_text("".join(json.dumps(e) + "\n" for e in events))  # noqa: E731
+    write(tmp_path / "logs" / "producer-p0.jsonl", producers["p0"])
+    write(tmp_path / "logs" / "consumer-c0.jsonl", consumers["consumer-c0"])
+    write(tmp_path / "final.jsonl", final)
+    write(tmp_path / "faults.jsonl", faults)
+    with open(tmp_path / "logs" / "producer-p0.jsonl", "a") as out:
+        out.write('{"t": 1, "ev": "ack", "se')  # a line cut short by a SIGKILL
+    verdict = check(tmp_path)
+    assert (verdict["ok"], verdict["figures"]["acked"]) == (True, 6)

@@ -1,0 +1,128 @@
+"""The harness's own parts: the seeded schedule and the TCP proxy's faults."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+
+import pytest
+
+from chaos.proxy import TcpProxy, peer_process
+from chaos.schedule import KINDS, make_schedule, usable_kinds
+
+TIMEOUTS = {"session": 6.0, "replica.lag.time.max": 5.0}
+
+
+def test_the_same_seed_gives_the_same_schedule_and_another_seed_another():
+    kinds = ["kill", "pause", "drop", "latency"]
+    first = make_schedule(42, 300, kinds, 3, TIMEOUTS)
+    assert first == make_schedule(42, 300, kinds, 3, TIMEOUTS)
+    assert first != make_schedule(43, 300, kinds, 3, TIMEOUTS)
+
+
+def test_a_schedule_cycles_through_every_kind_and_leaves_time_to_recover():
+    schedule = make_schedule(5, 600, list(KINDS), 3, TIMEOUTS)
+    counts = {kind: sum(f.kind == kind for f in schedule) for kind in KINDS}
+    assert min(counts.values()) >= 2, counts
+    assert max(counts.values()) - min(counts.values()) <= 1, counts
+    assert all(f.at + f.hold <= 450 for f in schedule)  # the last quarter is fault-free
+    pauses = {f.hold for f in schedule if f.kind == "pause"}
+    assert pauses <= {3.0, 9.0}  # half and one and a half times the longest timeout
+
+
+def test_cluster_only_faults_are_dropped_with_a_note_for_one_broker():
+    kept, notes = usable_kinds(["kill", "partition", "zookeeper"], 1)
+    assert kept == ["kill"]
+    assert notes == [
+        "partition: skipped, needs a cluster (--brokers > 1)",
+        "zookeeper: skipped, needs a cluster (--brokers > 1)",
+    ]
+    with pytest.raises(ValueError, match="unknown fault kind 'flood'"):
+        usable_kinds(["flood"], 3)
+
+
+@pytest.fixture
+def echo_server():
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=_echo, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1]
+    server.close()
+
+
+def _echo(conn: socket.socket) -> None:
+    with conn:
+        while data := conn.recv(65536):
+            conn.sendall(data)
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def test_the_proxy_forwards_and_a_blackhole_delays_bytes_without_losing_them(echo_server):
+    proxy = TcpProxy("test", echo_server).start()
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as client:
+            client.sendall(b"hello")
+            assert _recv_exactly(client, 5) == b"hello"
+            proxy.faults.blackhole = "downstream"
+            client.sendall(b"held back")
+            client.settimeout(0.3)
+            with pytest.raises(TimeoutError):
+                client.recv(100)
+            proxy.heal()
+            client.settimeout(10)
+            assert _recv_exactly(client, 9) == b"held back"
+    finally:
+        proxy.stop()
+
+
+def test_a_dropped_link_closes_connections_and_refuses_new_ones_until_healed(echo_server):
+    proxy = TcpProxy("test", echo_server).start()
+    try:
+        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+        client.sendall(b"x")
+        assert _recv_exactly(client, 1) == b"x"
+        proxy.set_down(True)
+        assert client.recv(1) == b""  # closed by the proxy
+        client.close()
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as again:
+            assert again.recv(1) == b""  # accepted and closed at once
+        proxy.set_down(False)
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as healed:
+            healed.sendall(b"y")
+            assert _recv_exactly(healed, 1) == b"y"
+    finally:
+        proxy.stop()
+
+
+def test_a_partition_refuses_only_the_named_processes(echo_server):
+    proxy = TcpProxy("test", echo_server).start()
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as client:
+            client.sendall(b"z")
+            assert _recv_exactly(client, 1) == b"z"
+            assert peer_process(client.getsockname()[1]) == os.getpid()
+            proxy.refuse(frozenset({os.getpid() + 1_000_000}))  # someone else: kept
+            client.sendall(b"w")
+            assert _recv_exactly(client, 1) == b"w"
+            proxy.refuse(frozenset({os.getpid()}))  # this process: cut off
+            assert client.recv(1) == b""
+    finally:
+        proxy.stop()

@@ -1,0 +1,254 @@
+"""Client processes of a chaos run, each its own process (`python -m chaos.workload ROLE ...`) so a
+fault in the harness cannot stall them. Stock confluent-kafka clients. Every line they write is
+a JSON object with the wall-clock time `t` (all processes share the clock), flushed at once:
+
+producer  idempotent, acks=all; record i has key k<i % keys> and value "<name>:<i>"; each is
+          sent once (no application retries, so a duplicate can only come from the client's
+          own retries, which idempotence must absorb). Lines: {"ev": "ack", "seq", "key",
+          "sent", "t", "partition", "offset"} or {"ev": "err", "seq", "key", "sent", "t",
+          "error", "retriable", "fatal"}; records still pending at exit: {"ev": "unknown"}.
+consumer  a member of group `--group`, committing offsets itself every `--commit-every` s:
+          {"ev": "read", "partition", "offset", "value"}, {"ev": "commit", "offsets": {p: o}},
+          {"ev": "commit_err", "error"}.
+drain     after the faults healed: every partition from offset 0 to its high watermark
+          ({"ev": "record", "partition", "offset", "key", "value"}), then the group's
+          committed offsets ({"ev": "committed", "offsets"}) and {"ev": "done"}.
+
+The producer and consumer run until `--stop-file` exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+
+def _emit(out: TextIO, **fields: Any) -> None:
+    out.write(json.dumps({"t": round(time.time(), 6), **fields}) + "\n")
+    out.flush()
+
+
+def run_producer(args: argparse.Namespace, out: TextIO) -> int:
+    producer = Producer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "message.timeout.ms": args.message_timeout_ms,
+            "request.timeout.ms": 10000,
+            "socket.connection.setup.timeout.ms": 5000,
+            "reconnect.backoff.max.ms": 1000,
+            "topic.metadata.refresh.interval.ms": 5000,
+            "log_level": 4,
+        }
+    )
+    pending: dict[int, float] = {}
+
+    def delivered(err: KafkaError | None, msg: Any, seq: int, key: str) -> None:
+        sent = pending.pop(seq, 0.0)
+        if err is None:
+            _emit(
+                out,
+                ev="ack",
+                seq=seq,
+                key=key,
+                sent=sent,
+                partition=msg.partition(),
+                offset=msg.offset(),
+            )
+        else:
+            _emit(
+                out,
+                ev="err",
+                seq=seq,
+                key=key,
+                sent=sent,
+                error=err.name(),
+                retriable=err.retriable(),
+                fatal=err.fatal(),
+            )
+
+    interval = 1.0 / args.rate
+    seq = 0
+    next_send = time.monotonic()
+    while not os.path.exists(args.stop_file):
+        now = time.monotonic()
+        if now < next_send:
+            producer.poll(min(next_send - now, 0.05))
+            continue
+        key = f"k{seq % args.keys}"
+        value = f"{args.name}:{seq}"
+        pending[seq] = time.time()
+        try:
+            producer.produce(
+                args.topic,
+                value.encode(),
+                key.encode(),
+                on_delivery=lambda e, m, s=seq, k=key: delivered(e, m, s, k),
+            )
+        except (BufferError, KafkaException) as exc:
+            pending.pop(seq, None)
+            _emit(
+                out,
+                ev="err",
+                seq=seq,
+                key=key,
+                sent=time.time(),
+                error=str(exc),
+                retriable=True,
+                fatal=False,
+                local=True,
+            )
+            producer.poll(0.1)
+        seq += 1
+        next_send += interval
+        producer.poll(0)
+    producer.flush(args.flush_timeout)
+    for seq in sorted(pending):
+        _emit(out, ev="unknown", seq=seq, key=f"k{seq % args.keys}", sent=pending[seq])
+    return 0
+
+
+def run_consumer(args: argparse.Namespace, out: TextIO) -> int:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": args.group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": args.session_timeout_ms,
+            "heartbeat.interval.ms": max(args.session_timeout_ms // 6, 100),
+            "socket.connection.setup.timeout.ms": 5000,
+            "reconnect.backoff.max.ms": 1000,
+            "log_level": 4,
+        }
+    )
+    positions: dict[int, int] = {}
+
+    def revoked(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Commit what was read before giving the partitions away, then forget them: a later
+        # commit of a partition another member owns now would move its offset back.
+        gone = {tp.partition for tp in partitions}
+        mine = {p: o for p, o in positions.items() if p in gone}
+        if mine:
+            _commit(consumer, mine, args.topic, out)
+        for p in gone:
+            positions.pop(p, None)
+
+    def lost(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            positions.pop(tp.partition, None)
+
+    consumer.subscribe([args.topic], on_revoke=revoked, on_lost=lost)
+    last_commit = time.monotonic()
+    try:
+        while not os.path.exists(args.stop_file):
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                value = (msg.value() or b"").decode()
+                _emit(out, ev="read", partition=msg.partition(), offset=msg.offset(), value=value)
+                positions[msg.partition()] = msg.offset() + 1
+            elif msg is not None and msg.error().code() != KafkaError._PARTITION_EOF:
+                _emit(out, ev="consume_err", error=msg.error().name())
+            if positions and time.monotonic() - last_commit >= args.commit_every:
+                last_commit = time.monotonic()
+                _commit(consumer, positions, args.topic, out)
+    finally:
+        consumer.close()
+    return 0
+
+
+def _commit(consumer: Consumer, positions: dict[int, int], topic: str, out: TextIO) -> None:
+    offsets = [TopicPartition(topic, p, o) for p, o in sorted(positions.items())]
+    try:
+        answered = consumer.commit(offsets=offsets, asynchronous=False) or []
+    except KafkaException as exc:
+        _emit(out, ev="commit_err", error=exc.args[0].name())
+        return
+    done = {tp.partition: tp.offset for tp in answered if tp.error is None}
+    failed = {tp.partition: tp.error.name() for tp in answered if tp.error is not None}
+    if done:
+        _emit(out, ev="commit", offsets=done)
+    if failed:
+        _emit(out, ev="commit_err", error=failed)
+    positions.clear()  # only partitions read since this commit are committed next time
+
+
+def run_drain(args: argparse.Namespace, out: TextIO) -> int:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": args.group,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "log_level": 4,
+        }
+    )
+    metadata = consumer.list_topics(args.topic, timeout=30)
+    partitions = sorted(metadata.topics[args.topic].partitions)
+    ends = {
+        p: consumer.get_watermark_offsets(TopicPartition(args.topic, p), timeout=30)[1]
+        for p in partitions
+    }
+    consumer.assign([TopicPartition(args.topic, p, 0) for p in partitions])
+    remaining = {p for p in partitions if ends[p] > 0}
+    deadline = time.monotonic() + args.drain_timeout
+    while remaining and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error() is not None:
+            if (
+                msg.error().code() == KafkaError._PARTITION_EOF
+                and msg.offset() >= ends[msg.partition()]
+            ):
+                remaining.discard(msg.partition())
+            continue
+        _emit(
+            out,
+            ev="record",
+            partition=msg.partition(),
+            offset=msg.offset(),
+            key=(msg.key() or b"").decode(),
+            value=(msg.value() or b"").decode(),
+        )
+        if msg.offset() + 1 >= ends[msg.partition()]:
+            remaining.discard(msg.partition())
+    committed = consumer.committed([TopicPartition(args.topic, p) for p in partitions], timeout=30)
+    _emit(out, ev="committed", offsets={tp.partition: tp.offset for tp in committed})
+    _emit(out, ev="done", ends=ends, unfinished=sorted(remaining))
+    consumer.close()
+    return 0 if not remaining else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m chaos.workload")
+    parser.add_argument("role", choices=("producer", "consumer", "drain"))
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--name", default="p0")
+    parser.add_argument("--group", default="chaos")
+    parser.add_argument("--stop-file", default="")
+    parser.add_argument("--rate", type=float, default=100.0, help="records/s")
+    parser.add_argument("--keys", type=int, default=16)
+    parser.add_argument("--message-timeout-ms", type=int, default=120000)
+    parser.add_argument("--flush-timeout", type=float, default=150.0)
+    parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--commit-every", type=float, default=1.0)
+    parser.add_argument("--drain-timeout", type=float, default=120.0)
+    args = parser.parse_args(argv)
+    with open(args.out, "a") as out:
+        run = {"producer": run_producer, "consumer": run_consumer, "drain": run_drain}[args.role]
+        return run(args, out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
