@@ -4,10 +4,13 @@ nothing wrong, 1 when it does, 2 for a bad argument or a target that cannot star
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import signal
 import sys
 from pathlib import Path
 
-from chaos.runner import WORKLOADS, Options, run
+from chaos.compare import main as compare_main
+from chaos.runner import WORKLOADS, Options, TargetError, run
 from chaos.schedule import KINDS
 from kafkalite.maven_dist import ProvisionError
 
@@ -22,7 +25,12 @@ def parse(argv: list[str] | None) -> Options:
         help=f"comma-separated, of: {','.join(KINDS)}",
     )
     parser.add_argument("--brokers", type=int, default=1)
-    parser.add_argument("--target", choices=("kafkalite", "kafka"), default="kafkalite")
+    parser.add_argument(
+        "--target",
+        choices=("kafkalite", "kafka", "both"),
+        default="kafkalite",
+        help="both: the same schedule on kafkalite, then on Apache Kafka, findings labelled",
+    )
     parser.add_argument("--workload", choices=WORKLOADS, default="produce-consume")
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--consumers", type=int, default=2)
@@ -47,15 +55,24 @@ def parse(argv: list[str] | None) -> Options:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse(argv)
+    # SIGTERM ends a run as Ctrl-C does: the harness stops every process it started. SIGINT is
+    # set too, as a shell starting `python -m chaos &` has it ignored.
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop_signal, signal.default_int_handler)
+    targets = ["kafkalite", "kafka"] if options.target == "both" else [options.target]
+    results = {}
     try:
-        _, verdict = run(options)
-    except ProvisionError as exc:
-        print(f"chaos: cannot start {options.target}: {exc}", file=sys.stderr)
+        for target in targets:
+            results[target] = run(dataclasses.replace(options, target=target))
+    except (ProvisionError, TargetError) as exc:
+        print(f"chaos: cannot run against {options.target}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("chaos: interrupted; every process was stopped", file=sys.stderr)
         return 130
-    return 0 if verdict["ok"] else 1
+    if len(results) == 2:
+        compare_main([str(results["kafkalite"][0]), str(results["kafka"][0])])
+    return 0 if all(verdict["ok"] for _, verdict in results.values()) else 1
 
 
 if __name__ == "__main__":

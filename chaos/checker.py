@@ -34,6 +34,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+MUST_BE_ZERO = (
+    "acked_lost", "acked_moved", "duplicates", "order_violations", "unacked_disallowed",
+    "read_not_in_log", "commit_regressions", "stalls",
+)  # fmt: skip
+
 # librdkafka errors that say the record was definitely not written.
 DEFINITE_FAILURES = frozenset(
     {"MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "INVALID_RECORD", "_INVALID_ARG",
@@ -291,8 +296,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summary(verdict: dict[str, Any]) -> str:
-    keys = ("acked_lost", "acked_moved", "duplicates", "order_violations", "unacked_disallowed",
-            "read_not_in_log", "commit_regressions", "stalls")  # fmt: skip
+    keys = MUST_BE_ZERO
     figures = verdict["figures"]
     lines = [
         f"verdict: {'OK' if verdict['ok'] else 'FAILED'}",

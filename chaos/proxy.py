@@ -80,6 +80,8 @@ class TcpProxy:
     def stop(self) -> None:
         self._stopped.set()
         with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept() (Linux)
+        with contextlib.suppress(OSError):
             self._listener.close()
         self.drop_links()
         self._thread.join(5)

@@ -15,6 +15,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,6 +27,12 @@ from chaos.schedule import make_schedule, usable_kinds
 from chaos.targets import CHAOS_TIMEOUTS, Target, signal_group, start_kafka, start_kafkalite
 
 TOPIC = "chaos"
+
+
+class TargetError(RuntimeError):
+    """The target cannot run the workload (the run stops; every process is stopped)."""
+
+
 WORKLOADS = ("produce-consume", "produce")
 
 
@@ -130,12 +137,19 @@ def _start_target(options: Options, run_dir: Path, disks: dict[int, Path]) -> Ta
 
 
 def create_topic(target: Target, options: Options) -> None:
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": target.bootstrap, "log_level": 0})
     replicas = min(3, options.brokers)
     future = admin.create_topics([NewTopic(TOPIC, options.partitions, replicas)])[TOPIC]
-    future.result(60)
+    try:
+        future.result(60)
+    except KafkaException as exc:  # e.g. kafkalite brokers that do not form a cluster yet
+        error = exc.args[0]
+        raise TargetError(
+            f"cannot create topic {TOPIC} ({replicas} replicas): {error.str()}"
+        ) from None
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # until every partition has a leader
         topic = admin.list_topics(TOPIC, timeout=10).topics.get(TOPIC)
@@ -164,16 +178,31 @@ def _start_clients(clients: Clients, options: Options, target: Target, run_dir: 
 
 def _apply_schedule(schedule, target, options, run_dir, disks, log) -> None:
     started = time.monotonic()
+    running: list[threading.Thread] = []  # faults applied alongside the next one
     with open(run_dir / "faults.jsonl", "a") as out:
-        for index, fault in enumerate(schedule):
-            _sleep_until(started + fault.at)
+        lock = threading.Lock()
+
+        def apply(index: int, fault) -> None:
             rng = random.Random(options.seed * 1000 + index)  # the same broker choices per seed
             record = fault_ops.apply(fault, target, TOPIC, rng, disks)
             record = {"index": index, "at": fault.at, "hold": fault.hold, **record}
-            out.write(json.dumps(record) + "\n")
-            out.flush()
+            with lock:
+                out.write(json.dumps(record) + "\n")
+                out.flush()
             where = record.get("skipped") or f"broker {record.get('node', '-')}"
             log(f"chaos: {time.monotonic() - started:6.1f}s {fault.kind} ({where})")
+
+        for index, fault in enumerate(schedule):
+            _sleep_until(started + fault.at)
+            if fault.together:
+                thread = threading.Thread(target=apply, args=(index, fault), daemon=True)
+                thread.start()
+                running.append(thread)
+                continue
+            apply(index, fault)
+            for thread in running:
+                thread.join()
+            running.clear()
     # Time to recover after the last fault, also when slow restarts made the faults overrun.
     _sleep_until(max(started + options.duration, time.monotonic() + options.duration / 4))
 

@@ -19,12 +19,14 @@ Kinds:
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 KINDS = ("kill", "pause", "term", "rolling", "zookeeper", "drop", "latency", "blackhole",
          "partition", "disk")  # fmt: skip
 SINGLE_NODE_KINDS = ("kill", "pause", "term", "drop", "latency", "blackhole", "disk")
 CLUSTER_ONLY = {"zookeeper", "partition", "rolling"}
+NETWORK = {"drop", "latency", "blackhole", "partition"}
+PROCESS = {"kill", "pause", "term", "zookeeper"}
 ROLES = ("leader", "follower", "controller", "any")
 
 
@@ -35,6 +37,7 @@ class Fault:
     hold: float  # seconds the fault lasts
     role: str = "any"  # which broker: resolved at fault time
     params: dict = field(default_factory=dict)
+    together: bool = False  # the next fault starts at the same time (several at once)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -56,16 +59,25 @@ def make_schedule(
     faults: list[Fault] = []
     at = warmup
     order: list[str] = []
+    longer = rng.random() < 0.5  # pauses alternate: shorter, longer than the timeout, ...
     while True:
         if not order:
             order = list(kinds)
             rng.shuffle(order)
         kind = order.pop()
-        fault = _fault(rng, kind, at, brokers, timeout)
+        if kind == "pause":
+            longer = not longer
+        fault = _fault(rng, kind, at, brokers, timeout, longer)
         if at + fault.hold > end:
             break
+        if faults and faults[-1].together:
+            fault = replace(fault, at=faults[-1].at)
+        elif brokers > 1 and kind in NETWORK and order and order[-1] in PROCESS:
+            # A network fault and a process fault at once (on a cluster), half the time.
+            fault = replace(fault, together=rng.random() < 0.5)
         faults.append(fault)
-        at += fault.hold + _settle(kind, brokers) + rng.uniform(2.0, 5.0)
+        if not fault.together:
+            at = max(at, fault.at + fault.hold) + _settle(kind, brokers) + rng.uniform(1.0, 3.0)
     return faults
 
 
@@ -78,12 +90,13 @@ def _role(rng: random.Random, brokers: int) -> str:
     return rng.choice(ROLES) if brokers > 1 else "any"
 
 
-def _fault(rng: random.Random, kind: str, at: float, brokers: int, timeout: float) -> Fault:
+def _fault(
+    rng: random.Random, kind: str, at: float, brokers: int, timeout: float, longer: bool
+) -> Fault:
     at = round(at, 2)
     if kind == "kill":
         return Fault(at, kind, round(rng.uniform(0.5, 4.0), 2), _role(rng, brokers))
     if kind == "pause":
-        longer = rng.random() < 0.5
         hold = timeout * (1.5 if longer else 0.5)
         return Fault(at, kind, round(hold, 2), _role(rng, brokers), {"longer_than_timeout": longer})
     if kind in ("term", "rolling"):
