@@ -94,7 +94,12 @@ def apply(
     elif fault.kind == "partition":
         _partition(target, node_id, fault.hold)
     elif fault.kind == "disk":
-        _fill(disks[node_id], fault.hold)
+        filler = _fill(disks[node_id])
+        record["start"] = time.time()  # the fault is on once the disk is full
+        try:
+            time.sleep(fault.hold)
+        finally:
+            os.remove(filler)
     else:
         raise ValueError(f"unknown fault kind {fault.kind!r}")
     record["heal"] = time.time()
@@ -135,16 +140,11 @@ def _partition(target: Target, node_id: int, hold: float) -> None:
         proxy.heal()
 
 
-def _fill(disk: Path, hold: float) -> None:
+def _fill(disk: Path) -> Path:
+    """Write zeros to `disk` until it is full (ENOSPC); the filler's path."""
     filler = disk / "chaos-filler"
-    try:
-        with open(filler, "wb") as out:
-            block = b"\0" * (1 << 20)
-            with contextlib.suppress(OSError):  # ENOSPC: full
-                while True:
-                    out.write(block)
-                    out.flush()
-        time.sleep(hold)
-    finally:
-        with contextlib.suppress(OSError):
-            os.remove(filler)
+    block = b"\0" * (1 << 20)
+    with open(filler, "wb", buffering=0) as out, contextlib.suppress(OSError):
+        while True:
+            out.write(block)
+    return filler
