@@ -264,6 +264,9 @@ def recovery_times(faults: list[dict], acks: dict[str, dict]) -> list[dict]:
     out = []
     for fault in faults:
         entry = dict(fault)
+        if fault.get("skipped"):
+            out.append(entry)
+            continue
         for label, moment in (
             ("recover_s", fault.get("start")),
             ("after_heal_s", fault.get("heal")),

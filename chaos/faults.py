@@ -128,15 +128,18 @@ def _rolling(target: Target, record: dict) -> dict:
 
 
 def _partition(target: Target, node_id: int, hold: float) -> None:
-    """Cut `node_id` off from the other brokers both ways; clients still reach every broker."""
+    """Cut `node_id` off from the other brokers both ways (through every proxy of each, Kafka's
+    controller listeners included); clients still reach every broker."""
     pids = {i: n.process.pid for i, n in target.nodes.items() if n.process}
     others = frozenset(pid for i, pid in pids.items() if i != node_id)
-    target.proxies[node_id].refuse(others)
-    for i, proxy in target.proxies.items():
+    for proxy in target.all_proxies(node_id):
+        proxy.refuse(others)
+    for i in target.nodes:
         if i != node_id and node_id in pids:
-            proxy.refuse(frozenset({pids[node_id]}))
+            for proxy in target.all_proxies(i):
+                proxy.refuse(frozenset({pids[node_id]}))
     time.sleep(hold)
-    for proxy in target.proxies.values():
+    for proxy in target.all_proxies(None):
         proxy.heal()
 
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -95,8 +95,12 @@ class Target:
 
     name: str
     nodes: dict[int, Node]
-    proxies: dict[int, TcpProxy]
-    zookeeper: Any = None  # kafkalite.cluster.zookeeper_server.ZooKeeperServer
+    proxies: dict[int, TcpProxy]  # in front of each broker's client (and replication) listener
+    zookeeper: Any = None
+    # More proxies per broker (Kafka's controller listener): a partition cuts them too.
+    side_proxies: dict[int, list[TcpProxy]] = field(
+        default_factory=dict
+    )  # kafkalite.cluster.zookeeper_server.ZooKeeperServer
     _stop: Any = None
 
     @property
@@ -116,13 +120,19 @@ class Target:
             if self.zookeeper is not None:
                 self.zookeeper.stop()
         finally:
-            for proxy in self.proxies.values():
+            for proxy in self.all_proxies(None):
                 proxy.stop()
 
+    def all_proxies(self, node_id: int | None) -> list[TcpProxy]:
+        """The proxies in front of broker `node_id` (None: of every broker)."""
+        ids = list(self.proxies) if node_id is None else [node_id]
+        return [p for i in ids for p in (self.proxies[i], *self.side_proxies.get(i, []))]
 
-def _proxies(ids: list[int]) -> tuple[dict[int, TcpProxy], dict[int, int]]:
+
+def _proxies(ids: list[int], role: str = "broker") -> tuple[dict[int, TcpProxy], dict[int, int]]:
+    """A proxy per node, and the free port each will forward to (the node listens there)."""
     ports = dict(zip(ids, free_ports(len(ids)), strict=True))
-    proxies = {i: TcpProxy(f"broker-{i}", ports[i]).start() for i in ids}
+    proxies = {i: TcpProxy(f"{role}-{i}", ports[i]).start() for i in ids}
     return proxies, ports
 
 
@@ -191,6 +201,8 @@ def start_kafka(run_dir: Path, brokers: int, overrides: Mapping[str, str] | None
 
     ids = list(range(1, brokers + 1))
     proxies, ports = _proxies(ids)
+    # The KRaft quorum's traffic goes through proxies too, so a partition cuts it.
+    controller_proxies, controller_ports = _proxies(ids, "controller")
     settings = {**KAFKA_CHAOS_OVERRIDES, **(overrides or {})}
     if brokers < 3:
         settings.update({
@@ -202,8 +214,12 @@ def start_kafka(run_dir: Path, brokers: int, overrides: Mapping[str, str] | None
     cluster = KafkaCluster(
         run_dir / "kafka", brokers, settings,
         advertised_ports={i: p.port for i, p in proxies.items()}, ports=ports,
+        controller_ports=controller_ports,
+        voter_ports={i: p.port for i, p in controller_proxies.items()},
     )  # fmt: skip
-    target = Target("kafka", {n.node_id: n for n in cluster.nodes}, proxies, _stop=cluster.stop)
+    nodes = {n.node_id: n for n in cluster.nodes}
+    side = {i: [proxy] for i, proxy in controller_proxies.items()}
+    target = Target("kafka", nodes, proxies, side_proxies=side, _stop=cluster.stop)
     try:
         cluster.start()
     except BaseException:

@@ -10,6 +10,8 @@ group so a harness can signal it (SIGSTOP/SIGCONT/SIGKILL) without touching anyt
 
 `advertised_ports` (node id -> port) makes each node advertise another port on 127.0.0.1, e.g.
 a proxy in front of it; inter-broker traffic follows the advertised address too.
+`ports` and `controller_ports` fix the ports the nodes listen on, and `voter_ports` the
+controller addresses the quorum uses (a proxy in front of each controller listener).
 
     python -m compat.kafka_cluster [--nodes 3] [--data-dir DIR] [--override key=value]...
 
@@ -134,6 +136,8 @@ class KafkaCluster:
         overrides: Mapping[str, str] | None = None,
         advertised_ports: Mapping[int, int] | None = None,
         ports: Mapping[int, int] | None = None,
+        controller_ports: Mapping[int, int] | None = None,
+        voter_ports: Mapping[int, int] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.overrides = dict(overrides or {})
@@ -141,10 +145,18 @@ class KafkaCluster:
         self.cluster_id = random_cluster_id()
         chosen = free_ports(2 * nodes)
         self.nodes = [
-            KafkaClusterNode(self, i, (ports or {}).get(i, chosen[2 * i - 2]), chosen[2 * i - 1])
+            KafkaClusterNode(
+                self,
+                i,
+                (ports or {}).get(i, chosen[2 * i - 2]),
+                (controller_ports or {}).get(i, chosen[2 * i - 1]),
+            )
             for i in range(1, nodes + 1)
         ]
-        self.voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes)
+        self.voters = ",".join(
+            f"{n.node_id}@{n.host}:{(voter_ports or {}).get(n.node_id, n.controller_port)}"
+            for n in self.nodes
+        )
 
     @property
     def bootstrap(self) -> str:
