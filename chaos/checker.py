@@ -119,7 +119,8 @@ def judge(
     order = order_violations(records)
     commits = commit_regressions(consumers, final)
     last_heal = max((f.get("heal", 0.0) for f in faults), default=0.0)
-    stalls = consumer_stalls(reads, acks, last_heal, stall_bound_s)
+    # A produce-only workload has no group to stall.
+    stalls = consumer_stalls(reads, acks, last_heal, stall_bound_s) if consumers else []
     must_be_zero = {
         "acked_lost": len(lost),
         "acked_moved": len(moved),

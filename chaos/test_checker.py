@@ -122,6 +122,16 @@ def test_a_consumer_stalled_after_the_faults_healed_is_caught():
     assert judge(producers, consumers, final, faults, stall_bound_s=30)["stalls"] == 0
 
 
+def test_a_produce_only_history_has_no_consumer_checks():
+    producers, _, final, faults = history(count=40)
+    verdict = judge(producers, {}, final, faults, stall_bound_s=5)
+    assert (verdict["ok"], verdict["stalls"], verdict["figures"]["read_by_consumers"]) == (
+        True,
+        0,
+        0,
+    )
+
+
 def test_check_reads_a_run_directory(tmp_path: Path):
     producers, consumers, final, faults = history()
     (tmp_path / "logs").mkdir()
