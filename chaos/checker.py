@@ -218,10 +218,10 @@ def commit_regressions(consumers: dict[str, list[dict]], final: list[dict]) -> l
         if ev["ev"] != "committed":
             continue
         for p, offset in ev["offsets"].items():
-            best = highest.get(int(p))
-            if best is not None and offset < best[0]:
+            committed = highest.get(int(p))
+            if committed is not None and offset < committed[0]:
                 regressions.append({"partition": int(p), "offset": offset, "by": "final",
-                                    "after": best[0], "after_by": best[1]})  # fmt: skip
+                                    "after": committed[0], "after_by": committed[1]})  # fmt: skip
     return regressions
 
 

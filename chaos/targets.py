@@ -94,7 +94,7 @@ class Target:
     """A started system: its nodes, the proxy in front of each, ZooKeeper if any."""
 
     name: str
-    nodes: dict[int, Node]
+    nodes: Mapping[int, Node]
     proxies: dict[int, TcpProxy]  # in front of each broker's client (and replication) listener
     zookeeper: Any = None
     # More proxies per broker (Kafka's controller listener): a partition cuts them too.
@@ -158,7 +158,8 @@ def start_kafkalite(
     """kafkalite: one node without ZooKeeper, or `brokers` on a real ZooKeeper."""
     ids = list(range(1, brokers + 1))
     proxies, ports = _proxies(ids)
-    target = Target("kafkalite", {}, proxies)
+    nodes: dict[int, Node] = {}
+    target = Target("kafkalite", nodes, proxies)
     try:
         common = {**KAFKALITE_CHAOS_OVERRIDES, **(overrides or {})}
         if brokers > 1:
@@ -181,7 +182,7 @@ def start_kafkalite(
                     **common,
                 },
             )  # fmt: skip
-            target.nodes[i] = node
+            nodes[i] = node
             node.start()
     except BaseException:
         target.stop()
