@@ -281,6 +281,8 @@ class Members:
         """Close cleanly (stdin "stop") and wait for the exit event."""
         member.request_stop()
         self.wait_for(lambda: member.exit_code is not None, timeout, f"{member.name} to exit")
+        if member.exit_code:
+            print(f"{member.name} exited {member.exit_code}:\n{member.describe()}")
         return member.exit_code  # type: ignore[return-value]
 
     def close(self, timeout: float = 20.0) -> None:

@@ -25,6 +25,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -122,6 +123,11 @@ public class JavaGroupMember {
             }
         } catch (WakeupException stop) {
             commit(consumer, pending); // wakeup() fires once: this commit runs normally
+        } catch (KafkaException e) {
+            // The consumer-protocol client wraps what a rebalance callback throws: a wakeup
+            // that lands in onPartitionsRevoked's commit is the stop request too.
+            if (!(e.getCause() instanceof WakeupException)) throw e;
+            commit(consumer, pending);
         }
         consumer.close();
         emit("closed", "");
