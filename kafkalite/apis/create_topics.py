@@ -235,7 +235,7 @@ def _partitions_requested(ctx: RequestContext, request: Any) -> int:
     return total
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     refusal = partition_limits.check_request(ctx.broker.config, _partitions_requested(ctx, request))
     if refusal:  # the whole request, as Kafka's controller
         outcome = Outcome(partition_limits.REFUSAL, refusal)
@@ -247,7 +247,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         lambda topic: _create(ctx, topic, request.validate_only),
         lambda name, refusal: _failure(ctx, name, refusal),
     )
+    created = [r.name for r in results if r.error_code == ErrorCode.none]
+    if created and not request.validate_only:
+        # In a cluster the controller assigns the states: wait for them, bounded (Kafka's
+        # DelayedCreatePartitions); the single node has them already.
+        timeout_s = max(request.timeout.total_seconds(), 0.0)
+        await ctx.broker.metadata.wait_for_partitions(created, timeout_s)
     return make(ctx.schema.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=results)
 
 
-API = ApiHandler(api_key=19, min_version=2, max_version=7, handle=handle)
+API = ApiHandler(api_key=19, min_version=2, max_version=7, handle=handle, is_async=True)

@@ -136,6 +136,24 @@ class ClusterMetadata(Protocol):
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
 
+    def alter_isr(
+        self,
+        topic: str,
+        partition: int,
+        new_isr: Sequence[int],
+        leader_epoch: int,
+        partition_epoch: int,
+    ) -> None:
+        """The leader's ISR change (Kafka's ZK-era leaders wrote it themselves): applied only
+        if the state is still at `partition_epoch` (the state znode's version). Either way
+        the resulting state reaches the listeners as `on_partition_state_changed`."""
+        ...
+
+    async def wait_for_partitions(self, names: Sequence[str], timeout_s: float) -> bool:
+        """Until every partition of the topics `names` has a state with a leader (Kafka's
+        DelayedCreatePartitions after CreateTopics); False at the timeout."""
+        ...
+
     def allocate_producer_id(self) -> int:
         """A producer id never handed out before in this cluster."""
         ...

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -84,6 +84,8 @@ class SingleNodeMetadata:
         self._listeners: list[MetadataListener] = []
         self.next_producer_id = 0
         self.cluster_id = ""
+        # ISR changes a leader made (in memory: a single node's ISR is itself after a restart).
+        self._isr: dict[tuple[str, int], tuple[tuple[int, ...], int]] = {}
 
     @property
     def node_id(self) -> int:
@@ -151,8 +153,9 @@ class SingleNodeMetadata:
         if meta is None or not 0 <= partition < meta.num_partitions:
             return None
         me = (self.node_id,)
+        isr, partition_epoch = self._isr.get((topic, partition), (me, 0))
         # Nothing ever moves leadership here, so the leader epoch stays 0.
-        return PartitionState(topic, partition, me, self.node_id, 0, me)
+        return PartitionState(topic, partition, me, self.node_id, 0, isr, partition_epoch)
 
     def partition_states(self, topic: str) -> list[PartitionState]:
         meta = self._topics.get(topic)
@@ -195,6 +198,28 @@ class SingleNodeMetadata:
         self.save()
         for listener in self._listeners:
             listener.on_topic_configs_changed(name, configs)
+
+    def alter_isr(
+        self,
+        topic: str,
+        partition: int,
+        new_isr: Sequence[int],
+        leader_epoch: int,
+        partition_epoch: int,
+    ) -> None:
+        """Applied at once when `partition_epoch` is current; the resulting state announced."""
+        state = self.partition_state(topic, partition)
+        if state is None:
+            return
+        if partition_epoch == state.partition_epoch and leader_epoch == state.leader_epoch:
+            self._isr[(topic, partition)] = (tuple(new_isr), partition_epoch + 1)
+            state = self.partition_state(topic, partition)
+            assert state is not None
+        for listener in self._listeners:
+            listener.on_partition_state_changed(self._topics[topic], state)
+
+    async def wait_for_partitions(self, names: Sequence[str], timeout_s: float) -> bool:
+        return True  # created at once
 
     def _check_assignment(self, assignment: Assignment) -> None:
         if any(list(replicas) != [self.node_id] for replicas in assignment):

@@ -20,7 +20,7 @@ from kafkalite.apis.registry import HANDLERS
 from kafkalite.broker.broker import Broker
 from kafkalite.protocol.codec import DecodedRequest, decode_request
 
-from .harness import request_module, roundtrip
+from .harness import request_module, roundtrip, run_handler
 
 TIMEOUT = datetime.timedelta(seconds=5)
 
@@ -147,7 +147,7 @@ def test_admin_request_frame_round_trip(broker: Broker, api_key: int, version: i
     assert isinstance(decoded, DecodedRequest)
     assert (decoded.api_version, decoded.correlation_id, decoded.body) == (version, 42, body)
     ctx = RequestContext(broker, api_key, version, decoded.correlation_id, decoded.client_id)
-    response = HANDLERS[decoded.api_key].handle(ctx, decoded.body)
+    response = run_handler(HANDLERS[decoded.api_key], ctx, decoded.body)
     assert roundtrip(response, 42) == response
     # validate_only everywhere: the topic is as it was
     topic = manager.topics["wire"]
