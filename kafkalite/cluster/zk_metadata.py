@@ -50,6 +50,7 @@ from kafkalite.cluster.zk_client import (
     ZkClient,
     ZkError,
     ZkWatch,
+    ZnodeStat,
 )
 
 log = logging.getLogger(__name__)
@@ -322,12 +323,8 @@ class ZkMetadata:
             await wait_any(watches)
 
     async def _read_controller(self) -> list[ZkWatch]:
-        try:
-            data, _, watch = await self.zk.get_watch(zd.CONTROLLER)
-            controller = zd.ControllerInfo.decode(data).broker_id
-        except NoNode:
-            _, watch = await self.zk.exists_watch(zd.CONTROLLER)
-            controller = -1
+        data, _, watch = await self._get_or_watch_creation(zd.CONTROLLER)
+        controller = zd.ControllerInfo.decode(data).broker_id if data is not None else -1
         if controller != self._controller:
             log.info("controller: %d", controller)
             self._controller = controller
@@ -391,12 +388,10 @@ class ZkMetadata:
             return []  # deleted: the topic list's loop tells the listeners
         assignment = zd.TopicAssignment.decode(name, data)
         watches = [topic_watch]
-        try:
-            config_data, _, config_watch = await self.zk.get_watch(zd.config_path("topics", name))
-            configs = zd.decode_config(config_data)
-        except NoNode:
-            _, config_watch = await self.zk.exists_watch(zd.config_path("topics", name))
-            configs = {}
+        config_data, _, config_watch = await self._get_or_watch_creation(
+            zd.config_path("topics", name)
+        )
+        configs = zd.decode_config(config_data) if config_data is not None else {}
         watches.append(config_watch)
         known = self._topics.get(name)
         replicas = {p: a.replicas for p, a in assignment.partitions.items()}
@@ -414,13 +409,11 @@ class ZkMetadata:
                 listener.on_topic_configs_changed(name, configs)
         for index in sorted(replicas):
             path = zd.partition_state_path(name, index)
-            try:
-                raw, stat, watch = await self.zk.get_watch(path)
-            except NoNode:
-                _, watch = await self.zk.exists_watch(path)
-                watches.append(watch)
+            read = await self._get_or_watch_creation(path)
+            watches.append(read[-1])
+            if read[0] is None:
                 continue
-            watches.append(watch)
+            raw, stat, _ = read
             znode = zd.PartitionState.decode(raw, path)
             state = PartitionState(
                 name,
@@ -438,6 +431,19 @@ class ZkMetadata:
                     listener.on_partition_state_changed(meta, state)
         self._notify()
         return watches
+
+    async def _get_or_watch_creation(
+        self, path: str
+    ) -> tuple[bytes, ZnodeStat, ZkWatch] | tuple[None, None, ZkWatch]:
+        """The node and a watch on it, or a watch for its creation when it does not exist
+        (read again if it appeared between the two requests)."""
+        while True:
+            try:
+                return await self.zk.get_watch(path)
+            except NoNode:
+                stat, watch = await self.zk.exists_watch(path)
+                if stat is None:
+                    return None, None, watch
 
     def _notify(self) -> None:
         self._changed.set()
