@@ -9,6 +9,8 @@ exit code 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import logging
 import sys
 import time
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import trio
 
-from kafkalite.broker.broker import Broker
+from kafkalite.broker.broker import Broker, local_broker_info
 from kafkalite.cluster import launcher
 from kafkalite.config import (
     BrokerConfig,
@@ -139,27 +141,43 @@ async def _run_locked(config: BrokerConfig) -> int:
         return _fail(f"cannot listen on {where}: {exc.strerror or exc}")
     config = bound_config(config, listeners)
     metrics_listeners = await open_metrics_listeners(config)  # ConfigError: one line, exit 2
-    try:
-        broker = Broker.open(config)
-    except (OSError, ValueError) as exc:
-        return _fail(f"cannot use log dir {config.log_dir}: {exc}")
-    try:
-        await trio.lowlevel.checkpoint()
-        async with trio.open_nursery() as nursery:
-            await nursery.start(serve, broker, listeners, metrics_listeners)
-            advertised = config.advertised_listeners[0]
-            log.info(
-                "kafkalite started: node %d, cluster %s, listening on %s:%d, data in %s (%.0f ms)",
-                broker.node_id,
-                broker.cluster_id,
-                advertised.host,
-                advertised.port,
-                config.log_dir,
-                (time.monotonic() - started) * 1000,
-            )
-    finally:
-        broker.shutdown()
-        log.info("kafkalite stopped cleanly")
+    async with contextlib.AsyncExitStack() as stack:
+        metadata, tasks = None, []
+        if config.cluster_mode:
+            from kafkalite.cluster.member import join_cluster  # imports kazoo
+            from kafkalite.cluster.zk_client import ZkError
+
+            try:
+                member = await stack.enter_async_context(
+                    join_cluster(config, local_broker_info(config))
+                )
+            except ZkError as exc:
+                return _fail(f"cannot join the cluster at {config.str('zookeeper.connect')}: {exc}")
+            metadata, tasks = member.metadata, member.tasks
+        try:
+            broker = Broker.open(config, metadata=metadata)
+        except (OSError, ValueError) as exc:
+            return _fail(f"cannot use log dir {config.log_dir}: {exc}")
+        try:
+            await trio.lowlevel.checkpoint()
+            async with trio.open_nursery() as nursery:
+                await nursery.start(
+                    functools.partial(serve, tasks=tasks), broker, listeners, metrics_listeners
+                )
+                advertised = config.advertised_listeners[0]
+                log.info(
+                    "kafkalite started: node %d, cluster %s, listening on %s:%d, data in %s"
+                    " (%.0f ms)",
+                    broker.node_id,
+                    broker.cluster_id,
+                    advertised.host,
+                    advertised.port,
+                    config.log_dir,
+                    (time.monotonic() - started) * 1000,
+                )
+        finally:
+            broker.shutdown()
+            log.info("kafkalite stopped cleanly")
     return 0
 
 

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 
 import trio
@@ -220,12 +220,15 @@ async def serve(
     metrics_listeners: list[trio.SocketListener] | None = None,
     *,
     handle_signals: bool = True,
+    tasks: Sequence[Callable[..., Awaitable[None]]] = (),
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until cancelled or (handle_signals: the main thread only) SIGTERM/SIGINT; the
     caller shuts the broker down after.
 
-    With `metrics_listeners`, Prometheus /metrics, /health and /ready are served there."""
+    With `metrics_listeners`, Prometheus /metrics, /health and /ready are served there;
+    `tasks` (a cluster member's metadata watches and controller candidacy) run alongside, each
+    started before the listeners serve."""
     receiver = (
         trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT)
         if handle_signals
@@ -234,6 +237,8 @@ async def serve(
     with receiver as signals:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_maintenance, broker)
+            for task in tasks:
+                await nursery.start(task)
             await nursery.start(broker.groups.run)
             pool = RequestMemoryPool(broker.config.int("queued.max.request.bytes"))
             await nursery.start(

@@ -38,6 +38,7 @@ from kafkalite.broker.topic_config import (
     log_config_for,
     validate_topic_configs,
 )
+from kafkalite.cluster.replica_assignment import assign_replicas
 from kafkalite.config import BrokerConfig
 from kafkalite.storage.errors import StorageError
 from kafkalite.storage.log_dirs import LogDirs
@@ -283,13 +284,10 @@ class ReplicaManager:
     def assign_replicas(
         self, num_partitions: int, replication_factor: int, first: int = 0
     ) -> list[list[int]]:
-        """Round-robin over the live brokers (the controller's job in a cluster, where it is
-        rack-aware too); partition `first` onwards."""
-        ids = sorted(b.broker_id for b in self.metadata.brokers())
-        return [
-            [ids[(index + r) % len(ids)] for r in range(replication_factor)]
-            for index in range(first, first + num_partitions)
-        ]
+        """Kafka's placement over the live brokers (round-robin from a random start,
+        rack-aware when racks are set); partition `first` onwards."""
+        racks = {b.broker_id: b.rack for b in self.metadata.brokers()}
+        return assign_replicas(racks, num_partitions, replication_factor, first)
 
     def create_topic(
         self,

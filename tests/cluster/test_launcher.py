@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -128,9 +129,16 @@ def test_cluster_starts_reports_a_dead_broker_and_stops(cluster_dir: Path) -> No
         assert len(bootstrap) == 3
         host, port = zookeeper.rsplit(":", 1)
         assert parse_srvr(four_letter_word(host, int(port), "srvr"))["Mode"] == "standalone"
-        for address in bootstrap:
-            metadata = AdminClient({"bootstrap.servers": address}).list_topics(timeout=30)
-            assert [f"{b.host}:{b.port}" for b in metadata.brokers.values()] == [address]
+        for address in bootstrap:  # one cluster: each broker lists all three
+            client = AdminClient({"bootstrap.servers": address})
+            deadline = time.monotonic() + 30
+            while True:  # a registration reaches the others through a watch, just after
+                brokers = client.list_topics(timeout=30).brokers.values()
+                listed = sorted(f"{b.host}:{b.port}" for b in brokers)
+                if listed == sorted(bootstrap) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            assert listed == sorted(bootstrap)
         assert sorted(p.name for p in cluster_dir.iterdir()) == [
             "broker-1",
             "broker-1.out",

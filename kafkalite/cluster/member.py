@@ -1,0 +1,48 @@
+"""A broker joining a ZooKeeper cluster (`kafkalite serve` with `zookeeper.connect`).
+
+`join_cluster` opens the ZooKeeper session (zookeeper.session.timeout.ms,
+zookeeper.connection.timeout.ms), registers the broker and reads the cluster's metadata, so
+Broker.open can load on it; the caller runs `tasks` (the store's watches and writes, the
+controller candidacy) in the server's nursery. Leaving the block ends the session: the
+broker's ephemeral registration (and `/controller`, if it held it) goes at once.
+Only imported in cluster mode: the single-node broker never imports kazoo.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+from kafkalite.broker.cluster_metadata import BrokerInfo
+from kafkalite.broker.metadata_store import new_cluster_id
+from kafkalite.cluster.controller import Controller
+from kafkalite.cluster.zk_client import ZkClient
+from kafkalite.cluster.zk_metadata import ZkMetadata
+from kafkalite.config import BrokerConfig
+
+
+@dataclass
+class ClusterMember:
+    metadata: ZkMetadata
+    controller: Controller
+
+    @property
+    def tasks(self) -> list[Callable[..., Awaitable[None]]]:
+        """For `nursery.start`: each reports started once running."""
+        return [self.metadata.run, self.controller.run]
+
+
+@contextlib.asynccontextmanager
+async def join_cluster(
+    config: BrokerConfig, local_broker: BrokerInfo
+) -> AsyncIterator[ClusterMember]:
+    connect = config.str("zookeeper.connect")
+    assert connect is not None
+    session_timeout = config.int("zookeeper.session.timeout.ms")
+    connection_timeout = config.int("zookeeper.connection.timeout.ms") or None
+    async with ZkClient.open(connect, session_timeout, connection_timeout) as zk:
+        metadata = ZkMetadata(zk, local_broker)
+        await metadata.start(config.str("cluster.id") or new_cluster_id())
+        unclean = config.bool("unclean.leader.election.enable")
+        yield ClusterMember(metadata, Controller(zk, config.broker_id, unclean))
