@@ -29,9 +29,8 @@ def _check_assignments(
             f"{len(assignments)} assignment(s) were specified.",
         )
     for assignment in assignments:
-        outcome = validate_manual_assignment(
-            assignment.broker_ids, ctx.broker.node_id, replication_factor
-        )
+        registered = {b.broker_id for b in ctx.broker.metadata.brokers()}
+        outcome = validate_manual_assignment(assignment.broker_ids, registered, replication_factor)
         if not outcome.ok:
             return outcome
     return OK

@@ -3,8 +3,9 @@
 Follows Kafka's controller (ControllerApis.createTopics, ReplicationControlManager.createTopic):
 checks run in Kafka's order (duplicate names, topic name, existence, configs, manual assignment,
 partition count and replication factor) with Kafka's messages. -1 partitions or replication
-factor mean the broker defaults; a manual assignment may only name this node. v5+ results carry
-the partition count, replication factor and every effective topic config; v7 the topic id.
+factor mean the broker defaults; a manual assignment may name registered brokers only (and is
+then the placement). v5+ results carry the partition count, replication factor and every
+effective topic config; v7 the topic id.
 `validate_only` runs every check and answers as for a creation, but creates nothing. A timeout
 of 0 or less answers REQUEST_TIMED_OUT, as Kafka's controller does. A request adding more than
 kafkalite.max.partitions.per.request partitions is refused whole with POLICY_VIOLATION
@@ -42,22 +43,24 @@ class TopicPlan:
     num_partitions: int
     replication_factor: int
     configs: dict[str, str]
+    assignment: list[list[int]] | None = None  # manual: replicas per partition index
 
 
-def _check_assignments(ctx: RequestContext, topic: Any) -> tuple[Outcome, int]:
-    """Validate a manual assignment; returns (outcome, partition count)."""
+def _check_assignments(ctx: RequestContext, topic: Any) -> tuple[Outcome, list[list[int]]]:
+    """Validate a manual assignment; returns (outcome, replicas by partition index)."""
     if topic.replication_factor != USE_DEFAULT:
         return Outcome(
             ErrorCode.invalid_request,
             "A manual partition assignment was specified, but replication factor was not set "
             "to -1.",
-        ), 0
+        ), []
     if topic.num_partitions != USE_DEFAULT:
         return Outcome(
             ErrorCode.invalid_request,
             "A manual partition assignment was specified, but numPartitions was not set to -1.",
-        ), 0
-    seen: set[int] = set()
+        ), []
+    registered = {b.broker_id for b in ctx.broker.metadata.brokers()}
+    seen: dict[int, list[int]] = {}
     replication_factor = None
     for assignment in topic.assignments:
         if assignment.partition_index in seen:
@@ -65,20 +68,18 @@ def _check_assignments(ctx: RequestContext, topic: Any) -> tuple[Outcome, int]:
                 ErrorCode.invalid_replica_assignment,
                 "Found multiple manual partition assignments for partition "
                 f"{assignment.partition_index}",
-            ), 0
-        seen.add(assignment.partition_index)
-        outcome = validate_manual_assignment(
-            assignment.broker_ids, ctx.broker.node_id, replication_factor
-        )
+            ), []
+        seen[assignment.partition_index] = list(assignment.broker_ids)
+        outcome = validate_manual_assignment(assignment.broker_ids, registered, replication_factor)
         if not outcome.ok:
-            return outcome, 0
+            return outcome, []
         replication_factor = len(assignment.broker_ids)
-    if seen != set(range(len(seen))):
+    if set(seen) != set(range(len(seen))):
         return Outcome(
             ErrorCode.invalid_replica_assignment,
             "partitions should be a consecutive 0-based integer sequence",
-        ), 0
-    return OK, len(seen)
+        ), []
+    return OK, [seen[index] for index in range(len(seen))]
 
 
 def _check_configs(topic: Any) -> tuple[Outcome, dict[str, str]]:
@@ -97,8 +98,8 @@ def _check_configs(topic: Any) -> tuple[Outcome, dict[str, str]]:
 def _resolve_counts(ctx: RequestContext, topic: Any) -> tuple[Outcome, int, int]:
     """(outcome, partitions, replication factor), defaults applied, for automatic placement."""
     if topic.assignments:
-        outcome, count = _check_assignments(ctx, topic)
-        return outcome, count, 1  # every replica is this node, named once
+        outcome, assignment = _check_assignments(ctx, topic)
+        return outcome, len(assignment), len(assignment[0]) if assignment else 0
     if topic.replication_factor < USE_DEFAULT or topic.replication_factor == 0:
         return (
             Outcome(
@@ -152,7 +153,8 @@ def plan_topic(ctx: RequestContext, topic: Any) -> tuple[Outcome, TopicPlan | No
     outcome, configs = manager.check_new_topic(topic.name, partitions, replication, configs)
     if not outcome.ok:
         return outcome, None
-    return OK, TopicPlan(partitions, replication, configs)
+    assignment = _check_assignments(ctx, topic)[1] if topic.assignments else None
+    return OK, TopicPlan(partitions, replication, configs, assignment)
 
 
 def _config_entries(ctx: RequestContext, overrides: dict[str, str]) -> tuple[Any, ...]:
@@ -208,7 +210,7 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
         # Kafka answers with a fresh random id it then discards; the zero id is more honest.
         return _success(ctx, topic.name, None, plan)
     outcome, created = ctx.broker.replica_manager.create_topic(
-        topic.name, plan.num_partitions, plan.replication_factor, plan.configs
+        topic.name, plan.num_partitions, plan.replication_factor, plan.configs, plan.assignment
     )
     if created is None:
         return _failure(ctx, topic.name, outcome)

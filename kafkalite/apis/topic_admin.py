@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -44,9 +44,9 @@ def answer_each_name_once(
 
 
 def validate_manual_assignment(
-    replicas: Sequence[int], node_id: int, replication_factor: int | None
+    replicas: Sequence[int], registered: Collection[int], replication_factor: int | None
 ) -> Outcome:
-    """Kafka's validateManualPartitionAssignment, with this node as the only registered broker."""
+    """Kafka's validateManualPartitionAssignment against the registered (live) brokers."""
     if not replicas:
         return Outcome(
             ErrorCode.invalid_replica_assignment,
@@ -54,7 +54,7 @@ def validate_manual_assignment(
         )
     previous = None
     for broker_id in sorted(replicas):  # sorted, so the message names the lowest offender
-        if broker_id != node_id:
+        if broker_id not in registered:
             return Outcome(
                 ErrorCode.invalid_replica_assignment,
                 f"The manual partition assignment includes broker {broker_id}, but no such "

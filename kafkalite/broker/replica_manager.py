@@ -295,6 +295,7 @@ class ReplicaManager:
         num_partitions: int | None = None,
         replication_factor: int | None = None,
         configs: Mapping[str, str | None] | None = None,
+        assignment: list[list[int]] | None = None,  # manual (validated): replicas by partition
     ) -> tuple[Outcome, TopicMetadata | None]:
         num_partitions = num_partitions or self.config.int("num.partitions")
         replication_factor = replication_factor or self.config.int("default.replication.factor")
@@ -304,7 +305,8 @@ class ReplicaManager:
         if not outcome.ok:
             return outcome, None
         meta = TopicMetadata(name, uuid.uuid4(), num_partitions, replication_factor, normalised)
-        self.metadata.create_topic(meta, self.assign_replicas(num_partitions, replication_factor))
+        placed = assignment or self.assign_replicas(num_partitions, replication_factor)
+        self.metadata.create_topic(meta, placed)
         # As the cluster metadata knows it: a broker need not hold a replica of every topic.
         return OK, self.metadata.topics.get(name)
 

@@ -4,7 +4,8 @@ Sans-IO and free of kazoo, so the single-node path uses it too. Round-robin over
 from a random start (`start_index`), the followers shifted by a second random amount that
 grows by one each time the partitions wrap around the brokers, so replicas spread evenly;
 rack-aware when every broker has a rack (brokers alternated by rack, a partition's replicas on
-as many racks as possible), as Kafka does. Pass fixed `start_index`/`replica_shift` for a
+as many racks as possible), as Kafka does; with racks on some brokers only they are ignored
+(Kafka's RackAwareMode.Safe). Pass fixed `start_index`/`replica_shift` for a
 deterministic placement (tests).
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 
 
 class InvalidReplicaAssignment(ValueError):
-    """Too few brokers, or racks on some brokers only; the message is Kafka's."""
+    """Too few brokers; the message is Kafka's."""
 
 
 def too_few_brokers_message(replication_factor: int, brokers: int) -> str:
@@ -43,11 +44,8 @@ def assign_replicas(
     if replication_factor > len(racks):
         raise InvalidReplicaAssignment(too_few_brokers_message(replication_factor, len(racks)))
     rng = rng or random.Random()
-    with_rack = [b for b, rack in racks.items() if rack is not None]
-    if with_rack and len(with_rack) != len(racks):
-        raise InvalidReplicaAssignment(
-            "Not all brokers have rack information for replica rack aware assignment."
-        )
+    # Racks count only when every broker has one (Kafka's RackAwareMode.Safe).
+    with_rack = all(rack is not None for rack in racks.values())
     brokers = rack_alternated(racks) if with_rack else sorted(racks)
     count = len(brokers)
     start = start_index if start_index is not None else rng.randrange(count)

@@ -239,8 +239,7 @@ class ZkMetadata:
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         self._topics[name].configs = dict(configs)
-        for listener in self._listeners:
-            listener.on_topic_configs_changed(name, configs)
+        self._tell("on_topic_configs_changed", name, configs)
         self._queue(
             f"configs of {name}",
             lambda: self.kafka_zk.set_entity_config("topics", name, dict(configs)),
@@ -345,11 +344,9 @@ class ZkMetadata:
         added = [b for b in brokers.values() if self._brokers.get(b.broker_id) != b]
         self._brokers = brokers
         for broker_id in sorted(gone):
-            for listener in self._listeners:
-                listener.on_broker_gone(broker_id)
+            self._tell("on_broker_gone", broker_id)
         for info in added:
-            for listener in self._listeners:
-                listener.on_broker_registered(info)
+            self._tell("on_broker_registered", info)
         topics, topics_watch = await self.zk.children_watch(zd.TOPICS)
         self._topic_names_in_zk = set(topics)
         for name in sorted(set(self._topic_scopes) - set(topics)):
@@ -371,8 +368,7 @@ class ZkMetadata:
             return
         for key in self._states_of(name):
             del self._states[key]
-        for listener in self._listeners:
-            listener.on_topic_deleted(name)
+        self._tell("on_topic_deleted", name)
 
     async def _follow_topic(self, name: str, scope: trio.CancelScope) -> None:
         with scope:
@@ -405,8 +401,7 @@ class ZkMetadata:
         meta.replication_factor = rf
         if meta.configs != configs:
             meta.configs = configs
-            for listener in self._listeners:
-                listener.on_topic_configs_changed(name, configs)
+            self._tell("on_topic_configs_changed", name, configs)
         for index in sorted(replicas):
             path = zd.partition_state_path(name, index)
             read = await self._get_or_watch_creation(path)
@@ -427,8 +422,7 @@ class ZkMetadata:
             )
             if self._states.get((name, index)) != state:
                 self._states[(name, index)] = state
-                for listener in self._listeners:
-                    listener.on_partition_state_changed(meta, state)
+                self._tell("on_partition_state_changed", meta, state)
         self._notify()
         return watches
 
@@ -444,6 +438,15 @@ class ZkMetadata:
                 stat, watch = await self.zk.exists_watch(path)
                 if stat is None:
                     return None, None, watch
+
+    def _tell(self, event: str, *args: object) -> None:
+        """Deliver one event to every listener; one that fails is logged, the rest go on
+        (the watches must survive a listener's bug)."""
+        for listener in self._listeners:
+            try:
+                getattr(listener, event)(*args)
+            except Exception:
+                log.exception("metadata listener %r failed on %s%r", listener, event, args)
 
     def _notify(self) -> None:
         self._changed.set()

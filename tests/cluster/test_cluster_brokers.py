@@ -84,6 +84,24 @@ def test_three_brokers_spread_leaders_and_fail_over(
         "cannot be reached because only 3 broker(s) are registered."
     )
 
+    # A manual assignment is the placement; the first replica leads.
+    manual = NewTopic("manual", 2, replica_assignment=[[3, 1, 2], [2, 3, 1]])
+    admin.create_topics([manual])["manual"].result(30)
+    placed = partitions(admin, "manual")
+    assert {i: (p.leader, p.replicas) for i, p in placed.items()} == {
+        0: (3, [3, 1, 2]),
+        1: (2, [2, 3, 1]),
+    }
+    with pytest.raises(KafkaException) as refused:
+        admin.create_topics([NewTopic("nowhere", 1, replica_assignment=[[1, 9]])])[
+            "nowhere"
+        ].result(30)
+    error = refused.value.args[0]
+    assert error.code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    assert error.str() == (
+        "The manual partition assignment includes broker 9, but no such broker is registered."
+    )
+
     # SIGKILL a broker that is not the controller: its partitions get other leaders.
     controller = zk_read(zk_connect, lambda z: z.controller_id())
     victim = next(b for b in (1, 2, 3) if b != controller)

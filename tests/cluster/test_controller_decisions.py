@@ -57,15 +57,18 @@ def test_random_start_spreads_leaders_evenly() -> None:
     assert all(sorted(replicas) == [0, 1, 2] for replicas in assignment)
 
 
-def test_too_few_brokers_and_partial_racks_are_refused() -> None:
+def test_too_few_brokers_are_refused_partial_racks_ignored() -> None:
     with pytest.raises(InvalidReplicaAssignment) as refused:
         assign_replicas({0: None, 1: None, 2: None}, 6, 4)
     assert str(refused.value) == (
         "Unable to replicate the partition 4 time(s): The target replication factor of 4 "
         "cannot be reached because only 3 broker(s) are registered."
     )
-    with pytest.raises(InvalidReplicaAssignment, match="Not all brokers have rack"):
-        assign_replicas({0: "a", 1: None}, 1, 2)
+    # Racks on some brokers only are ignored (RackAwareMode.Safe).
+    assert assign_replicas({0: "a", 1: None}, 2, 2, start_index=0, replica_shift=0) == [
+        [0, 1],
+        [1, 0],
+    ]
 
 
 def view(
