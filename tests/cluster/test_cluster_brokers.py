@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalite.cluster.kafka_zk import KafkaZkClient
 from kafkalite.cluster.zk_client import ZkClient
-from kafkalite.testing import BrokerProcess
+from kafkalite.testing import BrokerProcess, error_records
 
 pytestmark = pytest.mark.slow
 SESSION_TIMEOUT_MS = 4000
@@ -137,6 +137,7 @@ def test_three_brokers_spread_leaders_and_fail_over(
         lambda: all(p.leader == last for p in partitions(admin, "replicated").values()),
         "every partition led by the last broker",
     )
+    assert [error_records(b.lines) for b in brokers.values()] == [[], [], []]
 
 
 async def _gather(reads: list[Any]) -> list[Any]:
