@@ -21,7 +21,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, has_field, make
-from kafkalite.apis.topic_admin import answer_each_name_once, validate_manual_assignment
+from kafkalite.apis.topic_admin import (
+    TIMED_OUT,
+    answer_each_name_once,
+    validate_manual_assignment,
+)
 from kafkalite.broker import partition_limits
 from kafkalite.broker.replica_manager import OK, Outcome, topic_name_error
 from kafkalite.broker.topic_config import (
@@ -224,6 +228,17 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
     return _success(ctx, topic.name, created.topic_id, plan)
 
 
+def _has_leaders(ctx: RequestContext, name: str) -> bool:
+    metadata = ctx.broker.metadata
+    topic = metadata.topics.get(name)
+    states = metadata.partition_states(name)
+    return (
+        topic is not None
+        and len(states) == topic.num_partitions
+        and all(s.leader >= 0 for s in states)
+    )
+
+
 def _partitions_requested(ctx: RequestContext, request: Any) -> int:
     """Kafka's validateTotalNumberOfPartitions: an upper bound, before any other check."""
     total = 0
@@ -253,8 +268,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if created and not request.validate_only:
         # In a cluster the controller assigns the states: wait for them, bounded (Kafka's
         # DelayedCreatePartitions); the single node has them already.
+        # Past the timeout a topic still missing leaders answers REQUEST_TIMED_OUT, as Kafka.
         timeout_s = max(request.timeout.total_seconds(), 0.0)
-        await ctx.broker.metadata.wait_for_partitions(created, timeout_s)
+        if not await ctx.broker.metadata.wait_for_partitions(created, timeout_s):
+            results = tuple(
+                _failure(ctx, r.name, TIMED_OUT) if not _has_leaders(ctx, r.name) else r
+                for r in results
+            )
     return make(ctx.schema.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=results)
 
 

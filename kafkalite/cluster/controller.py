@@ -34,9 +34,13 @@ from kafkalite.cluster.kafka_zk import (
     StalePartitionState,
 )
 from kafkalite.cluster.zk_client import (
+    BadVersion,
+    CheckOp,
     ConnectionLost,
+    DeleteOp,
     NodeExists,
     NoNode,
+    NotEmpty,
     SessionExpired,
     ZkClient,
     ZkWatch,
@@ -104,7 +108,7 @@ class Controller:
         live = {int(i) for i in ids}
         deletions, deletions_watch = await self.zk.children_watch(zd.DELETE_TOPICS)
         for topic in deletions:
-            await self._delete_topic(topic)
+            await self._delete_topic(topic, epoch)
         topics, topics_watch = await self.zk.children_watch(zd.TOPICS)
         watches = [brokers_watch, deletions_watch, topics_watch]
         views = []
@@ -156,7 +160,7 @@ class Controller:
         )
         return True
 
-    async def _delete_topic(self, topic: str) -> None:
+    async def _delete_topic(self, topic: str, epoch: ControllerEpoch) -> None:
         """Kafka's TopicDeletionManager, briefly: states, assignment and configs removed, the
         request last; brokers delete their logs when the topic's znode goes."""
         try:
@@ -169,7 +173,16 @@ class Controller:
             for path in (zd.partition_state_path(topic, int(p)), zd.partition_path(topic, int(p)))
         ]
         paths += [zd.partitions_path(topic), zd.topic_path(topic), zd.config_path("topics", topic)]
-        for path in [*paths, zd.delete_topic_path(topic)]:
-            with contextlib.suppress(NoNode):
-                await self.zk.delete(path)
+        paths.append(zd.delete_topic_path(topic))
+        existing = [path for path in paths if await self.zk.exists(path) is not None]
+        # One transaction behind the controller epoch: a deposed controller deletes nothing.
+        fence = CheckOp(zd.CONTROLLER_EPOCH, epoch.zk_version)
+        try:
+            await self.zk.multi([fence, *(DeleteOp(path) for path in existing)])
+        except BadVersion as exc:
+            if exc.op_index == 0:
+                raise ControllerMoved(f"controller epoch {epoch.epoch} was superseded") from None
+            raise
+        except (NoNode, NotEmpty):
+            return  # changed meanwhile (a partition added): the next round tries again
         log.info("deleted topic %s", topic)

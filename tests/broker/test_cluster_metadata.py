@@ -280,3 +280,21 @@ def test_acks_all_waits_for_the_follower_then_times_out(tmp_path) -> None:
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     broker.shutdown()
+
+
+def test_single_node_alter_isr_applies_a_current_change_and_answers_a_stale_one(tmp_path) -> None:
+    store = single_node(tmp_path)
+    states: list[PartitionState] = []
+
+    class States(Recorder):
+        def on_partition_state_changed(self, topic: TopicMetadata, state: PartitionState) -> None:
+            states.append(state)
+
+    store.create_topic(TopicMetadata("t", uuid.uuid4(), 1), [[1]])
+    store.subscribe(States())
+    store.alter_isr("t", 0, [1], 0, 0)
+    store.alter_isr("t", 0, [1], 0, 0)  # stale: the partition epoch is 1 now
+    current = PartitionState("t", 0, (1,), 1, 0, (1,), 1)
+    assert states == [current, current]
+    assert store.partition_state("t", 0) == current
+    assert trio.run(store.wait_for_partitions, ["t"], 0)

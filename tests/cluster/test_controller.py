@@ -125,6 +125,12 @@ def test_controller_elects_and_fails_over(zk_connect: str) -> None:
                 "t", 0, zd.PartitionState(7, 99, (7,), old.epoch), current.zk_version, old
             )
 
+        # ... nor deletes a topic.
+        deposed = Controller(watcher.zk, first_controller)
+        with pytest.raises(ControllerMoved):
+            await deposed._delete_topic("t", old)
+        assert await watcher.zk.exists(zd.partition_state_path("t", 0))
+
         # Deletion: the controller removes the topic; the store forgets it.
         watcher.delete_topic("t")
         await until(lambda: "t" not in watcher.topics)
