@@ -14,6 +14,7 @@ from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.broker.topic_config import log_config_for
 from kafkalite.config import BrokerConfig, Listener
 from kafkalite.metrics import BrokerMetrics
+from kafkalite.storage.cleaner_process import CLEANER_POOL
 from kafkalite.storage.log_dirs import LogDirs
 
 DYNAMIC_CONFIGS_FILE = "dynamic-broker-configs.json"
@@ -91,4 +92,5 @@ class Broker:
         return info.endpoint(self.advertised_listener.name) if info is not None else None
 
     def shutdown(self) -> None:
+        CLEANER_POOL.shutdown()
         self.replica_manager.shutdown()

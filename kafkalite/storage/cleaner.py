@@ -20,9 +20,11 @@ One cleaning:
 4. `UnifiedLog.replace_segments` swaps each group in crash-safely (`.cleaned` -> `.swap` ->
    final names; a restart completes a `.swap`, discards a `.cleaned`).
 
-Synchronous. In the broker it runs on a worker thread (broker/log_maintenance.py): it reads
-only segments below the active one, which appends never touch, while the log holds their
-deletion back (`UnifiedLog.cleaning`), and swaps through `UnifiedLog.replace_segments_async`.
+Synchronous. In the broker steps 2-3 run in a cleaner process (storage/cleaner_process.py,
+which reuses `filter_batch` and `segment_batches`), or as `clean_log` on a worker thread
+where no process can start (broker/log_maintenance.py): either reads only segments below the
+active one, which appends never touch, while the log holds their deletion back
+(`UnifiedLog.cleaning`), and the swap happens through `UnifiedLog.replace_segments_from_worker`.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from kafkalite.storage.batch import (
     HEADER_SIZE,
@@ -55,6 +58,7 @@ logger = logging.getLogger("kafkalite.storage")
 READ_CHUNK = 1 << 20
 OffsetMap = dict[bytes, int]
 Swap = Callable[[LogSegment, list[LogSegment]], None]
+LastSequence = Callable[[int], int | None]  # producer id -> its last sequence, if known
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,7 @@ class CleanResult:
     segments_written: int  # cleaned segments that replaced them
     bytes_before: int  # size of the rewritten source segments
     bytes_after: int
+    cleaner_pid: int = field(default_factory=os.getpid)  # the process that cleaned
 
     @property
     def bytes_reclaimed(self) -> int:
@@ -296,7 +301,7 @@ def _copy_retained(
             batch,
             offset_map,
             retain_deletes,
-            log.producer_state,
+            last_sequence_of(log.producer_state),
             log.config.max_message_bytes,
         )
         changed |= out is not batch
@@ -310,7 +315,7 @@ def filter_batch(
     batch: bytes | memoryview,
     offset_map: OffsetMap,
     retain_deletes: bool,
-    producer_state: ProducerStateManager,
+    last_sequence: LastSequence,
     max_batch_bytes: int,
 ) -> bytes | memoryview | None:
     """The batch to write for `batch`: itself when every record stays, a rewrite holding the
@@ -319,7 +324,7 @@ def filter_batch(
         return batch  # transaction markers: kept (kafkalite writes none yet)
     records = decode_records(batch)
     kept = [record for record in records if _retain(record, offset_map, retain_deletes)]
-    if not kept and not _holds_last_sequence(header, producer_state):
+    if not kept and not _holds_last_sequence(header, last_sequence):
         return None  # also a bare header kept earlier, once its producer wrote again
     if len(kept) == len(records):
         return batch
@@ -340,13 +345,18 @@ def _retain(record: Record, offset_map: OffsetMap, retain_deletes: bool) -> bool
     return record.value is not None or retain_deletes
 
 
-def _holds_last_sequence(header: BatchHeader, producer_state: ProducerStateManager) -> bool:
+def _holds_last_sequence(header: BatchHeader, last_sequence: LastSequence) -> bool:
     """Kafka's RETAIN_EMPTY: the producer's newest batch stays (as a bare header) so a reload
     that replays the log still knows its last sequence."""
-    if not header.has_producer_id:
-        return False
-    entry = producer_state.last_entry(header.producer_id)
-    return entry is not None and entry.last_seq == header.last_sequence
+    return header.has_producer_id and last_sequence(header.producer_id) == header.last_sequence
+
+
+def last_sequence_of(producer_state: ProducerStateManager) -> LastSequence:
+    def last_sequence(producer_id: int) -> int | None:
+        entry = producer_state.last_entry(producer_id)
+        return None if entry is None else entry.last_seq
+
+    return last_sequence
 
 
 def rebuild_batch(header: BatchHeader, records: list[Record]) -> bytes:
@@ -374,8 +384,19 @@ def rebuild_batch(header: BatchHeader, records: list[Record]) -> bytes:
     )
 
 
+class SegmentFile(Protocol):
+    """What `segment_batches` reads: a LogSegment, or a cleaner process's view of one."""
+
+    dir: Path
+    base_offset: int
+    size: int
+
+    @property
+    def fd(self) -> int: ...
+
+
 def segment_batches(
-    segment: LogSegment, start: int = 0
+    segment: SegmentFile, start: int = 0
 ) -> Iterator[tuple[BatchHeader, memoryview]]:
     """(header, bytes) of every batch from byte `start` to the segment's end, read in chunks.
 
@@ -400,7 +421,7 @@ def segment_batches(
         position += consumed
 
 
-def _unreadable(segment: LogSegment, position: int) -> KafkaStorageError:
+def _unreadable(segment: SegmentFile, position: int) -> KafkaStorageError:
     return KafkaStorageError(
         f"cannot clean segment {segment.base_offset} of {segment.dir}: "
         f"no whole batch at byte {position} of {segment.size}"

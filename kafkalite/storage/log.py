@@ -695,6 +695,14 @@ class UnifiedLog:
             path.unlink(missing_ok=True)
         return self._open_segment(base_offset, now_ms, CLEANED_SUFFIX)
 
+    def open_written_cleaned_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+        """The `.cleaned` segment a cleaner process wrote and flushed, opened to swap it in."""
+        segment = self._open_segment(base_offset, now_ms, CLEANED_SUFFIX)
+        if segment.needs_recovery:
+            segment.delete()
+            raise KafkaStorageError(f"cleaned segment {base_offset} of {self.dir} is unreadable")
+        return segment
+
     def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
         """Swap a flushed `.cleaned` segment in for consecutive `old` ones (same first base).
 

@@ -191,8 +191,8 @@ def test_unfinished_requests_are_bounded_by_queued_max_request_bytes(broker_fact
 def test_cleaning_while_producing_keeps_the_latest_value_of_every_key(
     broker_factory, topic_name
 ) -> None:
-    """Point 9: the cleaner works on a worker thread while produce requests append to the
-    same log; whatever the interleaving, the consumer's table is exact."""
+    """Point 9: the cleaner works in a process of its own while produce requests append to
+    the same log; whatever the interleaving, the consumer's table is exact."""
     broker = broker_factory({"log.cleaner.backoff.ms": "100"})
     topic = topic_name()
     config = {
@@ -222,3 +222,10 @@ def test_cleaning_while_producing_keeps_the_latest_value_of_every_key(
     assert offsets == sorted(set(offsets)) and offsets[-1] == 2999
     assert len(records) < 3000
     assert error_records(broker.lines) == []
+    cleaners = {
+        int(line.split(" in process ")[1].split(",")[0])
+        for line in broker.lines
+        if " in process " in line
+    }
+    assert len(cleaners) == 1 and broker.process is not None
+    assert broker.process.pid not in cleaners

@@ -74,6 +74,7 @@ def test_cleaning_runs_on_a_worker_thread_while_the_loop_appends_and_rolls(
         return real_clean_log(*args, **kwargs)
 
     monkeypatch.setattr(log_maintenance, "clean_log", clean_log)
+    monkeypatch.setattr(log_maintenance, "CLEAN_IN_PROCESS", False)  # the thread fallback
     try:
         reclaimed = trio.run(log_maintenance.clean_logs, broker.replica_manager)
         assert seen["thread"] is not threading.main_thread()
