@@ -179,6 +179,13 @@ async def _maintenance(broker: Broker) -> None:
             log.exception("periodic maintenance failed")
 
 
+async def _isr_expiration(broker: Broker) -> None:
+    """Kafka's isr-expiration task: every half of replica.lag.time.max.ms."""
+    while True:
+        await trio.sleep(broker.config.int("replica.lag.time.max.ms") / 2000)
+        broker.replica_manager.maybe_shrink_isrs()
+
+
 async def open_listeners(config: BrokerConfig) -> list[trio.SocketListener]:
     listeners: list[trio.SocketListener] = []
     for listener in config.listeners:
@@ -234,6 +241,7 @@ async def serve(
     with receiver as signals:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_maintenance, broker)
+            nursery.start_soon(_isr_expiration, broker)
             await nursery.start(broker.groups.run)
             pool = RequestMemoryPool(broker.config.int("queued.max.request.bytes"))
             await nursery.start(

@@ -139,3 +139,16 @@ class ClusterMetadata(Protocol):
     def allocate_producer_id(self) -> int:
         """A producer id never handed out before in this cluster."""
         ...
+
+    def alter_isr(
+        self,
+        topic: str,
+        partition: int,
+        new_isr: list[int],
+        leader_epoch: int,
+        partition_epoch: int,
+    ) -> None:
+        """The leader asks for a new ISR, conditional on the state it knows (leader epoch and
+        partition epoch): a stale request changes nothing. The outcome arrives as
+        `on_partition_state_changed` (the single node applies it at once)."""
+        ...

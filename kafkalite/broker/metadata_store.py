@@ -196,6 +196,22 @@ class SingleNodeMetadata:
         for listener in self._listeners:
             listener.on_topic_configs_changed(name, configs)
 
+    def alter_isr(
+        self,
+        topic: str,
+        partition: int,
+        new_isr: list[int],
+        leader_epoch: int,
+        partition_epoch: int,
+    ) -> None:
+        """This node is the only replica, so its ISR never changes: the current state is
+        announced again, which ends the leader's pending change."""
+        state = self.partition_state(topic, partition)
+        if state is None:
+            return
+        for listener in self._listeners:
+            listener.on_partition_state_changed(self._topics[topic], state)
+
     def _check_assignment(self, assignment: Assignment) -> None:
         if any(list(replicas) != [self.node_id] for replicas in assignment):
             raise ValueError(f"a single node can only assign broker {self.node_id}")

@@ -437,8 +437,51 @@ class ReplicaManager:
 
     def fetch_messages(self, params: FetchParams, infos: Sequence[FetchInfo]) -> DelayedFetch:
         """Kafka's fetchMessages: a fetch to complete at once or park until data arrives
-        (run it through the fetch purgatory, as broker/delayed_wait.py does)."""
+        (run it through the fetch purgatory, as broker/delayed_wait.py does). A follower's
+        positions are taken first, once per request: the high watermark may move (parked
+        acks=all produces complete) and the follower may rejoin the ISR."""
+        if params.is_from_follower:
+            for info in infos:
+                self._update_follower_fetch_state(params.replica_id, info)
         return DelayedFetch(params, infos, lambda: self.read_from_local_log(params, infos))
+
+    def _update_follower_fetch_state(self, replica_id: int, info: FetchInfo) -> None:
+        partition = self._partition_of(info.tp)
+        if partition is None or not partition.is_leader:
+            return
+        moved = partition.record_follower_fetch(
+            replica_id,
+            info.fetch_offset,
+            current_leader_epoch=info.current_leader_epoch,
+            last_fetched_epoch=info.last_fetched_epoch,
+            now_ms=self.clock_ms(),
+        )
+        if moved:
+            self._complete_delayed(info.tp)
+        proposal = partition.maybe_expand_isr(replica_id)
+        if proposal is not None:
+            self._alter_isr(partition, proposal)
+
+    def _alter_isr(self, partition: Partition, new_isr: list[int]) -> None:
+        """Ask the controller for `new_isr` (pending until the new state comes back)."""
+        log.info("%s-%d: ISR %s -> %s", partition.topic, partition.index, partition.isr, new_isr)
+        self.metadata.alter_isr(
+            partition.topic,
+            partition.index,
+            new_isr,
+            partition.leader_epoch,
+            partition.partition_epoch,
+        )
+
+    def maybe_shrink_isrs(self) -> None:
+        """Kafka's isr-expiration task: drop followers lagging past replica.lag.time.max.ms
+        from the ISR of every partition this broker leads."""
+        now, max_lag = self.clock_ms(), self.config.int("replica.lag.time.max.ms")
+        for topic in list(self.topics.values()):
+            for partition in list(topic.partitions):
+                proposal = partition.maybe_shrink_isr(now, max_lag)
+                if proposal is not None:
+                    self._alter_isr(partition, proposal)
 
     def read_from_local_log(self, params: FetchParams, infos: Sequence[FetchInfo]) -> FetchRead:
         """One pass over the partitions within max_bytes; the first batch found is returned
