@@ -242,6 +242,8 @@ async def serve(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_maintenance, broker)
             nursery.start_soon(_isr_expiration, broker)
+            if broker.fetchers is not None:
+                await nursery.start(broker.fetchers.run)
             await nursery.start(broker.groups.run)
             pool = RequestMemoryPool(broker.config.int("queued.max.request.bytes"))
             await nursery.start(

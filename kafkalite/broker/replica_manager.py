@@ -15,6 +15,7 @@ import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -99,6 +100,14 @@ class Topic:
         return self.metadata.topic_id
 
 
+class FollowerFetchers(Protocol):
+    """What the ReplicaManager asks of the replica fetchers (ReplicaFetcherManager)."""
+
+    def add_partition(self, partition: Partition) -> None: ...
+
+    def remove_partition(self, tp: TopicPartition) -> None: ...
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -116,6 +125,8 @@ class ReplicaManager:
         self.topics_by_id: dict[uuid.UUID, Topic] = {}
         self.produce_purgatory = Purgatory("Produce")
         self.fetch_purgatory = Purgatory("Fetch")
+        # Followers fetch through it (broker/replica_fetcher_manager.py); set by the Broker.
+        self.fetchers: FollowerFetchers | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -156,8 +167,20 @@ class ReplicaManager:
                 "%s-%d: ignoring stale state %s (%s)", meta.name, state.partition, state, error.name
             )
             return
+        self._update_fetcher(partition)
         # Parked requests may now be answerable (NOT_LEADER_OR_FOLLOWER after losing it).
         self._complete_delayed((meta.name, state.partition))
+
+    def _update_fetcher(self, partition: Partition) -> None:
+        """Kafka's makeFollowers: a follower fetches from its (maybe new) leader; a leader, or
+        a follower without a leader, fetches from nobody."""
+        if self.fetchers is None:
+            return
+        tp = (partition.topic, partition.index)
+        if partition.is_leader or partition.leader_id < 0:
+            self.fetchers.remove_partition(tp)
+        else:
+            self.fetchers.add_partition(partition)
 
     def _with_local_epoch(self, partition: Partition, state: PartitionState) -> PartitionState:
         """A sole replica keeps the epoch its log was written in across restarts: no other
@@ -196,6 +219,8 @@ class ReplicaManager:
             return
         del self.topics_by_id[topic.topic_id]
         for partition in topic.partitions:
+            if self.fetchers is not None:
+                self.fetchers.remove_partition((name, partition.index))
             self.log_manager.delete_log(name, partition.index)
             self._complete_delayed((name, partition.index))  # they answer an unknown partition
 
