@@ -74,7 +74,7 @@ class Broker:
         self.config = self.replica_manager.config = self.groups.config = config
         for topic in self.replica_manager.topics.values():
             log_config = log_config_for(config, topic.metadata.configs)
-            for partition in topic.partitions:
+            for partition in topic.partitions.values():
                 partition.log.update_config(log_config)
 
     @property

@@ -88,8 +88,10 @@ OK = Outcome()
 
 @dataclass
 class Topic:
+    """The partitions of a topic this broker holds a replica of (a subset in a cluster)."""
+
     metadata: TopicMetadata
-    partitions: list[Partition]
+    partitions: dict[int, Partition]
 
     @property
     def name(self) -> str:
@@ -153,7 +155,8 @@ class ReplicaManager:
         """Kafka's becomeLeaderOrFollower for one partition: create its replica if needed,
         then make it leader or follower (stale epochs are fenced by the Partition)."""
         if self.node_id not in state.replicas:
-            return  # not ours (a StopReplica for a moved partition comes with reassignment)
+            self._remove_replica(meta.name, state.partition)  # moved away, if it was here
+            return
         partition = self.partition(meta.name, state.partition) or self._create_partition(
             meta, state.partition
         )
@@ -193,24 +196,36 @@ class ReplicaManager:
     def _create_partition(self, meta: TopicMetadata, index: int) -> Partition:
         topic = self.topics.get(meta.name)
         if topic is None:
-            topic = self.topics[meta.name] = Topic(meta, [])
+            topic = self.topics[meta.name] = Topic(meta, {})
             self.topics_by_id[meta.topic_id] = topic
-        if index != len(topic.partitions):
-            raise ValueError(f"{meta.name}-{index}: partitions must arrive in order")
         log_ = self.log_manager.logs.get((meta.name, index))
         if log_ is None:
             log_config = log_config_for(self.config, meta.configs)
             log_ = self.log_manager.create_log(meta.name, index, log_config, self.clock_ms())
         partition = Partition(meta.name, meta.topic_id, index, log_, self.node_id)
-        topic.partitions.append(partition)
+        topic.partitions[index] = partition
         return partition
+
+    def _remove_replica(self, name: str, index: int) -> None:
+        """Kafka's StopReplica with deletion: this broker is no longer a replica."""
+        topic = self.topics.get(name)
+        partition = topic.partitions.pop(index, None) if topic is not None else None
+        if topic is None or partition is None:
+            return
+        if not topic.partitions:
+            del self.topics[name]
+            del self.topics_by_id[topic.topic_id]
+        if self.fetchers is not None:
+            self.fetchers.remove_partition((name, index))
+        self.log_manager.delete_log(name, index)
+        self._complete_delayed((name, index))
 
     def on_topic_configs_changed(self, name: str, configs: Mapping[str, str]) -> None:
         topic = self.topics.get(name)
         if topic is None:
             return
         log_config = log_config_for(self.config, configs)
-        for partition in topic.partitions:
+        for partition in topic.partitions.values():
             partition.log.update_config(log_config)
 
     def on_topic_deleted(self, name: str) -> None:
@@ -218,7 +233,7 @@ class ReplicaManager:
         if topic is None:
             return
         del self.topics_by_id[topic.topic_id]
-        for partition in topic.partitions:
+        for partition in topic.partitions.values():
             if self.fetchers is not None:
                 self.fetchers.remove_partition((name, partition.index))
             self.log_manager.delete_log(name, partition.index)
@@ -237,9 +252,7 @@ class ReplicaManager:
 
     def partition(self, topic: str, index: int) -> Partition | None:
         found = self.topics.get(topic)
-        if found is None or not 0 <= index < len(found.partitions):
-            return None
-        return found.partitions[index]
+        return found.partitions.get(index) if found is not None else None
 
     def _partition_of(self, tp: TopicPartition) -> Partition | None:
         return self.partition(*tp)
@@ -503,7 +516,7 @@ class ReplicaManager:
         from the ISR of every partition this broker leads."""
         now, max_lag = self.clock_ms(), self.config.int("replica.lag.time.max.ms")
         for topic in list(self.topics.values()):
-            for partition in list(topic.partitions):
+            for partition in list(topic.partitions.values()):
                 proposal = partition.maybe_shrink_isr(now, max_lag)
                 if proposal is not None:
                     self._alter_isr(partition, proposal)
@@ -570,7 +583,7 @@ class ReplicaManager:
         return {
             (topic.name, p.index): p.high_watermark
             for topic in self.topics.values()
-            for p in topic.partitions
+            for p in topic.partitions.values()
         }
 
     def apply_retention(self) -> int:

@@ -4,6 +4,8 @@ high watermark, answers acks=all and changes the ISR through the shared cluster 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import trio
 from cluster_fixtures import ManualClock, running_cluster
 from kio.schema.errors import ErrorCode
@@ -157,5 +159,25 @@ def test_a_deposed_leader_truncates_its_unreplicated_suffix(tmp_path) -> None:
             assert old.partition(*TP).log.leader_epoch_cache.entries == (
                 new.partition(*TP).log.leader_epoch_cache.entries
             )
+
+    trio.run(main)
+
+
+def test_a_broker_holds_only_its_replicas_and_deletes_one_it_loses(tmp_path) -> None:
+    clock = ManualClock()
+
+    async def main() -> None:
+        async with running_cluster(tmp_path, 2, clock) as (cluster, running):
+            first, second = (running[i].broker.replica_manager for i in (1, 2))
+            first.create_topic("t", 2, 1)  # round-robin: partition 0 on broker 1, 1 on 2
+            assert sorted(first.topics["t"].partitions) == [0]
+            assert sorted(second.topics["t"].partitions) == [1]
+            log_dir = second.partition("t", 1).log.dir
+            assert log_dir.exists()
+            # Moved to broker 1 alone: broker 2 drops its replica and its files.
+            state = cluster.states[("t", 1)]
+            cluster.announce(replace(state, replicas=(1,), leader=1, leader_epoch=1, isr=(1,)))
+            assert "t" not in second.topics and not log_dir.exists()
+            assert sorted(first.topics["t"].partitions) == [0, 1]
 
     trio.run(main)
