@@ -469,6 +469,11 @@ class Partition:
         self.log.truncate_to(offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Start over empty at the leader's log start (Kafka's truncateFullyAndStartAt)."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.high_watermark = offset
+
     def truncation_offset(self, leader_epoch: int, leader_end_offset: int) -> tuple[int, bool]:
         """Where a follower must truncate, given the leader's OffsetForLeaderEpoch answer for
         the follower's latest epoch (Kafka's AbstractFetcherThread.getOffsetTruncationState).

@@ -9,8 +9,10 @@ epoch truncates the log by leader epoch (never by high watermark alone).
 
 The decisions (`fetch_request`, `apply_partition_response`) are sans-IO; `ReplicaFetcher.run`
 is the trio task around them. NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH park a
-partition until the metadata brings its next state (the manager then re-adds it); other
-errors and a lost connection back off for replica.fetch.backoff.ms.
+partition until the metadata brings its next state (the manager then re-adds it);
+OFFSET_OUT_OF_RANGE asks the leader (ListOffsets, as a replica) where its log starts and
+starts over there when this log ends before it; other errors and a lost connection back off
+for replica.fetch.backoff.ms.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from kio.static.constants import EntityType
 from kafkalite.apis.base import make
 from kafkalite.broker.cluster_metadata import Endpoint
 from kafkalite.broker.delayed import TopicPartition
-from kafkalite.broker.partition import Partition
+from kafkalite.broker.partition import EARLIEST, Partition
 from kafkalite.protocol.client import BrokerConnection, ConnectionLost
 from kafkalite.storage.errors import StorageError
 
@@ -40,6 +42,9 @@ log = logging.getLogger("kafkalite.replica_fetcher")
 FETCH_API_KEY = 1
 FETCH_VERSION = 16  # Kafka's inter-broker Fetch: topic ids, ReplicaState, diverging epochs
 NO_BROKER_EPOCH = -1
+LIST_OFFSETS_API_KEY = 2
+LIST_OFFSETS_VERSION = 7
+AWAIT_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +63,7 @@ class Outcome(enum.Enum):
     TRUNCATED = "truncated"  # diverged: truncated, fetch again with the new last epoch
     BACK_OFF = "back off"  # retriable: try again after replica.fetch.backoff.ms
     AWAIT_STATE = "await state"  # the leader moved on: wait for the metadata's next state
+    OUT_OF_RANGE = "out of range"  # ask the leader where its log starts
 
 
 def fetch_partition_entry(partition: Partition, max_bytes: int) -> dict[str, Any]:
@@ -106,8 +112,10 @@ def apply_partition_response(partition: Partition, data: Any, now_ms: int) -> Ou
     """Kafka's processFetchRequest for one partition: append, learn the high watermark, or
     truncate to where the logs agree."""
     error = ErrorCode(data.error_code)
-    if error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch):
+    if error in AWAIT_ERRORS:
         return Outcome.AWAIT_STATE
+    if error is ErrorCode.offset_out_of_range:
+        return Outcome.OUT_OF_RANGE
     if error is not ErrorCode.none:
         log.info("%s-%d: fetch answered %s", partition.topic, partition.index, error.name)
         return Outcome.BACK_OFF
@@ -134,6 +142,46 @@ def apply_partition_response(partition: Partition, data: Any, now_ms: int) -> Ou
             return Outcome.BACK_OFF
     partition.update_follower_high_watermark(data.high_watermark)
     return Outcome.FETCHED
+
+
+def earliest_offsets_request(partitions: list[Partition], broker_id: int) -> Any:
+    """ListOffsets for the leader's log start of `partitions`, as a replica."""
+    module: Any = load_payload_module(
+        LIST_OFFSETS_API_KEY, LIST_OFFSETS_VERSION, EntityType.request
+    )
+    by_topic: dict[str, list[Any]] = {}
+    for partition in partitions:
+        entry = make(
+            module.ListOffsetsPartition,
+            partition_index=partition.index,
+            current_leader_epoch=partition.leader_epoch,
+            timestamp=EARLIEST,
+        )
+        by_topic.setdefault(partition.topic, []).append(entry)
+    topics = tuple(
+        make(module.ListOffsetsTopic, name=name, partitions=tuple(entries))
+        for name, entries in by_topic.items()
+    )
+    return make(module.ListOffsetsRequest, replica_id=broker_id, isolation_level=0, topics=topics)
+
+
+def reset_out_of_range(partition: Partition, error: ErrorCode, leader_start: int) -> Outcome:
+    """Kafka's fetchOffsetAndTruncate, for a follower behind its leader's log start: start
+    empty there. Otherwise (the leader's log ends before this one, which only an unclean
+    election leaves) back off: the diverging-epoch check truncates on the next fetch."""
+    if error is not ErrorCode.none:
+        return Outcome.AWAIT_STATE if error in AWAIT_ERRORS else Outcome.BACK_OFF
+    if leader_start > partition.log_end_offset:
+        log.info(
+            "%s-%d: log end %d is before the leader's log start %d: starting over there",
+            partition.topic,
+            partition.index,
+            partition.log_end_offset,
+            leader_start,
+        )
+        partition.truncate_fully_and_start_at(leader_start)
+        return Outcome.TRUNCATED
+    return Outcome.BACK_OFF
 
 
 @dataclass(slots=True)
@@ -239,11 +287,43 @@ class ReplicaFetcher:
         if response.error_code != ErrorCode.none:
             self._back_off(ready)
             return
-        progressed = self._apply(response, epochs)
+        progressed, out_of_range = self._apply(response, epochs)
+        if out_of_range:
+            await self._reset_out_of_range(connection, out_of_range)
         self._on_progress(progressed)
 
-    def _apply(self, response: Any, epochs: dict[TopicPartition, int]) -> list[TopicPartition]:
-        done = []
+    async def _reset_out_of_range(
+        self, connection: BrokerConnection, states: list[FetchState]
+    ) -> None:
+        epochs = {(s.partition.topic, s.partition.index): s.leader_epoch for s in states}
+        request = earliest_offsets_request([s.partition for s in states], self.settings.broker_id)
+        try:
+            response = await connection.request(request)
+        except ConnectionLost:
+            await self._close()
+            self._back_off(states)
+            return
+        for topic in response.topics:
+            for answer in topic.partitions:
+                tp = (topic.name, answer.partition_index)
+                state = self.partitions.get(tp)
+                if state is None or epochs.get(tp) != state.leader_epoch:
+                    continue
+                outcome = reset_out_of_range(
+                    state.partition, ErrorCode(answer.error_code), answer.offset
+                )
+                self._note(state, outcome)
+
+    def _note(self, state: FetchState, outcome: Outcome) -> None:
+        if outcome is Outcome.AWAIT_STATE:
+            state.awaiting_state = True
+        elif outcome is Outcome.BACK_OFF:
+            self._back_off([state])
+
+    def _apply(
+        self, response: Any, epochs: dict[TopicPartition, int]
+    ) -> tuple[list[TopicPartition], list[FetchState]]:
+        done, out_of_range = [], []
         now_ms = self._clock_ms()
         by_id = {s.partition.topic_id: s.partition.topic for s in self.partitions.values()}
         for topic in response.responses:
@@ -254,9 +334,8 @@ class ReplicaFetcher:
                 if tp is None or state is None or epochs.get(tp) != state.leader_epoch:
                     continue  # removed or re-added under a new epoch meanwhile
                 outcome = apply_partition_response(state.partition, data, now_ms)
-                if outcome is Outcome.AWAIT_STATE:
-                    state.awaiting_state = True
-                elif outcome is Outcome.BACK_OFF:
-                    self._back_off([state])
+                if outcome is Outcome.OUT_OF_RANGE:
+                    out_of_range.append(state)
+                self._note(state, outcome)
                 done.append(tp)
-        return done
+        return done, out_of_range

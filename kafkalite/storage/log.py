@@ -837,6 +837,13 @@ class UnifiedLog:
         self.leader_epoch_cache.truncate_from_end(leo)
         self._load_producer_state(now_ms)
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop the whole log and start it empty at `offset` (a follower whose log ends
+        before its leader's log start: what it has can never be continued)."""
+        self._truncate_fully_and_start_at(offset, self._now_ms)
+        self.log_start_offset = offset
+        self._load_producer_state(self._now_ms)
+
     def _truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
         for segment in self.segments:
             segment.delete()

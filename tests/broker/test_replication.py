@@ -181,3 +181,26 @@ def test_a_broker_holds_only_its_replicas_and_deletes_one_it_loses(tmp_path) -> 
             assert sorted(first.topics["t"].partitions) == [0, 1]
 
     trio.run(main)
+
+
+def test_a_new_replica_behind_the_leaders_log_start_starts_there(tmp_path) -> None:
+    clock = ManualClock()
+
+    async def main() -> None:
+        async with running_cluster(tmp_path, 2, clock) as (cluster, running):
+            leader, joining = (running[i].broker.replica_manager for i in (1, 2))
+            leader.create_topic("t", 1, 1)
+            assert cluster.states[TP].replicas == (1,)
+            leader.append_records({TP: batch(2)}, 1)
+            leader.append_records({TP: batch(3)}, 1)
+            assert leader.delete_records(TP, 2) == (ErrorCode.none, 2)
+            # Broker 2 becomes a replica: its empty log ends before the leader's log start.
+            state = cluster.states[TP]
+            cluster.announce(replace(state, replicas=(1, 2), partition_epoch=1))
+            await until(lambda: cluster.states[TP].isr == (1, 2), running)
+            partition = joining.partition(*TP)
+            assert (partition.log_start_offset, partition.log_end_offset) == (2, 5)
+            start = leader.partition(*TP)
+            assert partition.log.read(2, 1 << 20, 5) == start.log.read(2, 1 << 20, 5)
+
+    trio.run(main)
