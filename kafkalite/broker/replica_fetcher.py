@@ -56,6 +56,7 @@ class FetchSettings:
     wait_max_ms: int
     min_bytes: int
     backoff_ms: int
+    socket_timeout_ms: int = 30_000  # an unanswered request: the connection is given up
 
 
 class Outcome(enum.Enum):
@@ -277,12 +278,11 @@ class ReplicaFetcher:
             if connection is None:
                 self._back_off(ready)
                 return
-            response = await connection.request(request)
+            response = await self._request(connection, request)
         except ConnectionLost as exc:
             log.info("fetching from broker %d: %s", self.source_broker, exc)
             await self._close()
             self._back_off(ready)
-            await trio.sleep(self.settings.backoff_ms / 1000)
             return
         if response.error_code != ErrorCode.none:
             self._back_off(ready)
@@ -298,7 +298,7 @@ class ReplicaFetcher:
         epochs = {(s.partition.topic, s.partition.index): s.leader_epoch for s in states}
         request = earliest_offsets_request([s.partition for s in states], self.settings.broker_id)
         try:
-            response = await connection.request(request)
+            response = await self._request(connection, request)
         except ConnectionLost:
             await self._close()
             self._back_off(states)
@@ -313,6 +313,14 @@ class ReplicaFetcher:
                     state.partition, ErrorCode(answer.error_code), answer.offset
                 )
                 self._note(state, outcome)
+
+    async def _request(self, connection: BrokerConnection, request: Any) -> Any:
+        """A request answered within replica.socket.timeout.ms (a stopped leader whose
+        connection stays open must not hold its followers forever)."""
+        timeout_s = self.settings.socket_timeout_ms / 1000
+        with trio.move_on_after(timeout_s if timeout_s >= 0 else float("inf")):
+            return await connection.request(request)
+        raise ConnectionLost(f"no answer within {self.settings.socket_timeout_ms} ms")
 
     def _note(self, state: FetchState, outcome: Outcome) -> None:
         if outcome is Outcome.AWAIT_STATE:

@@ -30,6 +30,7 @@ def fetch_settings(config: BrokerConfig) -> FetchSettings:
         wait_max_ms=config.int("replica.fetch.wait.max.ms"),
         min_bytes=config.int("replica.fetch.min.bytes"),
         backoff_ms=config.int("replica.fetch.backoff.ms"),
+        socket_timeout_ms=config.int("replica.socket.timeout.ms"),
     )
 
 
