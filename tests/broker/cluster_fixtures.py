@@ -55,6 +55,14 @@ class SharedCluster:
                 PartitionState(topic.name, first + offset, replicas, replicas[0], 0, replicas)
             )
 
+    def create_topic(self, name: str, assignment: Assignment) -> TopicMetadata:
+        """A topic placed as `assignment` says (the first replica of each partition leads),
+        whatever placement the brokers would choose."""
+        topic = TopicMetadata(name, uuid.uuid4(), len(assignment), len(assignment[0]))
+        self.topics[name] = topic
+        self.create(topic, assignment)
+        return topic
+
     def elect(self, topic: str, partition: int, leader: int, isr: tuple[int, ...]) -> None:
         """A new leader in a new epoch (what the controller does when a leader dies)."""
         state = self.states[(topic, partition)]

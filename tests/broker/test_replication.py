@@ -54,7 +54,7 @@ def test_followers_copy_the_leaders_log_and_acks_all_waits_for_them(tmp_path) ->
     async def main() -> None:
         async with running_cluster(tmp_path, 3, clock) as (cluster, running):
             leader = running[1].broker.replica_manager
-            leader.create_topic("t", 1, 3)
+            cluster.create_topic("t", [[1, 2, 3]])
             assert cluster.states[TP].leader == 1
             followers = [running[2].broker.replica_manager, running[3].broker.replica_manager]
             for count in (3, 1, 5):
@@ -83,7 +83,7 @@ def test_a_stopped_follower_leaves_the_isr_after_the_max_lag(tmp_path) -> None:
     async def main() -> None:
         async with running_cluster(tmp_path, 2, clock, **overrides) as (cluster, running):
             leader = running[1].broker.replica_manager
-            leader.create_topic("t", 1, 2)
+            cluster.create_topic("t", [[1, 2]])
             assert (await produce(leader, 2)).error is ErrorCode.none
             running[2].stop()
             # Behind now, and not caught up for the max lag: not yet at LAG_MS, then out.
@@ -126,7 +126,7 @@ def test_a_follower_catching_up_rejoins_the_isr(tmp_path) -> None:
     async def main() -> None:
         async with running_cluster(tmp_path, 2, clock) as (cluster, running):
             leader = running[1].broker.replica_manager
-            leader.create_topic("t", 1, 2)
+            cluster.create_topic("t", [[1, 2]])
             cluster.alter_isr("t", 0, [1], 0, cluster.states[TP].partition_epoch)
             assert (await produce(leader, 4, acks=1)).error is ErrorCode.none
             await until(lambda: cluster.states[TP].isr == (1, 2), running)
@@ -145,7 +145,7 @@ def test_a_deposed_leader_truncates_its_unreplicated_suffix(tmp_path) -> None:
         async with running_cluster(tmp_path, 2, clock) as (cluster, running):
             old = running[1].broker.replica_manager
             new = running[2].broker.replica_manager
-            old.create_topic("t", 1, 2)
+            cluster.create_topic("t", [[1, 2]])
             assert (await produce(old, 3)).error is ErrorCode.none
             # Appended on the old leader only (acks=1), then broker 2 is elected before any
             # fetch: offsets 3-4 exist on broker 1 alone.
@@ -169,7 +169,7 @@ def test_a_broker_holds_only_its_replicas_and_deletes_one_it_loses(tmp_path) -> 
     async def main() -> None:
         async with running_cluster(tmp_path, 2, clock) as (cluster, running):
             first, second = (running[i].broker.replica_manager for i in (1, 2))
-            first.create_topic("t", 2, 1)  # round-robin: partition 0 on broker 1, 1 on 2
+            cluster.create_topic("t", [[1], [2]])
             assert sorted(first.topics["t"].partitions) == [0]
             assert sorted(second.topics["t"].partitions) == [1]
             log_dir = second.partition("t", 1).log.dir
@@ -189,7 +189,7 @@ def test_a_new_replica_behind_the_leaders_log_start_starts_there(tmp_path) -> No
     async def main() -> None:
         async with running_cluster(tmp_path, 2, clock) as (cluster, running):
             leader, joining = (running[i].broker.replica_manager for i in (1, 2))
-            leader.create_topic("t", 1, 1)
+            cluster.create_topic("t", [[1]])
             assert cluster.states[TP].replicas == (1,)
             leader.append_records({TP: batch(2)}, 1)
             leader.append_records({TP: batch(3)}, 1)
