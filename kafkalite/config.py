@@ -237,6 +237,9 @@ PROPERTIES: dict[str, Property] = {
     "replica.lag.time.max.ms": Property(
         _int(0), "30000", "follower lag before ISR exit", TYPE_LONG
     ),
+    "replica.socket.timeout.ms": Property(
+        _int(-1, I32_MAX), "30000", "follower fetch request timeout", TYPE_INT
+    ),
     "replica.fetch.max.bytes": Property(
         _int(0, I32_MAX), "1048576", "follower fetch size", TYPE_INT
     ),
@@ -402,5 +405,10 @@ def build_config(
         raise ConfigError(  # Kafka's check, with its words
             "replica.fetch.wait.max.ms should always be less than or equal to"
             " replica.lag.time.max.ms to prevent frequent changes in ISR"
+        )
+    if config.int("replica.fetch.wait.max.ms") > config.int("replica.socket.timeout.ms"):
+        raise ConfigError(  # Kafka's check, with its words
+            "replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms"
+            " to prevent unnecessary socket timeouts"
         )
     return config

@@ -179,6 +179,13 @@ async def _maintenance(broker: Broker) -> None:
             log.exception("periodic maintenance failed")
 
 
+async def _isr_expiration(broker: Broker) -> None:
+    """Kafka's isr-expiration task: every half of replica.lag.time.max.ms."""
+    while True:
+        await trio.sleep(broker.config.int("replica.lag.time.max.ms") / 2000)
+        broker.replica_manager.maybe_shrink_isrs()
+
+
 async def open_listeners(config: BrokerConfig) -> list[trio.SocketListener]:
     listeners: list[trio.SocketListener] = []
     for listener in config.listeners:
@@ -239,6 +246,9 @@ async def serve(
             nursery.start_soon(_maintenance, broker)
             for task in tasks:
                 await nursery.start(task)
+            nursery.start_soon(_isr_expiration, broker)
+            if broker.fetchers is not None:
+                await nursery.start(broker.fetchers.run)
             await nursery.start(broker.groups.run)
             pool = RequestMemoryPool(broker.config.int("queued.max.request.bytes"))
             await nursery.start(

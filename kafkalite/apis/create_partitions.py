@@ -41,10 +41,12 @@ def _check(ctx: RequestContext, request_topic: Any) -> Outcome:
     outcome = manager.check_new_partitions(request_topic.name, request_topic.count)
     if not outcome.ok or request_topic.assignments is None:
         return outcome
-    partitions = manager.topics[request_topic.name].partitions
-    added = request_topic.count - len(partitions)
+    meta = manager.metadata.topics[request_topic.name]
+    first = manager.metadata.partition_state(request_topic.name, 0)
+    added = request_topic.count - meta.num_partitions
+    replication_factor = len(first.replicas) if first is not None else meta.replication_factor
     return _check_assignments(
-        ctx, request_topic.assignments, added, replication_factor=len(partitions[0].replicas)
+        ctx, request_topic.assignments, added, replication_factor=replication_factor
     )
 
 
@@ -65,9 +67,9 @@ def _result(ctx: RequestContext, name: str, outcome: Outcome) -> Any:
 
 
 def _partitions_added(ctx: RequestContext, request: Any) -> int:
-    topics = ctx.broker.replica_manager.topics
+    topics = ctx.broker.replica_manager.metadata.topics
     return sum(
-        max(topic.count - len(topics[topic.name].partitions), 0)
+        max(topic.count - topics[topic.name].num_partitions, 0)
         for topic in request.topics
         if topic.name in topics
     )

@@ -37,7 +37,7 @@ def _partitions(ctx: RequestContext, topic: Topic, first: int, budget: int) -> t
             last_known_elr=(),
             offline_replicas=(),
         )
-        for p in topic.partitions[first : first + budget]
+        for p in sorted(topic.partitions.values(), key=lambda p: p.index)[first : first + budget]
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make, millis
+from kafkalite.apis.leader_hint import current_leader, node_endpoints
 from kafkalite.broker.delayed import FetchInfo, FetchParams
 from kafkalite.broker.delayed_wait import complete_or_expire
 from kafkalite.broker.partition import LogReadResult
@@ -80,7 +81,7 @@ def _fetch_infos(
 
 
 def _partition_data(
-    ctx: RequestContext, index: int, result: LogReadResult, params: FetchParams
+    ctx: RequestContext, topic: str | None, index: int, result: LogReadResult, params: FetchParams
 ) -> Any:
     diverging: dict[str, Any] = {}
     if result.diverging_epoch is not None:  # v12+ followers only
@@ -100,6 +101,7 @@ def _partition_data(
         aborted_transactions=() if params.isolation_level != READ_UNCOMMITTED else None,
         records=result.records,
         **diverging,
+        **(current_leader(ctx, topic, index, result.error) if topic is not None else {}),
     )
 
 
@@ -117,6 +119,7 @@ def _response(
             partitions=tuple(
                 _partition_data(
                     ctx,
+                    answer.topic if isinstance(answer, FetchInfo) else None,
                     answer.partition if isinstance(answer, FetchInfo) else part.partition,
                     results[answer] if isinstance(answer, FetchInfo) else LogReadResult(answer),
                     params,
@@ -132,7 +135,7 @@ def _response(
         error_code=ErrorCode.none,
         session_id=0,
         responses=responses,
-        node_endpoints=(),
+        node_endpoints=node_endpoints(ctx, [p for topic in responses for p in topic.partitions]),
     )
 
 

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import produce_legacy
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make, millis
+from kafkalite.apis.leader_hint import current_leader, node_endpoints
 from kafkalite.apis.topic_ids import topic_name
 from kafkalite.broker.delayed import ProduceResult, TopicPartition
 from kafkalite.broker.delayed_wait import complete_or_expire
@@ -36,6 +37,7 @@ def _partition_response(
     log_start_offset: int = -1,
     message: str | None = None,
     record_errors: tuple[RecordError, ...] = (),
+    **leader: Any,
 ) -> Any:
     append_time = (
         datetime.datetime.fromtimestamp(log_append_time_ms / 1000, tz=datetime.UTC)
@@ -58,6 +60,7 @@ def _partition_response(
             for error in record_errors
         ),
         error_message=message,
+        **leader,
     )
 
 
@@ -92,16 +95,17 @@ def _refused(ctx: RequestContext, index: int, problem: ErrorCode | str) -> Any:
     return _partition_response(ctx, index, problem)
 
 
-def _answered(ctx: RequestContext, index: int, result: ProduceResult) -> Any:
+def _answered(ctx: RequestContext, tp: TopicPartition, result: ProduceResult) -> Any:
     return _partition_response(
         ctx,
-        index,
+        tp[1],
         result.error,
         base_offset=result.base_offset,
         log_append_time_ms=result.log_append_time_ms,
         log_start_offset=result.log_start_offset,
         message=result.message,
         record_errors=result.record_errors,
+        **current_leader(ctx, tp[0], tp[1], result.error),
     )
 
 
@@ -151,13 +155,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             name=getattr(topic_data, "name", None),
             topic_id=getattr(topic_data, "topic_id", None),
             partition_responses=tuple(
-                _answered(ctx, answer[1], results[answer]) if isinstance(answer, tuple) else answer
+                _answered(ctx, answer, results[answer]) if isinstance(answer, tuple) else answer
                 for answer in answers
             ),
         )
         for topic_data, answers in plan
     )
-    return make(ctx.schema.ProduceResponse, responses=responses, throttle_time=NO_THROTTLE)
+    answers = [p for topic in responses for p in topic.partition_responses]
+    return make(
+        ctx.schema.ProduceResponse,
+        responses=responses,
+        throttle_time=NO_THROTTLE,
+        node_endpoints=node_endpoints(ctx, answers),
+    )
 
 
 API = ApiHandler(

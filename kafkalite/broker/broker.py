@@ -10,6 +10,7 @@ from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, Endpo
 from kafkalite.broker.dynamic_config import DynamicBrokerConfig, FileDynamicConfigStore
 from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
 from kafkalite.broker.metadata_store import SingleNodeMetadata
+from kafkalite.broker.replica_fetcher_manager import ReplicaFetcherManager
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.broker.topic_config import log_config_for
 from kafkalite.config import BrokerConfig, Listener
@@ -40,6 +41,7 @@ class Broker:
     clock_ms: Callable[[], int] = wall_clock_ms
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
     dynamic: DynamicBrokerConfig | None = None  # dynamic broker configs (kafka-configs)
+    fetchers: ReplicaFetcherManager | None = None  # followers' fetchers (run by the server)
 
     @classmethod
     def open(
@@ -59,10 +61,13 @@ class Broker:
         metadata.load(config.broker_id, config.str("cluster.id"))
         log_dirs = LogDirs.for_dirs(config.log_dirs, background_io=True)  # see log_maintenance
         replica_manager = ReplicaManager(config, metadata, log_dirs, clock_ms)
+        fetchers = replica_manager.fetchers = ReplicaFetcherManager(config, metadata, clock_ms)
         replica_manager.load()
         groups = GroupCoordinatorService(config, replica_manager)
         groups.load()
-        return cls(config, metadata, replica_manager, groups, clock_ms, dynamic=dynamic)
+        return cls(
+            config, metadata, replica_manager, groups, clock_ms, dynamic=dynamic, fetchers=fetchers
+        )
 
     def reconfigure(self, config: BrokerConfig) -> None:
         """Apply a new effective config (dynamic broker configs) to everything holding one;
@@ -70,7 +75,7 @@ class Broker:
         self.config = self.replica_manager.config = self.groups.config = config
         for topic in self.replica_manager.topics.values():
             log_config = log_config_for(config, topic.metadata.configs)
-            for partition in topic.partitions:
+            for partition in topic.partitions.values():
                 partition.log.update_config(log_config)
 
     @property

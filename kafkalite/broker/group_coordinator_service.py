@@ -133,7 +133,7 @@ class GroupCoordinatorService:
         if topic is None:
             return
         loaded = 0
-        for partition in topic.partitions:
+        for partition in topic.partitions.values():
             loaded += self._load_partition(partition)
         log.info("loaded %d record(s) from %s", loaded, OFFSETS_TOPIC)
 
@@ -190,13 +190,19 @@ class GroupCoordinatorService:
             return {}
         if self.ensure_offsets_topic() is not ErrorCode.none:
             return {c.group_id: ErrorCode.coordinator_not_available for c in changes}
-        partitions = self.replica_manager.topics[OFFSETS_TOPIC].partitions
+        topic = self.replica_manager.topics[OFFSETS_TOPIC]
+        partitions, count = topic.partitions, topic.metadata.num_partitions
         by_partition: dict[int, list[Change]] = defaultdict(list)
         for change in changes:
-            by_partition[group_partition(change.group_id, len(partitions))].append(change)
+            by_partition[group_partition(change.group_id, count)].append(change)
         failed: dict[str, ErrorCode] = {}
         for index, batch_changes in by_partition.items():
-            error = self._append(partitions[index], batch_changes)
+            partition = partitions.get(index)
+            error = (
+                self._append(partition, batch_changes)
+                if partition is not None
+                else ErrorCode.not_coordinator
+            )
             if error is not ErrorCode.none:
                 failed.update((c.group_id, error) for c in batch_changes)
         return failed
@@ -346,7 +352,7 @@ class _TopicsView:
         topic = self.replica_manager.topics.get(name)
         if topic is None:
             return None
-        return TopicInfo(topic.topic_id, name, len(topic.partitions))
+        return TopicInfo(topic.topic_id, name, topic.metadata.num_partitions)
 
     def names(self) -> Iterable[str]:
         return self.replica_manager.topics.keys()

@@ -103,6 +103,9 @@ class Partition:
     isr: list[int] = field(default_factory=list)
     high_watermark: int = 0
     remote_replicas: dict[int, Replica] = field(default_factory=dict)
+    # The ISR asked of the controller while that write is in flight (Kafka's
+    # PendingExpandIsr / PendingShrinkIsr); cleared by the next state applied.
+    pending_isr: list[int] | None = None
 
     # -- positions -------------------------------------------------------------------------
 
@@ -130,12 +133,21 @@ class Partition:
         replica = self.remote_replicas.get(broker_id)
         return UNKNOWN_OFFSET if replica is None else replica.log_end_offset
 
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The ISR plus any replica a pending change would add or still counts: while a change
+        is in flight the high watermark and acks=all assume the larger set (Kafka's maximalIsr),
+        so neither moves on a decision the controller has not confirmed."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + [r for r in self.pending_isr if r not in self.isr]
+
     def maybe_increment_high_watermark(self) -> bool:
         """Kafka's maybeIncrementLeaderHW: the smallest log end offset of the ISR, never
         lowered. Returns whether it moved (delayed operations may complete)."""
         if not self.is_leader:
             return False
-        new_hw = min(self._replica_end_offset(broker_id) for broker_id in self.isr)
+        new_hw = min(self._replica_end_offset(broker_id) for broker_id in self.maximal_isr)
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
             return True
@@ -157,6 +169,7 @@ class Partition:
         self.leader_epoch = state.leader_epoch
         self.partition_epoch = state.partition_epoch
         self.controller_epoch = state.controller_epoch
+        self.pending_isr = None
 
     def make_leader(self, state: PartitionState, now_ms: int) -> ErrorCode:
         """Become (or stay) leader under `state`; FENCED_LEADER_EPOCH for a stale decision."""
@@ -232,9 +245,56 @@ class Partition:
             return False, ErrorCode.not_leader_or_follower
         if self.high_watermark < required_offset:
             return False, ErrorCode.none
-        if len(self.isr) < min_isr:
+        if len(self.maximal_isr) < min_isr:
             return True, ErrorCode.not_enough_replicas_after_append
         return True, ErrorCode.none
+
+    # -- ISR changes (the leader proposes, the controller decides) ---------------------------
+
+    def _leader_epoch_start_offset(self) -> int:
+        entry = self.log.leader_epoch_cache.latest_entry
+        return entry.start_offset if entry is not None else 0
+
+    def maybe_expand_isr(self, replica_id: int) -> list[int] | None:
+        """Kafka's maybeExpandIsr: a follower outside the ISR that reached the high watermark
+        (and the start of this leader's epoch, so it holds everything this leader wrote)
+        joins. Returns the ISR to ask for (now pending), or None."""
+        if not self.is_leader or self.pending_isr is not None or replica_id in self.isr:
+            return None
+        replica = self.remote_replicas.get(replica_id)
+        if replica is None or replica_id not in self.replicas:
+            return None
+        caught_up = replica.log_end_offset >= max(
+            self.high_watermark, self._leader_epoch_start_offset()
+        )
+        if not caught_up:
+            return None
+        self.pending_isr = [*self.isr, replica_id]
+        return self.pending_isr
+
+    def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> list[int]:
+        """Kafka's getOutOfSyncReplicas: ISR followers neither at the log end nor caught up
+        within `max_lag_ms`."""
+        lagging = []
+        for broker_id in self.isr:
+            replica = self.remote_replicas.get(broker_id)
+            if replica is None:
+                continue
+            at_end = replica.log_end_offset == self.log_end_offset
+            if not at_end and now_ms - replica.last_caught_up_time_ms > max_lag_ms:
+                lagging.append(broker_id)
+        return lagging
+
+    def maybe_shrink_isr(self, now_ms: int, max_lag_ms: int) -> list[int] | None:
+        """Kafka's maybeShrinkIsr: the ISR without its lagging followers (now pending), or
+        None when nothing changes or a change is already in flight."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        lagging = self.out_of_sync_replicas(now_ms, max_lag_ms)
+        if not lagging:
+            return None
+        self.pending_isr = [r for r in self.isr if r not in lagging]
+        return self.pending_isr
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
         """Record a follower's fetch; False when it is not a replica of this partition."""
@@ -244,6 +304,26 @@ class Partition:
         replica.update_fetch_state(fetch_offset, self.log_start_offset, self.log_end_offset, now_ms)
         self.maybe_increment_high_watermark()
         return True
+
+    def record_follower_fetch(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        *,
+        current_leader_epoch: int = -1,
+        last_fetched_epoch: int = -1,
+        now_ms: int = 0,
+    ) -> bool:
+        """A follower's fetch, taken once per request before any read (Kafka's
+        updateFollowerFetchState): its position is recorded unless the fetch is fenced or
+        diverges. Returns whether the high watermark moved."""
+        if self.check_leader(current_leader_epoch) is not ErrorCode.none:
+            return False
+        if self._diverging_epoch(fetch_offset, last_fetched_epoch) is not None:
+            return False
+        high_watermark = self.high_watermark
+        self.update_follower_fetch_state(replica_id, fetch_offset, now_ms)
+        return self.high_watermark > high_watermark
 
     def fetch_records(
         self,
@@ -388,6 +468,11 @@ class Partition:
         """Drop everything from `offset` on (a follower diverging from its leader)."""
         self.log.truncate_to(offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Start over empty at the leader's log start (Kafka's truncateFullyAndStartAt)."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.high_watermark = offset
 
     def truncation_offset(self, leader_epoch: int, leader_end_offset: int) -> tuple[int, bool]:
         """Where a follower must truncate, given the leader's OffsetForLeaderEpoch answer for

@@ -15,6 +15,7 @@ import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -88,8 +89,10 @@ OK = Outcome()
 
 @dataclass
 class Topic:
+    """The partitions of a topic this broker holds a replica of (a subset in a cluster)."""
+
     metadata: TopicMetadata
-    partitions: list[Partition]
+    partitions: dict[int, Partition]
 
     @property
     def name(self) -> str:
@@ -98,6 +101,14 @@ class Topic:
     @property
     def topic_id(self) -> uuid.UUID:
         return self.metadata.topic_id
+
+
+class FollowerFetchers(Protocol):
+    """What the ReplicaManager asks of the replica fetchers (ReplicaFetcherManager)."""
+
+    def add_partition(self, partition: Partition) -> None: ...
+
+    def remove_partition(self, tp: TopicPartition) -> None: ...
 
 
 class ReplicaManager:
@@ -117,6 +128,8 @@ class ReplicaManager:
         self.topics_by_id: dict[uuid.UUID, Topic] = {}
         self.produce_purgatory = Purgatory("Produce")
         self.fetch_purgatory = Purgatory("Fetch")
+        # Followers fetch through it (broker/replica_fetcher_manager.py); set by the Broker.
+        self.fetchers: FollowerFetchers | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -143,7 +156,8 @@ class ReplicaManager:
         """Kafka's becomeLeaderOrFollower for one partition: create its replica if needed,
         then make it leader or follower (stale epochs are fenced by the Partition)."""
         if self.node_id not in state.replicas:
-            return  # not ours (a StopReplica for a moved partition comes with reassignment)
+            self._remove_replica(meta.name, state.partition)  # moved away, if it was here
+            return
         partition = self.partition(meta.name, state.partition) or self._create_partition(
             meta, state.partition
         )
@@ -157,8 +171,20 @@ class ReplicaManager:
                 "%s-%d: ignoring stale state %s (%s)", meta.name, state.partition, state, error.name
             )
             return
+        self._update_fetcher(partition)
         # Parked requests may now be answerable (NOT_LEADER_OR_FOLLOWER after losing it).
         self._complete_delayed((meta.name, state.partition))
+
+    def _update_fetcher(self, partition: Partition) -> None:
+        """Kafka's makeFollowers: a follower fetches from its (maybe new) leader; a leader, or
+        a follower without a leader, fetches from nobody."""
+        if self.fetchers is None:
+            return
+        tp = (partition.topic, partition.index)
+        if partition.is_leader or partition.leader_id < 0:
+            self.fetchers.remove_partition(tp)
+        else:
+            self.fetchers.add_partition(partition)
 
     def _with_local_epoch(self, partition: Partition, state: PartitionState) -> PartitionState:
         """A sole replica keeps the epoch its log was written in across restarts: no other
@@ -171,24 +197,36 @@ class ReplicaManager:
     def _create_partition(self, meta: TopicMetadata, index: int) -> Partition:
         topic = self.topics.get(meta.name)
         if topic is None:
-            topic = self.topics[meta.name] = Topic(meta, [])
+            topic = self.topics[meta.name] = Topic(meta, {})
             self.topics_by_id[meta.topic_id] = topic
-        if index != len(topic.partitions):
-            raise ValueError(f"{meta.name}-{index}: partitions must arrive in order")
         log_ = self.log_manager.logs.get((meta.name, index))
         if log_ is None:
             log_config = log_config_for(self.config, meta.configs)
             log_ = self.log_manager.create_log(meta.name, index, log_config, self.clock_ms())
         partition = Partition(meta.name, meta.topic_id, index, log_, self.node_id)
-        topic.partitions.append(partition)
+        topic.partitions[index] = partition
         return partition
+
+    def _remove_replica(self, name: str, index: int) -> None:
+        """Kafka's StopReplica with deletion: this broker is no longer a replica."""
+        topic = self.topics.get(name)
+        partition = topic.partitions.pop(index, None) if topic is not None else None
+        if topic is None or partition is None:
+            return
+        if not topic.partitions:
+            del self.topics[name]
+            del self.topics_by_id[topic.topic_id]
+        if self.fetchers is not None:
+            self.fetchers.remove_partition((name, index))
+        self.log_manager.delete_log(name, index)
+        self._complete_delayed((name, index))
 
     def on_topic_configs_changed(self, name: str, configs: Mapping[str, str]) -> None:
         topic = self.topics.get(name)
         if topic is None:
             return
         log_config = log_config_for(self.config, configs)
-        for partition in topic.partitions:
+        for partition in topic.partitions.values():
             partition.log.update_config(log_config)
 
     def on_topic_deleted(self, name: str) -> None:
@@ -196,7 +234,9 @@ class ReplicaManager:
         if topic is None:
             return
         del self.topics_by_id[topic.topic_id]
-        for partition in topic.partitions:
+        for partition in topic.partitions.values():
+            if self.fetchers is not None:
+                self.fetchers.remove_partition((name, partition.index))
             self.log_manager.delete_log(name, partition.index)
             self._complete_delayed((name, partition.index))  # they answer an unknown partition
 
@@ -213,9 +253,7 @@ class ReplicaManager:
 
     def partition(self, topic: str, index: int) -> Partition | None:
         found = self.topics.get(topic)
-        if found is None or not 0 <= index < len(found.partitions):
-            return None
-        return found.partitions[index]
+        return found.partitions.get(index) if found is not None else None
 
     def _partition_of(self, tp: TopicPartition) -> Partition | None:
         return self.partition(*tp)
@@ -437,8 +475,51 @@ class ReplicaManager:
 
     def fetch_messages(self, params: FetchParams, infos: Sequence[FetchInfo]) -> DelayedFetch:
         """Kafka's fetchMessages: a fetch to complete at once or park until data arrives
-        (run it through the fetch purgatory, as broker/delayed_wait.py does)."""
+        (run it through the fetch purgatory, as broker/delayed_wait.py does). A follower's
+        positions are taken first, once per request: the high watermark may move (parked
+        acks=all produces complete) and the follower may rejoin the ISR."""
+        if params.is_from_follower:
+            for info in infos:
+                self._update_follower_fetch_state(params.replica_id, info)
         return DelayedFetch(params, infos, lambda: self.read_from_local_log(params, infos))
+
+    def _update_follower_fetch_state(self, replica_id: int, info: FetchInfo) -> None:
+        partition = self._partition_of(info.tp)
+        if partition is None or not partition.is_leader:
+            return
+        moved = partition.record_follower_fetch(
+            replica_id,
+            info.fetch_offset,
+            current_leader_epoch=info.current_leader_epoch,
+            last_fetched_epoch=info.last_fetched_epoch,
+            now_ms=self.clock_ms(),
+        )
+        if moved:
+            self._complete_delayed(info.tp)
+        proposal = partition.maybe_expand_isr(replica_id)
+        if proposal is not None:
+            self._alter_isr(partition, proposal)
+
+    def _alter_isr(self, partition: Partition, new_isr: list[int]) -> None:
+        """Ask the controller for `new_isr` (pending until the new state comes back)."""
+        log.info("%s-%d: ISR %s -> %s", partition.topic, partition.index, partition.isr, new_isr)
+        self.metadata.alter_isr(
+            partition.topic,
+            partition.index,
+            new_isr,
+            partition.leader_epoch,
+            partition.partition_epoch,
+        )
+
+    def maybe_shrink_isrs(self) -> None:
+        """Kafka's isr-expiration task: drop followers lagging past replica.lag.time.max.ms
+        from the ISR of every partition this broker leads."""
+        now, max_lag = self.clock_ms(), self.config.int("replica.lag.time.max.ms")
+        for topic in list(self.topics.values()):
+            for partition in list(topic.partitions.values()):
+                proposal = partition.maybe_shrink_isr(now, max_lag)
+                if proposal is not None:
+                    self._alter_isr(partition, proposal)
 
     def read_from_local_log(self, params: FetchParams, infos: Sequence[FetchInfo]) -> FetchRead:
         """One pass over the partitions within max_bytes; the first batch found is returned
@@ -502,7 +583,7 @@ class ReplicaManager:
         return {
             (topic.name, p.index): p.high_watermark
             for topic in self.topics.values()
-            for p in topic.partitions
+            for p in topic.partitions.values()
         }
 
     def apply_retention(self) -> int:

@@ -134,7 +134,7 @@ class BrokerCollector(Collector):
 
     def _partitions(self) -> Iterator[Any]:
         for topic in self.broker.replica_manager.topics.values():
-            yield from topic.partitions
+            yield from topic.partitions.values()
 
     def _replica_manager(self) -> Iterator[Metric]:
         node = self.broker.node_id

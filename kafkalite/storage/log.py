@@ -287,13 +287,7 @@ class UnifiedLog:
         )
         buffer = bytearray(records)
         patched = assign_offsets(buffer, headers, first_offset, leader_epoch, append_time)
-        try:
-            self._maybe_roll(len(records), max_timestamp, last_offset, now_ms)
-            self.active_segment.append(buffer, patched)
-        except OSError as exc:
-            disk_health.write_failed(self.dir.parent, exc)
-            raise KafkaStorageError(f"append to {self.dir} failed: {exc}") from exc
-        disk_health.write_succeeded(self.dir.parent)
+        self._write(buffer, patched, max_timestamp, last_offset, now_ms)
         if leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
         self.producer_state.commit(pending, last_offset + 1)
@@ -326,14 +320,30 @@ class UnifiedLog:
                 )
             expected = header.next_offset
         max_timestamp = max(header.max_timestamp for header in headers)
-        self._maybe_roll(len(records), max_timestamp, headers[-1].last_offset, now_ms)
-        self._write(bytearray(records), headers)
+        self._write(bytearray(records), headers, max_timestamp, headers[-1].last_offset, now_ms)
         for header in headers:
             _maybe_assign_epoch(self.leader_epoch_cache, header)
             self.producer_state.replay(header)
         if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
             self.flush()
         return self.log_end_offset
+
+    def _write(
+        self,
+        buffer: bytearray,
+        headers: list[BatchHeader],
+        max_timestamp: int,
+        last_offset: int,
+        now_ms: int,
+    ) -> None:
+        """Roll if due, then write batches whose offsets are assigned (leader or follower)."""
+        try:
+            self._maybe_roll(len(buffer), max_timestamp, last_offset, now_ms)
+            self.active_segment.append(buffer, headers)
+        except OSError as exc:
+            disk_health.write_failed(self.dir.parent, exc)
+            raise KafkaStorageError(f"append to {self.dir} failed: {exc}") from exc
+        disk_health.write_succeeded(self.dir.parent)
 
     def _validate(self, records: bytes) -> list[BatchHeader]:
         if not records:  # Kafka's ProduceRequest.validateRecords: INVALID_RECORD
@@ -834,6 +844,13 @@ class UnifiedLog:
         self.log_start_offset = min(self.log_start_offset, leo)
         self.leader_epoch_cache.truncate_from_end(leo)
         self._load_producer_state(now_ms)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop the whole log and start it empty at `offset` (a follower whose log ends
+        before its leader's log start: what it has can never be continued)."""
+        self._truncate_fully_and_start_at(offset, self._now_ms)
+        self.log_start_offset = offset
+        self._load_producer_state(self._now_ms)
 
     def _truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
         for segment in self.segments:

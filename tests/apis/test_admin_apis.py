@@ -414,7 +414,7 @@ def test_create_topic_manual_assignment(broker: Broker, version: int) -> None:
     [result] = create(broker, version, new_topic("manual", assignments=[[0], [0], [0]])).topics
     assert result.error_code == ErrorCode.none
     partitions = broker.replica_manager.topics["manual"].partitions
-    assert [p.replicas for p in partitions] == [[0], [0], [0]]
+    assert [p.replicas for p in partitions.values()] == [[0], [0], [0]]
     if version >= 5:
         assert (result.num_partitions, result.replication_factor) == (3, 1)
 
@@ -743,7 +743,7 @@ def test_alter_set_and_delete(broker: Broker, version: int) -> None:
     assert (response.resource_type, response.resource_name) == (TOPIC, "t")
     topic = broker.replica_manager.topics["t"]
     assert topic.metadata.configs == {"retention.ms": "5000", "max.message.bytes": "2048"}
-    for partition in topic.partitions:  # the logs run with the new settings
+    for partition in topic.partitions.values():  # the logs run with the new settings
         assert partition.log.config.retention_ms == 5000
         assert partition.log.config.max_message_bytes == 2048
     assert describe_topic(broker, "t")["retention.ms"].config_source == SOURCE_TOPIC

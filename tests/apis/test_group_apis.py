@@ -1394,7 +1394,7 @@ def test_commits_are_persisted_and_reloaded(broker: Broker, version: int) -> Non
         assert group_records(broker, group) == []  # a simple group has no metadata
         topic = broker.replica_manager.topics[OFFSETS_TOPIC]
         index = group_partition(group, len(topic.partitions))
-        others = [p.log.log_end_offset for p in topic.partitions if p.index != index]
+        others = [p.log.log_end_offset for p in topic.partitions.values() if p.index != index]
         assert others == [0] * (len(topic.partitions) - 1)
 
         live = broker.groups.coordinator

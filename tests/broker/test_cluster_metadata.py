@@ -298,3 +298,79 @@ def test_single_node_alter_isr_applies_a_current_change_and_answers_a_stale_one(
     assert states == [current, current]
     assert store.partition_state("t", 0) == current
     assert trio.run(store.wait_for_partitions, ["t"], 0)
+
+
+def test_a_non_leader_names_the_current_leader_and_its_endpoint(cluster_broker) -> None:
+    """KIP-951: Produce v10+ and Fetch v12+ (endpoints from v16) redirect the client."""
+    broker, store = cluster_broker
+    broker.replica_manager.create_topic("t", 1, 1)
+    store.move_leader("t", 0, leader=2, epoch=3)
+
+    def produce(m):
+        data = make(m.PartitionProduceData, index=0, records=batch(1))
+        topic = make(m.TopicProduceData, name="t", partition_data=(data,))
+        return make(
+            m.ProduceRequest,
+            transactional_id=None,
+            acks=1,
+            timeout=datetime.timedelta(seconds=5),
+            topic_data=(topic,),
+        )
+
+    ctx = RequestContext(broker, produce_api.API.api_key, 10, correlation_id=1, client_id="p")
+    answered = trio.run(
+        produce_api.API.handle, ctx, produce(request_module(produce_api.API.api_key, 10))
+    )
+    response = roundtrip(answered, correlation_id=1)
+    (answer,) = response.responses[0].partition_responses
+    assert (answer.error_code, answer.current_leader.leader_id) == (
+        ErrorCode.not_leader_or_follower,
+        2,
+    )
+    assert answer.current_leader.leader_epoch == 3
+    assert [(e.node_id, e.host, e.port, e.rack) for e in response.node_endpoints] == [
+        (2, "other.example", 9999, "r2")
+    ]
+    topic_id = broker.replica_manager.topics["t"].topic_id
+
+    def fetch_request(m):
+        partition = make(
+            m.FetchPartition,
+            partition=0,
+            current_leader_epoch=-1,
+            fetch_offset=0,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=1 << 20,
+        )
+        topic = make(m.FetchTopic, topic="t", topic_id=topic_id, partitions=(partition,))
+        return make(
+            m.FetchRequest,
+            replica_id=-1,
+            max_wait=datetime.timedelta(0),
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(topic,),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+
+    for version, endpoints in ((12, None), (16, [(2, "other.example", 9999)])):
+        request = fetch_request(request_module(fetch.API.api_key, version))
+        ctx = RequestContext(broker, fetch.API.api_key, version, correlation_id=2, client_id="c")
+        response = roundtrip(trio.run(fetch.API.handle, ctx, request), correlation_id=2)
+        (data,) = response.responses[0].partitions
+        assert (
+            data.error_code,
+            data.current_leader.leader_id,
+            data.current_leader.leader_epoch,
+        ) == (
+            ErrorCode.not_leader_or_follower,
+            2,
+            3,
+        )
+        if endpoints is not None:
+            assert [(e.node_id, e.host, e.port) for e in response.node_endpoints] == endpoints

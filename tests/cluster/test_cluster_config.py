@@ -19,6 +19,7 @@ def test_cluster_properties_have_kafkas_defaults() -> None:
     assert config.int("replica.lag.time.max.ms") == 30000
     assert config.int("replica.fetch.max.bytes") == 1048576
     assert config.int("replica.fetch.wait.max.ms") == 500
+    assert config.int("replica.socket.timeout.ms") == 30000
     assert config.int("num.replica.fetchers") == 1
     assert config.bool("unclean.leader.election.enable") is False
     assert config.bool("auto.leader.rebalance.enable") is True
@@ -60,6 +61,10 @@ def test_zookeeper_connect_accepts_kafkas_forms(value: str) -> None:
             {"replica.fetch.wait.max.ms": "40000"},
             "replica.fetch.wait.max.ms should always be less than or equal to"
             " replica.lag.time.max.ms",
+        ),
+        (
+            {"replica.fetch.wait.max.ms": "20000", "replica.socket.timeout.ms": "10000"},
+            "replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms",
         ),
     ],
 )

@@ -1,0 +1,104 @@
+"""A Kafka protocol client connection on trio, for one broker talking to another (the
+replica fetcher): kio entities in, kio entities out, one request in flight at a time.
+
+Framing as Kafka's: a 4-byte size, the request header the request class names, the body;
+responses split by the sans-IO FrameReader and decoded with the matching response class.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+from functools import cache
+from typing import Any
+
+import trio
+from kio.index import load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from kafkalite.protocol.frames import FrameReader
+
+MAX_RESPONSE_BYTES = 2**31 - 1
+RECEIVE_CHUNK = 1 << 20
+
+
+class ConnectionLost(Exception):
+    """The peer closed the connection, or it failed."""
+
+
+@cache
+def _writer(cls: type) -> Any:
+    return entity_writer(cls)
+
+
+@cache
+def _reader(cls: type) -> Any:
+    return entity_reader(cls)
+
+
+def encode_request(request: Any, correlation_id: int, client_id: str) -> bytes:
+    """The size-prefixed frame for a kio request entity."""
+    header_cls = type(request).__header_schema__
+    header = header_cls(
+        request_api_key=type(request).__api_key__,
+        request_api_version=type(request).__version__,
+        correlation_id=correlation_id,
+        client_id=client_id,
+    )
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    _writer(header_cls)(buf, header)
+    request_cls: type = type(request)
+    _writer(request_cls)(buf, request)
+    data = buf.getbuffer()
+    data[:4] = (len(data) - 4).to_bytes(4, "big")
+    return bytes(data)
+
+
+def decode_response(frame: bytes, response_cls: Any) -> tuple[int, Any]:
+    """(correlation id, response entity) of a response frame without its size."""
+    header, header_size = _reader(response_cls.__header_schema__)(frame, 0)
+    body, _ = _reader(response_cls)(frame, header_size)
+    return header.correlation_id, body
+
+
+class BrokerConnection:
+    """One connection to a broker; `request` sends and waits for the matching response."""
+
+    def __init__(self, stream: trio.abc.Stream, client_id: str) -> None:
+        self._stream = stream
+        self._client_id = client_id
+        self._frames = FrameReader(MAX_RESPONSE_BYTES)
+        self._correlation = itertools.count(1)
+
+    @classmethod
+    async def open(cls, host: str, port: int, client_id: str) -> BrokerConnection:
+        try:
+            stream = await trio.open_tcp_stream(host, port)
+        except OSError as exc:
+            raise ConnectionLost(f"cannot connect to {host}:{port}: {exc}") from exc
+        return cls(stream, client_id)
+
+    async def request(self, request: Any) -> Any:
+        correlation_id = next(self._correlation)
+        try:
+            await self._stream.send_all(encode_request(request, correlation_id, self._client_id))
+            frame = await self._next_frame()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            raise ConnectionLost(str(exc)) from exc
+        response_cls = load_response_schema(type(request).__api_key__, type(request).__version__)
+        got, response = decode_response(frame, response_cls)
+        if got != correlation_id:
+            raise ConnectionLost(f"correlation id {got}, expected {correlation_id}")
+        return response
+
+    async def _next_frame(self) -> bytes:
+        while (frame := self._frames.next_frame()) is None:
+            data = await self._stream.receive_some(RECEIVE_CHUNK)
+            if not data:
+                raise ConnectionLost("connection closed by the peer")
+            self._frames.feed(bytes(data))
+        return bytes(frame)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
