@@ -130,6 +130,9 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory("Fetch")
         # Followers fetch through it (broker/replica_fetcher_manager.py); set by the Broker.
         self.fetchers: FollowerFetchers | None = None
+        # ISR changes this broker asked for as leader (Kafka's IsrShrinksPerSec/IsrExpandsPerSec).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -162,6 +165,7 @@ class ReplicaManager:
             meta, state.partition
         )
         now = self.clock_ms()
+        previous = (partition.leader_id, partition.leader_epoch)
         if state.leader == self.node_id:
             error = partition.make_leader(self._with_local_epoch(partition, state), now)
         else:
@@ -171,6 +175,16 @@ class ReplicaManager:
                 "%s-%d: ignoring stale state %s (%s)", meta.name, state.partition, state, error.name
             )
             return
+        if (partition.leader_id, partition.leader_epoch) != previous:
+            log.info(
+                "%s-%d: leader %d at epoch %d (was %d at epoch %d), ISR %s",
+                meta.name,
+                state.partition,
+                partition.leader_id,
+                partition.leader_epoch,
+                *previous,
+                list(partition.isr),
+            )
         self._update_fetcher(partition)
         # Parked requests may now be answerable (NOT_LEADER_OR_FOLLOWER after losing it).
         self._complete_delayed((meta.name, state.partition))
@@ -503,6 +517,10 @@ class ReplicaManager:
     def _alter_isr(self, partition: Partition, new_isr: list[int]) -> None:
         """Ask the controller for `new_isr` (pending until the new state comes back)."""
         log.info("%s-%d: ISR %s -> %s", partition.topic, partition.index, partition.isr, new_isr)
+        if len(new_isr) < len(partition.isr):
+            self.isr_shrinks += 1
+        else:
+            self.isr_expands += 1
         self.metadata.alter_isr(
             partition.topic,
             partition.index,

@@ -148,13 +148,15 @@ class BrokerCollector(Collector):
             "Led partitions whose ISR is smaller than their replica set",
             sum(len(p.isr) < len(p.replicas) for p in leading),
         )
-        metrics = self.broker.metrics
-        isr_changes = (("isrshrinks", metrics.isr_shrinks), ("isrexpands", metrics.isr_expands))
+        replicas = self.broker.replica_manager
+        isr_changes = (("isrshrinks", replicas.isr_shrinks), ("isrexpands", replicas.isr_expands))
         for name, value in isr_changes:
             yield CounterMetricFamily(prefix + name, f"ISR {name[3:]}", value=value)
-        # A single node is its own controller; every partition it hosts has a leader.
         controller = "kafka_controller_kafkacontroller_"
-        yield _gauge(controller + "activecontrollercount", "1 on the active controller", 1)
+        is_controller = self.broker.metadata.controller_id() == node
+        yield _gauge(
+            controller + "activecontrollercount", "1 on the active controller", int(is_controller)
+        )
         yield _gauge(
             controller + "offlinepartitionscount",
             "Partitions without a live leader",

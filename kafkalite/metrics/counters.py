@@ -53,9 +53,6 @@ class BrokerMetrics:
     network_bytes_out: int = 0
     connections: int = 0
     connections_created: int = 0
-    # Bumped by the replication code when an ISR changes (a single node never shrinks one).
-    isr_shrinks: int = 0
-    isr_expands: int = 0
     ready: bool = False
 
     def topic(self, name: str) -> TopicStats:

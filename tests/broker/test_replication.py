@@ -4,6 +4,7 @@ high watermark, answers acks=all and changes the ISR through the shared cluster 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 import trio
@@ -95,6 +96,7 @@ def test_a_stopped_follower_leaves_the_isr_after_the_max_lag(tmp_path) -> None:
             leader.maybe_shrink_isrs()
             assert cluster.states[TP].isr == (1,)
             assert cluster.isr_changes == [("t", 0, (1,))]
+            assert (leader.isr_shrinks, leader.isr_expands) == (1, 0)
             partition = leader.partition(*TP)
             assert (partition.isr, partition.pending_isr, partition.high_watermark) == (
                 [1],
@@ -131,6 +133,7 @@ def test_a_follower_catching_up_rejoins_the_isr(tmp_path) -> None:
             assert (await produce(leader, 4, acks=1)).error is ErrorCode.none
             await until(lambda: cluster.states[TP].isr == (1, 2), running)
             assert cluster.isr_changes == [("t", 0, (1,)), ("t", 0, (1, 2))]
+            assert (leader.isr_shrinks, leader.isr_expands) == (0, 1)  # the shrink was by hand
             follower = running[2].broker.replica_manager
             await until(lambda: follower.partition(*TP).log_end_offset == 4, running)
             assert log_bytes(follower) == log_bytes(leader)
@@ -138,8 +141,9 @@ def test_a_follower_catching_up_rejoins_the_isr(tmp_path) -> None:
     trio.run(main)
 
 
-def test_a_deposed_leader_truncates_its_unreplicated_suffix(tmp_path) -> None:
+def test_a_deposed_leader_truncates_its_unreplicated_suffix(tmp_path, caplog) -> None:
     clock = ManualClock()
+    caplog.set_level(logging.INFO, logger="kafkalite.replica_manager")
 
     async def main() -> None:
         async with running_cluster(tmp_path, 2, clock) as (cluster, running):
@@ -159,6 +163,9 @@ def test_a_deposed_leader_truncates_its_unreplicated_suffix(tmp_path) -> None:
             assert old.partition(*TP).log.leader_epoch_cache.entries == (
                 new.partition(*TP).log.leader_epoch_cache.entries
             )
+            # One line per broker for the leader change (issue 12's notable events).
+            changes = [r.getMessage() for r in caplog.records if "at epoch 1 (was 1" in r.message]
+            assert changes == ["t-0: leader 2 at epoch 1 (was 1 at epoch 0), ISR [2]"] * 2
 
     trio.run(main)
 
