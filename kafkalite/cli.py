@@ -1,5 +1,5 @@
 """`kafkalite serve [--config server.properties] [--override key=value]...`
-(and `kafkalite cluster --brokers N`, a preview: kafkalite/cluster/launcher.py), and the admin
+(and `kafkalite cluster --brokers N`: kafkalite/cluster/launcher.py), and the admin
 tools (`kafkalite topic|group|produce|consume|cluster info|config ...`, kafkalite/tools/).
 
 A bad argument, property or value, or an unusable port or directory: one line on stderr and
@@ -73,7 +73,7 @@ def _parser(with_tools: bool = True) -> argparse.ArgumentParser:
 
 def _add_cluster_command(commands: argparse._SubParsersAction) -> None:
     cluster = commands.add_parser(
-        "cluster", help="run a local cluster: ZooKeeper and N brokers (preview: no replication)"
+        "cluster", help="run a local cluster: a real ZooKeeper and N replicating brokers"
     )
     cluster.add_argument("--brokers", type=_broker_count, default=3, help="how many (1-32)")
     cluster.add_argument("--data-dir", type=Path, default=launcher.DEFAULT_DATA_DIR)

@@ -100,7 +100,7 @@ class LocalCluster:
 
     def describe(self) -> str:
         assert self.zookeeper is not None
-        lines = [f"kafkalite cluster (preview: no replication yet), data in {self.data_dir}"]
+        lines = [f"kafkalite cluster, data in {self.data_dir}"]
         lines.append(f"  zookeeper.connect={self.zookeeper.connect_string}")
         lines += [f"  broker {i}: {b.bootstrap}" for i, b in enumerate(self.brokers, 1)]
         lines.append(f"bootstrap.servers={self.bootstrap}")

@@ -1,4 +1,4 @@
-"""`kafkalite cluster --brokers N` (preview): a real ZooKeeper and N broker processes, each
+"""`kafkalite cluster --brokers N`: a real ZooKeeper and N broker processes, each
 member's exit reported, everything stopped on SIGTERM, ZooKeeper's port kept across runs."""
 
 from __future__ import annotations
