@@ -24,6 +24,10 @@ from chaos.proxy import TcpProxy
 from kafkalite.testing import free_ports
 
 _STARTED = re.compile(r"kafkalite started: ")
+# A broker restarted within the ZooKeeper session timeout of its killed predecessor finds its id
+# still registered and exits, as Kafka does; a supervisor starts it again until the old
+# session has expired.
+_OLD_SESSION = re.compile(r"is registered by another session")
 
 
 class Node(Protocol):
@@ -45,7 +49,20 @@ class KafkaliteNode:
     process: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60.0) -> KafkaliteNode:
-        offset = self.log_file.stat().st_size if self.log_file.exists() else 0
+        deadline = time.monotonic() + timeout
+        while True:
+            offset = self.log_file.stat().st_size if self.log_file.exists() else 0
+            self._launch()
+            output = self._await_started(offset, deadline)
+            if _STARTED.search(output):
+                return self
+            if not (_OLD_SESSION.search(output) and time.monotonic() < deadline):
+                break
+            time.sleep(0.5)
+        self.stop(signal.SIGKILL)
+        raise RuntimeError(f"kafkalite broker {self.node_id} did not start; see {self.log_file}")
+
+    def _launch(self) -> None:
         cmd = [sys.executable, "-m", "kafkalite", "serve"]
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
@@ -54,17 +71,21 @@ class KafkaliteNode:
                 cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )  # fmt: skip
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:  # the harness watches a log, not a test: polling
+
+    def _await_started(self, offset: int, deadline: float) -> str:
+        """The log written since `offset` once the broker started, exited or ran out of time."""
+        assert self.process is not None
+        while True:  # the harness watches a log, not a test: polling
             with open(self.log_file, "rb") as log:
                 log.seek(offset)
-                if _STARTED.search(log.read().decode(errors="replace")):
-                    return self
+                output = log.read().decode(errors="replace")
+            if _STARTED.search(output) or time.monotonic() >= deadline:
+                return output
             if self.process.poll() is not None:
-                break
+                with open(self.log_file, "rb") as log:  # the exit message, written before exit
+                    log.seek(offset)
+                    return log.read().decode(errors="replace")
             time.sleep(0.05)
-        self.stop(signal.SIGKILL)
-        raise RuntimeError(f"kafkalite broker {self.node_id} did not start; see {self.log_file}")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int | None:
         process = self.process
