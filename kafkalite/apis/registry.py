@@ -42,6 +42,7 @@ from kafkalite.apis import (
     produce,
     sync_group,
     update_features,
+    write_txn_markers,
 )
 from kafkalite.apis.base import ApiHandler
 
@@ -82,6 +83,7 @@ _MODULES = (
     describe_topic_partitions,
     describe_log_dirs,
     alter_replica_log_dirs,
+    write_txn_markers,
 )
 
 HANDLERS: dict[int, ApiHandler] = {module.API.api_key: module.API for module in _MODULES}

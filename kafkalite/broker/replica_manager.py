@@ -41,6 +41,7 @@ from kafkalite.broker.topic_config import (
 )
 from kafkalite.cluster.replica_assignment import assign_replicas
 from kafkalite.config import BrokerConfig
+from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.errors import StorageError
 from kafkalite.storage.log_dirs import LogDirs
 
@@ -475,6 +476,23 @@ class ReplicaManager:
             appended.log_start_offset,
         )
         return result, appended.last_offset + 1
+
+    def append_txn_marker(
+        self, tp: TopicPartition, producer_id: int, producer_epoch: int, marker: EndTxnMarker
+    ) -> ErrorCode:
+        """WriteTxnMarkers for one partition: the marker appended as leader; parked
+        read_committed fetches may now see further (the last stable offset moved)."""
+        partition = self._partition_of(tp)
+        if partition is None:
+            return ErrorCode.unknown_topic_or_partition
+        high_watermark = partition.high_watermark
+        appended = partition.append_txn_marker(producer_id, producer_epoch, marker, self.clock_ms())
+        if isinstance(appended, ErrorCode):
+            return appended
+        if isinstance(appended, StorageError):
+            return appended.error_code
+        self._after_append(tp, partition.high_watermark > high_watermark)
+        return ErrorCode.none
 
     def _complete_delayed(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)

@@ -168,12 +168,27 @@ class ProducerStateManager:
 
     def replay(self, header: BatchHeader) -> None:
         """Apply a batch read back from the log (no validation, as Kafka's REPLICATION origin)."""
-        if header.has_producer_id and not header.is_control:
+        if header.has_producer_id and header.is_control:
+            self.complete_txn(header, -1)
+        elif header.has_producer_id:
             entry = self.producers.setdefault(
                 header.producer_id, ProducerStateEntry(header.producer_id)
             )
             entry.add_batch(header)
         self.map_end_offset = header.next_offset
+
+    def complete_txn(self, marker: BatchHeader, coordinator_epoch: int) -> None:
+        """A commit/abort marker ends the producer's open transaction here (Kafka's
+        appendEndTxnMarker; -1 keeps the coordinator epoch the entry has)."""
+        entry = self.producers.setdefault(
+            marker.producer_id, ProducerStateEntry(marker.producer_id)
+        )
+        entry.maybe_update_epoch(marker.producer_epoch)
+        entry.current_txn_first_offset = -1
+        entry.last_timestamp = marker.max_timestamp
+        if coordinator_epoch >= 0:
+            entry.coordinator_epoch = coordinator_epoch
+        self.map_end_offset = max(self.map_end_offset, marker.next_offset)
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
