@@ -6,6 +6,8 @@ ApiVersions advertises exactly this table; there is no second list.
 from __future__ import annotations
 
 from kafkalite.apis import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_replica_log_dirs,
     api_versions,
@@ -24,6 +26,7 @@ from kafkalite.apis import (
     describe_groups,
     describe_log_dirs,
     describe_topic_partitions,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -41,6 +44,7 @@ from kafkalite.apis import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
     update_features,
     write_txn_markers,
 )
@@ -84,6 +88,10 @@ _MODULES = (
     describe_log_dirs,
     alter_replica_log_dirs,
     write_txn_markers,
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    txn_offset_commit,
 )
 
 HANDLERS: dict[int, ApiHandler] = {module.API.api_key: module.API for module in _MODULES}

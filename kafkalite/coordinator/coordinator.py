@@ -39,6 +39,7 @@ from kafkalite.coordinator import (
     leave,
     offset_commit,
     sync,
+    txn_offsets,
 )
 from kafkalite.coordinator.admin import DescribedGroup, ListedGroup
 from kafkalite.coordinator.config import GroupConfig
@@ -79,6 +80,7 @@ class GroupCoordinator:
         self, config: GroupConfig | None = None, *, new_uuid: Callable[[], str] = random_uuid
     ) -> None:
         self._ctx = Context(config=config or GroupConfig(), new_uuid=new_uuid)
+        self._pending_txn = txn_offsets.PendingTxnOffsets()
 
     @property
     def config(self) -> GroupConfig:
@@ -118,6 +120,21 @@ class GroupCoordinator:
 
     def commit_offsets(self, request: OffsetCommitRequest, now_ms: int) -> OffsetCommitResponse:
         return offset_commit.commit_offsets(self._ctx, request, now_ms)
+
+    def txn_commit_offsets(
+        self, request: OffsetCommitRequest, producer_id: int
+    ) -> OffsetCommitResponse:
+        """TxnOffsetCommit: checked now, held until the transaction's marker."""
+        return txn_offsets.txn_commit_offsets(self._ctx, self._pending_txn, request, producer_id)
+
+    def complete_txn(self, group_id: str, producer_id: int, commit: bool, now_ms: int) -> None:
+        """The transaction's marker reached the group's partition: apply or drop."""
+        txn_offsets.complete_txn(
+            self._ctx, self._pending_txn, group_id, producer_id, commit, now_ms
+        )
+
+    def pending_txn_groups(self, producer_id: int) -> list[str]:
+        return txn_offsets.pending_groups(self._pending_txn, producer_id)
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None = None
