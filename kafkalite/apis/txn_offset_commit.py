@@ -3,8 +3,10 @@
 Offsets a transactional producer commits for a consumer group (send_offsets_to_transaction).
 Checked like OffsetCommit against the group's generation / member epoch (v3+, KIP-447:
 ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID...) and against the producer's
-epoch (PRODUCER_FENCED; INVALID_PRODUCER_EPOCH before v2), then held by the group
-coordinator until the transaction ends: visible on commit, dropped on abort.
+epoch (PRODUCER_FENCED; INVALID_PRODUCER_EPOCH before v2), then written to the group's
+`__consumer_offsets` partition as a transactional batch of the producer and held by the group
+coordinator until the transaction ends: visible on commit, dropped on abort (replay after a
+restart follows the markers the same way).
 """
 
 from __future__ import annotations
@@ -17,7 +19,12 @@ from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.apis.txn_common import txn_service
 from kafkalite.coordinator import OffsetCommitRequest
 from kafkalite.coordinator.offset_commit import PartitionCommit
-from kafkalite.coordinator.offsets import NO_LEADER_EPOCH
+from kafkalite.coordinator.offsets import (
+    NO_LEADER_EPOCH,
+    OffsetAndMetadata,
+    OffsetChange,
+    TopicPartition,
+)
 
 
 def _request(ctx: RequestContext, request: Any) -> OffsetCommitRequest:
@@ -63,10 +70,29 @@ def _errors(ctx: RequestContext, request: Any) -> dict[tuple[str, int], ErrorCod
     error = _producer_error(ctx, request)
     if error is not ErrorCode.none:
         return dict.fromkeys(keys, error)
-    response, failed = ctx.broker.groups.call(
+    response, _ = ctx.broker.groups.call(
         lambda c, now: c.txn_commit_offsets(commit, request.producer_id)
     )
-    return {(p.topic, p.partition): p.error for p in response.partitions}
+    errors = {(p.topic, p.partition): p.error for p in response.partitions}
+    accepted = [p for p in commit.partitions if errors[(p.topic, p.partition)] is ErrorCode.none]
+    if accepted:
+        now = ctx.broker.clock_ms()
+        changes = [
+            OffsetChange(
+                commit.group_id,
+                TopicPartition(p.topic, p.partition),
+                OffsetAndMetadata(p.offset, p.leader_epoch, p.metadata or "", now),
+            )
+            for p in accepted
+        ]
+        error = ctx.broker.groups.append_txn_offsets(
+            commit.group_id, request.producer_id, request.producer_epoch, changes
+        )
+        if error is not ErrorCode.none:
+            if error is ErrorCode.producer_fenced and ctx.api_version < 2:
+                error = ErrorCode.invalid_producer_epoch
+            errors.update(((p.topic, p.partition), error) for p in accepted)
+    return errors
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:

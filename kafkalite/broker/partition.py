@@ -226,7 +226,13 @@ class Partition:
     # -- leader data path ------------------------------------------------------------------
 
     def append_records_to_leader(
-        self, records: bytes, required_acks: int, min_isr: int, now_ms: int
+        self,
+        records: bytes,
+        required_acks: int,
+        min_isr: int,
+        now_ms: int,
+        *,
+        coordinator: bool = False,
     ) -> AppendResult | StorageError | ErrorCode:
         """Kafka's appendRecordsToLeader: acks=all needs an ISR of at least min.insync.replicas
         before anything is written."""
@@ -235,7 +241,9 @@ class Partition:
         if required_acks == -1 and len(self.isr) < min_isr:
             return ErrorCode.not_enough_replicas
         try:
-            result = self.log.append_as_leader(records, self.leader_epoch, now_ms)
+            result = self.log.append_as_leader(
+                records, self.leader_epoch, now_ms, coordinator=coordinator
+            )
         except StorageError as exc:
             return exc
         self.maybe_increment_high_watermark()

@@ -420,13 +420,14 @@ class ReplicaManager:
         required_acks: int,
         *,
         internal_topics_allowed: bool = False,
+        coordinator: bool = False,
     ) -> tuple[dict[TopicPartition, ProduceResult], DelayedProduce | None]:
         """Kafka's appendRecords: append each partition's batches as leader. For acks=all the
         answer waits in the returned DelayedProduce (None: the results are final)."""
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
         for tp, records in entries.items():
             result, required_offset = self._append_to_local_log(
-                tp, records, required_acks, internal_topics_allowed
+                tp, records, required_acks, internal_topics_allowed, coordinator
             )
             statuses[tp] = ProducePartitionStatus(
                 required_offset, result, acks_pending=result.error is ErrorCode.none
@@ -438,7 +439,12 @@ class ReplicaManager:
         return results, delayed
 
     def _append_to_local_log(
-        self, tp: TopicPartition, records: bytes, required_acks: int, internal_allowed: bool
+        self,
+        tp: TopicPartition,
+        records: bytes,
+        required_acks: int,
+        internal_allowed: bool,
+        coordinator: bool = False,
     ) -> tuple[ProduceResult, int]:
         """One partition's append: (result, offset the high watermark must reach)."""
         if tp[0] in INTERNAL_TOPICS and not internal_allowed:
@@ -450,7 +456,11 @@ class ReplicaManager:
             return ProduceResult(ErrorCode.unknown_topic_or_partition), -1
         high_watermark = partition.high_watermark
         appended = partition.append_records_to_leader(
-            records, required_acks, self.min_insync_replicas(tp), self.clock_ms()
+            records,
+            required_acks,
+            self.min_insync_replicas(tp),
+            self.clock_ms(),
+            coordinator=coordinator,
         )
         if isinstance(appended, ErrorCode):
             return ProduceResult(appended), -1

@@ -133,6 +133,15 @@ class GroupCoordinator:
             self._ctx, self._pending_txn, group_id, producer_id, commit, now_ms
         )
 
+    def load_pending_txn_offset(
+        self, group_id: str, producer_id: int, tp: TopicPartition, value: OffsetAndMetadata
+    ) -> None:
+        """Replay of `__consumer_offsets`: an offset of a transaction still open there."""
+        commit = offset_commit.PartitionCommit(
+            tp.topic, tp.partition, value.offset, value.leader_epoch, value.metadata
+        )
+        txn_offsets.load_pending(self._pending_txn, group_id, producer_id, commit)
+
     def pending_txn_groups(self, producer_id: int) -> list[str]:
         return txn_offsets.pending_groups(self._pending_txn, producer_id)
 

@@ -14,6 +14,7 @@ from kafkalite.coordinator.group import ClassicGroup
 from kafkalite.coordinator.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitResponse,
+    PartitionCommit,
     PartitionResult,
     _store_commits,
     _validate_consumer_group_commit,
@@ -77,6 +78,22 @@ def complete_txn(
         # As an OffsetCommit without generation: a "simple" group holding offsets only.
         ctx.groups[group_id] = ClassicGroup(group_id, GroupState.EMPTY, now_ms)
     _store_commits(ctx, request, now_ms)
+
+
+def load_pending(
+    pending: PendingTxnOffsets, group_id: str, producer_id: int, commit: PartitionCommit
+) -> None:
+    """Replay: a transactional offset whose transaction had not ended at the log's end."""
+    key = (group_id, producer_id)
+    held = pending.by_producer.get(key)
+    others = (
+        ()
+        if held is None
+        else tuple(
+            p for p in held.partitions if (p.topic, p.partition) != (commit.topic, commit.partition)
+        )
+    )
+    pending.by_producer[key] = OffsetCommitRequest(group_id, (*others, commit), 9)
 
 
 def pending_groups(pending: PendingTxnOffsets, producer_id: int) -> list[str]:

@@ -281,12 +281,18 @@ class UnifiedLog:
         entry = self.producer_state.last_entry(producer_id)
         if entry is None or entry.current_txn_first_offset < 0:
             return  # nothing of this transaction reached this partition
-        unstable = self.first_unstable_offset
+        # Kafka's ProducerStateManager.lastStableOffset(completedTxn): where the next other
+        # open transaction starts, else just after this marker.
+        others = [
+            other.current_txn_first_offset
+            for other in self.producer_state.producers.values()
+            if other.producer_id != producer_id and other.current_txn_first_offset >= 0
+        ]
         aborted = AbortedTxn(
             producer_id,
             entry.current_txn_first_offset,
             marker_offset,
-            marker_offset if unstable is None else unstable,
+            min(others, default=marker_offset + 1),
         )
         append_entry(self.dir, segment_base, aborted)
         self.aborted_txns.append(aborted)
@@ -373,14 +379,21 @@ class UnifiedLog:
 
     # ---- append ----------------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> AppendResult:
-        """Append a producer's batches atomically; raises a StorageError on rejection."""
+    def append_as_leader(
+        self, records: bytes, leader_epoch: int, now_ms: int, *, coordinator: bool = False
+    ) -> AppendResult:
+        """Append a producer's batches atomically; raises a StorageError on rejection.
+
+        `coordinator`: Kafka's AppendOrigin.COORDINATOR, a coordinator writing for a
+        producer (transactional offset commits): no sequence numbers to check."""
         self._now_ms = now_ms
-        headers = self._validate(records)
+        headers = self._validate(records, coordinator)
         records, headers = self._apply_topic_compression(records, headers)
         first_offset = self.log_end_offset
         append_time = now_ms if self.config.message_timestamp_type == LOG_APPEND_TIME else None
-        pending = self.producer_state.prepare(headers, first_offset, append_time)
+        pending = self.producer_state.prepare(
+            headers, first_offset, append_time, check_sequence=not coordinator
+        )
         if pending.duplicate is not None:
             return self._duplicate_result(pending.duplicate)
         count = sum(header.last_offset_delta + 1 for header in headers)
@@ -448,7 +461,7 @@ class UnifiedLog:
             raise KafkaStorageError(f"append to {self.dir} failed: {exc}") from exc
         disk_health.write_succeeded(self.dir.parent)
 
-    def _validate(self, records: bytes) -> list[BatchHeader]:
+    def _validate(self, records: bytes, coordinator: bool = False) -> list[BatchHeader]:
         if not records:  # Kafka's ProduceRequest.validateRecords: INVALID_RECORD
             raise InvalidRecordError("Produce requests must have at least one record batch")
         try:
@@ -461,7 +474,8 @@ class UnifiedLog:
                 f"maximum configured segment size of {self.config.segment_bytes}"
             )
         for header in headers:
-            _validate_client_batch(header)
+            if not coordinator:
+                _validate_client_batch(header)
         batches = list(zip(batch_views(records, headers), headers, strict=True))
         if self.config.message_timestamp_type != LOG_APPEND_TIME:
             for batch, header in batches:

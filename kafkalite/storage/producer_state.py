@@ -132,10 +132,13 @@ class ProducerStateManager:
         headers: Iterable[BatchHeader],
         first_offset: int,
         log_append_time_ms: int | None = None,
+        *,
+        check_sequence: bool = True,
     ) -> PendingAppend:
         """Check a client append whose batches will start at `first_offset`.
 
         With LogAppendTime, `log_append_time_ms` is the max timestamp the batches will carry.
+        Without `check_sequence` (a coordinator's write) only epochs are checked.
 
         Returns the staged updates, or the original batch if one is a retried duplicate.
         Raises InvalidProducerEpochError / OutOfOrderSequenceError; mutates nothing.
@@ -147,12 +150,17 @@ class ProducerStateManager:
             if not header.has_producer_id:
                 continue
             current = self.producers.get(header.producer_id)
-            if current is not None and (duplicate := current.find_duplicate(header)):
+            if (
+                check_sequence
+                and current is not None
+                and (duplicate := current.find_duplicate(header))
+            ):
                 return PendingAppend(updated, duplicate)
             current = current or ProducerStateEntry(header.producer_id)
             entry = updated.get(header.producer_id) or current.without_batches()
             _check_epoch(entry, header, base)
-            _check_sequence(current, entry, header, base)
+            if check_sequence:
+                _check_sequence(current, entry, header, base)
             entry.add_batch(_as_appended(header, base, log_append_time_ms))
             updated[header.producer_id] = entry
         return PendingAppend(updated)
