@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import trio
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import (
@@ -17,10 +18,11 @@ from kafkalite.apis import (
     add_partitions_to_txn,
     end_txn,
     init_producer_id,
+    produce,
     txn_offset_commit,
     write_txn_markers,
 )
-from kafkalite.apis.base import make
+from kafkalite.apis.base import RequestContext, make
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.partition import READ_COMMITTED
 from kafkalite.coordinator.offsets import TopicPartition
@@ -30,7 +32,7 @@ from kafkalite.storage.txn_index import AbortedTxn
 from kafkalite.txn.coordinator import TxnState
 
 from .conftest import open_broker
-from .harness import call
+from .harness import call, request_module
 
 TID, TOPIC, GROUP = "txn-app", "events", "grp"
 
@@ -252,3 +254,38 @@ def test_transactional_offsets_replay_follows_markers(tmp_path: Path) -> None:
         assert committed(restarted) == 9
     finally:
         restarted.shutdown()
+
+
+def produce_request(broker: Broker, pid: int, epoch: int, seq: int) -> ErrorCode:
+    """A transactional Produce v9 naming its transactional id, as clients send it."""
+    m = request_module(0, 9)
+    batch = encode_batch(
+        [(None, b"v")],
+        timestamp=1_700_000_000_000,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        attributes=TRANSACTIONAL_FLAG,
+    )
+    data = make(m.PartitionProduceData, index=0, records=batch)
+    request = make(
+        m.ProduceRequest,
+        transactional_id=TID,
+        acks=1,
+        timeout=datetime.timedelta(seconds=5),
+        topic_data=(make(m.TopicProduceData, name=TOPIC, partition_data=(data,)),),
+    )
+    ctx = RequestContext(broker, 0, 9, correlation_id=11, client_id="tests")
+    response = trio.run(produce.handle, ctx, request)
+    return response.responses[0].partition_responses[0].error_code
+
+
+def test_produce_to_a_partition_outside_the_transaction(
+    broker_factory: Callable[..., Broker],
+) -> None:
+    broker = new_broker(broker_factory)
+    pid, epoch = init(broker)
+    assert produce_request(broker, pid, epoch, 0) is ErrorCode.invalid_txn_state
+    assert add_partitions(broker, pid, epoch) is ErrorCode.none
+    assert produce_request(broker, pid, epoch, 0) is ErrorCode.none
+    assert produce_request(broker, pid, epoch - 1, 0) is ErrorCode.invalid_producer_epoch
