@@ -25,7 +25,9 @@ from kafkalite.apis import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     describe_topic_partitions,
+    describe_transactions,
     end_txn,
     fetch,
     find_coordinator,
@@ -37,6 +39,7 @@ from kafkalite.apis import (
     list_config_resources,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -92,6 +95,9 @@ _MODULES = (
     add_offsets_to_txn,
     end_txn,
     txn_offset_commit,
+    describe_transactions,
+    list_transactions,
+    describe_producers,
 )
 
 HANDLERS: dict[int, ApiHandler] = {module.API.api_key: module.API for module in _MODULES}

@@ -16,8 +16,11 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    describe_producers,
+    describe_transactions,
     end_txn,
     init_producer_id,
+    list_transactions,
     produce,
     txn_offset_commit,
     write_txn_markers,
@@ -289,3 +292,61 @@ def test_produce_to_a_partition_outside_the_transaction(
     assert add_partitions(broker, pid, epoch) is ErrorCode.none
     assert produce_request(broker, pid, epoch, 0) is ErrorCode.none
     assert produce_request(broker, pid, epoch - 1, 0) is ErrorCode.invalid_producer_epoch
+
+
+def test_describe_and_list_transactions_and_producers(
+    broker_factory: Callable[..., Broker],
+) -> None:
+    broker = new_broker(broker_factory)
+    pid, epoch = init(broker)
+    add_partitions(broker, pid, epoch)
+    produce_txn(broker, pid, epoch, 0, [b"a", b"b"])
+
+    described = call(
+        broker,
+        describe_transactions.API,
+        0,
+        lambda m: make(m.DescribeTransactionsRequest, transactional_ids=(TID, "nobody")),
+    )
+    ours, unknown = described.transaction_states
+    assert (ours.error_code, ours.transaction_state, ours.producer_id) == (
+        ErrorCode.none,
+        "Ongoing",
+        pid,
+    )
+    assert [(t.topic, t.partitions) for t in ours.topics] == [(TOPIC, (0,))]
+    assert unknown.error_code is ErrorCode.transactional_id_not_found
+
+    def listing(**filters: Any) -> Any:
+        return call(
+            broker,
+            list_transactions.API,
+            2,
+            lambda m: make(
+                m.ListTransactionsRequest,
+                **{"state_filters": (), "producer_id_filters": (), **filters},
+            ),
+        )
+
+    everything = listing()
+    assert [(t.transactional_id, t.transaction_state) for t in everything.transaction_states] == [
+        (TID, "Ongoing")
+    ]
+    filtered = listing(state_filters=("CompleteCommit", "Bogus"))
+    assert filtered.transaction_states == () and filtered.unknown_state_filters == ("Bogus",)
+    assert listing(transactional_id_pattern="txn-.*").transaction_states[0].producer_id == pid
+    assert listing(transactional_id_pattern="txn").transaction_states == ()
+
+    producers = call(
+        broker,
+        describe_producers.API,
+        0,
+        lambda m: make(
+            m.DescribeProducersRequest,
+            topics=(make(m.TopicRequest, name=TOPIC, partition_indexes=(0, 3)),),
+        ),
+    )
+    found, missing = producers.topics[0].partitions
+    [state] = found.active_producers
+    assert (state.producer_id, state.last_sequence, state.current_txn_start_offset) == (pid, 1, 0)
+    assert missing.error_code is ErrorCode.unknown_topic_or_partition
