@@ -5,7 +5,11 @@ and offsets sent to the transaction visible only on commit."""
 
 from __future__ import annotations
 
+import random
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from confluent_kafka import (
@@ -19,6 +23,8 @@ from confluent_kafka import (
 from e2e_helpers import CLIENT_TIMEOUT, consumer, create_topic, wait_until
 
 from kafkalite.testing import BrokerProcess
+
+WORKER = Path(__file__).with_name("txn_worker.py")
 
 
 def txn_producer(bootstrap: str, transactional_id: str) -> Producer:
@@ -168,3 +174,62 @@ def test_offsets_sent_to_the_transaction_are_visible_only_on_commit(
         assert committed() == 7
     finally:
         cons.close()
+
+
+KILL_SEEDS = [7, 11]
+
+
+@pytest.mark.parametrize("seed", KILL_SEEDS)
+def test_consume_transform_produce_killed_and_restarted_is_exactly_once(
+    module_broker: BrokerProcess, topic_name: Callable[..., str], seed: int
+) -> None:
+    """SIGKILL the worker at seeded points of its progress (once a seeded number of further
+    records reached the sink, committed or not), restart it with the same transactional id, and let
+    the last run finish: the sink holds each input exactly once, and the committed input
+    offsets are the input's ends."""
+    bootstrap = module_broker.bootstrap
+    source, sink = topic_name("in"), topic_name("out")
+    group, tid = topic_name("group"), topic_name("txn")
+    create_topic(bootstrap, source, 2)
+    create_topic(bootstrap, sink, 1)
+    inputs = [b"record-%04d" % i for i in range(240)]
+    plain = Producer({"bootstrap.servers": bootstrap})
+    for i, value in enumerate(inputs):
+        plain.produce(source, value, key=value, partition=i % 2)
+    assert plain.flush(CLIENT_TIMEOUT) == 0
+    # How many more records (committed or not) reach the sink before each kill.
+    advances = random.Random(seed).sample(range(5, 60), 3)
+    argv = [sys.executable, str(WORKER), bootstrap, source, "2", sink, group, tid]
+
+    def sink_end() -> int:
+        return probe.get_watermark_offsets(TopicPartition(sink, 0), CLIENT_TIMEOUT, False)[1]
+
+    probe = consumer(bootstrap)
+    try:
+        for advance in advances:
+            target = sink_end() + advance
+            worker = subprocess.Popen(argv)
+            try:
+                wait_until(
+                    lambda: sink_end() >= target,  # noqa: B023 (called within the iteration)
+                    timeout=60,
+                    interval=0.01,
+                    message=f"{target} records in the sink",
+                )
+            finally:
+                worker.kill()  # SIGKILL
+                worker.wait()
+        final = subprocess.run(argv, timeout=120)
+        assert final.returncode == 0
+    finally:
+        probe.close()
+    group_probe = consumer(bootstrap, **{"group.id": group})
+    try:
+        offsets = group_probe.committed(
+            [TopicPartition(source, 0), TopicPartition(source, 1)], CLIENT_TIMEOUT
+        )
+    finally:
+        group_probe.close()
+    assert [tp.offset for tp in offsets] == [120, 120]
+    output = read_to_end(bootstrap, [(sink, 0)], "read_committed")
+    assert sorted(value for _, _, value in output) == sorted(v.upper() for v in inputs)
