@@ -2,7 +2,8 @@
 producer): commit and abort across partitions and topics, with the offsets the markers take;
 read_committed consumers see exactly the committed records and read_uncommitted all of them;
 ListOffsets with read_committed stops at an open transaction; a zombie producer is fenced;
-offsets sent to a transaction are visible only once it commits."""
+offsets sent to a transaction are visible only once it commits; Kafka's kafka-transactions
+tool lists and describes transactions and producers."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import uuid
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Producer, TopicPartition
 
+from compat.kafka_tools import ToolRun, run_tool
 from compat.scenario_helpers import (
     CLIENT_TIMEOUT,
     consumer,
@@ -165,3 +167,51 @@ def test_offsets_sent_to_a_transaction_are_visible_only_on_commit(target: Target
         assert committed() == 7
     finally:
         cons.close()
+
+
+def _table(run: ToolRun) -> list[dict[str, str]]:
+    """kafka-transactions' tab-separated table as one dict per row."""
+    header, *rows = [line for line in run.stdout.splitlines() if line.strip()]
+    names = [name.strip() for name in header.split("\t")]
+    return [dict(zip(names, (v.strip() for v in row.split("\t")), strict=False)) for row in rows]
+
+
+def test_kafka_transactions_tool_lists_and_describes(target: Target) -> None:
+    bootstrap = target.bootstrap
+    topic, transactional_id = _name("txn-tool"), _name("txn")
+    create_topic(bootstrap, topic, 1)
+    producer = txn_producer(bootstrap, transactional_id)
+    producer.begin_transaction()
+    producer.produce(topic, b"open")
+    producer.flush(CLIENT_TIMEOUT)
+
+    listed = run_tool("kafka-transactions", bootstrap, "list")
+    assert listed.exit_code == 0
+    ours = [row for row in _table(listed) if row["TransactionalId"] == transactional_id]
+    assert [row["TransactionState"] for row in ours] == ["Ongoing"]
+
+    described = run_tool(
+        "kafka-transactions", bootstrap, "describe", "--transactional-id", transactional_id
+    )
+    [row] = _table(described)
+    assert (row["TransactionState"], row["TransactionTimeoutMs"], row["TopicPartitions"]) == (
+        "Ongoing",
+        "60000",
+        f"{topic}-0",
+    )
+    assert row["ProducerId"] == ours[0]["ProducerId"]
+
+    producers = run_tool(
+        "kafka-transactions", bootstrap, "describe-producers", "--topic", topic, "--partition", "0"
+    )
+    [state] = _table(producers)
+    assert (state["ProducerId"], state["LastSequence"], state["CurrentTransactionStartOffset"]) == (
+        row["ProducerId"],
+        "0",
+        "0",
+    )
+
+    unknown = run_tool("kafka-transactions", bootstrap, "describe", "--transactional-id", "nope")
+    assert unknown.exit_code == 1
+    assert "failed because the ID could not be found" in unknown.stderr
+    producer.abort_transaction(CLIENT_TIMEOUT)
