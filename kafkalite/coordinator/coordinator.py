@@ -142,6 +142,10 @@ class GroupCoordinator:
         )
         txn_offsets.load_pending(self._pending_txn, group_id, producer_id, commit)
 
+    def has_pending_txn_offset(self, group_id: str, tp: TopicPartition) -> bool:
+        """An open transaction holds an offset for `tp` (OffsetFetch require_stable)."""
+        return txn_offsets.has_pending(self._pending_txn, group_id, tp.topic, tp.partition)
+
     def pending_txn_groups(self, producer_id: int) -> list[str]:
         return txn_offsets.pending_groups(self._pending_txn, producer_id)
 

@@ -98,3 +98,11 @@ def load_pending(
 
 def pending_groups(pending: PendingTxnOffsets, producer_id: int) -> list[str]:
     return [group for group, pid in pending.by_producer if pid == producer_id]
+
+
+def has_pending(pending: PendingTxnOffsets, group_id: str, topic: str, partition: int) -> bool:
+    return any(
+        group == group_id
+        and any((p.topic, p.partition) == (topic, partition) for p in r.partitions)
+        for (group, _), r in pending.by_producer.items()
+    )

@@ -21,6 +21,7 @@ from kafkalite.apis import (
     end_txn,
     init_producer_id,
     list_transactions,
+    offset_fetch,
     produce,
     txn_offset_commit,
     write_txn_markers,
@@ -350,3 +351,26 @@ def test_describe_and_list_transactions_and_producers(
     [state] = found.active_producers
     assert (state.producer_id, state.last_sequence, state.current_txn_start_offset) == (pid, 1, 0)
     assert missing.error_code is ErrorCode.unknown_topic_or_partition
+
+
+def test_require_stable_offset_fetch_waits_for_the_transaction(
+    broker_factory: Callable[..., Broker],
+) -> None:
+    broker = new_broker(broker_factory)
+    pid, epoch = init(broker)
+
+    def fetch(require_stable: bool) -> tuple[ErrorCode, int]:
+        def build(m: Any) -> Any:
+            topic = make(m.OffsetFetchRequestTopics, name=TOPIC, partition_indexes=(0,))
+            group = make(m.OffsetFetchRequestGroup, group_id=GROUP, topics=(topic,))
+            return make(m.OffsetFetchRequest, groups=(group,), require_stable=require_stable)
+
+        response = call(broker, offset_fetch.API, 8, build)
+        [partition] = response.groups[0].topics[0].partitions
+        return partition.error_code, partition.committed_offset
+
+    assert send_offsets(broker, pid, epoch, 4) is ErrorCode.none
+    assert fetch(True) == (ErrorCode.unstable_offset_commit, -1)
+    assert fetch(False) == (ErrorCode.none, -1)
+    assert end(broker, pid, epoch, True) is ErrorCode.none
+    assert fetch(True) == (ErrorCode.none, 4)
