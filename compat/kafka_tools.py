@@ -1,4 +1,5 @@
-"""Apache Kafka's command-line tools (kafka-acls, kafka-features, kafka-log-dirs, kafka-configs)
+"""Apache Kafka's command-line tools (kafka-acls, kafka-features, kafka-log-dirs, kafka-configs,
+kafka-transactions)
 run with `java -cp` against a broker, from jars cached under .cache/kafka-tools/<version>/.
 
 `tools_lib()` downloads org.apache.kafka:kafka-tools (pinned in compat/kafka-tools-pom.xml) on
@@ -35,6 +36,7 @@ TOOLS = {
     "kafka-configs": "kafka.admin.ConfigCommand",  # Scala, in core, up to 4.3
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
 }
 
 

@@ -174,7 +174,9 @@ class _Builder:
         return cls(**values)
 
     def value(self, field: dataclasses.Field) -> Any:
-        if field.name in _BY_NAME:
+        # A None default applies only where the field is nullable (InitProducerId's
+        # transactional id is; the transaction APIs' are not).
+        if field.name in _BY_NAME and (_BY_NAME[field.name] is not None or is_optional(field)):
             return _BY_NAME[field.name]
         kind = classify_field(field)
         if isinstance(kind, EntityTupleField):

@@ -202,6 +202,30 @@ PROPERTIES: dict[str, Property] = {
     "offsets.topic.replication.factor": Property(
         _int(1, 32767), "1", "__consumer_offsets RF", TYPE_SHORT
     ),
+    "transaction.state.log.num.partitions": Property(
+        _int(1, I32_MAX), "50", "__transaction_state size", TYPE_INT
+    ),
+    "transaction.state.log.replication.factor": Property(
+        _int(1, 32767), "1", "__transaction_state RF", TYPE_SHORT
+    ),
+    "transaction.state.log.min.isr": Property(
+        _int(1, I32_MAX), "1", "__transaction_state min.insync.replicas", TYPE_INT
+    ),
+    "transaction.state.log.segment.bytes": Property(
+        _int(1, I32_MAX), "104857600", "__transaction_state segment size", TYPE_INT
+    ),
+    "transaction.max.timeout.ms": Property(
+        _int(1, I32_MAX), "900000", "largest transaction.timeout.ms", TYPE_INT
+    ),
+    "transactional.id.expiration.ms": Property(
+        _int(1, I32_MAX), "604800000", "idle transactional id lifetime", TYPE_INT
+    ),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": Property(
+        _int(1, I32_MAX), "10000", "how often timed-out transactions are aborted", TYPE_INT
+    ),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": Property(
+        _int(1, I32_MAX), "3600000", "how often expired transactional ids go", TYPE_INT
+    ),
     "offset.metadata.max.bytes": Property(
         _int(0, I32_MAX), "4096", "commit metadata limit", TYPE_INT
     ),
@@ -276,7 +300,11 @@ PROPERTIES: dict[str, Property] = {
 }
 # Kafka's defaults that would stop a single node from working apply in cluster mode only,
 # so `kafkalite serve` without zookeeper.connect behaves as before.
-CLUSTER_MODE_DEFAULTS: dict[str, str] = {"offsets.topic.replication.factor": "3"}
+CLUSTER_MODE_DEFAULTS: dict[str, str] = {
+    "offsets.topic.replication.factor": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+}
 
 
 @dataclass(frozen=True, slots=True)

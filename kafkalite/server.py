@@ -250,6 +250,8 @@ async def serve(
             if broker.fetchers is not None:
                 await nursery.start(broker.fetchers.run)
             await nursery.start(broker.groups.run)
+            if broker.txn is not None:
+                await nursery.start(broker.txn.run)
             pool = RequestMemoryPool(broker.config.int("queued.max.request.bytes"))
             await nursery.start(
                 trio.serve_listeners, lambda s: handle_connection(broker, s, pool), listeners

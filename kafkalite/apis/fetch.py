@@ -3,7 +3,8 @@
 Through the replica manager's fetch_messages. Long poll: answer once `min_bytes` are
 available or `max_wait_ms` has passed; a waiting fetch is parked in the fetch purgatory under
 its partitions and re-read when an append lands on one of them. Followers (replica_id >= 0)
-read to the log end, consumers to the high watermark. Whole batches only, within
+read to the log end, consumers to the high watermark (read_committed: to the last stable
+offset, with the aborted transactions in the fetched range). Whole batches only, within
 `max_bytes` and each partition's `partition_max_bytes` (the first batch is returned whole
 even when larger: KIP-74).
 Fetch sessions are declined (session id 0), so every request is a full fetch. Topics are
@@ -80,6 +81,16 @@ def _fetch_infos(
     return infos, plan
 
 
+def _aborted(ctx: RequestContext, result: LogReadResult, params: FetchParams) -> Any:
+    """Kafka lists aborted transactions only for read_committed fetches (null otherwise)."""
+    if params.isolation_level == READ_UNCOMMITTED:
+        return None
+    return tuple(
+        make(ctx.schema.AbortedTransaction, producer_id=t.producer_id, first_offset=t.first_offset)
+        for t in result.aborted_transactions or ()
+    )
+
+
 def _partition_data(
     ctx: RequestContext, topic: str | None, index: int, result: LogReadResult, params: FetchParams
 ) -> Any:
@@ -96,9 +107,7 @@ def _partition_data(
         high_watermark=result.high_watermark,
         last_stable_offset=result.last_stable_offset,
         log_start_offset=result.log_start_offset,
-        # Kafka lists aborted transactions only for read_committed fetches; there are none
-        # yet (no transactions), so read_committed gets an empty list.
-        aborted_transactions=() if params.isolation_level != READ_UNCOMMITTED else None,
+        aborted_transactions=_aborted(ctx, result, params),
         records=result.records,
         **diverging,
         **(current_leader(ctx, topic, index, result.error) if topic is not None else {}),

@@ -1,10 +1,8 @@
 """FindCoordinator (key 10), versions 0-6 (batched keys from v4).
 
 A group's coordinator is the leader of its `__consumer_offsets` partition, from the cluster
-metadata; the first group lookup creates that topic.
-Transaction coordination arrives with the transactions issue; until then transactional ids
-get UNSUPPORTED_VERSION ("transactions are not supported by kafkalite yet"), the error Kafka
-gives for a feature it does not support; clients do not retry it.
+metadata; the first group lookup creates that topic. A transactional id's (key type 1) is
+the leader of its `__transaction_state` partition, created on first lookup likewise.
 librdkafka also reads this API's presence as "broker >= 0.8.2" and enables LZ4 only then.
 """
 
@@ -20,7 +18,6 @@ from kafkalite.broker.replica_manager import OFFSETS_TOPIC
 from kafkalite.coordinator import group_partition
 
 GROUP, TRANSACTION = 0, 1
-TRANSACTIONS_UNSUPPORTED = "transactions are not supported by kafkalite yet"
 Found = tuple[int, Endpoint] | None  # (node id, endpoint) of the coordinator
 
 
@@ -38,17 +35,25 @@ def _group_coordinator(ctx: RequestContext, group_id: str) -> tuple[ErrorCode, F
     return ErrorCode.none, (state.leader, endpoint)
 
 
+def _txn_coordinator(ctx: RequestContext, transactional_id: str) -> tuple[ErrorCode, Found]:
+    """The leader of the id's `__transaction_state` partition."""
+    assert ctx.broker.txn is not None
+    error, leader = ctx.broker.txn.coordinator_for(transactional_id)
+    if error is not ErrorCode.none:
+        return error, None
+    endpoint = ctx.broker.endpoint_of(leader)
+    if endpoint is None:
+        return ErrorCode.coordinator_not_available, None
+    return ErrorCode.none, (leader, endpoint)
+
+
 def _locate(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
     message: str | None = None
     found: Found = None
     if key_type == GROUP:
         error, found = _group_coordinator(ctx, key)
     elif key_type == TRANSACTION:
-        # Not retriable, so transactional clients fail fast instead of retrying forever
-        # (COORDINATOR_NOT_AVAILABLE made librdkafka, kafka-python and franz-go hang), and not
-        # an authorization error, which sent users looking for ACLs. InitProducerId answers
-        # transactional ids the same way.
-        error, message = ErrorCode.unsupported_version, TRANSACTIONS_UNSUPPORTED
+        error, found = _txn_coordinator(ctx, key)
     else:
         error, message = ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}"
     return {

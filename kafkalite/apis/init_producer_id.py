@@ -2,8 +2,12 @@
 
 Idempotent producers (no transactional id) get a fresh producer id with epoch 0 on every
 call, as Kafka does; ids are persisted before use so a restart never reuses one.
-Transactional producers are not served yet (the transactions issue adds the coordinator):
-they get UNSUPPORTED_VERSION, as FindCoordinator answers a transactional id.
+Transactional producers go to the transaction coordinator (this broker must lead the id's
+`__transaction_state` partition): a new id starts at epoch 0, a known one gets its epoch
+bumped (fencing the previous instance; an open transaction is aborted first and the
+caller answered CONCURRENT_TRANSACTIONS, to retry). v3+ may name the current producer id
+and epoch (KIP-360); a mismatch is PRODUCER_FENCED. A timeout above
+transaction.max.timeout.ms is INVALID_TRANSACTION_TIMEOUT.
 """
 
 from __future__ import annotations
@@ -12,18 +16,40 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make, millis
+from kafkalite.apis.txn_common import txn_service
+from kafkalite.txn.coordinator import InitResult
+
+
+def _transactional(ctx: RequestContext, request: Any) -> InitResult:
+    service = txn_service(ctx)
+    error = service.check_coordinator(request.transactional_id)
+    if error is not ErrorCode.none:
+        return InitResult(error)
+    timeout_ms = millis(request.transaction_timeout)
+    producer_id = getattr(request, "producer_id", -1)
+    epoch = getattr(request, "producer_epoch", -1)
+    result, persist_error = service.call(
+        lambda c, now: c.init_producer_id(
+            request.transactional_id, timeout_ms, now, producer_id, epoch
+        )
+    )
+    return result if persist_error is ErrorCode.none else InitResult(persist_error)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema.InitProducerIdResponse
     if request.transactional_id is not None:
+        result = _transactional(ctx, request)
+        error = result.error
+        if error is ErrorCode.producer_fenced and ctx.api_version < 4:
+            error = ErrorCode.invalid_producer_epoch  # PRODUCER_FENCED arrived with v4
         return make(
             schema,
             throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.unsupported_version,
-            producer_id=-1,
-            producer_epoch=-1,
+            error_code=error,
+            producer_id=result.producer_id,
+            producer_epoch=result.producer_epoch,
         )
     producer_id = ctx.broker.metadata.allocate_producer_id()
     return make(

@@ -3,7 +3,9 @@
 v2+ may ask for every committed partition (topics null) and have a top-level error;
 v5+ return the leader epoch; v8+ batch several groups in one request; v10 names topics by
 id (an unknown id: UNKNOWN_TOPIC_ID). The group id "" is
-served like any other, as Kafka does for backwards compatibility.
+served like any other, as Kafka does for backwards compatibility. v7+ `require_stable`
+(KIP-447): a partition with an offset pending in an open transaction answers
+UNSTABLE_OFFSET_COMMIT (the client retries until the transaction ends).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ BATCHED_FROM = 8
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     if ctx.api_version < BATCHED_FROM:
-        fetched = _fetch(ctx, request.group_id, request.topics)
+        fetched = _stable(
+            ctx, request, request.group_id, _fetch(ctx, request.group_id, request.topics)
+        )
         return make(
             schema.OffsetFetchResponse,
             throttle_time=NO_THROTTLE,
@@ -44,9 +48,29 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             error_code=fetched.error,
         )
         for group in request.groups
-        for fetched in (_fetch(ctx, group.group_id, group.topics),)
+        for fetched in (
+            _stable(ctx, request, group.group_id, _fetch(ctx, group.group_id, group.topics)),
+        )
     )
     return make(schema.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=groups)
+
+
+def _stable(
+    ctx: RequestContext, request: Any, group_id: str, fetched: OffsetFetchResponse
+) -> OffsetFetchResponse:
+    if not getattr(request, "require_stable", False):
+        return fetched
+    coordinator = ctx.broker.groups.coordinator
+    return replace(
+        fetched,
+        partitions=tuple(
+            FetchedOffset(o.topic, o.partition, error=ErrorCode.unstable_offset_commit)
+            if o.error is ErrorCode.none
+            and coordinator.has_pending_txn_offset(group_id, TopicPartition(o.topic, o.partition))
+            else o
+            for o in fetched.partitions
+        ),
+    )
 
 
 def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> OffsetFetchResponse:

@@ -21,7 +21,7 @@ from kafkalite.apis.leader_hint import current_leader, node_endpoints
 from kafkalite.apis.topic_ids import topic_name
 from kafkalite.broker.delayed import ProduceResult, TopicPartition
 from kafkalite.broker.delayed_wait import complete_or_expire
-from kafkalite.storage.batch import LOG_OVERHEAD, peek_offset_and_size
+from kafkalite.storage.batch import HEADER_SIZE, LOG_OVERHEAD, parse_header, peek_offset_and_size
 from kafkalite.storage.errors import RecordError
 
 VALID_ACKS = (-1, 0, 1)
@@ -89,6 +89,30 @@ def _check_partition(ctx: RequestContext, topic: str, data: Any) -> ErrorCode | 
     return None
 
 
+def _verify_txn(ctx: RequestContext, request: Any, topic: str, data: Any) -> ErrorCode | None:
+    """Kafka's transaction verification (KIP-890 part 1,
+    transaction.partition.verification.enable): a transactional batch is taken only for a
+    partition in its producer's ongoing transaction; otherwise INVALID_TXN_STATE (a stale
+    epoch: INVALID_PRODUCER_EPOCH). Checked here when this broker is the coordinator."""
+    if len(data.records) < HEADER_SIZE:  # storage answers a batch this short
+        return None
+    header = parse_header(data.records)
+    transactional_id = getattr(request, "transactional_id", None)
+    service = ctx.broker.txn
+    if header.magic != 2 or not header.is_transactional or not transactional_id or not service:
+        return None
+    if service.check_coordinator(transactional_id) is not ErrorCode.none:
+        return None  # coordinated elsewhere (a cluster): not verified here
+    verdict = service.coordinator.verify_partitions(
+        transactional_id, header.producer_id, header.producer_epoch, [(topic, data.index)]
+    )[(topic, data.index)]
+    if verdict is ErrorCode.none:
+        return None
+    if verdict is ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch
+    return ErrorCode.invalid_txn_state
+
+
 def _refused(ctx: RequestContext, index: int, problem: ErrorCode | str) -> Any:
     if isinstance(problem, str):
         return _partition_response(ctx, index, ErrorCode.invalid_record, message=problem)
@@ -140,6 +164,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 answers.append(_partition_response(ctx, data.index, ErrorCode.unknown_topic_id))
             elif (problem := _check_partition(ctx, name, data)) is not None:
                 answers.append(_refused(ctx, data.index, problem))
+            elif (txn_error := _verify_txn(ctx, request, name, data)) is not None:
+                answers.append(_partition_response(ctx, data.index, txn_error))
             else:
                 entries[(name, data.index)] = data.records
                 answers.append((name, data.index))

@@ -6,6 +6,8 @@ ApiVersions advertises exactly this table; there is no second list.
 from __future__ import annotations
 
 from kafkalite.apis import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_replica_log_dirs,
     api_versions,
@@ -23,7 +25,10 @@ from kafkalite.apis import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     describe_topic_partitions,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -34,6 +39,7 @@ from kafkalite.apis import (
     list_config_resources,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -41,7 +47,9 @@ from kafkalite.apis import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
     update_features,
+    write_txn_markers,
 )
 from kafkalite.apis.base import ApiHandler
 
@@ -82,6 +90,14 @@ _MODULES = (
     describe_topic_partitions,
     describe_log_dirs,
     alter_replica_log_dirs,
+    write_txn_markers,
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    txn_offset_commit,
+    describe_transactions,
+    list_transactions,
+    describe_producers,
 )
 
 HANDLERS: dict[int, ApiHandler] = {module.API.api_key: module.API for module in _MODULES}

@@ -13,6 +13,7 @@ from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.replica_fetcher_manager import ReplicaFetcherManager
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.broker.topic_config import log_config_for
+from kafkalite.broker.txn_coordinator_service import TransactionCoordinatorService
 from kafkalite.config import BrokerConfig, Listener
 from kafkalite.metrics import BrokerMetrics
 from kafkalite.storage.cleaner_process import CLEANER_POOL
@@ -42,6 +43,7 @@ class Broker:
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
     dynamic: DynamicBrokerConfig | None = None  # dynamic broker configs (kafka-configs)
     fetchers: ReplicaFetcherManager | None = None  # followers' fetchers (run by the server)
+    txn: TransactionCoordinatorService | None = None  # set by open()
 
     @classmethod
     def open(
@@ -65,14 +67,25 @@ class Broker:
         replica_manager.load()
         groups = GroupCoordinatorService(config, replica_manager)
         groups.load()
+        txn = TransactionCoordinatorService(config, replica_manager, groups, metadata)
+        txn.load()
         return cls(
-            config, metadata, replica_manager, groups, clock_ms, dynamic=dynamic, fetchers=fetchers
+            config,
+            metadata,
+            replica_manager,
+            groups,
+            clock_ms,
+            dynamic=dynamic,
+            fetchers=fetchers,
+            txn=txn,
         )
 
     def reconfigure(self, config: BrokerConfig) -> None:
         """Apply a new effective config (dynamic broker configs) to everything holding one;
         every partition log gets its topic's log config again."""
         self.config = self.replica_manager.config = self.groups.config = config
+        if self.txn is not None:
+            self.txn.config = config
         for topic in self.replica_manager.topics.values():
             log_config = log_config_for(config, topic.metadata.configs)
             for partition in topic.partitions.values():

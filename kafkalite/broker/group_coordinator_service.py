@@ -56,7 +56,8 @@ from kafkalite.coordinator.records import (
     offset_commit_record,
     offset_tombstone,
 )
-from kafkalite.storage.batch import iter_batches
+from kafkalite.storage.batch import TRANSACTIONAL_FLAG, BatchHeader, iter_batches
+from kafkalite.storage.control_batch import decode_marker
 from kafkalite.storage.log import UnifiedLog
 from kafkalite.storage.records import Record, decode_records, encode_batch
 
@@ -138,13 +139,75 @@ class GroupCoordinatorService:
         log.info("loaded %d record(s) from %s", loaded, OFFSETS_TOPIC)
 
     def _load_partition(self, partition: Partition) -> int:
+        """Replay one partition. Transactional offset commits wait for their marker: a
+        commit applies them, an abort drops them; those still open at the end stay pending
+        in the coordinator (their transaction ends later)."""
         now, loaded = self.now_ms(), 0
-        for record in log_records(partition.log):
+        open_txns: dict[int, list[Record]] = defaultdict(list)
+        for header, batch in log_batches(partition.log):
+            if header.is_control:
+                marker = decode_marker(batch) if header.is_transactional else None
+                held = open_txns.pop(header.producer_id, [])
+                if marker is not None and marker.commit:
+                    loaded += self._replay_records(held, now)
+            elif header.is_transactional:
+                open_txns[header.producer_id].extend(decode_records(batch))
+            else:
+                loaded += self._replay_records(decode_records(batch), now)
+        for producer_id, records in open_txns.items():
+            for record in records:
+                self._load_pending(producer_id, record)
+        return loaded
+
+    def _replay_records(self, records: Iterable[Record], now_ms: int) -> int:
+        loaded = 0
+        for record in records:
             try:
-                loaded += self._replay(record.key, record.value, now)
+                loaded += self._replay(record.key, record.value, now_ms)
             except InvalidRecord as exc:
                 log.warning("skipping %s record at %d: %s", OFFSETS_TOPIC, record.offset, exc)
         return loaded
+
+    def _load_pending(self, producer_id: int, record: Record) -> None:
+        try:
+            decoded = decode_key(record.key) if record.key is not None else None
+            if isinstance(decoded, OffsetCommitKey) and record.value is not None:
+                value = decode_offset_commit_value(record.value)
+                tp = TopicPartition(decoded.topic, decoded.partition)
+                self.coordinator.load_pending_txn_offset(decoded.group_id, producer_id, tp, value)
+        except InvalidRecord as exc:
+            log.warning("skipping %s record at %d: %s", OFFSETS_TOPIC, record.offset, exc)
+
+    def append_txn_offsets(
+        self, group_id: str, producer_id: int, producer_epoch: int, commits: list[OffsetChange]
+    ) -> ErrorCode:
+        """TxnOffsetCommit: the offsets written to the group's partition as a transactional
+        batch of the producer (Kafka's coordinator-origin append; no sequence numbers), so a
+        restart holds them pending until the transaction's marker."""
+        if self.ensure_offsets_topic() is not ErrorCode.none:
+            return ErrorCode.coordinator_not_available
+        topic = self.replica_manager.topics[OFFSETS_TOPIC]
+        index = group_partition(group_id, topic.metadata.num_partitions)
+        partition = topic.partitions.get(index)
+        if partition is None:
+            return ErrorCode.not_coordinator
+        batch = encode_batch(
+            [_record(change) for change in commits],
+            timestamp=self.now_ms(),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            attributes=TRANSACTIONAL_FLAG,
+        )
+        tp = (partition.topic, partition.index)
+        results, _ = self.replica_manager.append_records(
+            {tp: batch}, 1, internal_topics_allowed=True, coordinator=True
+        )
+        error = results[tp].error
+        if error is ErrorCode.none:
+            return error
+        if error is ErrorCode.invalid_producer_epoch:
+            return ErrorCode.producer_fenced
+        return _APPEND_ERRORS.get(error, ErrorCode.unknown_server_error)
 
     def _replay(self, key: bytes | None, value: bytes | None, now_ms: int) -> int:
         if key is None:
@@ -327,6 +390,18 @@ class GroupCoordinatorService:
                 count,
                 len(expired.deleted_groups),
             )
+
+
+def log_batches(log_: UnifiedLog) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Every batch of the log (header and bytes), from its start to its end."""
+    offset, end = log_.log_start_offset, log_.log_end_offset
+    while offset < end:
+        data = log_.read(offset, LOAD_CHUNK_BYTES, end)
+        if not data:
+            return
+        for position, header in iter_batches(data):
+            offset = header.next_offset
+            yield header, memoryview(data)[position : position + header.size]
 
 
 def log_records(log_: UnifiedLog) -> Iterator[Record]:

@@ -15,12 +15,14 @@ Sans-IO: plain synchronous state, driven by the ReplicaManager.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
 
+from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.errors import OffsetOutOfRangeError, StorageError
 from kafkalite.storage.log import AppendResult, UnifiedLog
+from kafkalite.storage.txn_index import AbortedTxn
 
 NO_LEADER = -1
 UNKNOWN_OFFSET = -1
@@ -86,6 +88,8 @@ class LogReadResult:
     log_start_offset: int = -1
     # (epoch, end offset) where the fetcher's log leaves this one: it must truncate first.
     diverging_epoch: tuple[int, int] | None = None
+    # read_committed only: the aborted transactions overlapping the records returned.
+    aborted_transactions: tuple[AbortedTxn, ...] | None = None
 
 
 @dataclass(eq=False)
@@ -222,7 +226,13 @@ class Partition:
     # -- leader data path ------------------------------------------------------------------
 
     def append_records_to_leader(
-        self, records: bytes, required_acks: int, min_isr: int, now_ms: int
+        self,
+        records: bytes,
+        required_acks: int,
+        min_isr: int,
+        now_ms: int,
+        *,
+        coordinator: bool = False,
     ) -> AppendResult | StorageError | ErrorCode:
         """Kafka's appendRecordsToLeader: acks=all needs an ISR of at least min.insync.replicas
         before anything is written."""
@@ -231,11 +241,29 @@ class Partition:
         if required_acks == -1 and len(self.isr) < min_isr:
             return ErrorCode.not_enough_replicas
         try:
-            result = self.log.append_as_leader(records, self.leader_epoch, now_ms)
+            result = self.log.append_as_leader(
+                records, self.leader_epoch, now_ms, coordinator=coordinator
+            )
         except StorageError as exc:
             return exc
         self.maybe_increment_high_watermark()
         return result
+
+    def append_txn_marker(
+        self, producer_id: int, producer_epoch: int, marker: EndTxnMarker, now_ms: int
+    ) -> int | StorageError | ErrorCode:
+        """WriteTxnMarkers: a commit/abort marker appended as leader (the coordinator's
+        write, Kafka's AppendOrigin.COORDINATOR). Returns the marker's offset."""
+        if not self.is_leader:
+            return ErrorCode.not_leader_or_follower
+        try:
+            offset = self.log.append_marker(
+                producer_id, producer_epoch, marker, self.leader_epoch, now_ms
+            )
+        except StorageError as exc:
+            return exc
+        self.maybe_increment_high_watermark()
+        return offset
 
     def check_enough_replicas_reach_offset(
         self, required_offset: int, min_isr: int
@@ -360,7 +388,11 @@ class Partition:
             records = self.log.read(fetch_offset, max_bytes, max_offset, min_one_batch)
         except OffsetOutOfRangeError:
             return LogReadResult(ErrorCode.offset_out_of_range)
-        return self._read_result(records)
+        result = self._read_result(records)
+        if replica_id < 0 and isolation_level == READ_COMMITTED:
+            aborted = self.log.collect_aborted(fetch_offset, max_offset) if records else []
+            result = replace(result, aborted_transactions=tuple(aborted))
+        return result
 
     def _read_result(
         self, records: bytes, diverging_epoch: tuple[int, int] | None = None

@@ -41,6 +41,7 @@ from kafkalite.broker.topic_config import (
 )
 from kafkalite.cluster.replica_assignment import assign_replicas
 from kafkalite.config import BrokerConfig
+from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.errors import StorageError
 from kafkalite.storage.log_dirs import LogDirs
 
@@ -419,13 +420,14 @@ class ReplicaManager:
         required_acks: int,
         *,
         internal_topics_allowed: bool = False,
+        coordinator: bool = False,
     ) -> tuple[dict[TopicPartition, ProduceResult], DelayedProduce | None]:
         """Kafka's appendRecords: append each partition's batches as leader. For acks=all the
         answer waits in the returned DelayedProduce (None: the results are final)."""
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
         for tp, records in entries.items():
             result, required_offset = self._append_to_local_log(
-                tp, records, required_acks, internal_topics_allowed
+                tp, records, required_acks, internal_topics_allowed, coordinator
             )
             statuses[tp] = ProducePartitionStatus(
                 required_offset, result, acks_pending=result.error is ErrorCode.none
@@ -437,7 +439,12 @@ class ReplicaManager:
         return results, delayed
 
     def _append_to_local_log(
-        self, tp: TopicPartition, records: bytes, required_acks: int, internal_allowed: bool
+        self,
+        tp: TopicPartition,
+        records: bytes,
+        required_acks: int,
+        internal_allowed: bool,
+        coordinator: bool = False,
     ) -> tuple[ProduceResult, int]:
         """One partition's append: (result, offset the high watermark must reach)."""
         if tp[0] in INTERNAL_TOPICS and not internal_allowed:
@@ -449,7 +456,11 @@ class ReplicaManager:
             return ProduceResult(ErrorCode.unknown_topic_or_partition), -1
         high_watermark = partition.high_watermark
         appended = partition.append_records_to_leader(
-            records, required_acks, self.min_insync_replicas(tp), self.clock_ms()
+            records,
+            required_acks,
+            self.min_insync_replicas(tp),
+            self.clock_ms(),
+            coordinator=coordinator,
         )
         if isinstance(appended, ErrorCode):
             return ProduceResult(appended), -1
@@ -475,6 +486,23 @@ class ReplicaManager:
             appended.log_start_offset,
         )
         return result, appended.last_offset + 1
+
+    def append_txn_marker(
+        self, tp: TopicPartition, producer_id: int, producer_epoch: int, marker: EndTxnMarker
+    ) -> ErrorCode:
+        """WriteTxnMarkers for one partition: the marker appended as leader; parked
+        read_committed fetches may now see further (the last stable offset moved)."""
+        partition = self._partition_of(tp)
+        if partition is None:
+            return ErrorCode.unknown_topic_or_partition
+        high_watermark = partition.high_watermark
+        appended = partition.append_txn_marker(producer_id, producer_epoch, marker, self.clock_ms())
+        if isinstance(appended, ErrorCode):
+            return appended
+        if isinstance(appended, StorageError):
+            return appended.error_code
+        self._after_append(tp, partition.high_watermark > high_watermark)
+        return ErrorCode.none
 
     def _complete_delayed(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)

@@ -39,6 +39,7 @@ from kafkalite.coordinator import (
     leave,
     offset_commit,
     sync,
+    txn_offsets,
 )
 from kafkalite.coordinator.admin import DescribedGroup, ListedGroup
 from kafkalite.coordinator.config import GroupConfig
@@ -79,6 +80,7 @@ class GroupCoordinator:
         self, config: GroupConfig | None = None, *, new_uuid: Callable[[], str] = random_uuid
     ) -> None:
         self._ctx = Context(config=config or GroupConfig(), new_uuid=new_uuid)
+        self._pending_txn = txn_offsets.PendingTxnOffsets()
 
     @property
     def config(self) -> GroupConfig:
@@ -118,6 +120,34 @@ class GroupCoordinator:
 
     def commit_offsets(self, request: OffsetCommitRequest, now_ms: int) -> OffsetCommitResponse:
         return offset_commit.commit_offsets(self._ctx, request, now_ms)
+
+    def txn_commit_offsets(
+        self, request: OffsetCommitRequest, producer_id: int
+    ) -> OffsetCommitResponse:
+        """TxnOffsetCommit: checked now, held until the transaction's marker."""
+        return txn_offsets.txn_commit_offsets(self._ctx, self._pending_txn, request, producer_id)
+
+    def complete_txn(self, group_id: str, producer_id: int, commit: bool, now_ms: int) -> None:
+        """The transaction's marker reached the group's partition: apply or drop."""
+        txn_offsets.complete_txn(
+            self._ctx, self._pending_txn, group_id, producer_id, commit, now_ms
+        )
+
+    def load_pending_txn_offset(
+        self, group_id: str, producer_id: int, tp: TopicPartition, value: OffsetAndMetadata
+    ) -> None:
+        """Replay of `__consumer_offsets`: an offset of a transaction still open there."""
+        commit = offset_commit.PartitionCommit(
+            tp.topic, tp.partition, value.offset, value.leader_epoch, value.metadata
+        )
+        txn_offsets.load_pending(self._pending_txn, group_id, producer_id, commit)
+
+    def has_pending_txn_offset(self, group_id: str, tp: TopicPartition) -> bool:
+        """An open transaction holds an offset for `tp` (OffsetFetch require_stable)."""
+        return txn_offsets.has_pending(self._pending_txn, group_id, tp.topic, tp.partition)
+
+    def pending_txn_groups(self, producer_id: int) -> list[str]:
+        return txn_offsets.pending_groups(self._pending_txn, producer_id)
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None = None

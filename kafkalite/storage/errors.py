@@ -136,3 +136,9 @@ _BY_KIND: dict[str, type[StorageError]] = {
 def from_invalid_batch(exc: InvalidBatch) -> StorageError:
     """The storage error for a batch.py validation failure."""
     return _BY_KIND.get(exc.kind, CorruptRecordError)(str(exc))
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A marker from a coordinator older than the one that last wrote for the producer."""
+
+    error_code = ErrorCode.transaction_coordinator_fenced

@@ -26,14 +26,17 @@ from kafkalite.storage.batch import (
     validate_batches,
 )
 from kafkalite.storage.cleaner import Cleanable, CleanResult, clean_log, find_cleanable
+from kafkalite.storage.control_batch import EndTxnMarker, decode_marker, encode_marker
 from kafkalite.storage.durable_files import fsync_dir
 from kafkalite.storage.errors import (
+    InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordError,
     RecordListTooLargeError,
+    TransactionCoordinatorFencedError,
     UnexpectedAppendOffsetError,
     from_invalid_batch,
 )
@@ -50,6 +53,14 @@ from kafkalite.storage.segment import (
     LogSegment,
     scan_headers,
     segment_paths,
+)
+from kafkalite.storage.txn_index import (
+    TXN_INDEX_SUFFIX,
+    AbortedTxn,
+    append_entry,
+    read_entries,
+    rewrite,
+    txn_index_path,
 )
 
 log = logging.getLogger("kafkalite.storage")
@@ -118,6 +129,8 @@ class UnifiedLog:
     cleaning: bool = False  # a cleaner works on the segments: no segment is deleted meanwhile
     _roll_flush_offset: int | None = None
     _doomed: list[LogSegment] = field(default_factory=list, repr=False)
+    # Aborted transactions (the `.txnindex` files' entries), by abort marker offset.
+    aborted_txns: list[AbortedTxn] = field(default_factory=list, repr=False)
 
     # ---- opening and loading ---------------------------------------------------------------
 
@@ -227,18 +240,114 @@ class UnifiedLog:
         leo = self.log_end_offset
         snapshot = state.load_latest_snapshot(leo, now_ms)
         start = max(snapshot if snapshot is not None else 0, self.segments[0].base_offset)
-        for header in self._iter_headers(start):
+        self._load_txn_index()
+        indexed = {entry.last_offset for entry in self.aborted_txns}
+        for segment, position, header in self._iter_positions(start):
+            if header.is_control and header.has_producer_id and header.last_offset not in indexed:
+                marker = decode_marker(segment.read_batch(position, header))
+                if marker is not None and not marker.commit:
+                    self._index_abort(header.producer_id, header.base_offset, segment.base_offset)
             state.replay(header)
         state.map_end_offset = leo
         state.remove_expired(now_ms)
 
     def _iter_headers(self, from_offset: int) -> Iterator[BatchHeader]:
         """Headers of every batch ending at or after `from_offset`, in log order."""
+        for _, _, header in self._iter_positions(from_offset):
+            yield header
+
+    def _iter_positions(self, from_offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
         for segment in self.segments[self._segment_index(from_offset) :]:
             start = segment.offset_index.lookup(from_offset)
-            for _, header in scan_headers(segment.fd, start, segment.size):
+            for position, header in scan_headers(segment.fd, start, segment.size):
                 if header.last_offset >= from_offset:
-                    yield header
+                    yield segment, position, header
+
+    # ---- transactions ----------------------------------------------------------------------
+
+    def _load_txn_index(self) -> None:
+        """Every `.txnindex` entry still inside the log; files holding entries past the log
+        end (a truncated tail) are rewritten without them."""
+        leo, entries = self.log_end_offset, []
+        for path in sorted(self.dir.glob("*" + TXN_INDEX_SUFFIX)):
+            found = read_entries(path)
+            kept = [e for e in found if self.log_start_offset <= e.last_offset < leo]
+            if len(kept) != len(found) and path.stem.isdigit():
+                rewrite(self.dir, int(path.stem), kept)
+            entries.extend(kept)
+        self.aborted_txns = sorted(entries, key=lambda entry: entry.last_offset)
+
+    def _index_abort(self, producer_id: int, marker_offset: int, segment_base: int) -> None:
+        entry = self.producer_state.last_entry(producer_id)
+        if entry is None or entry.current_txn_first_offset < 0:
+            return  # nothing of this transaction reached this partition
+        # Kafka's ProducerStateManager.lastStableOffset(completedTxn): where the next other
+        # open transaction starts, else just after this marker.
+        others = [
+            other.current_txn_first_offset
+            for other in self.producer_state.producers.values()
+            if other.producer_id != producer_id and other.current_txn_first_offset >= 0
+        ]
+        aborted = AbortedTxn(
+            producer_id,
+            entry.current_txn_first_offset,
+            marker_offset,
+            min(others, default=marker_offset + 1),
+        )
+        append_entry(self.dir, segment_base, aborted)
+        self.aborted_txns.append(aborted)
+
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        marker: EndTxnMarker,
+        leader_epoch: int,
+        now_ms: int,
+    ) -> int:
+        """Write a transaction's commit/abort marker (Kafka's appendAsLeader with
+        origin COORDINATOR); completes the producer's open transaction here and indexes an
+        abort. Returns the marker's offset; raises InvalidProducerEpochError for an epoch
+        older than the producer's, TransactionCoordinatorFencedError for an older
+        coordinator epoch."""
+        self._now_ms = now_ms
+        entry = self.producer_state.last_entry(producer_id)
+        if entry is not None and producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"Epoch of producer {producer_id} is {producer_epoch}, which is smaller than "
+                f"the last seen epoch {entry.producer_epoch}"
+            )
+        if entry is not None and marker.coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"Coordinator epoch {marker.coordinator_epoch} of the marker for producer "
+                f"{producer_id} is older than {entry.coordinator_epoch}"
+            )
+        records = encode_marker(producer_id, producer_epoch, marker, now_ms)
+        offset = self.log_end_offset
+        buffer = bytearray(records)
+        patched = assign_offsets(buffer, [parse_header(records)], offset, leader_epoch)
+        try:
+            self._maybe_roll(len(records), now_ms, offset, now_ms)
+            self.active_segment.append(buffer, patched)
+        except OSError as exc:
+            disk_health.write_failed(self.dir.parent, exc)
+            raise KafkaStorageError(f"append to {self.dir} failed: {exc}") from exc
+        disk_health.write_succeeded(self.dir.parent)
+        if leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, offset)
+        if not marker.commit:
+            self._index_abort(producer_id, offset, self.active_segment.base_offset)
+        self.producer_state.complete_txn(patched[0], marker.coordinator_epoch)
+        return offset
+
+    def collect_aborted(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_offset) (Kafka's
+        collectAbortedTransactions)."""
+        return [
+            entry
+            for entry in self.aborted_txns
+            if entry.last_offset >= fetch_offset and entry.first_offset < upper_offset
+        ]
 
     # ---- properties ------------------------------------------------------------------------
 
@@ -270,14 +379,21 @@ class UnifiedLog:
 
     # ---- append ----------------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> AppendResult:
-        """Append a producer's batches atomically; raises a StorageError on rejection."""
+    def append_as_leader(
+        self, records: bytes, leader_epoch: int, now_ms: int, *, coordinator: bool = False
+    ) -> AppendResult:
+        """Append a producer's batches atomically; raises a StorageError on rejection.
+
+        `coordinator`: Kafka's AppendOrigin.COORDINATOR, a coordinator writing for a
+        producer (transactional offset commits): no sequence numbers to check."""
         self._now_ms = now_ms
-        headers = self._validate(records)
+        headers = self._validate(records, coordinator)
         records, headers = self._apply_topic_compression(records, headers)
         first_offset = self.log_end_offset
         append_time = now_ms if self.config.message_timestamp_type == LOG_APPEND_TIME else None
-        pending = self.producer_state.prepare(headers, first_offset, append_time)
+        pending = self.producer_state.prepare(
+            headers, first_offset, append_time, check_sequence=not coordinator
+        )
         if pending.duplicate is not None:
             return self._duplicate_result(pending.duplicate)
         count = sum(header.last_offset_delta + 1 for header in headers)
@@ -345,7 +461,7 @@ class UnifiedLog:
             raise KafkaStorageError(f"append to {self.dir} failed: {exc}") from exc
         disk_health.write_succeeded(self.dir.parent)
 
-    def _validate(self, records: bytes) -> list[BatchHeader]:
+    def _validate(self, records: bytes, coordinator: bool = False) -> list[BatchHeader]:
         if not records:  # Kafka's ProduceRequest.validateRecords: INVALID_RECORD
             raise InvalidRecordError("Produce requests must have at least one record batch")
         try:
@@ -358,7 +474,8 @@ class UnifiedLog:
                 f"maximum configured segment size of {self.config.segment_bytes}"
             )
         for header in headers:
-            _validate_client_batch(header)
+            if not coordinator:
+                _validate_client_batch(header)
         batches = list(zip(batch_views(records, headers), headers, strict=True))
         if self.config.message_timestamp_type != LOG_APPEND_TIME:
             for batch, header in batches:
@@ -597,10 +714,13 @@ class UnifiedLog:
         for segment in deletable:
             log.info("%s: deleting segment %d", self.dir, segment.base_offset)
             self._remove_segment(segment)
+            txn_index_path(self.dir, segment.base_offset).unlink(missing_ok=True)
         del self.segments[: len(deletable)]
         if self.segments[0].base_offset > self.log_start_offset:
             self.log_start_offset = self.segments[0].base_offset
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        start = self.log_start_offset
+        self.aborted_txns = [e for e in self.aborted_txns if e.last_offset >= start]
         return len(deletable)
 
     def _deletable_segments(

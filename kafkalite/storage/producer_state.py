@@ -132,10 +132,13 @@ class ProducerStateManager:
         headers: Iterable[BatchHeader],
         first_offset: int,
         log_append_time_ms: int | None = None,
+        *,
+        check_sequence: bool = True,
     ) -> PendingAppend:
         """Check a client append whose batches will start at `first_offset`.
 
         With LogAppendTime, `log_append_time_ms` is the max timestamp the batches will carry.
+        Without `check_sequence` (a coordinator's write) only epochs are checked.
 
         Returns the staged updates, or the original batch if one is a retried duplicate.
         Raises InvalidProducerEpochError / OutOfOrderSequenceError; mutates nothing.
@@ -147,12 +150,17 @@ class ProducerStateManager:
             if not header.has_producer_id:
                 continue
             current = self.producers.get(header.producer_id)
-            if current is not None and (duplicate := current.find_duplicate(header)):
+            if (
+                check_sequence
+                and current is not None
+                and (duplicate := current.find_duplicate(header))
+            ):
                 return PendingAppend(updated, duplicate)
             current = current or ProducerStateEntry(header.producer_id)
             entry = updated.get(header.producer_id) or current.without_batches()
             _check_epoch(entry, header, base)
-            _check_sequence(current, entry, header, base)
+            if check_sequence:
+                _check_sequence(current, entry, header, base)
             entry.add_batch(_as_appended(header, base, log_append_time_ms))
             updated[header.producer_id] = entry
         return PendingAppend(updated)
@@ -168,12 +176,27 @@ class ProducerStateManager:
 
     def replay(self, header: BatchHeader) -> None:
         """Apply a batch read back from the log (no validation, as Kafka's REPLICATION origin)."""
-        if header.has_producer_id and not header.is_control:
+        if header.has_producer_id and header.is_control:
+            self.complete_txn(header, -1)
+        elif header.has_producer_id:
             entry = self.producers.setdefault(
                 header.producer_id, ProducerStateEntry(header.producer_id)
             )
             entry.add_batch(header)
         self.map_end_offset = header.next_offset
+
+    def complete_txn(self, marker: BatchHeader, coordinator_epoch: int) -> None:
+        """A commit/abort marker ends the producer's open transaction here (Kafka's
+        appendEndTxnMarker; -1 keeps the coordinator epoch the entry has)."""
+        entry = self.producers.setdefault(
+            marker.producer_id, ProducerStateEntry(marker.producer_id)
+        )
+        entry.maybe_update_epoch(marker.producer_epoch)
+        entry.current_txn_first_offset = -1
+        entry.last_timestamp = marker.max_timestamp
+        if coordinator_epoch >= 0:
+            entry.coordinator_epoch = coordinator_epoch
+        self.map_end_offset = max(self.map_end_offset, marker.next_offset)
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)

@@ -31,12 +31,16 @@ def test_api_versions_carries_the_features(broker: Broker, version: int) -> None
         "metadata.version": (7, 33),
         "share.version": (0, 0),
         "streams.version": (0, 0),
-        "transaction.version": (0, 0),
+        "transaction.version": (0, 1),
     }
     finalized = [
         (f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features
     ]
-    assert finalized == [("group.version", 1, 1), ("metadata.version", 33, 33)]
+    assert finalized == [
+        ("group.version", 1, 1),
+        ("metadata.version", 33, 33),
+        ("transaction.version", 1, 1),
+    ]
     assert response.finalized_features_epoch == 0
 
 
@@ -71,7 +75,7 @@ def test_an_update_to_the_current_level_succeeds(broker: Broker, version: int) -
 @pytest.mark.parametrize(
     ("feature", "reason"),
     [
-        (("transaction.version", 2, 1), "Local controller 0 only supports versions 0-0"),
+        (("transaction.version", 2, 1), "Local controller 0 only supports versions 0-1"),
         (("nonsense", 1, 1), "Local controller 0 does not support this feature."),
         (("metadata.version", 20, 2), "kafkalite keeps metadata.version at level 33."),
         (

@@ -1,4 +1,5 @@
-"""FindCoordinator: groups are coordinated here; transactional ids fail fast (no retries)."""
+"""FindCoordinator: groups and transactional ids are coordinated here (the leaders of their
+`__consumer_offsets` / `__transaction_state` partitions, created on first lookup)."""
 
 from __future__ import annotations
 
@@ -35,8 +36,5 @@ def test_batched_keys_and_transactional_ids(broker: Broker) -> None:
     (group,) = find(broker, 4, 0, "g").coordinators
     assert (group.key, group.error_code, group.node_id) == ("g", ErrorCode.none, broker.node_id)
     (txn,) = find(broker, 4, 1, "txn-1").coordinators
-    assert (txn.error_code, txn.error_message) == (
-        ErrorCode.unsupported_version,
-        "transactions are not supported by kafkalite yet",
-    )
-    assert txn.node_id == -1
+    assert (txn.key, txn.error_code, txn.node_id) == ("txn-1", ErrorCode.none, broker.node_id)
+    assert broker.replica_manager.topics["__transaction_state"].metadata.num_partitions == 50

@@ -1,4 +1,5 @@
-"""InitProducerId: idempotent producers get fresh ids; transactional ids UNSUPPORTED_VERSION."""
+"""InitProducerId: idempotent producers get fresh ids; a transactional id keeps its producer id
+and gets its epoch bumped on each call (fencing the previous instance)."""
 
 from __future__ import annotations
 
@@ -38,10 +39,20 @@ def test_idempotent_producers_get_fresh_ids(broker: Broker, version: int) -> Non
 
 
 @pytest.mark.parametrize("version", range(6))
-def test_transactional_ids_are_not_supported_yet(broker: Broker, version: int) -> None:
-    response = init(broker, version, "txn-1")
-    assert (response.error_code, response.producer_id, response.producer_epoch) == (
-        ErrorCode.unsupported_version,
-        -1,
-        -1,
-    )
+def test_transactional_ids_keep_their_id_and_bump_the_epoch(broker: Broker, version: int) -> None:
+    first, second = init(broker, version, "txn-1"), init(broker, version, "txn-1")
+    assert (first.error_code, first.producer_epoch) == (ErrorCode.none, 0)
+    assert (second.error_code, second.producer_epoch) == (ErrorCode.none, 1)
+    assert second.producer_id == first.producer_id >= 0
+
+
+def test_a_timeout_above_the_maximum_is_refused(broker: Broker) -> None:
+    def build(m: Any) -> Any:
+        return make(
+            m.InitProducerIdRequest,
+            transactional_id="txn-2",
+            transaction_timeout=datetime.timedelta(milliseconds=900_001),
+        )
+
+    response = call(broker, init_producer_id.API, 4, build)
+    assert response.error_code is ErrorCode.invalid_transaction_timeout

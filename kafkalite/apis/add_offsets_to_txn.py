@@ -1,0 +1,44 @@
+"""AddOffsetsToTxn (key 25), versions 0-4.
+
+Adds the group's `__consumer_offsets` partition to the transaction, so the transaction's
+end reaches the group coordinator (its TxnOffsetCommits are applied on commit, dropped on
+abort). Errors as AddPartitionsToTxn's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.txn_common import txn_service
+from kafkalite.broker.replica_manager import OFFSETS_TOPIC
+from kafkalite.coordinator import group_partition
+
+
+def _add(ctx: RequestContext, request: Any) -> ErrorCode:
+    service = txn_service(ctx)
+    error = service.check_coordinator(request.transactional_id)
+    if error is not ErrorCode.none:
+        return error
+    if ctx.broker.groups.ensure_offsets_topic() is not ErrorCode.none:
+        return ErrorCode.coordinator_not_available
+    count = ctx.broker.replica_manager.topics[OFFSETS_TOPIC].metadata.num_partitions
+    tp = (OFFSETS_TOPIC, group_partition(request.group_id, count))
+    result, persist_error = service.call(
+        lambda c, now: c.add_partitions(
+            request.transactional_id, request.producer_id, request.producer_epoch, [tp], now
+        )
+    )
+    return result if persist_error is ErrorCode.none else persist_error
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    error = _add(ctx, request)
+    if error is ErrorCode.producer_fenced and ctx.api_version < 2:
+        error = ErrorCode.invalid_producer_epoch
+    return make(ctx.schema.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=error)
+
+
+API = ApiHandler(api_key=25, min_version=0, max_version=4, handle=handle)

@@ -1,0 +1,121 @@
+"""AddPartitionsToTxn (key 24), versions 0-5.
+
+v0-3 (clients): add the partitions to the transaction of one transactional id; every
+partition is answered with the one outcome (an unknown partition fails the request:
+UNKNOWN_TOPIC_OR_PARTITION for it, OPERATION_NOT_ATTEMPTED for the others, as Kafka).
+v4+ (brokers, KIP-890): a batch of transactions, each possibly `verify_only` (is the
+partition already in the ongoing transaction? INVALID_TXN_STATE when not); a top-level
+error only for the whole request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.txn_common import txn_service
+
+TopicPartition = tuple[str, int]
+
+
+def _partitions(topics: Any) -> list[TopicPartition]:
+    return [(topic.name, index) for topic in topics for index in topic.partitions]
+
+
+def _add(
+    ctx: RequestContext,
+    transactional_id: str,
+    producer_id: int,
+    epoch: int,
+    partitions: list[TopicPartition],
+    verify_only: bool,
+) -> dict[TopicPartition, ErrorCode]:
+    service = txn_service(ctx)
+    error = service.check_coordinator(transactional_id)
+    if error is ErrorCode.none:
+        unknown = [tp for tp in partitions if ctx.broker.replica_manager.partition(*tp) is None]
+        if unknown:
+            return {
+                tp: ErrorCode.unknown_topic_or_partition
+                if tp in unknown
+                else ErrorCode.operation_not_attempted
+                for tp in partitions
+            }
+    if error is not ErrorCode.none:
+        return dict.fromkeys(partitions, error)
+    if verify_only:
+        result, _ = service.call(
+            lambda c, now: c.verify_partitions(transactional_id, producer_id, epoch, partitions)
+        )
+        return result
+    added, persist_error = service.call(
+        lambda c, now: c.add_partitions(transactional_id, producer_id, epoch, partitions, now)
+    )
+    return dict.fromkeys(partitions, added if persist_error is ErrorCode.none else persist_error)
+
+
+def _topic_results(ctx: RequestContext, errors: dict[TopicPartition, ErrorCode]) -> Any:
+    by_topic: dict[str, list[tuple[int, ErrorCode]]] = {}
+    for (topic, index), error in errors.items():
+        if error is ErrorCode.producer_fenced and ctx.api_version < 2:
+            error = ErrorCode.invalid_producer_epoch
+        by_topic.setdefault(topic, []).append((index, error))
+    return tuple(
+        make(
+            ctx.schema.AddPartitionsToTxnTopicResult,
+            name=topic,
+            results_by_partition=tuple(
+                make(
+                    ctx.schema.AddPartitionsToTxnPartitionResult,
+                    partition_index=index,
+                    partition_error_code=error,
+                )
+                for index, error in results
+            ),
+        )
+        for topic, results in by_topic.items()
+    )
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    schema = ctx.schema.AddPartitionsToTxnResponse
+    if ctx.api_version < 4:
+        errors = _add(
+            ctx,
+            request.v3_and_below_transactional_id,
+            request.v3_and_below_producer_id,
+            request.v3_and_below_producer_epoch,
+            _partitions(request.v3_and_below_topics),
+            False,
+        )
+        return make(
+            schema,
+            throttle_time=NO_THROTTLE,
+            results_by_topic_v3_and_below=_topic_results(ctx, errors),
+        )
+    results = tuple(
+        make(
+            ctx.schema.AddPartitionsToTxnResult,
+            transactional_id=txn.transactional_id,
+            topic_results=_topic_results(
+                ctx,
+                _add(
+                    ctx,
+                    txn.transactional_id,
+                    txn.producer_id,
+                    txn.producer_epoch,
+                    _partitions(txn.topics),
+                    txn.verify_only,
+                ),
+            ),
+        )
+        for txn in request.transactions
+    )
+    return make(
+        schema, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results_by_transaction=results
+    )
+
+
+API = ApiHandler(api_key=24, min_version=0, max_version=5, handle=handle)

@@ -1,0 +1,58 @@
+"""DescribeTransactions (key 65), version 0.
+
+The state of each transactional id this broker coordinates (kafka-transactions.sh
+describe): state name, timeout, start time (-1 ms when none is open), producer id and
+epoch, and the partitions of the ongoing transaction. An unknown id is
+TRANSACTIONAL_ID_NOT_FOUND; one coordinated elsewhere NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.txn_common import txn_service
+
+
+def _at(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+
+
+def _state(ctx: RequestContext, transactional_id: str) -> Any:
+    service = txn_service(ctx)
+    error = service.check_coordinator(transactional_id)
+    meta = service.coordinator.describe(transactional_id) if error is ErrorCode.none else None
+    if error is ErrorCode.none and meta is None:
+        error = ErrorCode.transactional_id_not_found
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in sorted(meta.partitions if meta else ()):
+        by_topic.setdefault(topic, []).append(index)
+    return make(
+        ctx.schema.TransactionState,
+        error_code=error,
+        transactional_id=transactional_id,
+        transaction_state=meta.state.value if meta else "",
+        transaction_timeout=datetime.timedelta(milliseconds=meta.timeout_ms if meta else 0),
+        # Kafka: -1 with no open transaction; an id not found carries the field default 0.
+        transaction_start_time=_at(meta.txn_start_ms if meta else 0),
+        producer_id=meta.producer_id if meta else -1,
+        producer_epoch=meta.producer_epoch if meta else -1,
+        topics=tuple(
+            make(ctx.schema.TopicData, topic=topic, partitions=tuple(indexes))
+            for topic, indexes in by_topic.items()
+        ),
+    )
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    return make(
+        ctx.schema.DescribeTransactionsResponse,
+        throttle_time=NO_THROTTLE,
+        transaction_states=tuple(_state(ctx, tid) for tid in request.transactional_ids),
+    )
+
+
+API = ApiHandler(api_key=65, min_version=0, max_version=0, handle=handle)

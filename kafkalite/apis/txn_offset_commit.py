@@ -1,0 +1,118 @@
+"""TxnOffsetCommit (key 28), versions 0-4.
+
+Offsets a transactional producer commits for a consumer group (send_offsets_to_transaction).
+Checked like OffsetCommit against the group's generation / member epoch (v3+, KIP-447:
+ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID...) and against the producer's
+epoch (PRODUCER_FENCED; INVALID_PRODUCER_EPOCH before v2), then written to the group's
+`__consumer_offsets` partition as a transactional batch of the producer and held by the group
+coordinator until the transaction ends: visible on commit, dropped on abort (replay after a
+restart follows the markers the same way).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.txn_common import txn_service
+from kafkalite.coordinator import OffsetCommitRequest
+from kafkalite.coordinator.offset_commit import PartitionCommit
+from kafkalite.coordinator.offsets import (
+    NO_LEADER_EPOCH,
+    OffsetAndMetadata,
+    OffsetChange,
+    TopicPartition,
+)
+
+
+def _request(ctx: RequestContext, request: Any) -> OffsetCommitRequest:
+    return OffsetCommitRequest(
+        request.group_id,
+        tuple(
+            PartitionCommit(
+                topic.name,
+                part.partition_index,
+                part.committed_offset,
+                getattr(part, "committed_leader_epoch", NO_LEADER_EPOCH),
+                part.committed_metadata,
+            )
+            for topic in request.topics
+            for part in topic.partitions
+        ),
+        # The member epoch of consumer-protocol groups is checked as OffsetCommit v9 does.
+        api_version=9,
+        generation_id=getattr(request, "generation_id", -1),
+        member_id=getattr(request, "member_id", ""),
+        group_instance_id=getattr(request, "group_instance_id", None),
+    )
+
+
+def _producer_error(ctx: RequestContext, request: Any) -> ErrorCode:
+    coordinator = txn_service(ctx).coordinator
+    meta = coordinator.describe(request.transactional_id)
+    if meta is None or meta.producer_id != request.producer_id:
+        return ErrorCode.invalid_producer_id_mapping
+    if meta.producer_epoch != request.producer_epoch:
+        return (
+            ErrorCode.producer_fenced if ctx.api_version >= 2 else ErrorCode.invalid_producer_epoch
+        )
+    return ErrorCode.none
+
+
+def _errors(ctx: RequestContext, request: Any) -> dict[tuple[str, int], ErrorCode]:
+    commit = _request(ctx, request)
+    keys = [(p.topic, p.partition) for p in commit.partitions]
+    error = ctx.broker.groups.ensure_offsets_topic()
+    if error is not ErrorCode.none:
+        return dict.fromkeys(keys, ErrorCode.coordinator_not_available)
+    error = _producer_error(ctx, request)
+    if error is not ErrorCode.none:
+        return dict.fromkeys(keys, error)
+    response, _ = ctx.broker.groups.call(
+        lambda c, now: c.txn_commit_offsets(commit, request.producer_id)
+    )
+    errors = {(p.topic, p.partition): p.error for p in response.partitions}
+    accepted = [p for p in commit.partitions if errors[(p.topic, p.partition)] is ErrorCode.none]
+    if accepted:
+        now = ctx.broker.clock_ms()
+        changes = [
+            OffsetChange(
+                commit.group_id,
+                TopicPartition(p.topic, p.partition),
+                OffsetAndMetadata(p.offset, p.leader_epoch, p.metadata or "", now),
+            )
+            for p in accepted
+        ]
+        error = ctx.broker.groups.append_txn_offsets(
+            commit.group_id, request.producer_id, request.producer_epoch, changes
+        )
+        if error is not ErrorCode.none:
+            if error is ErrorCode.producer_fenced and ctx.api_version < 2:
+                error = ErrorCode.invalid_producer_epoch
+            errors.update(((p.topic, p.partition), error) for p in accepted)
+    return errors
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    errors = _errors(ctx, request)
+    topics = tuple(
+        make(
+            ctx.schema.TxnOffsetCommitResponseTopic,
+            name=topic.name,
+            partitions=tuple(
+                make(
+                    ctx.schema.TxnOffsetCommitResponsePartition,
+                    partition_index=part.partition_index,
+                    error_code=errors[(topic.name, part.partition_index)],
+                )
+                for part in topic.partitions
+            ),
+        )
+        for topic in request.topics
+    )
+    return make(ctx.schema.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+
+
+API = ApiHandler(api_key=28, min_version=0, max_version=4, handle=handle)
