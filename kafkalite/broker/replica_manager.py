@@ -32,7 +32,14 @@ from kafkalite.broker.delayed import (
     Purgatory,
     TopicPartition,
 )
-from kafkalite.broker.partition import NOT_FOUND, LogReadResult, Partition, PartitionState
+from kafkalite.broker.partition import (
+    NO_LEADER,
+    NOT_FOUND,
+    UNDEFINED_EPOCH,
+    LogReadResult,
+    Partition,
+    PartitionState,
+)
 from kafkalite.broker.topic_config import (
     InvalidConfig,
     effective_value,
@@ -176,13 +183,14 @@ class ReplicaManager:
                 "%s-%d: ignoring stale state %s (%s)", meta.name, state.partition, state, error.name
             )
             return
-        if (partition.leader_id, partition.leader_epoch) != previous:
+        current = (partition.leader_id, partition.leader_epoch)
+        # A new replica's first leader is announced with the topic; log changes after that.
+        if previous != (NO_LEADER, UNDEFINED_EPOCH) and current != previous:
             log.info(
                 "%s-%d: leader %d at epoch %d (was %d at epoch %d), ISR %s",
                 meta.name,
                 state.partition,
-                partition.leader_id,
-                partition.leader_epoch,
+                *current,
                 *previous,
                 list(partition.isr),
             )
