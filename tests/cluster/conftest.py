@@ -4,6 +4,8 @@ Central on first use).
 - `zookeeper`: one server for the session; tests keep apart through `zk_connect`.
 - `zk_connect`: a `zookeeper.connect` string with a chroot of its own for one test.
 - `zookeeper_factory`: servers of a test's own (to kill and restart), stopped after the test.
+- `start_brokers`: three `kafkalite serve` processes (ids 1-3) on `zk_connect`, stopped after
+  the test; `poll` waits for the cluster to converge.
 
 When ZooKeeper cannot be provisioned (no Java >= 17, no Maven, no network) the tests fail at
 setup with that one-line reason; they are never skipped.
@@ -12,13 +14,15 @@ setup with that one-line reason; they are never skipped.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from cluster_helpers import CLUSTER_SESSION_TIMEOUT_MS, StartBrokers
 
 from kafkalite.cluster.zookeeper_server import ZooKeeperServer
 from kafkalite.maven_dist import ProvisionError
+from kafkalite.testing import BrokerProcess, stop_all
 
 
 def _start(data_dir: Path) -> ZooKeeperServer:
@@ -58,3 +62,25 @@ def zookeeper_factory(
     finally:
         for server in servers:
             server.stop()
+
+
+@pytest.fixture
+def start_brokers(zk_connect: str, tmp_path: Path) -> Iterator[StartBrokers]:
+    processes: dict[int, BrokerProcess] = {}
+
+    def start(overrides: Mapping[str, str]) -> dict[int, BrokerProcess]:
+        for broker_id in (1, 2, 3):
+            config = {
+                "broker.id": str(broker_id),
+                "zookeeper.connect": zk_connect,
+                "zookeeper.session.timeout.ms": str(CLUSTER_SESSION_TIMEOUT_MS),
+                **overrides,
+            }
+            process = BrokerProcess(tmp_path / f"broker-{broker_id}", config)
+            processes[broker_id] = process.start()
+        return processes
+
+    try:
+        yield start
+    finally:
+        stop_all(processes.values())

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import trio
+from cluster_helpers import CLUSTER_SESSION_TIMEOUT_MS, StartBrokers, poll
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -21,36 +21,11 @@ from kafkalite.cluster.zk_client import ZkClient
 from kafkalite.testing import BrokerProcess, error_records
 
 pytestmark = pytest.mark.slow
-SESSION_TIMEOUT_MS = 4000
-WAIT = 30.0
-
-
-def poll(condition: Callable[[], Any], what: str) -> Any:
-    """Ask again until `condition` answers something truthy (the cluster converges)."""
-    deadline = time.monotonic() + WAIT
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-    return value
 
 
 @pytest.fixture
-def brokers(zk_connect: str, tmp_path: Path) -> Iterator[dict[int, BrokerProcess]]:
-    processes: dict[int, BrokerProcess] = {}
-    try:
-        for broker_id in (1, 2, 3):
-            overrides = {
-                "broker.id": str(broker_id),
-                "zookeeper.connect": zk_connect,
-                "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-            }
-            process = BrokerProcess(tmp_path / f"broker-{broker_id}", overrides)
-            processes[broker_id] = process.start()
-        yield processes
-    finally:
-        for process in processes.values():
-            process.stop()
+def brokers(start_brokers: StartBrokers) -> dict[int, BrokerProcess]:
+    return start_brokers({})
 
 
 def zk_read(zk_connect: str, read: Callable[[KafkaZkClient], Any]) -> Any:
@@ -116,7 +91,7 @@ def test_three_brokers_spread_leaders_and_fail_over(
         return all(p.leader in survivors and victim not in p.isrs for p in now.values())
 
     poll(failed_over, "new leaders")
-    assert time.monotonic() - started < 2 * SESSION_TIMEOUT_MS / 1000 + 5
+    assert time.monotonic() - started < 2 * CLUSTER_SESSION_TIMEOUT_MS / 1000 + 5
     states = zk_read(
         zk_connect,
         lambda z: _gather([z.partition_state("replicated", i) for i in range(6)]),

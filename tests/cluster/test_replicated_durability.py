@@ -6,11 +6,10 @@ acknowledged record is read back exactly once, in order, from the new leader."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from cluster_helpers import StartBrokers, poll
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -25,34 +24,9 @@ KILL_AFTER = 1000  # acknowledged records before the leader dies
 WAIT = 60.0
 
 
-def poll(condition: Callable[[], Any], what: str) -> Any:
-    """Ask again until `condition` answers something truthy (the cluster converges)."""
-    deadline = time.monotonic() + WAIT
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-    return value
-
-
 @pytest.fixture
-def brokers(zk_connect: str, tmp_path: Path) -> Iterator[dict[int, BrokerProcess]]:
-    processes: dict[int, BrokerProcess] = {}
-    try:
-        for broker_id in (1, 2, 3):
-            overrides = {
-                "broker.id": str(broker_id),
-                "zookeeper.connect": zk_connect,
-                "zookeeper.session.timeout.ms": "4000",
-                "min.insync.replicas": "2",
-                "offsets.topic.replication.factor": "3",
-            }
-            process = BrokerProcess(tmp_path / f"broker-{broker_id}", overrides)
-            processes[broker_id] = process.start()
-        yield processes
-    finally:
-        for process in processes.values():
-            process.stop()
+def brokers(start_brokers: StartBrokers) -> dict[int, BrokerProcess]:
+    return start_brokers({"min.insync.replicas": "2", "offsets.topic.replication.factor": "3"})
 
 
 def partition_info(admin: AdminClient) -> Any:
