@@ -118,7 +118,13 @@ def test_read_committed_list_offsets_stop_at_an_open_transaction(target: Target)
         assert committed_view.get_watermark_offsets(tp, CLIENT_TIMEOUT, False) == (0, 0)
         assert uncommitted_view.get_watermark_offsets(tp, CLIENT_TIMEOUT, False) == (0, 1)
         producer.commit_transaction(CLIENT_TIMEOUT)
-        assert committed_view.get_watermark_offsets(tp, CLIENT_TIMEOUT, False) == (0, 2)
+        # Kafka answers EndTxn once the commit is prepared and writes the markers after it, so
+        # the last stable offset moves to 2 (record + marker) shortly after, not at once.
+        wait_until(
+            lambda: committed_view.get_watermark_offsets(tp, CLIENT_TIMEOUT, False) == (0, 2),
+            timeout=CLIENT_TIMEOUT,
+            message="the last stable offset past the commit marker",
+        )
     finally:
         committed_view.close()
         uncommitted_view.close()
