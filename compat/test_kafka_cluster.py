@@ -5,6 +5,7 @@ acks=all writes with one node SIGKILLed, and stops every process."""
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ def test_a_three_node_cluster_replicates_and_survives_a_killed_node(tmp_path: Pa
         assert sorted(metadata.brokers) == [1, 2, 3]
         assert metadata.controller_id in (1, 2, 3)
         admin.create_topics([NewTopic("replicated", 1, 3)])["replicated"].result(60)
-        partition = admin.list_topics("replicated", timeout=30).topics["replicated"].partitions[0]
+        partition = _partition_on_every_broker(admin, "replicated")
         assert sorted(partition.replicas) == [1, 2, 3]
 
         victim = next(n for n in cluster.nodes if n.node_id == partition.leader)
@@ -40,3 +41,15 @@ def test_a_three_node_cluster_replicates_and_survives_a_killed_node(tmp_path: Pa
         pids = [n.process.pid for n in cluster.nodes if n.process]
     assert all(n.process is None for n in cluster.nodes)
     assert len(pids) == 2
+
+
+def _partition_on_every_broker(admin: AdminClient, topic: str):
+    """Partition 0 of `topic` once the answering node knows it: KRaft answers CreateTopics when
+    the controller has committed the topic, before every broker has applied that record."""
+    deadline = time.monotonic() + 60
+    while True:
+        partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
+        if 0 in partitions and partitions[0].leader >= 0:
+            return partitions[0]
+        assert time.monotonic() < deadline, f"{topic} never reached the metadata"
+        time.sleep(0.1)
