@@ -142,7 +142,7 @@ async def _run_locked(config: BrokerConfig) -> int:
     config = bound_config(config, listeners)
     metrics_listeners = await open_metrics_listeners(config)  # ConfigError: one line, exit 2
     async with contextlib.AsyncExitStack() as stack:
-        metadata, tasks = None, []
+        metadata, tasks, member = None, [], None
         if config.cluster_mode:
             from kafkalite.cluster.member import join_cluster  # imports kazoo
             from kafkalite.cluster.zk_client import ZkError
@@ -160,9 +160,17 @@ async def _run_locked(config: BrokerConfig) -> int:
             return _fail(f"cannot use log dir {config.log_dir}: {exc}")
         try:
             await trio.lowlevel.checkpoint()
+            before_shutdown = None
+            if member is not None:  # Kafka's controlled shutdown, on SIGTERM
+                before_shutdown = functools.partial(
+                    member.controlled_shutdown, broker.replica_manager
+                )
             async with trio.open_nursery() as nursery:
                 await nursery.start(
-                    functools.partial(serve, tasks=tasks), broker, listeners, metrics_listeners
+                    functools.partial(serve, tasks=tasks, before_shutdown=before_shutdown),
+                    broker,
+                    listeners,
+                    metrics_listeners,
                 )
                 advertised = config.advertised_listeners[0]
                 log.info(

@@ -288,6 +288,12 @@ PROPERTIES: dict[str, Property] = {
     "controlled.shutdown.enable": Property(
         _bool, "true", "move leadership away on SIGTERM", TYPE_BOOLEAN
     ),
+    "controlled.shutdown.max.retries": Property(
+        _int(0, I32_MAX), "3", "controlled shutdown attempts", TYPE_INT
+    ),
+    "controlled.shutdown.retry.backoff.ms": Property(
+        _int(0), "5000", "wait per controlled shutdown attempt", TYPE_LONG
+    ),
     "request.timeout.ms": Property(_int(0, I32_MAX), "30000", "acks=all wait cap", TYPE_INT),
     # kafkalite's own logging (Kafka configures it in log4j.properties): kafkalite/logging_config.py
     "kafkalite.log.level": Property(parse_level, "INFO", "level of every logger"),

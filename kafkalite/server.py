@@ -12,7 +12,7 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 
 import trio
@@ -228,6 +228,7 @@ async def serve(
     *,
     handle_signals: bool = True,
     tasks: Sequence[Callable[..., Awaitable[None]]] = (),
+    before_shutdown: Callable[[], Awaitable[object]] | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until cancelled or (handle_signals: the main thread only) SIGTERM/SIGINT; the
@@ -235,7 +236,9 @@ async def serve(
 
     With `metrics_listeners`, Prometheus /metrics, /health and /ready are served there;
     `tasks` (a cluster member's metadata watches and controller candidacy) run alongside, each
-    started before the listeners serve."""
+    started before the listeners serve. `before_shutdown` (a cluster member's controlled
+    shutdown) runs on the first signal while everything still serves; a second signal cuts it
+    short."""
     receiver = (
         trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT)
         if handle_signals
@@ -266,5 +269,23 @@ async def serve(
             async for signum in signals:
                 broker.metrics.ready = False
                 log.info("received %s, shutting down", signal.Signals(signum).name)
+                if before_shutdown is not None:
+                    await _until_next_signal(before_shutdown, signals)
                 nursery.cancel_scope.cancel()
                 break
+
+
+async def _until_next_signal(
+    work: Callable[[], Awaitable[object]], signals: AsyncIterator[int]
+) -> None:
+    async with trio.open_nursery() as nursery:
+
+        async def next_signal() -> None:
+            async for signum in signals:
+                log.info("received %s again: stopping now", signal.Signals(signum).name)
+                break
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(next_signal)
+        await work()
+        nursery.cancel_scope.cancel()

@@ -141,6 +141,7 @@ class ReplicaManager:
         # ISR changes this broker asked for as leader (Kafka's IsrShrinksPerSec/IsrExpandsPerSec).
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self._following = True  # False once a controlled shutdown began (stop_following)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -204,7 +205,7 @@ class ReplicaManager:
         if self.fetchers is None:
             return
         tp = (partition.topic, partition.index)
-        if partition.is_leader or partition.leader_id < 0:
+        if partition.is_leader or partition.leader_id < 0 or not self._following:
             self.fetchers.remove_partition(tp)
         else:
             self.fetchers.add_partition(partition)
@@ -268,6 +269,15 @@ class ReplicaManager:
 
     def on_broker_gone(self, broker_id: int) -> None:
         """Nothing to do yet: the controller moves leadership and sends new states."""
+
+    def stop_following(self) -> None:
+        """A controlled shutdown: fetch from no leader from now on (Kafka's StopReplica without
+        deletion), so no leader takes this broker back into its ISR."""
+        self._following = False
+        if self.fetchers is not None:
+            for topic in self.topics.values():
+                for partition in topic.partitions.values():
+                    self.fetchers.remove_partition((topic.name, partition.index))
 
     def shutdown(self) -> None:
         self.log_manager.shutdown()

@@ -27,6 +27,7 @@ import trio
 
 from kafkalite.cluster import zk_data as zd
 from kafkalite.cluster.controller_decisions import PartitionView, StateWrite, decide
+from kafkalite.cluster.election_zk import move_off_stopping_brokers
 from kafkalite.cluster.kafka_zk import (
     ControllerEpoch,
     ControllerMoved,
@@ -135,6 +136,7 @@ class Controller:
         stale = False
         for write in decide(views, live, epoch.epoch):
             stale |= not await self._write(write, epoch)
+        watches += await move_off_stopping_brokers(self.zk, epoch)  # controlled shutdowns
         return [] if stale else watches
 
     async def _write(self, write: StateWrite, epoch: ControllerEpoch) -> bool:

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 from kafkalite.broker.cluster_metadata import BrokerInfo
 from kafkalite.broker.metadata_store import new_cluster_id
+from kafkalite.cluster.controlled_shutdown_zk import Follower, controlled_shutdown
 from kafkalite.cluster.controller import Controller
+from kafkalite.cluster.election_zk import LeaderRebalancer
 from kafkalite.cluster.zk_client import ZkClient
 from kafkalite.cluster.zk_metadata import ZkMetadata
 from kafkalite.config import BrokerConfig
@@ -26,11 +28,21 @@ from kafkalite.config import BrokerConfig
 class ClusterMember:
     metadata: ZkMetadata
     controller: Controller
+    config: BrokerConfig
 
     @property
     def tasks(self) -> list[Callable[..., Awaitable[None]]]:
         """For `nursery.start`: each reports started once running."""
-        return [self.metadata.run, self.controller.run]
+        tasks = [self.metadata.run, self.controller.run]
+        if self.config.bool("auto.leader.rebalance.enable"):
+            interval = self.config.int("leader.imbalance.check.interval.seconds")
+            share = self.config.int("leader.imbalance.per.broker.percentage")
+            tasks.append(LeaderRebalancer(self.controller, interval, share).run)
+        return tasks
+
+    async def controlled_shutdown(self, follower: Follower) -> bool:
+        """On SIGTERM, before the server stops (cluster/controlled_shutdown_zk.py)."""
+        return await controlled_shutdown(self.config, self.metadata.zk, self.metadata, follower)
 
 
 @contextlib.asynccontextmanager
@@ -45,4 +57,6 @@ async def join_cluster(
         metadata = ZkMetadata(zk, local_broker)
         await metadata.start(config.str("cluster.id") or new_cluster_id())
         unclean = config.bool("unclean.leader.election.enable")
-        yield ClusterMember(metadata, Controller(zk, config.broker_id, unclean))
+        controller = Controller(zk, config.broker_id, unclean)
+        metadata.controller = controller  # the controller's APIs (ElectLeaders) reach it here
+        yield ClusterMember(metadata, controller, config)

@@ -23,6 +23,7 @@ import math
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -42,6 +43,10 @@ from kafkalite.cluster.kafka_zk import (
     keep_broker_registered,
     now_ms,
 )
+
+if TYPE_CHECKING:
+    from kafkalite.cluster.controller import Controller
+
 from kafkalite.cluster.zk_client import (
     BadVersion,
     ConnectionLost,
@@ -111,6 +116,7 @@ class ZkMetadata:
         self._creating: set[str] = set()  # created here, the znode not written yet
         self._nursery: trio.Nursery | None = None
         self._changed = trio.Event()
+        self.controller: Controller | None = None  # this broker's candidacy (cluster/member.py)
 
     @property
     def node_id(self) -> int:
@@ -183,6 +189,15 @@ class ZkMetadata:
         DelayedCreatePartitions); False at the timeout."""
         with trio.move_on_after(timeout_s):
             while not all(self._ready(name) for name in names):
+                await self._changed.wait()
+            return True
+        return False
+
+    async def wait_until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        """Until `condition()` holds on the cache (checked after every change); False at the
+        timeout."""
+        with trio.move_on_after(timeout_s):
+            while not condition():
                 await self._changed.wait()
             return True
         return False

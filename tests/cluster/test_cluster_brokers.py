@@ -7,17 +7,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-import trio
-from cluster_helpers import CLUSTER_SESSION_TIMEOUT_MS, StartBrokers, poll
+from cluster_helpers import CLUSTER_SESSION_TIMEOUT_MS, StartBrokers, poll, zk_read
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkalite.cluster.kafka_zk import KafkaZkClient
-from kafkalite.cluster.zk_client import ZkClient
 from kafkalite.testing import BrokerProcess, error_records
 
 pytestmark = pytest.mark.slow
@@ -26,14 +22,6 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def brokers(start_brokers: StartBrokers) -> dict[int, BrokerProcess]:
     return start_brokers({})
-
-
-def zk_read(zk_connect: str, read: Callable[[KafkaZkClient], Any]) -> Any:
-    async def main() -> Any:
-        async with ZkClient.open(zk_connect) as zk:
-            return await read(KafkaZkClient(zk))
-
-    return trio.run(main)
 
 
 def partitions(admin: AdminClient, topic: str) -> dict[int, Any]:

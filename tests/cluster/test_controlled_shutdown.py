@@ -1,0 +1,160 @@
+"""Controlled shutdown on real processes (a real ZooKeeper, three `kafkalite serve` brokers):
+SIGTERM moves a leader's partitions to other ISR members before the process exits, and a
+rolling restart of every broker under idempotent acks=all load loses and duplicates nothing."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import pytest
+from cluster_helpers import StartBrokers, poll, zk_read
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkalite.testing import BrokerProcess
+
+pytestmark = pytest.mark.slow
+
+PARTITIONS = 3
+WAIT = 60.0
+
+
+@pytest.fixture
+def brokers(start_brokers: StartBrokers) -> dict[int, BrokerProcess]:
+    return start_brokers({"min.insync.replicas": "2", "auto.leader.rebalance.enable": "false"})
+
+
+def full_isr(admin: AdminClient, topic: str, partitions: int) -> bool:
+    meta = admin.list_topics(topic, timeout=10).topics[topic]
+    found = meta.partitions.values()
+    return len(found) == partitions and all(len(p.isrs) == 3 and p.leader >= 0 for p in found)
+
+
+def test_sigterm_moves_leadership_before_the_process_exits(
+    brokers: dict[int, BrokerProcess], zk_connect: str
+) -> None:
+    admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in brokers.values())})
+    poll(lambda: len(admin.list_topics(timeout=10).brokers) == 3, "3 live brokers")
+    admin.create_topics([NewTopic("moving", 1, 3)])["moving"].result(30)
+    poll(lambda: full_isr(admin, "moving", 1), "a full ISR")
+    before = zk_read(zk_connect, lambda zk: zk.partition_state("moving", 0)).state
+
+    assert brokers[before.leader].stop() == 0
+    after = zk_read(zk_connect, lambda zk: zk.partition_state("moving", 0)).state
+    others = [b for b in (1, 2, 3) if b != before.leader]
+    assert after.leader in others
+    assert after.leader_epoch == before.leader_epoch + 1  # one move, by the controlled shutdown
+    assert sorted(after.isr) == others
+    # The stopped broker saw the move (it applied the new state) before it exited.
+    output = brokers[before.leader].output()
+    assert (
+        f"moving-0: leader {after.leader} at epoch {after.leader_epoch} "
+        f"(was {before.leader} at epoch {before.leader_epoch})"
+    ) in output
+    assert "Controlled shutdown request returned successfully" in output
+
+
+class NumberedProducer:
+    """An idempotent acks=all producer writing numbered records to every partition, in a
+    thread, with a bounded backlog, until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.acked: dict[int, list[int]] = defaultdict(list)
+        self.failed: list[Any] = []
+        self._stop = threading.Event()
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": 120_000,
+            }
+        )
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, error: Any, message: Any) -> None:
+        if error is not None:
+            self.failed.append(error)
+        else:
+            self.acked[message.partition()].append(int(message.value()))
+
+    def _run(self) -> None:
+        number = 0
+        while not self._stop.is_set():
+            partition = number % PARTITIONS
+            self._producer.produce(
+                self.topic, str(number).encode(), partition=partition, on_delivery=self._delivered
+            )
+            number += 1
+            while len(self._producer) > 300 and not self._stop.is_set():
+                self._producer.poll(0.05)
+            self._producer.poll(0)
+        self.remaining = self._producer.flush(WAIT)
+
+    def start(self) -> NumberedProducer:
+        self._thread.start()
+        return self
+
+    def wait_for_acks(self, count: int) -> None:
+        poll(lambda: sum(map(len, self.acked.values())) >= count, f"{count} acks")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(WAIT + 10)
+
+
+def read_all(bootstrap: str, topic: str) -> dict[int, list[int]]:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "rolling-check", "enable.auto.commit": False}
+    )
+    try:
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(PARTITIONS)
+        }
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        read: dict[int, list[int]] = defaultdict(list)
+        deadline = time.monotonic() + WAIT
+        positions = dict.fromkeys(range(PARTITIONS), 0)
+        while any(positions[p] < ends[p] for p in ends) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                read[message.partition()].append(int(message.value()))
+                positions[message.partition()] = message.offset() + 1
+        return read
+    finally:
+        consumer.close()
+
+
+def test_rolling_restart_under_acks_all_load_loses_nothing(
+    brokers: dict[int, BrokerProcess],
+) -> None:
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    poll(lambda: len(admin.list_topics(timeout=10).brokers) == 3, "3 live brokers")
+    admin.create_topics([NewTopic("rolling", PARTITIONS, 3)])["rolling"].result(30)
+    poll(lambda: full_isr(admin, "rolling", PARTITIONS), "full ISRs")
+
+    producer = NumberedProducer(bootstrap, "rolling").start()
+    acks = 500
+    producer.wait_for_acks(acks)
+    for broker_id in (1, 2, 3):
+        poll(lambda: full_isr(admin, "rolling", PARTITIONS), "full ISRs before a restart")
+        brokers[broker_id].restart()
+        acks += 500
+        producer.wait_for_acks(acks)  # writes go on while the broker rejoins
+    poll(lambda: full_isr(admin, "rolling", PARTITIONS), "full ISRs after the restarts")
+    producer.stop()
+
+    assert producer.failed == []
+    assert producer.remaining == 0
+    read = read_all(bootstrap, "rolling")
+    for partition in range(PARTITIONS):
+        # Every acknowledged record exactly once, in the order produced.
+        assert read[partition] == sorted(producer.acked[partition])
+    assert sum(map(len, read.values())) == sum(map(len, producer.acked.values()))
