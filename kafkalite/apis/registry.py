@@ -28,6 +28,7 @@ from kafkalite.apis import (
     describe_producers,
     describe_topic_partitions,
     describe_transactions,
+    elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
@@ -98,6 +99,7 @@ _MODULES = (
     describe_transactions,
     list_transactions,
     describe_producers,
+    elect_leaders,
 )
 
 HANDLERS: dict[int, ApiHandler] = {module.API.api_key: module.API for module in _MODULES}

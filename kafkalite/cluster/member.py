@@ -33,7 +33,7 @@ class ClusterMember:
     @property
     def tasks(self) -> list[Callable[..., Awaitable[None]]]:
         """For `nursery.start`: each reports started once running."""
-        tasks = [self.metadata.run, self.controller.run]
+        tasks: list[Callable[..., Awaitable[None]]] = [self.metadata.run, self.controller.run]
         if self.config.bool("auto.leader.rebalance.enable"):
             interval = self.config.int("leader.imbalance.check.interval.seconds")
             share = self.config.int("leader.imbalance.per.broker.percentage")

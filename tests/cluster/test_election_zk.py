@@ -1,0 +1,121 @@
+"""The controller's elections on request against a real ZooKeeper (znodes written by hand, no
+broker processes): ElectLeaders' outcomes and writes, controlled-shutdown requests honoured only
+for the live registration's epoch, the automatic rebalance, and a deposed controller fenced."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import trio
+from kio.schema.errors import ErrorCode
+
+from kafkalite.cluster import controlled_shutdown as cs
+from kafkalite.cluster import election_zk
+from kafkalite.cluster import zk_data as zd
+from kafkalite.cluster.controlled_shutdown_zk import request_controlled_shutdown
+from kafkalite.cluster.kafka_zk import ControllerEpoch, ControllerMoved, KafkaZkClient
+from kafkalite.cluster.leader_election import PREFERRED, UNCLEAN
+from kafkalite.cluster.zk_client import ZkClient
+
+pytestmark = pytest.mark.slow
+NOT_NEEDED = "Leader election not needed for topic partition."
+# topic -> per partition (replicas, leader, isr); broker 3 is not registered.
+LAYOUT = {
+    "t": [((1, 2, 3), 2, (1, 2)), ((2, 1, 3), 2, (2, 1)), ((1, 2, 3), 1, (1, 2))],
+    "u": [((3, 1), -1, (3,)), ((3,), -1, (3,))],
+}
+
+
+def run(zk_connect: str, scenario: Callable[[ZkClient, ControllerEpoch], Awaitable[Any]]) -> Any:
+    async def main() -> Any:
+        async with ZkClient.open(zk_connect) as zk:
+            kafka_zk = KafkaZkClient(zk)
+            await kafka_zk.create_top_level_paths()
+            for broker_id in (1, 2):
+                endpoint = zd.Endpoint("PLAINTEXT", "127.0.0.1", 9000 + broker_id)
+                await kafka_zk.register_broker(zd.BrokerInfo(broker_id, (endpoint,)))
+            epoch = await kafka_zk.try_become_controller(1)
+            assert epoch is not None
+            for topic, partitions in LAYOUT.items():
+                assignment = {p: zd.ReplicaAssignment(r) for p, (r, _, _) in enumerate(partitions)}
+                await kafka_zk.create_topic(topic, zd.TopicAssignment(assignment))
+                for p, (_, leader, isr) in enumerate(partitions):
+                    state = zd.PartitionState(leader, 4, isr, epoch.epoch)
+                    await kafka_zk.create_partition_state(topic, p, state, epoch)
+            return await scenario(zk, epoch)
+
+    return trio.run(main)
+
+
+async def state(zk: ZkClient, topic: str, partition: int) -> tuple[int, int, tuple[int, ...]]:
+    found = await KafkaZkClient(zk).partition_state(topic, partition)
+    assert found is not None
+    return found.state.leader, found.state.leader_epoch, found.state.isr
+
+
+def test_elect_leaders_preferred_and_unclean(zk_connect: str) -> None:
+    async def scenario(zk: ZkClient, epoch: ControllerEpoch) -> None:
+        named = [("t", 0), ("t", 1), ("t", 2), ("t", 9), ("nope", 0)]
+        results = await election_zk.elect_leaders(zk, epoch, PREFERRED, named)
+        assert {tp: (r.error, r.message) for tp, r in results.items()} == {
+            ("t", 0): (ErrorCode.none, None),
+            ("t", 1): (ErrorCode.election_not_needed, NOT_NEEDED),
+            ("t", 2): (ErrorCode.election_not_needed, NOT_NEEDED),
+            ("t", 9): (ErrorCode.unknown_topic_or_partition, "No such partition as t-9"),
+            ("nope", 0): (ErrorCode.unknown_topic_or_partition, "No such topic as nope"),
+        }
+        assert await state(zk, "t", 0) == (1, 5, (1, 2))
+
+        everything = await election_zk.elect_leaders(zk, epoch, UNCLEAN, None)
+        assert {tp: r.error for tp, r in everything.items()} == {
+            ("t", 0): ErrorCode.election_not_needed,
+            ("t", 1): ErrorCode.election_not_needed,
+            ("t", 2): ErrorCode.election_not_needed,
+            ("u", 0): ErrorCode.none,  # broker 1 is live but not in the ISR: unclean
+            ("u", 1): ErrorCode.eligible_leaders_not_available,
+        }
+        assert await state(zk, "u", 0) == (1, 5, (1,))
+        assert await state(zk, "u", 1) == (-1, 4, (3,))
+
+    run(zk_connect, scenario)
+
+
+def test_controlled_shutdown_request_of_the_live_registration_only(zk_connect: str) -> None:
+    async def scenario(zk: ZkClient, epoch: ControllerEpoch) -> None:
+        await zk.ensure_path(cs.REQUESTS)
+        await zk.create(cs.request_path(1), cs.encode_request(12345), ephemeral=True)  # stale
+        await election_zk.move_off_stopping_brokers(zk, epoch)
+        assert await state(zk, "t", 2) == (1, 4, (1, 2))
+
+        await zk.delete(cs.request_path(1))
+        await request_controlled_shutdown(zk, 1)
+        watches = await election_zk.move_off_stopping_brokers(zk, epoch)
+        assert await state(zk, "t", 0) == (2, 5, (2,))  # broker 1 left the ISR
+        assert await state(zk, "t", 1) == (2, 5, (2,))
+        assert await state(zk, "t", 2) == (2, 5, (2,))  # leadership moved to broker 2
+        assert await state(zk, "u", 0) == (-1, 4, (3,))  # no leader: the rounds' business
+        # While broker 1 stops it is no candidate: the preferred election is refused.
+        results = await election_zk.elect_leaders(zk, epoch, PREFERRED, [("t", 2)])
+        assert results[("t", 2)].error is ErrorCode.preferred_leader_not_available
+        assert [w.path for w in watches] == [cs.REQUESTS]
+
+    run(zk_connect, scenario)
+
+
+def test_rebalance_and_a_deposed_controller(zk_connect: str) -> None:
+    async def scenario(zk: ZkClient, epoch: ControllerEpoch) -> None:
+        # Broker 1 prefers t-0 and t-2 and leads t-2 only: 50% imbalance.
+        assert await election_zk.rebalance(zk, epoch, 50) == 0
+        assert await election_zk.rebalance(zk, epoch, 10) == 1
+        assert await state(zk, "t", 0) == (1, 5, (1, 2))
+
+        await zk.delete(zd.CONTROLLER)
+        newer = await KafkaZkClient(zk).try_become_controller(2)
+        assert newer is not None and newer.epoch == epoch.epoch + 1
+        with pytest.raises(ControllerMoved):
+            await election_zk.elect_leaders(zk, epoch, UNCLEAN, [("u", 0)])
+        assert await state(zk, "u", 0) == (-1, 4, (3,))
+
+    run(zk_connect, scenario)
