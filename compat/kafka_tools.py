@@ -1,5 +1,5 @@
-"""Apache Kafka's command-line tools (kafka-acls, kafka-features, kafka-log-dirs, kafka-configs,
-kafka-transactions)
+"""Apache Kafka's command-line tools (kafka-acls, kafka-features, kafka-leader-election,
+kafka-log-dirs, kafka-configs, kafka-transactions)
 run with `java -cp` against a broker, from jars cached under .cache/kafka-tools/<version>/.
 
 `tools_lib()` downloads org.apache.kafka:kafka-tools (pinned in compat/kafka-tools-pom.xml) on
@@ -35,6 +35,7 @@ TOOLS = {
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-configs": "kafka.admin.ConfigCommand",  # Scala, in core, up to 4.3
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
 }
