@@ -39,17 +39,18 @@ def decode_request(data: bytes) -> int | None:
 
 
 def remaining(
-    broker_id: int, states: Iterable[PartitionState], live: Set[int]
+    broker_id: int, states: Iterable[PartitionState], available: Set[int]
 ) -> list[tuple[str, int]]:
-    """The partitions the controller could still move off `broker_id`: led by it with another
-    live replica (Kafka retries while RF > 1; with every other replica gone there is nobody to
-    wait for), or followed by it while it is still in the ISR of a live leader."""
+    """The partitions the controller could still move off `broker_id`, given the brokers
+    `available` to take over (live, not shutting down themselves): led by it with another
+    available replica (Kafka retries while RF > 1; with nobody to take over there is nothing
+    to wait for, as when every broker of a cluster stops at once), or followed by it while it
+    is still in the ISR of an available leader."""
     left = []
     for state in states:
-        others_live = any(r != broker_id and r in live for r in state.replicas)
         if state.leader == broker_id:
-            if others_live:
+            if any(r != broker_id and r in available for r in state.replicas):
                 left.append((state.topic, state.partition))
-        elif state.leader != NO_LEADER and state.leader in live and broker_id in state.isr:
+        elif state.leader != NO_LEADER and state.leader in available and broker_id in state.isr:
             left.append((state.topic, state.partition))
     return left

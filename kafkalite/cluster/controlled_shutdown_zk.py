@@ -12,14 +12,17 @@ shuts down anyway, as Kafka does ("unclean shutdown").
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
+from collections.abc import Set
 from typing import Protocol
 
 import trio
 
 from kafkalite.cluster import controlled_shutdown as cs
 from kafkalite.cluster import zk_data as zd
-from kafkalite.cluster.zk_client import NodeExists, NoNode, ZkClient, ZkError
+from kafkalite.cluster.zk_client import ConnectionLost, NodeExists, NoNode, ZkClient, ZkError
 from kafkalite.cluster.zk_metadata import ZkMetadata
 from kafkalite.config import BrokerConfig
 
@@ -30,16 +33,45 @@ class Follower(Protocol):
     def stop_following(self) -> None: ...
 
 
-def still_to_move(metadata: ZkMetadata) -> list[tuple[str, int]]:
+def still_to_move(metadata: ZkMetadata, stopping: Set[int]) -> list[tuple[str, int]]:
+    """What the controller could still move off this broker, from its own metadata; other
+    brokers in controlled shutdown (`stopping`) take nothing over."""
     node = metadata.node_id
-    live = {b.broker_id for b in metadata.brokers()}
+    available = {b.broker_id for b in metadata.brokers()} - set(stopping)
     states = [
         state
         for name in list(metadata.topics)
         for state in metadata.partition_states(name)
         if node in state.replicas
     ]
-    return cs.remaining(node, states, live)
+    return cs.remaining(node, states, available)
+
+
+async def wait_until_moved(zk: ZkClient, metadata: ZkMetadata, timeout_s: float) -> bool:
+    """Until nothing is left to move (re-checked on every metadata change and every change of
+    the shutdown requests); False at the timeout."""
+    with trio.move_on_after(timeout_s):
+        while not await _moved_before_requests_change(zk, metadata):
+            pass
+        return True
+    return False
+
+
+async def _moved_before_requests_change(zk: ZkClient, metadata: ZkMetadata) -> bool:
+    names, requests_changed = await zk.children_watch(cs.REQUESTS)
+    stopping = {int(name) for name in names} - {metadata.node_id}
+    moved = False
+    async with trio.open_nursery() as nursery:
+
+        async def until_requests_change() -> None:
+            with contextlib.suppress(ConnectionLost):
+                await requests_changed.wait()
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(until_requests_change)
+        moved = await metadata.wait_until(lambda: not still_to_move(metadata, stopping), math.inf)
+        nursery.cancel_scope.cancel()
+    return moved
 
 
 async def request_controlled_shutdown(zk: ZkClient, broker_id: int) -> None:
@@ -72,14 +104,13 @@ async def controlled_shutdown(
     for attempt in range(1, attempts + 1):
         try:
             await request_controlled_shutdown(zk, metadata.node_id)
+            if await wait_until_moved(zk, metadata, backoff_s):
+                log.info("Controlled shutdown request returned successfully")
+                return True
         except ZkError as exc:
             log.warning("controlled shutdown request failed: %s", exc)
             await trio.sleep(backoff_s)
-        else:
-            if await metadata.wait_until(lambda: not still_to_move(metadata), backoff_s):
-                log.info("Controlled shutdown request returned successfully")
-                return True
-        left = ", ".join(f"{t}-{p}" for t, p in still_to_move(metadata))
+        left = ", ".join(f"{t}-{p}" for t, p in still_to_move(metadata, set()))
         log.info(
             "Controlled shutdown attempt %d of %d left partitions to move: %s",
             attempt,

@@ -112,19 +112,21 @@ def controlled_shutdown_writes(
     assigned replica that is live, in the ISR and not shutting down
     (ControlledShutdownPartitionLeaderElectionStrategy), the shutting-down brokers leaving the
     ISR; a live leader's ISR loses its shutting-down followers. A partition with no other
-    candidate keeps its leader (and its ISR). Single-replica partitions are left alone."""
+    candidate keeps its leader (its shutting-down followers still leave the ISR). Single-replica
+    partitions are left alone."""
     writes = []
     for view in views:
         state = view.state
         if state is None or len(view.replicas) < 2 or state.leader not in live:
             continue
         isr = tuple(r for r in state.isr if r not in shutting_down)
-        if state.leader in shutting_down:
-            candidates = [r for r in view.replicas if r in isr and r in live]
-            if candidates:
-                writes.append(_new_state(view, candidates[0], isr, controller_epoch))
-        elif isr != state.isr:
-            writes.append(_new_state(view, state.leader, isr, controller_epoch))
+        candidates = [r for r in view.replicas if r in isr and r in live]
+        if state.leader in shutting_down and candidates:
+            writes.append(_new_state(view, candidates[0], isr, controller_epoch))
+            continue
+        kept = tuple(r for r in state.isr if r == state.leader or r not in shutting_down)
+        if kept != state.isr:
+            writes.append(_new_state(view, state.leader, kept, controller_epoch))
     return writes
 
 

@@ -4,6 +4,7 @@ rolling restart of every broker under idempotent acks=all load loses and duplica
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections import defaultdict
@@ -158,3 +159,14 @@ def test_rolling_restart_under_acks_all_load_loses_nothing(
         # Every acknowledged record exactly once, in the order produced.
         assert read[partition] == sorted(producer.acked[partition])
     assert sum(map(len, read.values())) == sum(map(len, producer.acked.values()))
+
+    # Every broker stopped at once (Ctrl-C on `kafkalite cluster`): none waits for the others.
+    processes = [b.process for b in brokers.values() if b.process is not None]
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    for process, broker in zip(processes, brokers.values(), strict=True):
+        assert process.wait(WAIT) == 0  # a second signal would cut the shutdown short
+        broker.stop()  # reaps it and its output
+        last_run = broker.output().rpartition("Starting controlled shutdown")[2]
+        assert "Controlled shutdown request returned successfully" in last_run
+        assert "Controlled shutdown attempt" not in last_run  # no retry

@@ -84,8 +84,9 @@ def test_controlled_shutdown_moves_leaders_and_shrinks_isrs() -> None:
         write(2, (2, 3), p=0),
         write(2, (2, 3), p=1),
     ]
-    # Two brokers stopping: neither is a candidate.
+    # Two brokers stopping: neither is a candidate; without one the leader stays, alone.
     assert controlled_shutdown_writes([view(1, (1, 2, 3))], ALL, {1, 2}, EPOCH) == [write(3, (3,))]
+    assert controlled_shutdown_writes([view(1, (1, 2))], ALL, {1, 2}, EPOCH) == [write(1, (1,))]
 
 
 def test_rebalance_above_the_imbalance_threshold_only() -> None:
@@ -112,6 +113,7 @@ def test_what_a_stopping_broker_still_waits_for() -> None:
     ]
     assert cs.remaining(1, states, {1, 2}) == [("t", 0), ("t", 1)]
     assert cs.remaining(1, [state(0, 1, (1, 2, 3))], {1}) == []  # nobody left to take over
+    assert cs.remaining(1, states, set()) == []  # every broker stopping at once: no waiting
 
 
 def test_request_znode() -> None:
