@@ -77,7 +77,7 @@ async def _on_controller(
     """The elections, run here as the controller; None when this broker is not (or no longer)
     the controller."""
     from kafkalite.cluster import election_zk  # imports kazoo: cluster mode only
-    from kafkalite.cluster.kafka_zk import ControllerMoved
+    from kafkalite.cluster.zk_client import ZkError
     from kafkalite.cluster.zk_metadata import ZkMetadata
 
     metadata = ctx.broker.metadata
@@ -88,7 +88,8 @@ async def _on_controller(
         return None
     try:
         results = await election_zk.elect_leaders(controller.zk, epoch, election_type, requested)
-    except ControllerMoved:
+    except ZkError as exc:  # ControllerMoved, or ZooKeeper out of reach
+        log.info("ElectLeaders not run as controller: %s", exc)
         return None
     expected = {tp: e.write.state.leader for tp, e in results.items() if e.write is not None}
 
@@ -171,7 +172,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results = await _on_controller(ctx, election_type, requested, timeout)
     if results is not None:
         return _response(ctx, request, results)
-    forwarded = await _forward(ctx, request, timeout)
+    forwarded = await _forward(ctx, request, ctx.broker.config.int("request.timeout.ms") / 1000)
     if forwarded is not None:
         return forwarded
     return _error_response(ctx, request, NOT_CONTROLLER)

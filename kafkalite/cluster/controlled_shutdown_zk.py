@@ -59,7 +59,7 @@ async def wait_until_moved(zk: ZkClient, metadata: ZkMetadata, timeout_s: float)
 
 async def _moved_before_requests_change(zk: ZkClient, metadata: ZkMetadata) -> bool:
     names, requests_changed = await zk.children_watch(cs.REQUESTS)
-    stopping = {int(name) for name in names} - {metadata.node_id}
+    stopping = {int(name) for name in names if name.isdigit()} - {metadata.node_id}
     moved = False
     async with trio.open_nursery() as nursery:
 

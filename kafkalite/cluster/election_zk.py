@@ -22,7 +22,6 @@ from kafkalite.cluster import zk_data as zd
 from kafkalite.cluster.controller_decisions import PartitionView, StateWrite
 from kafkalite.cluster.kafka_zk import (
     ControllerEpoch,
-    ControllerMoved,
     KafkaZkClient,
     StalePartitionState,
 )
@@ -34,7 +33,7 @@ from kafkalite.cluster.leader_election import (
     partitions_to_rebalance,
     unknown_partition,
 )
-from kafkalite.cluster.zk_client import ConnectionLost, NoNode, SessionExpired, ZkClient, ZkWatch
+from kafkalite.cluster.zk_client import NoNode, ZkClient, ZkError, ZkWatch
 
 if TYPE_CHECKING:
     from kafkalite.cluster.controller import Controller
@@ -64,7 +63,7 @@ async def shutdown_requests(zk: ZkClient, brokers: dict[int, int]) -> tuple[set[
         except NoNode:
             await zk.ensure_path(cs.REQUESTS)
     stopping = set()
-    for name in names:
+    for name in filter(str.isdigit, names):
         try:
             data, _ = await zk.get(cs.request_path(int(name)))
         except NoNode:
@@ -204,7 +203,7 @@ class LeaderRebalancer:
                 continue
             try:
                 moved = await rebalance(self.controller.zk, epoch, self.imbalance_percentage)
-            except (ControllerMoved, ConnectionLost, SessionExpired) as exc:
+            except (ZkError, zd.ZkDataError) as exc:  # ControllerMoved, ZooKeeper out of reach
                 log.info("leader rebalance check skipped: %s", exc)
                 continue
             if moved:

@@ -11,6 +11,7 @@ Only imported in cluster mode: the single-node broker never imports kazoo.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
@@ -22,6 +23,8 @@ from kafkalite.cluster.election_zk import LeaderRebalancer
 from kafkalite.cluster.zk_client import ZkClient
 from kafkalite.cluster.zk_metadata import ZkMetadata
 from kafkalite.config import BrokerConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -41,8 +44,13 @@ class ClusterMember:
         return tasks
 
     async def controlled_shutdown(self, follower: Follower) -> bool:
-        """On SIGTERM, before the server stops (cluster/controlled_shutdown_zk.py)."""
-        return await controlled_shutdown(self.config, self.metadata.zk, self.metadata, follower)
+        """On SIGTERM, before the server stops (cluster/controlled_shutdown_zk.py); a failure
+        is logged and the broker stops anyway."""
+        try:
+            return await controlled_shutdown(self.config, self.metadata.zk, self.metadata, follower)
+        except Exception:
+            log.exception("controlled shutdown failed: shutting down without it")
+            return False
 
 
 @contextlib.asynccontextmanager
