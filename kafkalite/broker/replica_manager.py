@@ -510,17 +510,32 @@ class ReplicaManager:
     ) -> ErrorCode:
         """WriteTxnMarkers for one partition: the marker appended as leader; parked
         read_committed fetches may now see further (the last stable offset moved)."""
+        return self.append_txn_marker_as_leader(tp, producer_id, producer_epoch, marker)[0]
+
+    def append_txn_marker_as_leader(
+        self, tp: TopicPartition, producer_id: int, producer_epoch: int, marker: EndTxnMarker
+    ) -> tuple[ErrorCode, int]:
+        """`append_txn_marker` with the offset the high watermark must reach before the
+        marker is replicated (acks=all, as Kafka's handleWriteTxnMarkersRequest); -1 on error."""
         partition = self._partition_of(tp)
         if partition is None:
-            return ErrorCode.unknown_topic_or_partition
+            return ErrorCode.unknown_topic_or_partition, -1
         high_watermark = partition.high_watermark
         appended = partition.append_txn_marker(producer_id, producer_epoch, marker, self.clock_ms())
         if isinstance(appended, ErrorCode):
-            return appended
+            return appended, -1
         if isinstance(appended, StorageError):
-            return appended.error_code
+            return appended.error_code, -1
         self._after_append(tp, partition.high_watermark > high_watermark)
-        return ErrorCode.none
+        return ErrorCode.none, appended + 1
+
+    def delayed_markers(self, required: Mapping[TopicPartition, int]) -> DelayedProduce:
+        """The acks=all wait of WriteTxnMarkers: each partition's high watermark must reach
+        its required offset (run it through the produce purgatory)."""
+        statuses = {
+            tp: ProducePartitionStatus(offset, ProduceResult()) for tp, offset in required.items()
+        }
+        return DelayedProduce(statuses, self._partition_of, self.min_insync_replicas)
 
     def _complete_delayed(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)

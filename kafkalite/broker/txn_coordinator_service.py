@@ -5,9 +5,10 @@ The sans-IO `TransactionCoordinator` decides everything; handlers reach it only 
 * persists every changed transaction in `__transaction_state` (compacted, partition = hash
   of the transactional id, Kafka's record format) before the request is answered,
 * writes the commit/abort markers of every transaction that entered PrepareCommit /
-  PrepareAbort to its partitions through the ReplicaManager (in-process WriteTxnMarkers on
-  a single node), applies or drops the transaction's pending offsets in the group
-  coordinator, and persists CompleteCommit / CompleteAbort.
+  PrepareAbort to its partitions through the ReplicaManager (in-process WriteTxnMarkers
+  when this broker leads them all; otherwise WriteTxnMarkers to each leader through
+  broker/txn_marker_sender.py, later), applies or drops the transaction's pending offsets
+  in the group coordinator, and persists CompleteCommit / CompleteAbort.
 On start the topic is replayed; transactions left in PrepareCommit/PrepareAbort (a restart
 between the two records) get their markers written and are completed. A timer task aborts
 transactions older than their timeout and expires idle transactional ids.
@@ -26,6 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.group_coordinator_service import log_records
 from kafkalite.broker.replica_manager import OFFSETS_TOPIC
+from kafkalite.broker.txn_marker_sender import RemoteMarkers
 from kafkalite.coordinator import group_partition
 from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.records import encode_batch
@@ -73,8 +75,10 @@ class TransactionCoordinatorService:
     groups: GroupCoordinatorService
     metadata: ClusterMetadata
     coordinator: TransactionCoordinator = field(init=False)
+    markers: RemoteMarkers = field(init=False)
 
     def __post_init__(self) -> None:
+        self.markers = RemoteMarkers(self)
         self.coordinator = TransactionCoordinator(
             self.metadata.allocate_producer_id,
             max_timeout_ms=self.config.int("transaction.max.timeout.ms"),
@@ -110,8 +114,9 @@ class TransactionCoordinatorService:
         return 1
 
     def ensure_state_topic(self) -> ErrorCode:
-        """Create `__transaction_state` on first use, as Kafka does."""
-        if TXN_STATE_TOPIC in self.replica_manager.topics:
+        """Create `__transaction_state` on first use, as Kafka does (known to the cluster
+        metadata at once; hosted here only once the controller's state arrives, or never)."""
+        if TXN_STATE_TOPIC in self.metadata.topics:
             return ErrorCode.none
         outcome, _ = self.replica_manager.create_topic(
             TXN_STATE_TOPIC,
@@ -153,8 +158,8 @@ class TransactionCoordinatorService:
         return ErrorCode.none
 
     def partition_for(self, transactional_id: str) -> int:
-        topic = self.replica_manager.topics[TXN_STATE_TOPIC]
-        return txn_partition(transactional_id, topic.metadata.num_partitions)
+        topic = self.metadata.topics[TXN_STATE_TOPIC]
+        return txn_partition(transactional_id, topic.num_partitions)
 
     # -- the entry point -------------------------------------------------------------------
 
@@ -167,10 +172,19 @@ class TransactionCoordinatorService:
     def _after_call(self) -> ErrorCode:
         error = self._persist()
         for job in self.coordinator.take_jobs():
+            if self.markers.led_elsewhere(job):
+                self.markers.send(job, self.coordinator.coordinator_epoch)
+                continue
             self._write_markers(job)
             self.coordinator.complete(job, self.now_ms())
         error2 = self._persist()
         return error if error is not ErrorCode.none else error2
+
+    def markers_acknowledged(self, job: MarkerJob) -> None:
+        """Every marker of a transaction sent to other brokers is in: complete it."""
+        self._complete_group_offsets(job)
+        self.coordinator.complete(job, self.now_ms())
+        self._persist()
 
     def _persist(self) -> ErrorCode:
         changed: list[tuple[str, TxnMetadata | None]] = [
@@ -230,7 +244,12 @@ class TransactionCoordinatorService:
         abort_every = self.config.int("transaction.abort.timed.out.transaction.cleanup.interval.ms")
         expire_every = self.config.int("transaction.remove.expired.transaction.cleanup.interval.ms")
         next_expiry = self.now_ms() + expire_every
-        task_status.started()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.markers.sender.run)
+            task_status.started()
+            await self._timers(abort_every, expire_every, next_expiry)
+
+    async def _timers(self, abort_every: int, expire_every: int, next_expiry: int) -> None:
         while True:
             await trio.sleep(abort_every / 1000)
             now = self.now_ms()

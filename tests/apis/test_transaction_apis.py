@@ -28,7 +28,7 @@ from kafkalite.apis import (
 )
 from kafkalite.apis.base import RequestContext, make
 from kafkalite.broker.broker import Broker
-from kafkalite.broker.partition import READ_COMMITTED
+from kafkalite.broker.partition import READ_COMMITTED, PartitionState
 from kafkalite.coordinator.offsets import TopicPartition
 from kafkalite.storage.batch import TRANSACTIONAL_FLAG
 from kafkalite.storage.records import encode_batch
@@ -185,29 +185,43 @@ def test_fencing_errors_by_version(broker_factory: Callable[..., Broker]) -> Non
     assert end(broker, pid, epoch + 1, True) is ErrorCode.invalid_txn_state  # none open
 
 
+def write_markers(
+    broker: Broker, pid: int, epoch: int, commit: bool, coordinator_epoch: int, partitions: Any
+) -> list[ErrorCode]:
+    def build(m: Any) -> Any:
+        topic = make(m.WritableTxnMarkerTopic, name=TOPIC, partition_indexes=partitions)
+        marker = make(
+            m.WritableTxnMarker,
+            producer_id=pid,
+            producer_epoch=epoch,
+            transaction_result=commit,
+            topics=(topic,),
+            coordinator_epoch=coordinator_epoch,
+        )
+        return make(m.WriteTxnMarkersRequest, markers=(marker,))
+
+    response = call(broker, write_txn_markers.API, 1, build)
+    return [p.error_code for p in response.markers[0].topics[0].partitions]
+
+
 def test_write_txn_markers_api(broker_factory: Callable[..., Broker]) -> None:
     broker = new_broker(broker_factory)
     pid, epoch = init(broker)
     add_partitions(broker, pid, epoch)
     produce_txn(broker, pid, epoch, 0, [b"a"])
-
-    def build(m: Any) -> Any:
-        topic = make(m.WritableTxnMarkerTopic, name=TOPIC, partition_indexes=(0, 7))
-        marker = make(
-            m.WritableTxnMarker,
-            producer_id=pid,
-            producer_epoch=epoch,
-            transaction_result=False,
-            topics=(topic,),
-            coordinator_epoch=0,
-        )
-        return make(m.WriteTxnMarkersRequest, markers=(marker,))
-
-    response = call(broker, write_txn_markers.API, 1, build)
-    errors = [p.error_code for p in response.markers[0].topics[0].partitions]
+    errors = write_markers(broker, pid, epoch, False, 3, (0, 7))
     assert errors == [ErrorCode.none, ErrorCode.unknown_topic_or_partition]
     partition = broker.replica_manager.partition(TOPIC, 0)
     assert partition is not None and partition.log.aborted_txns == [AbortedTxn(pid, 0, 1, 2)]
+    # Kafka's checks on the partition leader: an older coordinator epoch than the producer's
+    # last marker is fenced, and only the leader takes markers.
+    fenced = write_markers(broker, pid, epoch, True, 2, (0,))
+    assert fenced == [ErrorCode.transaction_coordinator_fenced]
+    assert write_markers(broker, pid, epoch, True, 3, (0,)) == [ErrorCode.none]
+    follower = PartitionState(TOPIC, 0, (broker.node_id, 9), 9, partition.leader_epoch + 1, (9,))
+    assert partition.make_follower(follower) is ErrorCode.none
+    assert write_markers(broker, pid, epoch, True, 3, (0,)) == [ErrorCode.not_leader_or_follower]
+    assert partition.log_end_offset == 3  # a record and two markers
 
 
 def test_prepared_commit_is_finished_after_a_restart(tmp_path: Path) -> None:

@@ -74,6 +74,34 @@ def consumer(bootstrap: str, **conf: Any) -> Consumer:
     )
 
 
+def read_to_end(
+    bootstrap: str, partitions: list[tuple[str, int]], isolation: str
+) -> list[tuple[str, int, bytes]]:
+    """Every record a consumer with `isolation` gets, up to each partition's end (its
+    position reaches the last stable offset / high watermark: markers have offsets too)."""
+    cons: Consumer = consumer(bootstrap, **{"isolation.level": isolation})
+    try:
+        tps = [TopicPartition(t, p, OFFSET_BEGINNING) for t, p in partitions]
+        ends = {
+            (t, p): cons.get_watermark_offsets(TopicPartition(t, p), CLIENT_TIMEOUT, False)[1]
+            for t, p in partitions
+        }
+        cons.assign(tps)
+        got: list[tuple[str, int, bytes]] = []
+
+        def at_end() -> bool:
+            message = cons.poll(0.1)
+            if message is not None and not message.error():
+                got.append((message.topic(), message.partition(), message.value()))
+            positions = cons.position([TopicPartition(t, p) for t, p in partitions])
+            return all(tp.offset >= ends[(tp.topic, tp.partition)] for tp in positions)
+
+        wait_until(at_end, timeout=30, interval=0, message="the consumer to reach the ends")
+        return sorted(got)
+    finally:
+        cons.close()
+
+
 # confluent-kafka fails the futures of an AdminClient that is garbage-collected
 # (_DESTROY), so `admin(b).create_topics(...)[name].result()` needs the client kept alive:
 # the most recent clients stay referenced here.

@@ -13,14 +13,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
     KafkaError,
     KafkaException,
     Producer,
     TopicPartition,
 )
-from e2e_helpers import CLIENT_TIMEOUT, consumer, create_topic, wait_until
+from e2e_helpers import CLIENT_TIMEOUT, consumer, create_topic, read_to_end, wait_until
 
 from kafkalite.testing import BrokerProcess
 
@@ -33,34 +31,6 @@ def txn_producer(bootstrap: str, transactional_id: str) -> Producer:
     )
     producer.init_transactions(CLIENT_TIMEOUT)
     return producer
-
-
-def read_to_end(
-    bootstrap: str, partitions: list[tuple[str, int]], isolation: str
-) -> list[tuple[str, int, bytes]]:
-    """Every record a consumer with `isolation` gets, up to each partition's end (its
-    position reaches the last stable offset / high watermark: markers have offsets too)."""
-    cons: Consumer = consumer(bootstrap, **{"isolation.level": isolation})
-    try:
-        tps = [TopicPartition(t, p, OFFSET_BEGINNING) for t, p in partitions]
-        ends = {
-            (t, p): cons.get_watermark_offsets(TopicPartition(t, p), CLIENT_TIMEOUT, False)[1]
-            for t, p in partitions
-        }
-        cons.assign(tps)
-        got: list[tuple[str, int, bytes]] = []
-
-        def at_end() -> bool:
-            message = cons.poll(0.1)
-            if message is not None and not message.error():
-                got.append((message.topic(), message.partition(), message.value()))
-            positions = cons.position([TopicPartition(t, p) for t, p in partitions])
-            return all(tp.offset >= ends[(tp.topic, tp.partition)] for tp in positions)
-
-        wait_until(at_end, timeout=30, interval=0, message="the consumer to reach the ends")
-        return sorted(got)
-    finally:
-        cons.close()
 
 
 def test_commit_and_abort_across_partitions_and_topics(

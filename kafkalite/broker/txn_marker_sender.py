@@ -1,0 +1,348 @@
+"""The transaction coordinator's markers to partitions led by other brokers (Kafka's
+TransactionMarkerChannelManager and TransactionMarkerRequestCompletionHandler).
+
+A transaction entering PrepareCommit/PrepareAbort needs one marker in each of its
+partitions. The coordinator service writes them itself when it leads every one; otherwise
+the transaction comes here as `PendingMarkers`. Each round groups every pending
+(transaction, partition) by the partition's current leader in the cluster metadata, writes
+those led here in-process and sends one WriteTxnMarkers request per other broker
+(concurrently, one connection per broker). NONE (replicated: leaders append markers with
+acks=all) removes the partition; NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
+NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, a lost
+connection or no leader keep it for the next round, to the leader the metadata names then
+(after retry.backoff.ms); INVALID_PRODUCER_EPOCH and TRANSACTION_COORDINATOR_FENCED cancel
+the transaction's markers (a newer producer or coordinator owns it); a partition whose topic
+is gone is dropped, as are those answering UNSUPPORTED_FOR_MESSAGE_FORMAT/UNSUPPORTED_VERSION.
+A transaction whose partitions are all acknowledged is handed to `on_complete` (which
+writes CompleteCommit/CompleteAbort).
+
+Deciding (`route`, `write_txn_markers_request`, `apply_response`) is sans-IO; `run` is the
+trio task around it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import trio
+from kio.index import load_payload_module
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+
+from kafkalite.apis.base import make
+from kafkalite.broker.broker_connection import BrokerConnection, ConnectionLost
+from kafkalite.broker.cluster_metadata import ClusterMetadata, Endpoint
+from kafkalite.broker.delayed import TopicPartition
+from kafkalite.broker.delayed_wait import complete_or_expire
+from kafkalite.storage.control_batch import EndTxnMarker
+from kafkalite.txn.coordinator import MarkerJob, TxnState
+
+if TYPE_CHECKING:
+    from kafkalite.broker.txn_coordinator_service import TransactionCoordinatorService
+
+log = logging.getLogger("kafkalite.txn.markers")
+
+WRITE_TXN_MARKERS_API_KEY = 27
+WRITE_TXN_MARKERS_VERSION = 1
+NO_LEADER = -1
+
+RETRY_ERRORS = frozenset(
+    {
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+        ErrorCode.request_timed_out,
+        ErrorCode.kafka_storage_error,
+    }
+)
+CANCEL_ERRORS = frozenset(
+    {ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced}
+)
+DROP_ERRORS = frozenset({ErrorCode.unsupported_for_message_format, ErrorCode.unsupported_version})
+
+
+@dataclass(eq=False)
+class PendingMarkers:
+    """One transaction's markers not yet acknowledged."""
+
+    job: MarkerJob
+    coordinator_epoch: int
+    remaining: set[TopicPartition]
+    cancelled: bool = False
+
+    @property
+    def done(self) -> bool:
+        return not self.remaining and not self.cancelled
+
+
+Route = dict[int, list[tuple[PendingMarkers, TopicPartition]]]
+
+
+def route(
+    pending: Iterable[PendingMarkers], metadata: ClusterMetadata
+) -> tuple[Route, list[tuple[PendingMarkers, TopicPartition]]]:
+    """(partitions by their leader's broker id, partitions without a leader now). A
+    partition whose topic is gone needs no marker: it is removed here."""
+    by_leader: Route = defaultdict(list)
+    leaderless: list[tuple[PendingMarkers, TopicPartition]] = []
+    topics = metadata.topics
+    for markers in pending:
+        for tp in sorted(markers.remaining):
+            if tp[0] not in topics:
+                markers.remaining.discard(tp)
+                continue
+            state = metadata.partition_state(*tp)
+            leader = NO_LEADER if state is None else state.leader
+            if leader == NO_LEADER:
+                leaderless.append((markers, tp))
+            else:
+                by_leader[leader].append((markers, tp))
+    return by_leader, leaderless
+
+
+def write_txn_markers_request(entries: list[tuple[PendingMarkers, TopicPartition]]) -> Any:
+    """One WriteTxnMarkers request: a marker per transaction, naming its partitions."""
+    module: Any = load_payload_module(
+        WRITE_TXN_MARKERS_API_KEY, WRITE_TXN_MARKERS_VERSION, EntityType.request
+    )
+    by_txn: dict[int, tuple[PendingMarkers, dict[str, list[int]]]] = {}
+    for markers, (topic, index) in entries:
+        _, topics = by_txn.setdefault(id(markers), (markers, defaultdict(list)))
+        topics[topic].append(index)
+    return make(
+        module.WriteTxnMarkersRequest,
+        markers=tuple(
+            make(
+                module.WritableTxnMarker,
+                producer_id=markers.job.producer_id,
+                producer_epoch=markers.job.producer_epoch,
+                transaction_result=markers.job.commit,
+                topics=tuple(
+                    make(module.WritableTxnMarkerTopic, name=name, partition_indexes=tuple(parts))
+                    for name, parts in topics.items()
+                ),
+                coordinator_epoch=markers.coordinator_epoch,
+            )
+            for markers, topics in by_txn.values()
+        ),
+    )
+
+
+def apply_partition_result(markers: PendingMarkers, tp: TopicPartition, error: ErrorCode) -> None:
+    """One partition's answer (TransactionMarkerRequestCompletionHandler)."""
+    if error is ErrorCode.none or error in DROP_ERRORS:
+        markers.remaining.discard(tp)
+    elif error in CANCEL_ERRORS:
+        log.info(
+            "marker of %s for %s: %s; cancelling its markers",
+            markers.job.transactional_id,
+            tp,
+            error.name,
+        )
+        markers.cancelled = True
+    elif error not in RETRY_ERRORS:
+        log.error("marker of %s for %s: unexpected %s", markers.job.transactional_id, tp, error)
+    # a retriable error: the partition stays for the next round, to its next leader
+
+
+def apply_response(entries: list[tuple[PendingMarkers, TopicPartition]], response: Any) -> None:
+    """A WriteTxnMarkers response: markers are answered by producer id (one transaction per
+    producer id in a request, as in Kafka)."""
+    errors: dict[tuple[int, TopicPartition], ErrorCode] = {}
+    for marker in response.markers:
+        for topic in marker.topics:
+            for partition in topic.partitions:
+                key = (marker.producer_id, (topic.name, partition.partition_index))
+                errors[key] = ErrorCode(partition.error_code)
+    for markers, tp in entries:
+        error = errors.get((markers.job.producer_id, tp), ErrorCode.unknown_server_error)
+        apply_partition_result(markers, tp, error)
+
+
+WriteLocal = Callable[[MarkerJob, int, TopicPartition], Awaitable[ErrorCode]]
+
+
+@dataclass(eq=False)
+class TxnMarkerSender:
+    broker_id: int
+    metadata: ClusterMetadata
+    endpoint_of: Callable[[int], Endpoint | None]
+    write_local: WriteLocal  # a marker to a partition led here (in-process, acks=all)
+    on_complete: Callable[[MarkerJob], None]  # every marker acknowledged
+    is_current: Callable[[PendingMarkers], bool]  # still this coordinator's transaction
+    retry_backoff_ms: int = 100  # between rounds while markers are pending
+    request_timeout_ms: int = 30_000
+    pending: list[PendingMarkers] = field(default_factory=list)
+    _connections: dict[int, BrokerConnection] = field(default_factory=dict)
+    _wakeup: trio.Event = field(default_factory=trio.Event)
+
+    def add(
+        self, job: MarkerJob, coordinator_epoch: int, partitions: Iterable[TopicPartition]
+    ) -> None:
+        self.pending.append(PendingMarkers(job, coordinator_epoch, set(partitions)))
+        self._wakeup.set()
+
+    def pending_partitions(self, transactional_id: str) -> set[TopicPartition]:
+        return {
+            tp
+            for markers in self.pending
+            if markers.job.transactional_id == transactional_id
+            for tp in markers.remaining
+        }
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        try:
+            while True:
+                if not self.pending:
+                    await self._wakeup.wait()
+                self._wakeup = trio.Event()
+                await self.send_round()
+                if self.pending:
+                    with trio.move_on_after(self.retry_backoff_ms / 1000):
+                        await self._wakeup.wait()
+        finally:
+            for connection in self._connections.values():
+                with trio.CancelScope(shield=True):
+                    await connection.aclose()
+
+    async def send_round(self) -> None:
+        """Route every pending marker to its partition's leader once; complete what is done."""
+        self.pending = [m for m in self.pending if not m.cancelled and self.is_current(m)]
+        by_leader, _leaderless = route(self.pending, self.metadata)
+        async with trio.open_nursery() as nursery:
+            for broker_id, entries in by_leader.items():
+                if broker_id == self.broker_id:
+                    nursery.start_soon(self._write_here, entries)
+                else:
+                    nursery.start_soon(self._send, broker_id, entries)
+        for markers in [m for m in self.pending if m.done]:
+            self.pending.remove(markers)
+            if self.is_current(markers):
+                self.on_complete(markers.job)
+        self.pending = [m for m in self.pending if not m.cancelled]
+
+    async def _write_here(self, entries: list[tuple[PendingMarkers, TopicPartition]]) -> None:
+        for markers, tp in entries:
+            error = await self.write_local(markers.job, markers.coordinator_epoch, tp)
+            apply_partition_result(markers, tp, error)
+
+    async def _send(
+        self, broker_id: int, entries: list[tuple[PendingMarkers, TopicPartition]]
+    ) -> None:
+        """The entries for one broker, a request at a time on its connection."""
+        for batch in _one_txn_per_producer(entries):
+            request = write_txn_markers_request(batch)
+            try:
+                connection = await self._connection(broker_id)
+                with trio.fail_after(self.request_timeout_ms / 1000):
+                    response = await connection.request(request)
+            except (ConnectionLost, trio.TooSlowError) as exc:
+                log.debug("markers to broker %d: %s; retrying", broker_id, exc)
+                await self._drop_connection(broker_id)
+                return
+            apply_response(batch, response)
+
+    async def _connection(self, broker_id: int) -> BrokerConnection:
+        connection = self._connections.get(broker_id)
+        if connection is None:
+            endpoint = self.endpoint_of(broker_id)
+            if endpoint is None:
+                raise ConnectionLost(f"broker {broker_id} is not registered")
+            connection = await BrokerConnection.open(
+                endpoint.host, endpoint.port, f"broker-{self.broker_id}-txn-markers"
+            )
+            self._connections[broker_id] = connection
+        return connection
+
+    async def _drop_connection(self, broker_id: int) -> None:
+        connection = self._connections.pop(broker_id, None)
+        if connection is not None:
+            with trio.CancelScope(shield=True):
+                await connection.aclose()
+
+
+def _one_txn_per_producer(
+    entries: list[tuple[PendingMarkers, TopicPartition]],
+) -> list[list[tuple[PendingMarkers, TopicPartition]]]:
+    """Split entries so no request holds two transactions of one producer id (answers are
+    matched by producer id)."""
+    batches: list[dict[int, PendingMarkers]] = []
+    out: list[list[tuple[PendingMarkers, TopicPartition]]] = []
+    for markers, tp in entries:
+        pid = markers.job.producer_id
+        for owners, batch in zip(batches, out, strict=True):
+            if owners.setdefault(pid, markers) is markers:
+                batch.append((markers, tp))
+                break
+        else:
+            batches.append({pid: markers})
+            out.append([(markers, tp)])
+    return out
+
+
+class RemoteMarkers:
+    """The transaction coordinator service's side of the sender: a transaction with a
+    partition led by another broker (or by none, for now) has all its markers sent here and
+    completes when the last is acknowledged; one led entirely here is written at once by
+    the service."""
+
+    def __init__(self, service: TransactionCoordinatorService) -> None:
+        self.service = service
+        config = service.config
+        self.sender = TxnMarkerSender(
+            config.broker_id,
+            service.metadata,
+            self._endpoint_of,
+            self._write_local,
+            service.markers_acknowledged,
+            self._is_current,
+            request_timeout_ms=config.int("request.timeout.ms"),
+        )
+
+    def led_elsewhere(self, job: MarkerJob) -> bool:
+        metadata = self.service.metadata
+        broker_id = self.service.config.broker_id
+        for topic, index in job.partitions:
+            state = metadata.partition_state(topic, index)
+            if topic in metadata.topics and (state is None or state.leader != broker_id):
+                return True
+        return False
+
+    def send(self, job: MarkerJob, coordinator_epoch: int) -> None:
+        self.sender.add(job, coordinator_epoch, job.partitions)
+
+    def _endpoint_of(self, broker_id: int) -> Endpoint | None:
+        fetchers = self.service.replica_manager.fetchers
+        return fetchers.endpoint_of(broker_id) if fetchers is not None else None
+
+    async def _write_local(self, job: MarkerJob, epoch: int, tp: TopicPartition) -> ErrorCode:
+        """What a WriteTxnMarkers to this broker does: append, then wait for the ISR."""
+        manager = self.service.replica_manager
+        marker = EndTxnMarker(job.commit, epoch)
+        error, offset = manager.append_txn_marker_as_leader(
+            tp, job.producer_id, job.producer_epoch, marker
+        )
+        if error is not ErrorCode.none:
+            return error
+        delayed = manager.delayed_markers({tp: offset})
+        await complete_or_expire(manager.produce_purgatory, delayed, self.sender.request_timeout_ms)
+        return delayed.results[tp].error
+
+    def _is_current(self, markers: PendingMarkers) -> bool:
+        """Kafka cancels markers once the coordinator epoch or the transaction moved on."""
+        coordinator = self.service.coordinator
+        meta = coordinator.transactions.get(markers.job.transactional_id)
+        preparing = TxnState.PREPARE_COMMIT if markers.job.commit else TxnState.PREPARE_ABORT
+        return (
+            meta is not None
+            and meta.state is preparing
+            and meta.producer_id == markers.job.producer_id
+            and meta.producer_epoch == markers.job.producer_epoch
+            and markers.coordinator_epoch == coordinator.coordinator_epoch
+        )

@@ -1,0 +1,172 @@
+"""Transactions on three `kafkalite serve` processes (real ZooKeeper): the coordinator sends
+WriteTxnMarkers to partitions led by the other brokers (kafkalite/broker/txn_marker_sender.py).
+
+- A transaction over partitions led by brokers 1, 2 and 3 commits and aborts: read_committed
+  sees exactly the committed records, read_uncommitted all of them, each partition's end one
+  offset past its records per transaction (one marker each).
+- A partition's leader SIGKILLed after the transaction's records are replicated and before
+  EndTxn: the coordinator's marker for it fails until the controller elects a new leader,
+  then reaches that leader; readers see the transaction committed there.
+"""
+
+from __future__ import annotations
+
+import pytest
+from cluster_helpers import StartBrokers, poll
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkalite.broker.txn_coordinator_service import TXN_STATE_TOPIC, txn_partition
+from kafkalite.testing import BrokerProcess, error_records
+from tests.integration.e2e_helpers import read_to_end, watermarks
+
+pytest.importorskip("kafkalite.cluster.member")
+pytestmark = pytest.mark.slow
+
+TOPIC = "txn-spread"
+TXN_STATE_PARTITIONS = 3
+CLIENT_TIMEOUT = 60.0
+# Each partition i is led by broker i + 1, its replicas on all three.
+ASSIGNMENT = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+
+
+@pytest.fixture
+def brokers(start_brokers: StartBrokers) -> dict[int, BrokerProcess]:
+    return start_brokers(
+        {
+            "min.insync.replicas": "2",
+            "offsets.topic.replication.factor": "3",
+            "transaction.state.log.replication.factor": "3",
+            "transaction.state.log.min.isr": "2",
+            "transaction.state.log.num.partitions": str(TXN_STATE_PARTITIONS),
+        }
+    )
+
+
+def errors_logged(broker: BrokerProcess) -> list[str]:
+    """ERROR lines but the group coordinator's failed creations of `__consumer_offsets` (the
+    readers' group.id: a broker not hosting it yet is told it exists, or only 2 of the 3
+    brokers it needs are up; answered COORDINATOR_NOT_AVAILABLE, unrelated to markers)."""
+    return [
+        line
+        for line in error_records(broker.lines)
+        if "ERROR kafkalite.groups: cannot create __consumer_offsets" not in line
+    ]
+
+
+def bootstrap_of(brokers: dict[int, BrokerProcess], *ids: int) -> str:
+    return ",".join(brokers[i].bootstrap for i in ids or brokers)
+
+
+def leaders(admin: AdminClient, topic: str) -> dict[int, int] | None:
+    found = admin.list_topics(topic, timeout=10).topics.get(topic)
+    if found is None or found.error is not None or not found.partitions:
+        return None
+    return {index: p.leader for index, p in found.partitions.items()}
+
+
+def full_isr(admin: AdminClient, topic: str) -> bool:
+    found = admin.list_topics(topic, timeout=10).topics.get(topic)
+    return bool(
+        found is not None
+        and found.error is None
+        and found.partitions
+        and all(len(p.isrs) == 3 for p in found.partitions.values())
+    )
+
+
+def spread_topic(brokers: dict[int, BrokerProcess]) -> AdminClient:
+    admin = AdminClient({"bootstrap.servers": bootstrap_of(brokers)})
+    poll(lambda: len(admin.list_topics(timeout=10).brokers) == 3, "3 live brokers")
+    admin.create_topics([NewTopic(TOPIC, 3, replica_assignment=ASSIGNMENT)])[TOPIC].result(30)
+    poll(lambda: full_isr(admin, TOPIC), "a full ISR")
+    assert leaders(admin, TOPIC) == {0: 1, 1: 2, 2: 3}
+    return admin
+
+
+def txn_producer(bootstrap: str, transactional_id: str) -> Producer:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5}
+    )
+    producer.init_transactions(CLIENT_TIMEOUT)
+    return producer
+
+
+def test_transaction_across_partitions_led_by_three_brokers(
+    brokers: dict[int, BrokerProcess],
+) -> None:
+    spread_topic(brokers)
+    bootstrap = bootstrap_of(brokers)
+    producer = txn_producer(bootstrap, "spread")
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce(TOPIC, b"c%d" % i, partition=i % 3)
+    producer.commit_transaction(CLIENT_TIMEOUT)
+    producer.begin_transaction()
+    for i in range(12):
+        producer.produce(TOPIC, b"x%d" % i, partition=i % 3)
+    producer.flush(CLIENT_TIMEOUT)  # on the brokers before the abort
+    producer.abort_transaction(CLIENT_TIMEOUT)
+    producer.begin_transaction()
+    producer.produce(TOPIC, b"last", partition=2)
+    producer.commit_transaction(CLIENT_TIMEOUT)
+
+    partitions = [(TOPIC, p) for p in range(3)]
+    committed = sorted([(TOPIC, i % 3, b"c%d" % i) for i in range(30)] + [(TOPIC, 2, b"last")])
+    aborted = sorted((TOPIC, i % 3, b"x%d" % i) for i in range(12))
+    # The markers of the last commit are written after EndTxn is answered: the read_committed
+    # ends (last stable offsets) reach every partition's high watermark once they are in.
+    ends = {0: 10 + 1 + 4 + 1, 1: 10 + 1 + 4 + 1, 2: 10 + 1 + 4 + 1 + 1 + 1}
+    poll(
+        lambda: all(watermarks(bootstrap, TOPIC, p)[1] == end for p, end in ends.items()),
+        "every marker written",
+    )
+    assert read_to_end(bootstrap, partitions, "read_committed") == committed
+    assert read_to_end(bootstrap, partitions, "read_uncommitted") == sorted(committed + aborted)
+    assert [errors_logged(b) for b in brokers.values()] == [[], [], []]
+
+
+def coordinator_of(admin: AdminClient, transactional_id: str) -> int:
+    found = admin.list_topics(TXN_STATE_TOPIC, timeout=10).topics[TXN_STATE_TOPIC]
+    return found.partitions[txn_partition(transactional_id, TXN_STATE_PARTITIONS)].leader
+
+
+def test_marker_reaches_the_new_leader_when_the_leader_is_killed(
+    brokers: dict[int, BrokerProcess],
+) -> None:
+    admin = spread_topic(brokers)
+    # Ids until one is coordinated by broker 2: partition 0's leader (broker 1) dies, and
+    # partition 1 (led by the coordinator) and 2 (broker 3) stay where they are.
+    warmup = txn_producer(bootstrap_of(brokers), "warmup")  # creates __transaction_state
+    poll(lambda: full_isr(admin, TXN_STATE_TOPIC), "a full ISR on the transaction log")
+    transactional_id = next(
+        f"failover-{n}" for n in range(100) if coordinator_of(admin, f"failover-{n}") == 2
+    )
+    producer = txn_producer(bootstrap_of(brokers), transactional_id)
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce(TOPIC, b"v%d" % i, partition=i % 3)
+    producer.flush(CLIENT_TIMEOUT)  # acks=all: on every in-sync replica
+    brokers[1].kill()
+    producer.commit_transaction(CLIENT_TIMEOUT)  # answered once PrepareCommit is written
+
+    survivors = bootstrap_of(brokers, 2, 3)
+    admin = AdminClient({"bootstrap.servers": survivors})
+    poll(lambda: (led := leaders(admin, TOPIC)) and led[0] in (2, 3), "a new leader")
+    # 10 records and the commit marker in each partition, the first one from the new leader.
+    poll(
+        lambda: all(watermarks(survivors, TOPIC, p)[1] == 11 for p in range(3)),
+        "the marker on the new leader",
+    )
+    partitions = [(TOPIC, p) for p in range(3)]
+    expected = sorted((TOPIC, i % 3, b"v%d" % i) for i in range(30))
+    assert read_to_end(survivors, partitions, "read_committed") == expected
+    # The coordinator completed the transaction: the producer runs the next one at once.
+    producer.begin_transaction()
+    producer.produce(TOPIC, b"next", partition=1)
+    producer.commit_transaction(CLIENT_TIMEOUT)
+    assert read_to_end(survivors, [(TOPIC, 1)], "read_committed") == sorted(
+        [(TOPIC, 1, b"v%d" % i) for i in range(1, 30, 3)] + [(TOPIC, 1, b"next")]
+    )
+    assert [errors_logged(brokers[b]) for b in (2, 3)] == [[], []]
+    del warmup
