@@ -39,6 +39,7 @@ from kafkalite.storage.file_cache import worker_io
 from kafkalite.storage.log import DiskWork, UnifiedLog
 from kafkalite.storage.log_manager import DirRemoval, LogManager
 from kafkalite.storage.segment import CLEANED_SUFFIX, LogSegment, segment_paths
+from kafkalite.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("kafkalite.server")
 CLEANING_SWITCH_INTERVAL_S = 0.0005  # for the thread cleaner
@@ -196,6 +197,7 @@ def clean_job(
         max_message_bytes=config.max_message_bytes,
         delete_retention_ms=config.delete_retention_ms,
         last_sequences={pid: entry.last_seq for pid, entry in producers.items()},
+        aborted_txns=list(partition_log.aborted_txns),
     )
 
 
@@ -229,7 +231,7 @@ def _swap_cleaned(
             new = partition_log.open_written_cleaned_segment(old[0].base_offset, now_ms)
             before += sum(segment.size for segment in old)
             after += new.size
-            partition_log.replace_segments_from_worker(new, old, on_loop)
+            partition_log.replace_segments_from_worker(new, old, on_loop, group.txn_index)
             cleaned += len(old)
             written += 1
     result = CleanResult(cleanable.end_offset, cleaned, written, before, after, done.pid)
@@ -285,8 +287,8 @@ def _clean(
 ) -> CleanResult:
     on_loop: Callable[[Callable[[], None]], None] = trio.from_thread.run_sync
 
-    def swap(new: LogSegment, old: list[LogSegment]) -> None:
-        partition_log.replace_segments_from_worker(new, old, on_loop)
+    def swap(new: LogSegment, old: list[LogSegment], kept_txns: list[AbortedTxn]) -> None:
+        partition_log.replace_segments_from_worker(new, old, on_loop, kept_txns)
 
     with worker_io(), _short_gil_turns():
         return clean_log(

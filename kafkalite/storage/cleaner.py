@@ -16,7 +16,10 @@ One cleaning:
    Offsets are preserved: a batch keeps its base offset and lastOffsetDelta and only its
    retained records; an emptied batch is dropped unless it holds its producer's last
    sequence (Kafka's RETAIN_EMPTY keeps the header so idempotence state survives a reload).
-   Control batches are copied as they are.
+   Transactions as Kafka's cleaner (storage/cleaned_txns.py): records of aborted
+   transactions are removed (and never mapped); a marker is removed once no batch of its
+   transaction is left and its segment is older than delete.retention.ms; the cleaned
+   segment's `.txnindex` keeps the aborted transactions whose markers stay.
 4. `UnifiedLog.replace_segments` swaps each group in crash-safely (`.cleaned` -> `.swap` ->
    final names; a restart completes a `.swap`, discards a `.cleaned`).
 
@@ -43,12 +46,14 @@ from kafkalite.storage.batch import (
     iter_batches,
     parse_header,
 )
+from kafkalite.storage.cleaned_txns import CleanedTransactions
 from kafkalite.storage.errors import KafkaStorageError
 from kafkalite.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from kafkalite.storage.producer_state import ProducerStateManager
 from kafkalite.storage.records import Record, decode_records, encode_record_batch
 from kafkalite.storage.segment import CLEANED_SUFFIX, INT32_MAX, MIN_BATCH_LENGTH, LogSegment
 from kafkalite.storage.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
+from kafkalite.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from kafkalite.storage.log import LogConfig, UnifiedLog
@@ -57,7 +62,7 @@ logger = logging.getLogger("kafkalite.storage")
 
 READ_CHUNK = 1 << 20
 OffsetMap = dict[bytes, int]
-Swap = Callable[[LogSegment, list[LogSegment]], None]
+Swap = Callable[[LogSegment, list[LogSegment], list[AbortedTxn]], None]
 LastSequence = Callable[[int], int | None]  # producer id -> its last sequence, if known
 
 
@@ -183,9 +188,12 @@ def clean_log(
     )
     pending = list(segments if segments is not None else log.segments[: cleanable.segment_count])
     swap = swap or log.replace_segments
+    txns = CleanedTransactions.over(
+        log.aborted_txns, pending[0].base_offset, pending[-1].next_offset
+    )
     cleaned = written = before = after = 0
     while pending:
-        group, new = _clean_group(log, pending, offset_map, now_ms, swap, pause)
+        group, new = _clean_group(log, pending, offset_map, now_ms, swap, pause, txns)
         del pending[: len(group)]
         if new is not None:
             cleaned += len(group)
@@ -209,8 +217,9 @@ def build_offset_map(
     log: UnifiedLog, start: int, end: int, pause: Callable[[], None] = _keep_going
 ) -> OffsetMap:
     """key -> offset of its latest record in [start, end). Control records carry no data
-    keys and are skipped, as in Kafka's buildOffsetMap."""
+    keys, and records of aborted transactions are skipped, as in Kafka's buildOffsetMap."""
     offsets: OffsetMap = {}
+    txns = CleanedTransactions.over(log.aborted_txns, start, end)
     for segment in list(log.segments):  # a copy: appends may roll meanwhile
         pause()
         if segment.base_offset >= end:
@@ -221,12 +230,29 @@ def build_offset_map(
             pause()
             if header.base_offset >= end:
                 break
-            if header.last_offset < start or header.is_control:
+            if header.last_offset < start:
                 continue
-            for record in decode_records(batch):
-                if record.key is not None and start <= record.offset < end:
-                    offsets[record.key] = record.offset
+            map_batch(offsets, header, batch, start, end, txns)
     return offsets
+
+
+def map_batch(
+    offsets: OffsetMap,
+    header: BatchHeader,
+    batch: bytes | memoryview,
+    start: int,
+    end: int,
+    txns: CleanedTransactions,
+) -> None:
+    """One batch of the offset map: its keys, unless it is a marker or aborted."""
+    if header.is_control:
+        txns.on_control_batch(header, batch)
+        return
+    if txns.on_batch(header):
+        return
+    for record in decode_records(batch):
+        if record.key is not None and start <= record.offset < end:
+            offsets[record.key] = record.offset
 
 
 def _clean_group(
@@ -236,6 +262,7 @@ def _clean_group(
     now_ms: int,
     swap: Swap,
     pause: Callable[[], None],
+    txns: CleanedTransactions,
 ) -> tuple[list[LogSegment], LogSegment | None]:
     """Clean the next segments of `pending` into one `.cleaned` segment and swap it in.
 
@@ -253,8 +280,9 @@ def _clean_group(
             if group and not _fits(new, source, log.config):
                 break
             pause()
-            changed |= _copy_retained(log, source, new, offset_map, now_ms, pause)
+            changed |= _copy_retained(log, source, new, offset_map, now_ms, pause, txns)
             group.append(source)
+        kept_txns = txns.take_index()
         if not changed and len(group) == 1:
             new.delete()
             return group, None
@@ -263,7 +291,7 @@ def _clean_group(
         # Keep the newest source mtime: time retention falls back to it without timestamps.
         mtime_ns = max(os.fstat(segment.fd).st_mtime_ns for segment in group)
         os.utime(new.fd, ns=(mtime_ns, mtime_ns))
-        swap(new, group)
+        swap(new, group, kept_txns)
     except BaseException:
         if new.suffix == CLEANED_SUFFIX:  # not committed yet: the log is untouched
             new.delete()
@@ -289,7 +317,8 @@ def _copy_retained(
     dest: LogSegment,
     offset_map: OffsetMap,
     now_ms: int,
-    pause: Callable[[], None] = _keep_going,
+    pause: Callable[[], None],
+    txns: CleanedTransactions,
 ) -> bool:
     """Append what `source` retains to `dest`; True if anything was dropped or rewritten."""
     retain_deletes = source.largest_timestamp() > now_ms - log.config.delete_retention_ms
@@ -303,6 +332,7 @@ def _copy_retained(
             retain_deletes,
             last_sequence_of(log.producer_state),
             log.config.max_message_bytes,
+            txns,
         )
         changed |= out is not batch
         if out is not None:
@@ -317,11 +347,18 @@ def filter_batch(
     retain_deletes: bool,
     last_sequence: LastSequence,
     max_batch_bytes: int,
+    txns: CleanedTransactions,
 ) -> bytes | memoryview | None:
     """The batch to write for `batch`: itself when every record stays, a rewrite holding the
-    retained records, or None to drop it."""
+    retained records, or None to drop it. Markers go once `txns` allows it and their
+    segment is past delete.retention.ms; records of aborted transactions always go."""
     if header.is_control:
-        return batch  # transaction markers: kept (kafkalite writes none yet)
+        removable = txns.on_control_batch(header, batch)
+        return None if removable and not retain_deletes else batch
+    if txns.on_batch(header):
+        if not _holds_last_sequence(header, last_sequence):
+            return None
+        return batch if header.records_count == 0 else rebuild_batch(header, [])
     records = decode_records(batch)
     kept = [record for record in records if _retain(record, offset_map, retain_deletes)]
     if not kept and not _holds_last_sequence(header, last_sequence):

@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalite.storage.batch import parse_header
-from kafkalite.storage.cleaner import OffsetMap, filter_batch, segment_batches
+from kafkalite.storage.cleaned_txns import CleanedTransactions
+from kafkalite.storage.cleaner import OffsetMap, filter_batch, map_batch, segment_batches
 from kafkalite.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
-from kafkalite.storage.records import decode_records
 from kafkalite.storage.segment import CLEANED_SUFFIX, INT32_MAX, LogSegment, segment_paths
 from kafkalite.storage.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
+from kafkalite.storage.txn_index import AbortedTxn
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,7 @@ class CleanJob:
     max_message_bytes: int
     delete_retention_ms: int
     last_sequences: dict[int, int] = field(default_factory=dict)  # producer id -> last seq
+    aborted_txns: list[AbortedTxn] = field(default_factory=list)  # the log's aborted index
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,7 @@ class CleanedGroup:
     first: int  # index into CleanJob.sources
     count: int
     written: bool  # False: one segment with nothing to drop, left as it is
+    txn_index: list[AbortedTxn] = field(default_factory=list)  # the cleaned segment's
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +92,12 @@ def clean_in_worker(job: CleanJob, pause: Callable[[], None] = _keep_going) -> W
     """Build the offset map and write the `.cleaned` segments of every group."""
     directory = Path(job.dir)
     offset_map = _build_offset_map(directory, job, pause)
+    start, end = job.sources[0].base_offset, job.sources[-1].next_offset
+    txns = CleanedTransactions.over(job.aborted_txns, start, end)
     groups: list[CleanedGroup] = []
     first = 0
     while first < len(job.sources):
-        group = _clean_group(directory, job, first, offset_map, pause)
+        group = _clean_group(directory, job, first, offset_map, pause, txns)
         groups.append(group)
         first += group.count
     return WorkerResult(groups, os.getpid())
@@ -107,6 +112,7 @@ def _build_offset_map(directory: Path, job: CleanJob, pause: Callable[[], None])
     """cleaner.build_offset_map over the files: key -> latest offset in the mapped range."""
     start, end = job.first_dirty_offset, job.map_end_offset
     offsets: OffsetMap = {}
+    txns = CleanedTransactions.over(job.aborted_txns, start, end)
     for info in job.mapped:
         source = _open_source(directory, info)
         try:
@@ -114,18 +120,21 @@ def _build_offset_map(directory: Path, job: CleanJob, pause: Callable[[], None])
                 pause()
                 if header.base_offset >= end:
                     break
-                if header.last_offset < start or header.is_control:
+                if header.last_offset < start:
                     continue
-                for record in decode_records(batch):
-                    if record.key is not None and start <= record.offset < end:
-                        offsets[record.key] = record.offset
+                map_batch(offsets, header, batch, start, end, txns)
         finally:
             os.close(source.fd)
     return offsets
 
 
 def _clean_group(
-    directory: Path, job: CleanJob, first: int, offset_map: OffsetMap, pause: Callable[[], None]
+    directory: Path,
+    job: CleanJob,
+    first: int,
+    offset_map: OffsetMap,
+    pause: Callable[[], None],
+    txns: CleanedTransactions,
 ) -> CleanedGroup:
     """cleaner._clean_group without the swap: leaves a flushed `.cleaned` segment."""
     base = job.sources[first].base_offset
@@ -148,11 +157,12 @@ def _clean_group(
                 break
             source = _open_source(directory, info)
             try:
-                changed |= _copy_retained(source, info, new, offset_map, job, pause)
+                changed |= _copy_retained(source, info, new, offset_map, job, pause, txns)
                 mtime_ns = max(mtime_ns, os.fstat(source.fd).st_mtime_ns)
             finally:
                 os.close(source.fd)
             count += 1
+        kept_txns = txns.take_index()
         if not changed and count == 1:
             new.delete()
             return CleanedGroup(first, 1, written=False)
@@ -163,7 +173,7 @@ def _clean_group(
     except BaseException:
         new.delete()
         raise
-    return CleanedGroup(first, count, written=True)
+    return CleanedGroup(first, count, written=True, txn_index=kept_txns)
 
 
 def _fits(new: LogSegment, info: SegmentInfo, job: CleanJob) -> bool:
@@ -184,6 +194,7 @@ def _copy_retained(
     offset_map: OffsetMap,
     job: CleanJob,
     pause: Callable[[], None],
+    txns: CleanedTransactions,
 ) -> bool:
     retain_deletes = info.largest_timestamp > job.now_ms - job.delete_retention_ms
     changed = False
@@ -196,6 +207,7 @@ def _copy_retained(
             retain_deletes,
             job.last_sequences.get,
             job.max_message_bytes,
+            txns,
         )
         changed |= out is not batch
         if out is not None:

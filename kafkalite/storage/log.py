@@ -11,7 +11,7 @@ import logging
 import os
 import shutil
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +60,7 @@ from kafkalite.storage.txn_index import (
     append_entry,
     read_entries,
     rewrite,
+    rewrite_atomically,
     txn_index_path,
 )
 
@@ -833,7 +834,9 @@ class UnifiedLog:
             raise KafkaStorageError(f"cleaned segment {base_offset} of {self.dir} is unreadable")
         return segment
 
-    def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
+    def replace_segments(
+        self, new: LogSegment, old: list[LogSegment], kept_txns: Sequence[AbortedTxn] = ()
+    ) -> None:
         """Swap a flushed `.cleaned` segment in for consecutive `old` ones (same first base).
 
         Kafka's replaceSegments: rename to `.swap` (the commit point: from here a restart
@@ -854,12 +857,39 @@ class UnifiedLog:
             fsync_dir(self.dir)
             new.change_suffix("")
             fsync_dir(self.dir)
+            self._replace_txn_index(new, old, kept_txns, lambda change: change())
         except OSError as exc:
             message = f"swapping cleaned segments into {self.dir} failed: {exc}"
             raise KafkaStorageError(message) from exc
 
+    def _replace_txn_index(
+        self,
+        new: LogSegment,
+        old: list[LogSegment],
+        kept: Sequence[AbortedTxn],
+        on_loop: Callable[[Callable[[], None]], None],
+    ) -> None:
+        """After a swap: the cleaned segment's `.txnindex` holds the aborted transactions
+        whose abort markers the cleaner kept (Kafka's cleaned txnIndex); the old segments'
+        indexes go. Written after the segments, so a crash leaves a superset (entries whose
+        records are gone filter nothing)."""
+        base, end = new.base_offset, old[-1].next_offset
+        rewrite_atomically(self.dir, base, list(kept))
+        for segment in old[1:]:
+            txn_index_path(self.dir, segment.base_offset).unlink(missing_ok=True)
+
+        def change() -> None:
+            others = [e for e in self.aborted_txns if not base <= e.last_offset < end]
+            self.aborted_txns = sorted([*others, *kept], key=lambda entry: entry.last_offset)
+
+        on_loop(change)
+
     def replace_segments_from_worker(
-        self, new: LogSegment, old: list[LogSegment], on_loop: Callable[[Callable[[], None]], None]
+        self,
+        new: LogSegment,
+        old: list[LogSegment],
+        on_loop: Callable[[Callable[[], None]], None],
+        kept_txns: Sequence[AbortedTxn] = (),
     ) -> None:
         """`replace_segments` for the cleaner's worker thread: the renames, fsyncs and unlinks
         run here, only the change of `segments` runs on the event loop (`on_loop`), so readers
@@ -882,6 +912,7 @@ class UnifiedLog:
             fsync_dir(self.dir)
             for segment in old:
                 segment.delete()
+            self._replace_txn_index(new, old, kept_txns, on_loop)
         except OSError as exc:
             message = f"swapping cleaned segments into {self.dir} failed: {exc}"
             raise KafkaStorageError(message) from exc

@@ -57,3 +57,25 @@ def rewrite(dir: Path, segment_base: int, entries: list[AbortedTxn]) -> None:
     path.unlink(missing_ok=True)
     for entry in entries:
         append_entry(dir, segment_base, entry)
+
+
+def rewrite_atomically(dir: Path, segment_base: int, entries: list[AbortedTxn]) -> None:
+    """Replace a segment's index in one rename (the cleaner's); no file when it is empty."""
+    path = txn_index_path(dir, segment_base)
+    if not entries:
+        path.unlink(missing_ok=True)
+        return
+    data = b"".join(
+        _ENTRY.pack(
+            ENTRY_VERSION, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset
+        )
+        for e in entries
+    )
+    temporary = path.with_name(path.name + ".tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
