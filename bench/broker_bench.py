@@ -36,7 +36,9 @@ PRODUCE_BAR_MB_S = 60.0
 CONSUME_BAR_MB_S = 120.0
 DEFAULT_MESSAGES = 5_000_000
 COLD_START_RUNS = 3
-PHASES = ("produce", "latency", "consume", "cold-start")
+PHASES = ("produce", "latency", "consume", "transactions", "cold-start")
+TRANSACTIONS = 100  # of TRANSACTION_RECORDS records each
+TRANSACTION_RECORDS = 1000
 
 
 def log(message: str) -> None:
@@ -200,6 +202,37 @@ def run_phases(
         log(f"  {consumed.mb_per_s:.1f} MB/s, {consumed.msg_per_s:,.0f} msg/s")
 
 
+def run_transactions(
+    args: argparse.Namespace, results: dict[str, Any], bootstrap: str, pid: int | None
+) -> None:
+    """Transactional produce: throughput and the latency of each commit."""
+    topic = f"bench-{int(time.time())}-{os.getpid()}-txn"
+    workloads.create_topic(bootstrap, topic)
+    settle(pid is not None)
+    log(f"transactions: {args.transactions} x {TRANSACTION_RECORDS} x {args.size} B to {topic}")
+    with procstat.CpuMeter(pid) as meter:
+        result = workloads.produce_transactions(
+            bootstrap, topic, args.transactions, TRANSACTION_RECORDS, args.size, args.linger_ms
+        )
+    low, high = workloads.high_watermark(bootstrap, topic)
+    expected = result.messages + result.transactions  # a commit marker per transaction
+    if high - low != expected:
+        raise RuntimeError(f"transactions: partition holds {high - low} offsets, not {expected}")
+    results["transactions"] = {
+        "mb_s": result.mb_per_s,
+        "msg_s": result.msg_per_s,
+        "seconds": result.seconds,
+        "transactions": result.transactions,
+        "records_per_transaction": TRANSACTION_RECORDS,
+        "commit": result.commit_ms,
+        **phase_cpu(meter),
+    }
+    log(
+        f"  {result.mb_per_s:.1f} MB/s, commit p50 {result.commit_ms['p50_ms']:.2f} ms "
+        f"p99 {result.commit_ms['p99_ms']:.2f} ms"
+    )
+
+
 def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {
         "target": args.target,
@@ -241,6 +274,8 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         log(f"bootstrap {bootstrap}" + (f", broker pid {pid}" if pid else ""))
         try:
             run_phases(args, results, bootstrap, pid)
+            if "transactions" in args.phases:
+                run_transactions(args, results, bootstrap, pid)
         except BaseException:
             if broker is not None:
                 tail = "".join(broker.lines[-20:]).rstrip() or "(no output)"
@@ -308,6 +343,27 @@ def format_table(results: dict[str, Any]) -> str:
                 f"p50 {lat['p50_ms']:6.2f} ms  p99 {lat['p99_ms']:6.2f} ms",
                 "-",
                 f"throughput run, 1 in 100 msgs ({lat['samples']}); includes client queueing",
+            )
+        )
+    txn = results.get("transactions")
+    if txn:
+        commit = txn["commit"]
+        rows.append(
+            (
+                "transactional produce",
+                f"{txn['mb_s']:8.1f} MB/s  {txn['msg_s']:>9,.0f} msg/s",
+                "-",
+                f"{txn['transactions']} x {txn['records_per_transaction']} records, "
+                f"{_broker_cpu(txn)}, {txn['seconds']:.1f}s",
+            )
+        )
+        rows.append(
+            (
+                "commit latency",
+                f"p50 {commit['p50_ms']:6.2f} ms  p99 {commit['p99_ms']:6.2f} ms",
+                "-",
+                f"commit_transaction() after flush(), {commit['samples']} commits, "
+                f"max {commit['max_ms']:.1f} ms",
             )
         )
     consume = results.get("consume")
@@ -390,6 +446,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--latency-seconds", type=float, default=5.0)
     parser.add_argument("--cold-start-runs", type=int, default=COLD_START_RUNS)
+    parser.add_argument(
+        "--transactions",
+        type=int,
+        default=TRANSACTIONS,
+        help=f"transactions of {TRANSACTION_RECORDS} records in the transactions phase",
+    )
     parser.add_argument(
         "--broker-profile",
         metavar="PATH",

@@ -1,7 +1,7 @@
 """The broker benchmark against kafkalite and real Apache Kafka, one after the other.
 
     python -m bench.compare [--messages N] [--size 1024] [--out bench/results]
-                            [--cold-start-runs 3]
+                            [--cold-start-runs 3] [--transactions 100] [--phases ...]
 
 Both brokers run on this machine with their default fsync policy (neither fsyncs per
 write: log.flush.interval.messages is unset), 1 partition, 1 KiB messages, linger.ms=5.
@@ -66,6 +66,10 @@ def bench_args(args: argparse.Namespace, target: str) -> argparse.Namespace:
         target,
         "--cold-start-runs",
         str(args.cold_start_runs),
+        "--transactions",
+        str(args.transactions),
+        "--phases",
+        args.phases,
     ]
     return broker_bench._parse_args(argv)
 
@@ -85,7 +89,7 @@ def run_kafka(args: argparse.Namespace, base: Path) -> dict[str, Any]:
         results = broker_bench.run_benchmark(bench)
     finally:
         server.stop()
-    if args.cold_start_runs:
+    if args.cold_start_runs and "cold-start" in bench.phases:
         results["cold_start"] = kafka_cold_start(base, args.cold_start_runs)
     return results
 
@@ -137,6 +141,25 @@ def rows(ours: dict[str, Any], theirs: dict[str, Any]) -> list[Row]:
                     False,
                 )
             )
+    table.append(
+        Row(
+            "transactional produce (1,000 x 1 KiB per transaction)",
+            "MB/s",
+            get(ours, "transactions", "mb_s"),
+            get(theirs, "transactions", "mb_s"),
+            True,
+        )
+    )
+    for pct in ("p50", "p99"):
+        table.append(
+            Row(
+                f"commit latency {pct}",
+                "ms",
+                get(ours, "transactions", "commit", f"{pct}_ms"),
+                get(theirs, "transactions", "commit", f"{pct}_ms"),
+                False,
+            )
+        )
     table.append(
         Row(
             "broker peak RSS",
@@ -208,6 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--cold-start-runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--transactions", type=int, default=broker_bench.TRANSACTIONS)
+    parser.add_argument(
+        "--phases",
+        default=",".join(broker_bench.PHASES),
+        help="comma-separated subset of the benchmark's phases (default: all)",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="kafkalite-compare-") as tmp:
         ours = run_kafkalite(args)

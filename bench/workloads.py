@@ -250,6 +250,65 @@ def produce_latency(
     return latency, count / elapsed
 
 
+@dataclass
+class TransactionalResult(Throughput):
+    transactions: int
+    commit_ms: dict[str, float | int]  # EndTxn round trips (records already acknowledged)
+
+
+def produce_transactions(
+    bootstrap: str,
+    topic: str,
+    transactions: int,
+    per_transaction: int,
+    size: int,
+    linger_ms: float = 5,
+) -> TransactionalResult:
+    """Transactions of `per_transaction` records each, back to back, timed from the first
+    begin_transaction() to the last commit. Each commit is timed on its own after a flush(),
+    so it measures EndTxn (the coordinator's PrepareCommit, markers as the broker writes
+    them) rather than the records still in flight."""
+    errors = ClientErrors()
+    config = producer_config(bootstrap, "all", linger_ms)
+    config.update(
+        {"enable.idempotence": True, "transactional.id": f"{topic}-txn", "error_cb": errors}
+    )
+    config.pop("batch.num.messages")  # idempotence caps in-flight batches; keep the default
+    config["message.timeout.ms"] = 60_000  # librdkafka: at most transaction.timeout.ms
+    producer = Producer(config)
+    producer.init_transactions(30)
+    producer.list_topics(topic, timeout=30)
+    value = payload(size)
+    commits: list[float] = []
+    start = time.perf_counter()
+    for _ in range(transactions):
+        producer.begin_transaction()
+        for i in range(per_transaction):
+            while True:
+                try:
+                    producer.produce(topic, value, partition=0)
+                    break
+                except BufferError:
+                    producer.poll(0.001)
+            if i % POLL_EVERY == 0:
+                producer.poll(0)
+        if producer.flush(120):
+            raise RuntimeError("records still undelivered after flush")
+        committing = time.perf_counter()
+        producer.commit_transaction(60)
+        commits.append((time.perf_counter() - committing) * 1000)
+    seconds = time.perf_counter() - start
+    messages = transactions * per_transaction
+    commits.sort()
+    commit_ms = {
+        "p50_ms": percentile(commits, 50),
+        "p99_ms": percentile(commits, 99),
+        "max_ms": commits[-1],
+        "samples": len(commits),
+    }
+    return TransactionalResult(messages, messages * size, seconds, transactions, commit_ms)
+
+
 # -- consume ------------------------------------------------------------------------------
 
 
