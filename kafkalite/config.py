@@ -226,6 +226,9 @@ PROPERTIES: dict[str, Property] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": Property(
         _int(1, I32_MAX), "3600000", "how often expired transactional ids go", TYPE_INT
     ),
+    "transaction.partition.verification.enable": Property(
+        _bool, "true", "leaders verify transactional produce (KIP-890)", TYPE_BOOLEAN
+    ),
     "offset.metadata.max.bytes": Property(
         _int(0, I32_MAX), "4096", "commit metadata limit", TYPE_INT
     ),

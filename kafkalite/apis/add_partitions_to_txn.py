@@ -35,7 +35,8 @@ def _add(
     service = txn_service(ctx)
     error = service.check_coordinator(transactional_id)
     if error is ErrorCode.none:
-        unknown = [tp for tp in partitions if ctx.broker.replica_manager.partition(*tp) is None]
+        # The cluster's partitions, hosted here or not (Kafka asks its metadata cache).
+        unknown = [tp for tp in partitions if ctx.broker.metadata.partition_state(*tp) is None]
         if unknown:
             return {
                 tp: ErrorCode.unknown_topic_or_partition

@@ -11,6 +11,7 @@ or REQUEST_TIMED_OUT after the request's timeout (at most request.timeout.ms).
 from __future__ import annotations
 
 import datetime
+from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -89,11 +90,24 @@ def _check_partition(ctx: RequestContext, topic: str, data: Any) -> ErrorCode | 
     return None
 
 
-def _verify_txn(ctx: RequestContext, request: Any, topic: str, data: Any) -> ErrorCode | None:
+@dataclass(frozen=True, slots=True)
+class Unverified:
+    """A transactional batch whose coordinator is another broker: ask it first."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+
+def _verify_txn(
+    ctx: RequestContext, request: Any, topic: str, data: Any
+) -> ErrorCode | Unverified | None:
     """Kafka's transaction verification (KIP-890 part 1,
     transaction.partition.verification.enable): a transactional batch is taken only for a
     partition in its producer's ongoing transaction; otherwise INVALID_TXN_STATE (a stale
-    epoch: INVALID_PRODUCER_EPOCH). Checked here when this broker is the coordinator."""
+    epoch: INVALID_PRODUCER_EPOCH). Checked here when this broker is the coordinator; else
+    the coordinator is asked (broker/txn_verification.py) unless the producer already has
+    its transaction open on this partition at this epoch."""
     if len(data.records) < HEADER_SIZE:  # storage answers a batch this short
         return None
     header = parse_header(data.records)
@@ -101,8 +115,18 @@ def _verify_txn(ctx: RequestContext, request: Any, topic: str, data: Any) -> Err
     service = ctx.broker.txn
     if header.magic != 2 or not header.is_transactional or not transactional_id or not service:
         return None
+    if not ctx.broker.config.bool("transaction.partition.verification.enable"):
+        return None
     if service.check_coordinator(transactional_id) is not ErrorCode.none:
-        return None  # coordinated elsewhere (a cluster): not verified here
+        partition = ctx.broker.replica_manager.partition(topic, data.index)
+        entry = partition.log.producer_state.last_entry(header.producer_id) if partition else None
+        if (
+            entry is not None
+            and entry.current_txn_first_offset >= 0
+            and entry.producer_epoch == header.producer_epoch
+        ):
+            return None  # verified when the transaction began here
+        return Unverified(transactional_id, header.producer_id, header.producer_epoch)
     verdict = service.coordinator.verify_partitions(
         transactional_id, header.producer_id, header.producer_epoch, [(topic, data.index)]
     )[(topic, data.index)]
@@ -147,11 +171,33 @@ async def _append(
     return results
 
 
+async def _verify_remotely(
+    ctx: RequestContext, unverified: dict[Unverified, list[TopicPartition]]
+) -> dict[TopicPartition, ProduceResult]:
+    """Ask the coordinators; the partitions they refused, with the error to answer."""
+    refused: dict[TopicPartition, ProduceResult] = {}
+    service = ctx.broker.txn
+    for txn, partitions in unverified.items():
+        assert service is not None
+        answers = await service.verifier.verify(
+            txn.transactional_id, txn.producer_id, txn.producer_epoch, partitions
+        )
+        refused.update(
+            {
+                tp: ProduceResult(error)
+                for tp, error in answers.items()
+                if error is not ErrorCode.none
+            }
+        )
+    return refused
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     # (topic_data, per partition: an early answer or the key of its append)
     plan: list[tuple[Any, list[Any]]] = []
     entries: dict[TopicPartition, bytes] = {}
+    unverified: dict[Unverified, list[TopicPartition]] = {}
     for topic_data in request.topic_data:
         name = topic_name(ctx, topic_data)
         answers: list[Any] = []
@@ -164,15 +210,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 answers.append(_partition_response(ctx, data.index, ErrorCode.unknown_topic_id))
             elif (problem := _check_partition(ctx, name, data)) is not None:
                 answers.append(_refused(ctx, data.index, problem))
-            elif (txn_error := _verify_txn(ctx, request, name, data)) is not None:
-                answers.append(_partition_response(ctx, data.index, txn_error))
+            elif isinstance(txn := _verify_txn(ctx, request, name, data), ErrorCode):
+                answers.append(_partition_response(ctx, data.index, txn))
             else:
                 entries[(name, data.index)] = data.records
                 answers.append((name, data.index))
+                if txn is not None:
+                    unverified.setdefault(txn, []).append((name, data.index))
         plan.append((topic_data, answers))
+    refused = await _verify_remotely(ctx, unverified)
+    for tp in refused:
+        del entries[tp]
     # The request's timeout, capped by the broker's request.timeout.ms.
     timeout_ms = min(millis(request.timeout), ctx.broker.config.int("request.timeout.ms"))
     results = await _append(ctx, entries, acks, timeout_ms) if entries else {}
+    results.update(refused)
     if acks == 0:
         return None
     responses = tuple(

@@ -28,6 +28,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.broker.group_coordinator_service import log_records
 from kafkalite.broker.replica_manager import OFFSETS_TOPIC
 from kafkalite.broker.txn_marker_sender import RemoteMarkers
+from kafkalite.broker.txn_verification import TxnVerifier
 from kafkalite.coordinator import group_partition
 from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.records import encode_batch
@@ -76,9 +77,16 @@ class TransactionCoordinatorService:
     metadata: ClusterMetadata
     coordinator: TransactionCoordinator = field(init=False)
     markers: RemoteMarkers = field(init=False)
+    verifier: TxnVerifier = field(init=False)
 
     def __post_init__(self) -> None:
         self.markers = RemoteMarkers(self)
+        self.verifier = TxnVerifier(
+            self.config.broker_id,
+            self.coordinator_for,
+            self.markers.endpoint_of,
+            self.config.int("request.timeout.ms"),
+        )
         self.coordinator = TransactionCoordinator(
             self.metadata.allocate_producer_id,
             max_timeout_ms=self.config.int("transaction.max.timeout.ms"),

@@ -298,7 +298,7 @@ class RemoteMarkers:
         self.sender = TxnMarkerSender(
             config.broker_id,
             service.metadata,
-            self._endpoint_of,
+            self.endpoint_of,
             self._write_local,
             service.markers_acknowledged,
             self._is_current,
@@ -317,7 +317,7 @@ class RemoteMarkers:
     def send(self, job: MarkerJob, coordinator_epoch: int) -> None:
         self.sender.add(job, coordinator_epoch, job.partitions)
 
-    def _endpoint_of(self, broker_id: int) -> Endpoint | None:
+    def endpoint_of(self, broker_id: int) -> Endpoint | None:
         fetchers = self.service.replica_manager.fetchers
         return fetchers.endpoint_of(broker_id) if fetchers is not None else None
 

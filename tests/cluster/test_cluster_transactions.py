@@ -4,6 +4,8 @@ WriteTxnMarkers to partitions led by the other brokers (kafkalite/broker/txn_mar
 - A transaction over partitions led by brokers 1, 2 and 3 commits and aborts: read_committed
   sees exactly the committed records, read_uncommitted all of them, each partition's end one
   offset past its records per transaction (one marker each).
+- A transactional batch for a partition outside the producer's transaction is refused by
+  its leader after asking the coordinator on another broker (KIP-890 verification).
 - A partition's leader SIGKILLed after the transaction's records are replicated and before
   EndTxn: the coordinator's marker for it fails until the controller elects a new leader,
   then reaches that leader; readers see the transaction committed there.
@@ -11,13 +13,19 @@ WriteTxnMarkers to partitions led by the other brokers (kafkalite/broker/txn_mar
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from cluster_helpers import StartBrokers, poll
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.txn_coordinator_service import TXN_STATE_TOPIC, txn_partition
+from kafkalite.storage.batch import TRANSACTIONAL_FLAG
+from kafkalite.storage.records import encode_batch
 from kafkalite.testing import BrokerProcess, error_records
+from protocol_tests.raw_client import RawClient, init_producer_id_request, produce_request
 from tests.integration.e2e_helpers import read_to_end, watermarks
 
 pytest.importorskip("kafkalite.cluster.member")
@@ -44,13 +52,15 @@ def brokers(start_brokers: StartBrokers) -> dict[int, BrokerProcess]:
 
 
 def errors_logged(broker: BrokerProcess) -> list[str]:
-    """ERROR lines but the group coordinator's failed creations of `__consumer_offsets` (the
-    readers' group.id: a broker not hosting it yet is told it exists, or only 2 of the 3
-    brokers it needs are up; answered COORDINATOR_NOT_AVAILABLE, unrelated to markers)."""
+    """ERROR lines, but those of the brokers' concurrent creations of `__consumer_offsets`
+    (the readers' group.id makes each broker they ask create it: "already exists", a
+    NodeExists in ZooKeeper, or 2 of the 3 brokers it needs when one is down; answered
+    COORDINATOR_NOT_AVAILABLE and retried; the group coordinator's, not the markers')."""
     return [
         line
         for line in error_records(broker.lines)
-        if "ERROR kafkalite.groups: cannot create __consumer_offsets" not in line
+        if "cannot create __consumer_offsets" not in line
+        and "create topic __consumer_offsets failed: NodeExists" not in line
     ]
 
 
@@ -95,7 +105,7 @@ def txn_producer(bootstrap: str, transactional_id: str) -> Producer:
 def test_transaction_across_partitions_led_by_three_brokers(
     brokers: dict[int, BrokerProcess],
 ) -> None:
-    spread_topic(brokers)
+    admin = spread_topic(brokers)
     bootstrap = bootstrap_of(brokers)
     producer = txn_producer(bootstrap, "spread")
     producer.begin_transaction()
@@ -123,7 +133,39 @@ def test_transaction_across_partitions_led_by_three_brokers(
     )
     assert read_to_end(bootstrap, partitions, "read_committed") == committed
     assert read_to_end(bootstrap, partitions, "read_uncommitted") == sorted(committed + aborted)
+    assert_stray_batch_refused(brokers, admin)
     assert [errors_logged(b) for b in brokers.values()] == [[], [], []]
+
+
+def assert_stray_batch_refused(brokers: dict[int, BrokerProcess], admin: AdminClient) -> None:
+    """KIP-890 verification across brokers: a transactional batch for a partition that is
+    not in the producer's transaction is refused by its leader (INVALID_TXN_STATE, after
+    asking the coordinator, another broker) and nothing is appended."""
+    transactional_id = next(
+        f"stray-{n}" for n in range(100) if coordinator_of(admin, f"stray-{n}") == 1
+    )
+    host, port = brokers[1].bootstrap.split(":")
+    with RawClient(host, int(port)) as coordinator:
+        init = dataclasses.replace(init_producer_id_request(), transactional_id=transactional_id)
+        answer = coordinator.request(init)
+        assert answer.error_code == ErrorCode.none
+    batch = encode_batch(
+        [(None, b"stray")],
+        timestamp=1_700_000_000_000,
+        producer_id=answer.producer_id,
+        producer_epoch=answer.producer_epoch,
+        base_sequence=0,
+        attributes=TRANSACTIONAL_FLAG,
+    )
+    before = watermarks(brokers[2].bootstrap, TOPIC, 1)
+    host, port = brokers[2].bootstrap.split(":")  # partition 1's leader
+    with RawClient(host, int(port)) as leader:
+        response = leader.request(
+            produce_request(TOPIC, 1, batch, transactional_id=transactional_id)
+        )
+    [partition] = response.responses[0].partition_responses
+    assert partition.error_code == ErrorCode.invalid_txn_state
+    assert watermarks(brokers[2].bootstrap, TOPIC, 1) == before
 
 
 def coordinator_of(admin: AdminClient, transactional_id: str) -> int:
