@@ -34,6 +34,17 @@ def fetch_settings(config: BrokerConfig) -> FetchSettings:
     )
 
 
+def inter_broker_endpoint(
+    config: BrokerConfig, metadata: ClusterMetadata, broker_id: int
+) -> Endpoint | None:
+    """Another broker's endpoint on this broker's listener (kafkalite advertises one)."""
+    info = metadata.broker(broker_id)
+    if info is None or not info.endpoints:
+        return None
+    listener = config.advertised_listeners[0].name
+    return info.endpoint(listener) or info.endpoints[0]
+
+
 class ReplicaFetcherManager:
     def __init__(
         self,
@@ -56,12 +67,7 @@ class ReplicaFetcherManager:
         return (zlib.crc32(tp[0].encode()) + 31 * tp[1]) % count
 
     def endpoint_of(self, broker_id: int) -> Endpoint | None:
-        """The leader's endpoint on this broker's listener (kafkalite advertises one)."""
-        info = self.metadata.broker(broker_id)
-        if info is None or not info.endpoints:
-            return None
-        listener = self.config.advertised_listeners[0].name
-        return info.endpoint(listener) or info.endpoints[0]
+        return inter_broker_endpoint(self.config, self.metadata, broker_id)
 
     # -- membership -------------------------------------------------------------------------
 

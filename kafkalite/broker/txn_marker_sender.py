@@ -10,7 +10,7 @@ those led here in-process and sends one WriteTxnMarkers request per other broker
 acks=all) removes the partition; NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
 NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, a lost
 connection or no leader keep it for the next round, to the leader the metadata names then
-(after retry.backoff.ms); INVALID_PRODUCER_EPOCH and TRANSACTION_COORDINATOR_FENCED cancel
+(after a 100 ms backoff); INVALID_PRODUCER_EPOCH and TRANSACTION_COORDINATOR_FENCED cancel
 the transaction's markers (a newer producer or coordinator owns it); a partition whose topic
 is gone is dropped, as are those answering UNSUPPORTED_FOR_MESSAGE_FORMAT/UNSUPPORTED_VERSION.
 A transaction whose partitions are all acknowledged is handed to `on_complete` (which
@@ -38,6 +38,7 @@ from kafkalite.broker.broker_connection import BrokerConnection, ConnectionLost
 from kafkalite.broker.cluster_metadata import ClusterMetadata, Endpoint
 from kafkalite.broker.delayed import TopicPartition
 from kafkalite.broker.delayed_wait import complete_or_expire
+from kafkalite.broker.replica_fetcher_manager import inter_broker_endpoint
 from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.txn.coordinator import MarkerJob, TxnState
 
@@ -83,13 +84,10 @@ class PendingMarkers:
 Route = dict[int, list[tuple[PendingMarkers, TopicPartition]]]
 
 
-def route(
-    pending: Iterable[PendingMarkers], metadata: ClusterMetadata
-) -> tuple[Route, list[tuple[PendingMarkers, TopicPartition]]]:
-    """(partitions by their leader's broker id, partitions without a leader now). A
-    partition whose topic is gone needs no marker: it is removed here."""
+def route(pending: Iterable[PendingMarkers], metadata: ClusterMetadata) -> Route:
+    """Partitions by their leader's broker id; one without a leader now waits for the next
+    round. A partition whose topic is gone needs no marker: it is removed here."""
     by_leader: Route = defaultdict(list)
-    leaderless: list[tuple[PendingMarkers, TopicPartition]] = []
     topics = metadata.topics
     for markers in pending:
         for tp in sorted(markers.remaining):
@@ -98,11 +96,9 @@ def route(
                 continue
             state = metadata.partition_state(*tp)
             leader = NO_LEADER if state is None else state.leader
-            if leader == NO_LEADER:
-                leaderless.append((markers, tp))
-            else:
+            if leader != NO_LEADER:
                 by_leader[leader].append((markers, tp))
-    return by_leader, leaderless
+    return by_leader
 
 
 def write_txn_markers_request(entries: list[tuple[PendingMarkers, TopicPartition]]) -> Any:
@@ -187,14 +183,6 @@ class TxnMarkerSender:
         self.pending.append(PendingMarkers(job, coordinator_epoch, set(partitions)))
         self._wakeup.set()
 
-    def pending_partitions(self, transactional_id: str) -> set[TopicPartition]:
-        return {
-            tp
-            for markers in self.pending
-            if markers.job.transactional_id == transactional_id
-            for tp in markers.remaining
-        }
-
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         try:
@@ -214,7 +202,7 @@ class TxnMarkerSender:
     async def send_round(self) -> None:
         """Route every pending marker to its partition's leader once; complete what is done."""
         self.pending = [m for m in self.pending if not m.cancelled and self.is_current(m)]
-        by_leader, _leaderless = route(self.pending, self.metadata)
+        by_leader = route(self.pending, self.metadata)
         async with trio.open_nursery() as nursery:
             for broker_id, entries in by_leader.items():
                 if broker_id == self.broker_id:
@@ -318,8 +306,7 @@ class RemoteMarkers:
         self.sender.add(job, coordinator_epoch, job.partitions)
 
     def endpoint_of(self, broker_id: int) -> Endpoint | None:
-        fetchers = self.service.replica_manager.fetchers
-        return fetchers.endpoint_of(broker_id) if fetchers is not None else None
+        return inter_broker_endpoint(self.service.config, self.service.metadata, broker_id)
 
     async def _write_local(self, job: MarkerJob, epoch: int, tp: TopicPartition) -> ErrorCode:
         """What a WriteTxnMarkers to this broker does: append, then wait for the ISR."""
