@@ -6,6 +6,7 @@ WriteTxnMarkers to partitions led by the other brokers (kafkalite/broker/txn_mar
   offset past its records per transaction (one marker each).
 - A transactional batch for a partition outside the producer's transaction is refused by
   its leader after asking the coordinator on another broker (KIP-890 verification).
+- Apache Kafka's Java transactional producer commits and aborts over the same partitions.
 - A partition's leader SIGKILLed after the transaction's records are replicated and before
   EndTxn: the coordinator's marker for it fails until the controller elects a new leader,
   then reaches that leader; readers see the transaction committed there.
@@ -14,6 +15,8 @@ WriteTxnMarkers to partitions led by the other brokers (kafkalite/broker/txn_mar
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+from pathlib import Path
 
 import pytest
 from cluster_helpers import StartBrokers, poll
@@ -36,6 +39,7 @@ TXN_STATE_PARTITIONS = 3
 CLIENT_TIMEOUT = 60.0
 # Each partition i is led by broker i + 1, its replicas on all three.
 ASSIGNMENT = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+JAVA_PRODUCER = Path(__file__).with_name("java") / "JavaTxnProducer.java"
 
 
 @pytest.fixture
@@ -134,7 +138,26 @@ def test_transaction_across_partitions_led_by_three_brokers(
     assert read_to_end(bootstrap, partitions, "read_committed") == committed
     assert read_to_end(bootstrap, partitions, "read_uncommitted") == sorted(committed + aborted)
     assert_stray_batch_refused(brokers, admin)
+    assert_java_client_transactions(bootstrap, partitions)
     assert [errors_logged(b) for b in brokers.values()] == [[], [], []]
+
+
+def assert_java_client_transactions(bootstrap: str, partitions: list[tuple[str, int]]) -> None:
+    """Apache Kafka's Java producer (java/JavaTxnProducer.java): a committed and an aborted
+    transaction over the three partitions; read_committed sees exactly the committed."""
+    from compat.kafka_dist import kafka_lib
+
+    before = read_to_end(bootstrap, partitions, "read_committed")
+    done = subprocess.run(
+        ["java", "-cp", f"{kafka_lib()}/*", str(JAVA_PRODUCER), bootstrap, TOPIC, "java", "3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "done\n"), done.stderr[-2000:]
+    committed = [(TOPIC, i % 3, b"java-c%d" % i) for i in range(6)]
+    assert read_to_end(bootstrap, partitions, "read_committed") == sorted(before + committed)
 
 
 def assert_stray_batch_refused(brokers: dict[int, BrokerProcess], admin: AdminClient) -> None:
