@@ -66,5 +66,5 @@ async def join_cluster(
         await metadata.start(config.str("cluster.id") or new_cluster_id())
         unclean = config.bool("unclean.leader.election.enable")
         controller = Controller(zk, config.broker_id, unclean)
-        metadata.controller = controller  # the controller's APIs (ElectLeaders) reach it here
+        metadata.controller = controller  # ElectLeaders and the reassignment APIs reach it here
         yield ClusterMember(metadata, controller, config)
