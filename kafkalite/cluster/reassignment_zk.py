@@ -1,10 +1,11 @@
 """The ZooKeeper writes of partition reassignment (cluster/reassignment.py decides them).
 
 `start` is AlterPartitionReassignments on the controller: the topic znode's new assignments
-and the bumped leader epochs in one transaction behind the controller epoch and both znodes'
-versions. `advance` is the controller's pass over the reassignments in progress (from its
-round, controller.py): it completes those whose target replicas are all in the ISR, with the
-same fencing, and watches the state znodes of the others.
+and the bumped leader epochs (or, when the ISR already holds the target, the completed move)
+in one transaction behind the controller epoch and both znodes' versions. `advance` is the
+controller's pass over the reassignments in progress (from its round, controller.py): it
+completes those whose target replicas are all in the ISR, with the same fencing, and watches
+the state znodes of the others.
 """
 
 from __future__ import annotations
@@ -77,8 +78,15 @@ async def start(
                 raw, stat = await zk.get(path)
             except NoNode:
                 continue  # no leader yet: the new replicas are in the assignment already
-            bumped = started_state(zd.PartitionState.decode(raw, path), epoch.epoch)
-            ops.append(SetDataOp(path, bumped.encode(), stat.version))
+            state = zd.PartitionState.decode(raw, path)
+            # Complete at once when the ISR holds the target already (a cancellation, a
+            # shrink): Kafka's onPartitionReassignment goes straight to phase B.
+            done = completion(new, state, live, epoch.epoch)
+            if done is not None:
+                partitions[index], state = done
+            else:
+                state = started_state(state, epoch.epoch)
+            ops.append(SetDataOp(path, state.encode(), stat.version))
         if partitions == dict(current.partitions):
             return results
         znode = replace(current, partitions=partitions)
