@@ -20,13 +20,11 @@ The single-node broker uses `validate` too, without importing kazoo.
 from __future__ import annotations
 
 from collections.abc import Iterable, Set
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
 from kafkalite.cluster import zk_data as zd
-
-NO_REASSIGNMENT = zd.ReplicaAssignment(())
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +100,18 @@ def requested(current: zd.ReplicaAssignment, replicas: tuple[int, ...] | None) -
     return origin(current) if replicas is None else replicas
 
 
-def started_state(state: zd.PartitionState, controller_epoch: int) -> zd.PartitionState:
-    """Phase A1: the leader epoch bumped, so every replica of RS applies the new set."""
-    return replace(state, leader_epoch=state.leader_epoch + 1, controller_epoch=controller_epoch)
+def started_state(
+    state: zd.PartitionState, replicas: Iterable[int], live: Set[int], controller_epoch: int
+) -> zd.PartitionState:
+    """Phase A1: the leader epoch bumped, so every replica of the new set `replicas` applies
+    it. The ISR keeps only members of the set (a replaced move's added replicas leave it), and
+    a leader outside the set hands over to a live ISR member (none: offline, ISR kept)."""
+    members = set(replicas)
+    isr = tuple(r for r in state.isr if r in members)
+    leader = state.leader
+    if leader not in members:
+        leader = next((r for r in isr if r in live), zd.NO_LEADER)
+    return zd.PartitionState(leader, state.leader_epoch + 1, isr or state.isr, controller_epoch)
 
 
 def completion(

@@ -85,7 +85,7 @@ async def start(
             if done is not None:
                 partitions[index], state = done
             else:
-                state = started_state(state, epoch.epoch)
+                state = started_state(state, new.replicas, live, epoch.epoch)
             ops.append(SetDataOp(path, state.encode(), stat.version))
         if partitions == dict(current.partitions):
             return results

@@ -61,7 +61,18 @@ def test_validation_errors_as_kafka() -> None:
 
 def test_started_state_bumps_the_leader_epoch() -> None:
     state = zd.PartitionState(1, 4, (1, 2), 1)
-    assert r.started_state(state, 3) == zd.PartitionState(1, 5, (1, 2), 3)
+    assert r.started_state(state, (2, 3, 1), LIVE, 3) == zd.PartitionState(1, 5, (1, 2), 3)
+
+
+def test_started_state_drops_replicas_that_left_the_set() -> None:
+    # A move [1, 2] -> [1, 3] replaced by [4, 5] before it completed: 3 leaves the ISR.
+    state = zd.PartitionState(1, 4, (1, 2, 3), 1)
+    assert r.started_state(state, (4, 5, 1, 2), {1, 2, 4, 5}, 3) == zd.PartitionState(
+        1, 5, (1, 2), 3
+    )
+    # A leader outside the new set hands over to a live ISR member.
+    led_by_3 = zd.PartitionState(3, 4, (3, 2), 1)
+    assert r.started_state(led_by_3, (1, 2), LIVE, 3) == zd.PartitionState(2, 5, (2,), 3)
 
 
 def test_completion_waits_for_every_target_replica_in_the_isr() -> None:
