@@ -1,5 +1,5 @@
 """Apache Kafka's command-line tools (kafka-acls, kafka-features, kafka-leader-election,
-kafka-log-dirs, kafka-configs, kafka-transactions)
+kafka-log-dirs, kafka-configs, kafka-transactions, kafka-reassign-partitions)
 run with `java -cp` against a broker, from jars cached under .cache/kafka-tools/<version>/.
 
 `tools_lib()` downloads org.apache.kafka:kafka-tools (pinned in compat/kafka-tools-pom.xml) on
@@ -37,6 +37,7 @@ TOOLS = {
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
     "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
 }
 

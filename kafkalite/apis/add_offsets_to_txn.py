@@ -24,7 +24,7 @@ def _add(ctx: RequestContext, request: Any) -> ErrorCode:
         return error
     if ctx.broker.groups.ensure_offsets_topic() is not ErrorCode.none:
         return ErrorCode.coordinator_not_available
-    count = ctx.broker.replica_manager.topics[OFFSETS_TOPIC].metadata.num_partitions
+    count = ctx.broker.metadata.topics[OFFSETS_TOPIC].num_partitions
     tp = (OFFSETS_TOPIC, group_partition(request.group_id, count))
     result, persist_error = service.call(
         lambda c, now: c.add_partitions(

@@ -93,17 +93,17 @@ def _sort(request: Any) -> _Deletion:
 
 def _resolve(ctx: RequestContext, deletion: _Deletion) -> dict[uuid.UUID, str]:
     """Topic id -> name of everything to delete; answers unknown names and ids."""
-    manager = ctx.broker.replica_manager
+    metadata = ctx.broker.metadata  # the cluster's topics, not only those with a replica here
     to_delete: dict[uuid.UUID, str] = {}
     for topic_id in deletion.ids:
-        topic = manager.topic_by_id(topic_id)
+        topic = metadata.topic_by_id(topic_id)
         if topic is None:
             unknown = Outcome(ErrorCode.unknown_topic_id, UNKNOWN_TOPIC_ID_MESSAGE)
             deletion.answer(None, topic_id, unknown)
         else:
             to_delete[topic_id] = topic.name
     for name in deletion.names:
-        topic = manager.topics.get(name)
+        topic = metadata.topics.get(name)
         if topic is None:
             unknown = Outcome(ErrorCode.unknown_topic_or_partition, UNKNOWN_TOPIC_MESSAGE)
             deletion.answer(name, None, unknown)

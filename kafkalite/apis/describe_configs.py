@@ -135,10 +135,10 @@ def _describe_topic(ctx: RequestContext, name: str, flags: _Flags) -> tuple[Outc
     reason = topic_name_error(name)
     if reason:
         return Outcome(ErrorCode.invalid_topic_exception, reason), []
-    topic = ctx.broker.replica_manager.topics.get(name)
+    topic = ctx.broker.metadata.topics.get(name)  # any topic of the cluster, hosted here or not
     if topic is None:
         return Outcome(ErrorCode.unknown_topic_or_partition), []  # Kafka sends no message
-    return Outcome(), _topic_entries(ctx, topic.metadata.configs, flags)
+    return Outcome(), _topic_entries(ctx, topic.configs, flags)
 
 
 def _layers(ctx: RequestContext, name: str) -> list[tuple[str, int]]:

@@ -6,8 +6,9 @@ least one; capped at Kafka's max.request.partition.size.limit default, 2000); th
 after the last one served becomes `next_cursor`. Named topics that do not exist are answered
 UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for illegal names) and use no budget. Every
 topic answered carries all topic operations (no authorizer), as Kafka's does. A cursor whose
-topic is not among the named ones is an INVALID_REQUEST for every named topic. One node: every
-partition's replica set, ISR and leader are this broker; no ELR.
+topic is not among the named ones is an INVALID_REQUEST for every named topic. Topics and
+partition states come from the cluster metadata (any broker answers for every partition): the
+replicas, ISR, leader (-1 while not live) and offline replicas (not live brokers); no ELR.
 """
 
 from __future__ import annotations
@@ -18,26 +19,30 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import authorized_operations
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-from kafkalite.broker.replica_manager import INTERNAL_TOPICS, Topic, topic_name_error
+from kafkalite.broker.partition import PartitionState
+from kafkalite.broker.replica_manager import INTERNAL_TOPICS, topic_name_error
 
 MAX_PARTITIONS_PER_RESPONSE = 2000  # Kafka's max.request.partition.size.limit default
 
 
-def _partitions(ctx: RequestContext, topic: Topic, first: int, budget: int) -> tuple[Any, ...]:
+def _partitions(
+    ctx: RequestContext, states: list[PartitionState], first: int, budget: int
+) -> tuple[Any, ...]:
+    live = {b.broker_id for b in ctx.broker.metadata.brokers()}
     return tuple(
         make(
             ctx.schema.DescribeTopicPartitionsResponsePartition,
             error_code=ErrorCode.none,
-            partition_index=p.index,
-            leader_id=p.leader_id,
-            leader_epoch=p.leader_epoch,
-            replica_nodes=tuple(p.replicas),
-            isr_nodes=tuple(p.isr),
+            partition_index=state.partition,
+            leader_id=state.leader if state.leader in live else -1,
+            leader_epoch=state.leader_epoch,
+            replica_nodes=tuple(state.replicas),
+            isr_nodes=tuple(state.isr),
             eligible_leader_replicas=(),
             last_known_elr=(),
-            offline_replicas=(),
+            offline_replicas=tuple(r for r in state.replicas if r not in live),
         )
-        for p in sorted(topic.partitions.values(), key=lambda p: p.index)[first : first + budget]
+        for state in states[first : first + budget]
     )
 
 
@@ -81,7 +86,8 @@ def _invalid_request(ctx: RequestContext, names: list[str]) -> Any:
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    known = ctx.broker.replica_manager.topics
+    metadata = ctx.broker.metadata
+    known = metadata.topics
     named = [t.name for t in request.topics]
     cursor = request.cursor
     start_name = cursor.topic_name if cursor is not None else ""
@@ -101,7 +107,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             topics.append(_missing(ctx, name))
             continue
         start = first if name == start_name else 0
-        partitions = _partitions(ctx, topic, start, budget)
+        states = metadata.partition_states(name)
+        partitions = _partitions(ctx, states, start, budget)
         topics.append(
             _topic(
                 ctx,
@@ -112,7 +119,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             )
         )
         budget -= len(partitions)
-        if start + len(partitions) < len(topic.partitions):
+        if start + len(partitions) < len(states):
             next_cursor = make(
                 ctx.schema.Cursor, topic_name=name, partition_index=start + len(partitions)
             )

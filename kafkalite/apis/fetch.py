@@ -45,11 +45,13 @@ def _params(request: Any, max_wait_ms: int) -> FetchParams:
 
 
 def _resolve_topic(ctx: RequestContext, fetch_topic: Any) -> tuple[str | None, ErrorCode]:
-    manager = ctx.broker.replica_manager
+    """By the cluster metadata: a topic with no replica here is still known (its partitions
+    answer NOT_LEADER_OR_FOLLOWER, not UNKNOWN_TOPIC_ID)."""
+    metadata = ctx.broker.metadata
     if ctx.api_version >= 13:
-        topic = manager.topic_by_id(fetch_topic.topic_id)
+        topic = metadata.topic_by_id(fetch_topic.topic_id)
         return (topic.name, ErrorCode.none) if topic else (None, ErrorCode.unknown_topic_id)
-    if fetch_topic.topic in manager.topics:
+    if fetch_topic.topic in metadata.topics:
         return fetch_topic.topic, ErrorCode.none
     return None, ErrorCode.unknown_topic_or_partition
 

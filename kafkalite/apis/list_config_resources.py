@@ -23,7 +23,7 @@ def _names(ctx: RequestContext, resource_type: int) -> list[str]:
     if resource_type in (BROKER, BROKER_LOGGER):
         return [str(ctx.broker.node_id)]
     if resource_type == TOPIC:
-        return list(ctx.broker.replica_manager.topics)
+        return list(ctx.broker.metadata.topics)
     return []  # no client-metrics subscriptions, no group configs
 
 

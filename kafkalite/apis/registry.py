@@ -9,6 +9,7 @@ from kafkalite.apis import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
+    alter_partition_reassignments,
     alter_replica_log_dirs,
     api_versions,
     consumer_group_describe,
@@ -40,6 +41,7 @@ from kafkalite.apis import (
     list_config_resources,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     list_transactions,
     metadata,
     offset_commit,
@@ -100,6 +102,8 @@ _MODULES = (
     list_transactions,
     describe_producers,
     elect_leaders,
+    alter_partition_reassignments,
+    list_partition_reassignments,
 )
 
 HANDLERS: dict[int, ApiHandler] = {module.API.api_key: module.API for module in _MODULES}

@@ -291,6 +291,13 @@ class ReplicaManager:
     def _partition_of(self, tp: TopicPartition) -> Partition | None:
         return self.partition(*tp)
 
+    def missing_partition_error(self, tp: TopicPartition) -> ErrorCode:
+        """Kafka's getPartitionOrError for a partition with no replica here: one the cluster
+        has is NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata), else unknown."""
+        if self.metadata.partition_state(*tp) is not None:
+            return ErrorCode.not_leader_or_follower
+        return ErrorCode.unknown_topic_or_partition
+
     def min_insync_replicas(self, tp: TopicPartition) -> int:
         topic = self.topics.get(tp[0])
         overrides = topic.metadata.configs if topic is not None else {}
@@ -471,7 +478,7 @@ class ReplicaManager:
             return ProduceResult(ErrorCode.invalid_topic_exception, message=message), -1
         partition = self._partition_of(tp)
         if partition is None:
-            return ProduceResult(ErrorCode.unknown_topic_or_partition), -1
+            return ProduceResult(self.missing_partition_error(tp)), -1
         high_watermark = partition.high_watermark
         appended = partition.append_records_to_leader(
             records,
@@ -607,7 +614,7 @@ class ReplicaManager:
         for info in infos:
             partition = self._partition_of(info.tp)
             if partition is None:
-                results.append(LogReadResult(ErrorCode.unknown_topic_or_partition))
+                results.append(LogReadResult(self.missing_partition_error(info.tp)))
                 continue
             result = partition.fetch_records(
                 info.fetch_offset,

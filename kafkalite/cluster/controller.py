@@ -25,6 +25,7 @@ import logging
 
 import trio
 
+from kafkalite.cluster import reassignment_zk
 from kafkalite.cluster import zk_data as zd
 from kafkalite.cluster.controller_decisions import PartitionView, StateWrite, decide
 from kafkalite.cluster.election_zk import move_off_stopping_brokers
@@ -137,6 +138,7 @@ class Controller:
         for write in decide(views, live, epoch.epoch):
             stale |= not await self._write(write, epoch)
         watches += await move_off_stopping_brokers(self.zk, epoch)  # controlled shutdowns
+        watches += await reassignment_zk.advance(self.zk, epoch, live)
         return [] if stale else watches
 
     async def _write(self, write: StateWrite, epoch: ControllerEpoch) -> bool:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from kafkalite.broker.cluster_metadata import BrokerInfo
 from kafkalite.broker.metadata_store import new_cluster_id
+from kafkalite.cluster import meta_properties
 from kafkalite.cluster.controlled_shutdown_zk import Follower, controlled_shutdown
 from kafkalite.cluster.controller import Controller
 from kafkalite.cluster.election_zk import LeaderRebalancer
@@ -63,8 +64,12 @@ async def join_cluster(
     connection_timeout = config.int("zookeeper.connection.timeout.ms") or None
     async with ZkClient.open(connect, session_timeout, connection_timeout) as zk:
         metadata = ZkMetadata(zk, local_broker)
-        await metadata.start(config.str("cluster.id") or new_cluster_id())
+        # The log dirs are checked against /cluster/id before the broker registers.
+        proposed = config.str("cluster.id") or new_cluster_id()
+        cluster_id = await metadata.kafka_zk.get_or_create_cluster_id(proposed)
+        meta_properties.check_and_write(config.log_dirs, config.broker_id, cluster_id)
+        await metadata.start(cluster_id)
         unclean = config.bool("unclean.leader.election.enable")
         controller = Controller(zk, config.broker_id, unclean)
-        metadata.controller = controller  # the controller's APIs (ElectLeaders) reach it here
+        metadata.controller = controller  # ElectLeaders and the reassignment APIs reach it here
         yield ClusterMember(metadata, controller, config)

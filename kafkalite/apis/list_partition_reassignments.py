@@ -1,0 +1,74 @@
+"""ListPartitionReassignments (key 46), version 0 (`kafka-reassign-partitions --verify/--list`).
+
+Answered by the controller (another broker: NOT_CONTROLLER, as in Kafka's ZooKeeper era) from
+the topic znodes: every partition being moved (or those asked for), with its full replica set
+and the replicas being added and removed. Partitions not moving, and unknown ones, are left
+out, as Kafka does. A single node never moves a partition: its answer is empty.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.alter_partition_reassignments import NOT_CONTROLLER
+from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.cluster import reassignment
+from kafkalite.cluster import zk_data as zd
+
+
+def _wanted(request: Any) -> dict[str, set[int]] | None:
+    if request.topics is None:
+        return None
+    return {t.name: set(t.partition_indexes) for t in request.topics}
+
+
+async def _ongoing(ctx: RequestContext) -> dict[str, dict[int, zd.ReplicaAssignment]]:
+    controller = getattr(ctx.broker.metadata, "controller", None)
+    if controller is None:
+        return {}
+    from kafkalite.cluster import reassignment_zk  # cluster mode only: imports kazoo
+
+    moving = await reassignment_zk.ongoing(controller.zk)
+    return {
+        topic: {i: a for i, a in assignment.partitions.items() if reassignment.in_progress(a)}
+        for topic, (assignment, _) in moving.items()
+    }
+
+
+def _response(ctx: RequestContext, error: Any, topics: tuple) -> Any:
+    return make(
+        ctx.schema.ListPartitionReassignmentsResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=error.error if error else ErrorCode.none,
+        error_message=error.message if error else None,
+        topics=topics,
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.broker.metadata.controller_id() != ctx.broker.node_id:
+        return _response(ctx, NOT_CONTROLLER, ())
+    wanted = _wanted(request)
+    topics = []
+    for name, partitions in sorted((await _ongoing(ctx)).items()):
+        shown = [
+            make(
+                ctx.schema.OngoingPartitionReassignment,
+                partition_index=index,
+                replicas=assignment.replicas,
+                adding_replicas=assignment.adding_replicas,
+                removing_replicas=assignment.removing_replicas,
+            )
+            for index, assignment in sorted(partitions.items())
+            if wanted is None or index in wanted.get(name, ())
+        ]
+        if shown:
+            topics.append(
+                make(ctx.schema.OngoingTopicReassignment, name=name, partitions=tuple(shown))
+            )
+    return _response(ctx, None, tuple(topics))
+
+
+API = ApiHandler(api_key=46, min_version=0, max_version=0, handle=handle, is_async=True)
