@@ -2,7 +2,8 @@
 
     python -m spark_jobs.generator --bootstrap HOST:PORT [--topic events] [--count 1000]
         [--rate 0] [--seed 1] [--pages 25] [--users 500] [--start-ts MILLIS|ISO-8601]
-        [--spacing-ms 100] [--max-lateness-ms 2000] [--partitions 3] [--print-events]
+        [--spacing-ms 100] [--max-lateness-ms 2000] [--partitions 3]
+        [--replication-factor -1] [--print-events]
 
 Records: key = user_id, value = {"user_id", "page", "ts"} JSON with ts in epoch millis
 (spark_jobs/events.py). What is realistic about them: page popularity is Zipf-like (the
@@ -17,7 +18,8 @@ output (users, pages, ts) is then a function of the seed and the options. Withou
 live stream with --rate.
 
 --rate paces production in real time (events per second; 0 = as fast as possible).
-The topic is created with --partitions if it does not exist. Delivery is idempotent
+The topic is created with --partitions and --replication-factor (-1: the broker's
+default.replication.factor) if it does not exist. Delivery is idempotent
 (acks=all), so every event is stored exactly once; the produced events, with the
 partition and offset the broker gave each, are returned by `generate()`, and printed as
 JSON lines with --print-events (the summary goes to stderr).
@@ -38,7 +40,7 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 
 from spark_jobs.events import Event, iso_utc, parse_iso_utc
-from spark_jobs.kafka_util import broker_answers, ensure_topic
+from spark_jobs.kafka_util import BROKER_DEFAULT, broker_answers, ensure_topic
 
 _SECTIONS = ["/", "/search", "/cart", "/checkout", "/login", "/account", "/help", "/about"]
 
@@ -123,12 +125,13 @@ def generate(
     spacing_ms: float | None = None,
     max_lateness_ms: int = 2000,
     partitions: int = 3,
+    replication_factor: int = BROKER_DEFAULT,
     producer_config: dict[str, object] | None = None,
 ) -> list[Event]:
     """Produce `count` events; return them with their partitions and offsets."""
     if spacing_ms is None:
         spacing_ms = 1000.0 / rate if rate > 0 else 100.0
-    ensure_topic(bootstrap, topic, partitions)
+    ensure_topic(bootstrap, topic, partitions, replication_factor=replication_factor)
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -218,6 +221,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spacing-ms", type=float, help="simulated time between events")
     parser.add_argument("--max-lateness-ms", type=int, default=2000)
     parser.add_argument("--partitions", type=int, default=3, help="if the topic is created")
+    parser.add_argument(
+        "--replication-factor",
+        type=int,
+        default=BROKER_DEFAULT,
+        help="if the topic is created (default -1: the broker's default.replication.factor)",
+    )
     parser.add_argument("--print-events", action="store_true", help="JSON lines on stdout")
     args = parser.parse_args(argv)
     if not broker_answers(args.bootstrap):
@@ -235,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         spacing_ms=args.spacing_ms,
         max_lateness_ms=args.max_lateness_ms,
         partitions=args.partitions,
+        replication_factor=args.replication_factor,
     )
     elapsed = time.monotonic() - began
     if args.print_events:

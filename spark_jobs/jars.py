@@ -1,6 +1,9 @@
 """The Kafka connector jars for Spark (format("kafka")), resolved from Maven Central once.
 
     python -m spark_jobs.jars [--refresh] [--connector-version V] [--token-provider-version V]
+        [--spark-jars]
+
+`--spark-jars` prints only the comma-separated list, for `spark-submit --jars`.
 
 The connector is `org.apache.spark:spark-sql-kafka-0-10_2.13` at the installed pyspark's
 version. Its dependencies that pyspark does not ship (kafka-clients, commons-pool2,
@@ -406,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--refresh", action="store_true", help="resolve again with Maven")
     parser.add_argument("--connector-version", help=f"{CONNECTOR} version (default: pyspark's)")
     parser.add_argument("--token-provider-version", help=f"{TOKEN_PROVIDER} version")
+    parser.add_argument(
+        "--spark-jars", action="store_true", help="print only the list for spark-submit --jars"
+    )
     args = parser.parse_args(argv)
     try:
         check_java()
@@ -417,6 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     except SetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.spark_jars:
+        print(resolved.classpath)
+        return 0
     print(
         f"pyspark {resolved.spark_version}, {CONNECTOR} {resolved.connector_version}, "
         f"{TOKEN_PROVIDER} {resolved.token_provider_version}"

@@ -64,12 +64,23 @@ def _check_tcp(bootstrap: str, timeout: float) -> None:
     raise BrokerUnreachable(f"no Kafka broker reachable at {bootstrap} ({'; '.join(failures)})")
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 30.0) -> None:
-    """Create the topic unless it exists (replication factor 1)."""
+BROKER_DEFAULT = -1  # CreateTopics: the broker's default.replication.factor
+
+
+def ensure_topic(
+    bootstrap: str,
+    topic: str,
+    partitions: int = 1,
+    timeout: float = 30.0,
+    replication_factor: int = BROKER_DEFAULT,
+) -> None:
+    """Create the topic unless it exists (by default with the broker's
+    default.replication.factor: 1 on a single node, e.g. 3 on a replicated cluster)."""
     admin = AdminClient({"bootstrap.servers": bootstrap, **_QUIET})
     if topic in admin.list_topics(timeout=timeout).topics:
         return
-    future = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=timeout)[topic]
+    new_topic = NewTopic(topic, partitions, replication_factor)
+    future = admin.create_topics([new_topic], operation_timeout=timeout)[topic]
     try:
         future.result(timeout)
     except KafkaException as exc:

@@ -4,6 +4,7 @@
         [--events-topic events] [--output-topic page-counts] [--max-offsets-per-trigger N]
         [--starting-offsets earliest] [--window "1 minute"] [--watermark "10 minutes"]
         [--output-mode update|append] [--trigger-interval "5 seconds"]
+        [--master URL] [--conf KEY=VALUE ...] [--log-level LEVEL]
 
 Input: topic `events`, JSON values {"user_id", "page", "ts"} with ts in epoch millis
 (spark_jobs/events.py), read with readStream.format("kafka") (subscribe, startingOffsets,
@@ -49,7 +50,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from spark_jobs.session import cli_session, first_line, stop_session
+from spark_jobs.session import add_session_arguments, cli_session, first_line, stop_session
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -210,9 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--watermark", default="10 minutes")
     parser.add_argument("--output-mode", choices=["update", "append"], default="update")
     parser.add_argument("--trigger-interval", default="5 seconds")
-    parser.add_argument("--log-level", help="driver log level (default WARN)")
+    add_session_arguments(parser)
     args = parser.parse_args(argv)
-    spark = cli_session(args.bootstrap, "page-counts", args.log_level)
+    spark = cli_session(args.bootstrap, "page-counts", args)
     if spark is None:
         return 2
     options = dict(

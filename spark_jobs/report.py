@@ -2,6 +2,7 @@
 
     python -m spark_jobs.report --bootstrap HOST:PORT [--topic events]
         [--starting-offsets earliest|JSON] [--ending-offsets latest|JSON] [--top 5]
+        [--master URL] [--conf KEY=VALUE ...] [--log-level LEVEL]
 
 Reads with spark.read.format("kafka") from startingOffsets (inclusive) to endingOffsets
 (exclusive): "earliest" / "latest", or Spark's JSON form {"events": {"0": 120, "1": -2}}
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from spark_jobs.events import iso_utc
 from spark_jobs.page_counts import parse_events
-from spark_jobs.session import cli_session, first_line, stop_session
+from spark_jobs.session import add_session_arguments, cli_session, first_line, stop_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -104,9 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--starting-offsets", type=_offsets_arg, default="earliest")
     parser.add_argument("--ending-offsets", type=_offsets_arg, default="latest")
     parser.add_argument("--top", type=int, default=5)
-    parser.add_argument("--log-level", help="driver log level (default WARN)")
+    add_session_arguments(parser)
     args = parser.parse_args(argv)
-    spark = cli_session(args.bootstrap, "page-report", args.log_level)
+    spark = cli_session(args.bootstrap, "page-report", args)
     if spark is None:
         return 2
     try:

@@ -1,10 +1,15 @@
-"""A local SparkSession with the Kafka connector on its classpath.
+"""A SparkSession with the Kafka connector on its classpath.
 
 `build_session()` checks Java, resolves the connector jars (spark_jobs/jars.py, cached) and
-starts Spark in local mode: `local[2]`, 4 shuffle partitions, no UI or console progress bar,
-UTC session time zone, a temporary warehouse dir, and quiet logging (WARN, through
-spark_jobs/log4j2.properties; `SPARK_JOBS_LOG_LEVEL=INFO` or `log_level=` for more, e.g.
-the Java Kafka client's own lines).
+starts Spark: 4 shuffle partitions, no UI or console progress bar, UTC session time zone, a
+temporary warehouse dir, and quiet logging (WARN, through spark_jobs/log4j2.properties;
+`SPARK_JOBS_LOG_LEVEL=INFO` or `log_level=` for more, e.g. the Java Kafka client's own lines).
+
+The master: `master=` when given (the command lines' `--master`, e.g. `spark://host:7077`);
+else, under `spark-submit`, the one spark-submit was given; else `local[2]`. Under
+spark-submit the driver JVM is already running, so the connector jars must come with
+`spark-submit --jars "$(python -m spark_jobs.jars --spark-jars)"`: without them the session
+is refused with a SetupError saying so.
 
 `stop_session()` stops the session and also ends the driver JVM that pyspark started, so a
 process can start a fresh one later (pyspark on its own keeps the JVM until Python exits).
@@ -12,6 +17,7 @@ process can start a fresh one later (pyspark on its own keeps the JVM until Pyth
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
@@ -29,13 +35,21 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 LOG4J2_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
+DEFAULT_MASTER = "local[2]"
+KAFKA_SOURCE_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 _WAREHOUSE_ATTR = "_spark_jobs_warehouse"
+
+
+def under_spark_submit() -> bool:
+    """Whether spark-submit started this Python driver (its JVM hands pyspark the gateway
+    port; pyspark on its own launches a JVM instead)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
 def build_session(
     app_name: str = "kafkalite-spark-jobs",
     *,
-    master: str = "local[2]",
+    master: str | None = None,
     shuffle_partitions: int = 4,
     log_level: str | None = None,
     driver_memory: str = "1g",
@@ -65,17 +79,32 @@ def build_session(
         "spark.driver.extraJavaOptions": java_options,
         **(extra_conf or {}),
     }
-    builder = SparkSession.builder.master(master).appName(app_name)
+    builder = SparkSession.builder.appName(app_name)
+    if master or not under_spark_submit():  # else spark-submit's --master
+        builder = builder.master(master or DEFAULT_MASTER)
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     setattr(spark, _WAREHOUSE_ATTR, warehouse)
     try:
         spark.sparkContext.setLogLevel(level)  # raises for an unknown level
+        _check_connector(spark)
     except BaseException:
         stop_session(spark)  # not left running (with its JVM) until Python exits
         raise
     return spark
+
+
+def _check_connector(spark: SparkSession) -> None:
+    """The Kafka source must load in the driver: a JVM started by spark-submit without
+    `--jars` does not have it (`spark.jars` set afterwards only reaches the executors)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    if not jvm.org.apache.spark.util.Utils.classIsLoadable(KAFKA_SOURCE_CLASS):
+        raise SetupError(
+            "the Kafka connector is not on the driver's classpath; run spark-submit with "
+            '--jars "$(python -m spark_jobs.jars --spark-jars)"'
+        )
 
 
 def stop_session(spark: SparkSession, timeout: float = 30.0) -> None:
@@ -108,13 +137,41 @@ def stop_session(spark: SparkSession, timeout: float = 30.0) -> None:
                 proc.wait()
 
 
-def cli_session(bootstrap: str, app_name: str, log_level: str | None) -> SparkSession | None:
-    """For the command lines: a session once a broker answers at `bootstrap`; None, after one
-    `error:` line on stderr, when none does or Spark cannot start (exit code 2)."""
+def add_session_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command lines' Spark options: --master, --conf (repeatable), --log-level."""
+    parser.add_argument(
+        "--master",
+        help=f"Spark master URL, e.g. spark://HOST:7077 (default: spark-submit's, else "
+        f"{DEFAULT_MASTER})",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        type=_conf_arg,
+        metavar="KEY=VALUE",
+        help="a Spark property, e.g. spark.executor.memory=512m (repeatable)",
+    )
+    parser.add_argument("--log-level", help="driver log level (default WARN)")
+
+
+def _conf_arg(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key.strip(), value
+
+
+def cli_session(bootstrap: str, app_name: str, args: argparse.Namespace) -> SparkSession | None:
+    """For the command lines: a session (add_session_arguments' options) once a broker
+    answers at `bootstrap`; None, after one `error:` line on stderr, when none does or Spark
+    cannot start (exit code 2)."""
     if not broker_answers(bootstrap):
         return None
     try:
-        return build_session(app_name, log_level=log_level)
+        return build_session(
+            app_name, master=args.master, log_level=args.log_level, extra_conf=dict(args.conf)
+        )
     except SetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None

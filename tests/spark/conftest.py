@@ -3,37 +3,62 @@
 - `spark`: a local SparkSession with the Kafka connector (spark_jobs.session), one per test
   module (JVM startup takes seconds), stopped with its JVM at module end. Without Java >= 17
   (or, before the connector jars are cached, Maven) the tests are skipped with that reason.
-- `kafka_target`: a `SparkTarget` (name, bootstrap, process): a kafkalite broker (through
-  tests/conftest.py's module_broker_factory) and a real Apache Kafka broker (compat/targets.py;
-  its tests marked `kafka`); one broker per module and target. Tests keep apart through
-  their own topics.
-- `broker_log_clean` (autouse): on kafkalite, the test fails if the broker logged an ERROR
+- `kafka_target`: a `SparkTarget` (name, bootstrap, processes): a kafkalite broker (through
+  tests/conftest.py's module_broker_factory), a replicated kafkalite cluster (`cluster`: a
+  real ZooKeeper and 3 brokers, kafkalite.cluster.launcher's topology, with
+  default.replication.factor 3 and min.insync.replicas 2, so every topic the jobs create
+  has 3 replicas) and a real Apache Kafka broker (compat/targets.py; its tests marked
+  `kafka`); one per module and target. Tests keep apart through their own topics.
+- `replicated_cluster`: such a cluster, started by the caller (tests that kill brokers).
+- `broker_log_clean` (autouse): on kafkalite, the test fails if a broker logged an ERROR
   or a traceback meanwhile.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from compat.targets import running_target
-from kafkalite.testing import error_records
+from kafkalite.cluster.launcher import LocalCluster
+from kafkalite.testing import BrokerProcess, error_records
 from spark_jobs.jars import SetupError
 
 TARGET_PARAMS = [
     pytest.param("kafkalite", id="kafkalite"),
+    pytest.param("cluster", id="cluster"),
     pytest.param("kafka", id="kafka", marks=pytest.mark.kafka),
 ]
+# Replicated topics as issue 13's durability promise has them.
+REPLICATED = {"default.replication.factor": "3", "min.insync.replicas": "2"}
 
 
 @dataclass(frozen=True)
 class SparkTarget:
     name: str
     bootstrap: str
-    process: Any = None  # kafkalite.testing.BrokerProcess for kafkalite
+    processes: tuple[BrokerProcess, ...] = ()  # kafkalite's broker processes
+
+
+def start_cluster(data_dir: Path, overrides: Mapping[str, str] | None = None) -> LocalCluster:
+    """A real ZooKeeper and 3 brokers with REPLICATED, all registered (stopped on failure)."""
+    cluster = LocalCluster(data_dir, 3, {**REPLICATED, **(overrides or {})}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+        deadline = time.monotonic() + 60
+        while len(admin.list_topics(timeout=10).brokers) < 3:
+            assert time.monotonic() < deadline, "3 brokers did not register within 60s"
+            time.sleep(0.1)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +92,14 @@ def kafka_target(
 ) -> Iterator[SparkTarget]:
     if request.param == "kafkalite":
         broker = module_broker_factory()
-        yield SparkTarget("kafkalite", broker.bootstrap, broker)
+        yield SparkTarget("kafkalite", broker.bootstrap, (broker,))
+        return
+    if request.param == "cluster":
+        cluster = start_cluster(tmp_path_factory.mktemp("spark-cluster"))
+        try:
+            yield SparkTarget("cluster", cluster.bootstrap, tuple(cluster.brokers))
+        finally:
+            cluster.stop()
         return
     with running_target("kafka", tmp_path_factory.mktemp("spark-kafka")) as target:
         yield SparkTarget("kafka", target.bootstrap)
@@ -79,9 +111,39 @@ def broker_log_clean(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
         return
     target: SparkTarget = request.getfixturevalue("kafka_target")
-    process = target.process
-    mark = len(process.lines) if process is not None else 0
+    marks = [log_mark(process) for process in target.processes]
     yield
-    if process is not None:
-        errors = error_records(process.lines[mark:])
+    for process, mark in zip(target.processes, marks, strict=True):
+        errors = error_records(lines_since(process, mark))
         assert not errors, "kafkalite logged errors:\n" + "\n".join(errors[:5])
+
+
+def log_mark(process: BrokerProcess) -> int:
+    """Where the broker's log is now: a byte offset in its output file when it has one (it
+    keeps only the latest lines in memory then), else a line count."""
+    if process.output_file is not None:
+        return process.output_file.stat().st_size
+    return len(process.lines)
+
+
+def lines_since(process: BrokerProcess, mark: int) -> list[str]:
+    if process.output_file is not None:
+        with open(process.output_file, "rb") as output:
+            output.seek(mark)
+            return output.read().decode(errors="replace").splitlines()
+    return process.lines[mark:]
+
+
+@pytest.fixture
+def replicated_cluster(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
+    clusters: list[LocalCluster] = []
+
+    def start(overrides: Mapping[str, str] | None = None) -> LocalCluster:
+        clusters.append(start_cluster(tmp_path / f"cluster-{len(clusters)}", overrides))
+        return clusters[-1]
+
+    try:
+        yield start
+    finally:
+        for cluster in clusters:
+            cluster.stop()
