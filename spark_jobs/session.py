@@ -141,6 +141,7 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
     """The command lines' Spark options: --master, --conf (repeatable), --log-level."""
     parser.add_argument(
         "--master",
+        type=_master_arg,
         help=f"Spark master URL, e.g. spark://HOST:7077 (default: spark-submit's, else "
         f"{DEFAULT_MASTER})",
     )
@@ -153,6 +154,15 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
         help="a Spark property, e.g. spark.executor.memory=512m (repeatable)",
     )
     parser.add_argument("--log-level", help="driver log level (default WARN)")
+
+
+def _master_arg(text: str) -> str:
+    """Spark's own rule (SparkSubmit), checked before a JVM starts."""
+    if text != "yarn" and not text.startswith(("spark://", "k8s://", "local")):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a master is local, local[N], spark://HOST:PORT, yarn or k8s://..."
+        )
+    return text
 
 
 def _conf_arg(text: str) -> tuple[str, str]:
@@ -174,6 +184,9 @@ def cli_session(bootstrap: str, app_name: str, args: argparse.Namespace) -> Spar
         )
     except SetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return None
+    except Exception as exc:  # e.g. a master URL Spark cannot parse or reach
+        print(f"error: Spark did not start: {first_line(exc)}", file=sys.stderr)
         return None
 
 

@@ -26,7 +26,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kafkalite.testing import free_ports
 from spark_jobs.jars import SetupError, check_java
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -48,18 +48,6 @@ def spark_home() -> Path:
     from pyspark.find_spark_home import _find_spark_home
 
     return Path(_find_spark_home())
-
-
-def _free_ports(count: int, host: str) -> list[int]:
-    """Ports the OS reports free now (held together, then released): the master cannot
-    listen on port 0 and tell which one it got."""
-    with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind((host, 0))
-            ports.append(sock.getsockname()[1])
-        return ports
 
 
 @dataclass
@@ -89,7 +77,8 @@ class StandaloneCluster:
     def start(self, timeout: float = 120.0) -> StandaloneCluster:
         check_java()
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.master_port, self.ui_port = _free_ports(2, self.host)
+        # The master cannot listen on port 0 and tell which port it got.
+        self.master_port, self.ui_port = free_ports(2, self.host)
         try:
             self._spawn(
                 "master",

@@ -125,3 +125,21 @@ def test_report_under_spark_submit(
     app = application(standalone, "page-report")
     assert app["state"] == "FINISHED"
     assert sum(finished_tasks(standalone, app["id"]).values()) > 0
+
+
+def test_a_bad_master_is_refused_before_spark_starts(tmp_path: Path) -> None:
+    commands = [
+        ["spark_jobs.page_counts", "--checkpoint", str(tmp_path / "c"), "--once"],
+        ["spark_jobs.report"],
+    ]
+    for command in commands:
+        result = run(
+            [sys.executable, "-m", *command, "--bootstrap", "127.0.0.1:1"]
+            + ["--master", "spark:/one-slash"],
+            timeout=60,
+        )
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.splitlines()[-1].endswith(
+            "argument --master: 'spark:/one-slash': a master is local, local[N], "
+            "spark://HOST:PORT, yarn or k8s://..."
+        )
