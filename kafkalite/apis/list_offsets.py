@@ -4,7 +4,9 @@ Special timestamps: -2 earliest (log start offset), -1 latest (high watermark, o
 stable offset for read_committed), -3 (v7+) the record with the largest timestamp, -4 (v8+)
 earliest local = earliest here, -5 (v9+) latest tiered and -6 (v11+, KIP-1023) earliest
 pending upload: none, as no tier exists. A real timestamp finds the first record at or after
-it through the time index. Answered by the partition's leader through the replica manager.
+it through the time index. Answered by the partition's leader through the replica manager; a
+new leader whose high watermark is still below the start of its epoch answers a consumer's
+latest (or a lookup past what it can serve) with OFFSET_NOT_AVAILABLE, as Kafka does.
 """
 
 from __future__ import annotations
@@ -16,8 +18,12 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.broker.partition import NOT_FOUND
 
+CONSUMER_REPLICA_ID = -1
 
-def _partition_response(ctx: RequestContext, topic: str, request: Any, isolation_level: int) -> Any:
+
+def _partition_response(
+    ctx: RequestContext, topic: str, request: Any, isolation_level: int, from_client: bool
+) -> Any:
     def respond(error: ErrorCode, found: tuple[int, int, int] = NOT_FOUND) -> Any:
         offset, timestamp, epoch = found
         return make(
@@ -34,18 +40,21 @@ def _partition_response(ctx: RequestContext, topic: str, request: Any, isolation
         request.timestamp,
         getattr(request, "current_leader_epoch", -1),
         isolation_level,
+        from_client,
     )
     return respond(error, found)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     isolation = getattr(request, "isolation_level", 0)
+    from_client = request.replica_id == CONSUMER_REPLICA_ID  # not a follower or a debug tool
     topics = tuple(
         make(
             ctx.schema.ListOffsetsTopicResponse,
             name=topic.name,
             partitions=tuple(
-                _partition_response(ctx, topic.name, p, isolation) for p in topic.partitions
+                _partition_response(ctx, topic.name, p, isolation, from_client)
+                for p in topic.partitions
             ),
         )
         for topic in request.topics

@@ -32,6 +32,7 @@ READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 EARLIEST_PENDING_UPLOAD = -6
 NOT_FOUND = (-1, -1, -1)  # (offset, timestamp, leader epoch)
+_EARLIEST = (EARLIEST, EARLIEST_LOCAL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,17 +426,34 @@ class Partition:
         timestamp: int,
         current_leader_epoch: int = -1,
         isolation_level: int = READ_UNCOMMITTED,
+        from_client: bool = True,
     ) -> tuple[ErrorCode, tuple[int, int, int]]:
         """ListOffsets: (offset, timestamp, leader epoch) with Kafka's special timestamps;
         latest is the high watermark (read_committed: the last stable offset)."""
         error = self.check_leader(current_leader_epoch)
         if error is not ErrorCode.none:
             return error, NOT_FOUND
-        return ErrorCode.none, self._offset_for_timestamp(timestamp, isolation_level)
+        found = self._offset_for_timestamp(timestamp, isolation_level)
+        if from_client and self._high_watermark_lags_epoch_start():
+            # Kafka's fetchOffsetForTimestamp: a new leader whose high watermark has not yet
+            # reached the start of its epoch does not know the latest offset (the old leader
+            # may have exposed more); the client retries.
+            looked_up = timestamp >= 0 or timestamp == MAX_TIMESTAMP
+            if timestamp == LATEST or (looked_up and found == NOT_FOUND):
+                return ErrorCode.offset_not_available, NOT_FOUND
+        return ErrorCode.none, found
+
+    def _high_watermark_lags_epoch_start(self) -> bool:
+        latest = self.log.leader_epoch_cache.latest_entry
+        return (
+            latest is not None
+            and latest.epoch == self.leader_epoch
+            and latest.start_offset > self.high_watermark
+        )
 
     def _offset_for_timestamp(self, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
         log = self.log
-        if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        if timestamp in _EARLIEST:
             start = self.log_start_offset
             return start, -1, log.epoch_for_offset(start)
         if timestamp == LATEST:

@@ -638,13 +638,14 @@ class ReplicaManager:
         timestamp: int,
         current_leader_epoch: int = -1,
         isolation_level: int = 0,
+        from_client: bool = True,
     ) -> tuple[ErrorCode, tuple[int, int, int]]:
         """ListOffsets for one partition: (error, (offset, timestamp, leader epoch))."""
         partition = self._partition_of(tp)
         if partition is None:
             return ErrorCode.unknown_topic_or_partition, NOT_FOUND
         return partition.fetch_offset_for_timestamp(
-            timestamp, current_leader_epoch, isolation_level
+            timestamp, current_leader_epoch, isolation_level, from_client
         )
 
     def last_offset_for_leader_epoch(

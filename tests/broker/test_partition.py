@@ -5,7 +5,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 from partition_fixtures import LOCAL, batch, open_partition, state
 
-from kafkalite.broker.partition import LATEST, READ_COMMITTED
+from kafkalite.broker.partition import EARLIEST, LATEST, READ_COMMITTED
 from kafkalite.storage.log import AppendResult
 
 
@@ -116,6 +116,27 @@ def test_consumers_read_to_the_high_watermark_followers_to_the_log_end(tmp_path)
     partition.update_follower_fetch_state(2, 4, now_ms=6)
     assert partition.fetch_records(0, 10_000).records == follower.records
     assert partition.fetch_offset_for_timestamp(LATEST) == (ErrorCode.none, (4, -1, 0))
+
+
+def test_a_new_leader_behind_its_epoch_start_does_not_answer_latest(tmp_path) -> None:
+    # Kafka's fetchOffsetForTimestamp: until the high watermark reaches the offset where this
+    # leader's epoch began, the old leader may have exposed more than this one knows.
+    partition = open_partition(tmp_path)
+    partition.make_leader(state(replicas=(LOCAL, 2), isr=(LOCAL, 2)), now_ms=0)
+    partition.append_records_to_leader(batch(4), 1, min_isr=1, now_ms=0)
+    partition.make_leader(state(epoch=1, replicas=(LOCAL, 2), isr=(LOCAL, 2)), now_ms=1)
+    assert partition.fetch_offset_for_timestamp(LATEST) == (
+        ErrorCode.offset_not_available,
+        (-1, -1, -1),
+    )
+    assert partition.fetch_offset_for_timestamp(1_000) == (
+        ErrorCode.offset_not_available,
+        (-1, -1, -1),
+    )
+    assert partition.fetch_offset_for_timestamp(EARLIEST) == (ErrorCode.none, (0, -1, 0))
+    assert partition.fetch_offset_for_timestamp(LATEST, from_client=False)[0] is ErrorCode.none
+    partition.update_follower_fetch_state(2, 4, now_ms=2)
+    assert partition.fetch_offset_for_timestamp(LATEST) == (ErrorCode.none, (4, -1, 1))
 
 
 def test_fetch_from_a_broker_that_is_no_replica(tmp_path) -> None:
