@@ -115,7 +115,9 @@ class Controller:
                 await trio.sleep_forever()
             while True:
                 dead, verdict_changed = self.liveness.snapshot()
-                if await depose_dead_controller(self.zk, self.broker_id, dead):
+                with trio.CancelScope(shield=True):  # the watch fires before multi() returns
+                    deposed = await depose_dead_controller(self.zk, self.broker_id, dead)
+                if deposed:
                     nursery.cancel_scope.cancel()
                 await verdict_changed.wait()
 
