@@ -91,12 +91,14 @@ def kafka_cluster(base: Path) -> Iterator[RunningCluster]:
 
 def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> None:
     """Replication factor 3; returns once every partition has a leader and a full ISR."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + timeout
-    while len(admin.list_topics(timeout=timeout).brokers) < 3:  # all registered
-        if time.monotonic() > deadline:
-            raise RuntimeError("fewer than 3 brokers in the cluster's metadata")
-        time.sleep(0.05)
+    for address in bootstrap.split(","):  # each knows all three (CreateTopics may go to any)
+        own = AdminClient({"bootstrap.servers": address})
+        while len(own.list_topics(timeout=timeout).brokers) < 3:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{address} knows fewer than 3 brokers")
+            time.sleep(0.05)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 3)])[topic].result(timeout)
     while True:
         meta = admin.list_topics(topic, timeout=timeout).topics.get(topic)

@@ -15,7 +15,7 @@ also keeps one probe connection to each other registered broker and sends it Api
 It is alive again as soon as it answers. The controller treats a dead broker as if its
 registration were gone (controller.py): leaders it held are elected from the rest of the ISR
 with a bumped leader epoch, and it leaves the ISRs. A broker waiting for `/controller` that sees
-the controller declared dead deposes it (`depose_controller`) and runs for election.
+the controller declared dead deposes it (`depose_dead_controller`) and runs for election.
 
 Why this is safe even when the broker is only slow or paused and comes back (the detector may
 be wrong; it decides availability, never what is acknowledged):
@@ -163,13 +163,13 @@ class BrokerLiveness:
                 self._note(broker_id, state.on_refused())
                 return
             while True:
-                with trio.move_on_after(timeout):
+                with trio.move_on_after(timeout) as probing:
                     await connection.request(ApiVersionsRequest())
-                    self._note(broker_id, state.on_answer())
-                    await trio.sleep(interval)
-                    continue
-                self._note(broker_id, state.on_unanswered())
-                return
+                if probing.cancelled_caught:
+                    self._note(broker_id, state.on_unanswered())
+                    return
+                self._note(broker_id, state.on_answer())
+                await trio.sleep(interval)
         except ConnectionLost:
             return  # reset or closed: the reconnect tells a dead process from a blip
         finally:

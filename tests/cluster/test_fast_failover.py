@@ -55,8 +55,11 @@ def brokers(start_brokers: StartBrokers) -> Iterator[dict[int, BrokerProcess]]:
 
 
 def create_topic(brokers: dict[int, BrokerProcess], topic: str, partitions: int) -> AdminClient:
+    poll(  # CreateTopics may go to any of them
+        lambda: all(knows_all_brokers(b.bootstrap) for b in brokers.values()),
+        "every broker knowing all 3",
+    )
     admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in brokers.values())})
-    poll(lambda: len(admin.list_topics(timeout=10).brokers) == 3, "3 live brokers")
     admin.create_topics([NewTopic(topic, partitions, 3)])[topic].result(30)
     poll(
         lambda: (
@@ -66,6 +69,11 @@ def create_topic(brokers: dict[int, BrokerProcess], topic: str, partitions: int)
         "full ISRs",
     )
     return admin
+
+
+def knows_all_brokers(address: str) -> bool:
+    admin = AdminClient({"bootstrap.servers": address})
+    return len(admin.list_topics(timeout=10).brokers) == 3
 
 
 def partitions_of(admin: AdminClient, topic: str) -> dict[int, Any]:
