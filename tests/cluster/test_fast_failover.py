@@ -40,6 +40,9 @@ CLUSTER = {
     "offsets.topic.replication.factor": "3",
     "zookeeper.session.timeout.ms": "18000",  # Kafka's default: the probes must beat it
     "kafkalite.liveness.probe.timeout.ms": "3000",
+    # Teardown only: the last broker's controlled shutdown would retry for the killed one,
+    # registered until its session expires, with nothing it could move.
+    "controlled.shutdown.enable": "false",
 }
 
 
