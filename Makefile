@@ -32,6 +32,7 @@ fuzz: setup
 
 bench: setup
 	.venv/bin/python -m bench.broker_bench
+	.venv/bin/python -m bench.cluster_bench --target kafkalite
 
 # Differential suites: kafkalite and real Apache Kafka (provisioned from Maven Central).
 compat: setup
@@ -40,6 +41,7 @@ compat: setup
 # The broker benchmark against kafkalite and Apache Kafka, with ratios (bench/results/).
 bench-compare: setup
 	.venv/bin/python -m bench.compare
+	.venv/bin/python -m bench.cluster_bench --target both
 
 # Spark Structured Streaming jobs (spark_jobs/) against kafkalite and Apache Kafka.
 spark-test: setup

@@ -182,6 +182,7 @@ def produce_throughput(
     acks: str,
     linger_ms: float = 5,
     sample_every: int = 100,
+    partition: int | None = 0,  # None: the client's partitioner spreads the messages
 ) -> ProduceResult:
     """As fast as possible, timed from the first produce() to the end of the final flush()."""
     errors = ClientErrors()
@@ -189,6 +190,7 @@ def produce_throughput(
     # Connect and fetch metadata before the clock starts.
     producer.list_topics(topic, timeout=30)
     value = payload(size)
+    where = {} if partition is None else {"partition": partition}
     latency = Latencies()
     sampled = latency.on_delivery
     produce, poll = producer.produce, producer.poll
@@ -199,7 +201,7 @@ def produce_throughput(
         full_since = None
         while True:
             try:
-                produce(topic, value, partition=0, on_delivery=callback)
+                produce(topic, value, on_delivery=callback, **where)
                 break
             except BufferError:
                 now = time.perf_counter()
@@ -227,12 +229,14 @@ def produce_latency(
     size: int,
     acks: str,
     linger_ms: float = 5,
+    partition: int | None = 0,  # None: the client's partitioner spreads the messages
 ) -> tuple[Latencies, float]:
     """Fixed-rate produce, every message timed; returns (latencies, achieved msg/s)."""
     errors = ClientErrors()
     producer = Producer({**producer_config(bootstrap, acks, linger_ms), "error_cb": errors})
     producer.list_topics(topic, timeout=30)
     value = payload(size)
+    where = {} if partition is None else {"partition": partition}
     latency = Latencies()
     count = max(1, int(rate * seconds))
     interval = 1.0 / rate
@@ -241,7 +245,7 @@ def produce_latency(
         due = start + i * interval
         while (wait := due - time.perf_counter()) > 0:
             producer.poll(wait)
-        producer.produce(topic, value, partition=0, on_delivery=latency.on_delivery)
+        producer.produce(topic, value, on_delivery=latency.on_delivery, **where)
         producer.poll(0)
     remaining = producer.flush(60)
     elapsed = time.perf_counter() - start

@@ -260,6 +260,13 @@ PROPERTIES: dict[str, Property] = {
     "zookeeper.connection.timeout.ms": Property(
         _int(1, I32_MAX), None, "ZooKeeper connect wait (unset: the session timeout)", TYPE_INT
     ),
+    # kafkalite's own failure detector (cluster/broker_liveness.py): 0 turns the probes off.
+    "kafkalite.liveness.probe.interval.ms": Property(
+        _int(0, I32_MAX), "200", "probe of each other broker (0: sessions only)", TYPE_INT
+    ),
+    "kafkalite.liveness.probe.timeout.ms": Property(
+        _int(1, I32_MAX), "6000", "unanswered probe: broker declared dead", TYPE_INT
+    ),
     "broker.rack": Property(_str, None, "rack of this broker, for replica placement"),
     "replica.lag.time.max.ms": Property(
         _int(0), "30000", "follower lag before ISR exit", TYPE_LONG

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 import trio
 
 from kafkalite.cluster import reassignment_zk
 from kafkalite.cluster import zk_data as zd
+from kafkalite.cluster.broker_liveness import BrokerLiveness, depose_dead_controller
 from kafkalite.cluster.controller_decisions import PartitionView, StateWrite, decide
 from kafkalite.cluster.election_zk import move_off_stopping_brokers
 from kafkalite.cluster.kafka_zk import (
@@ -54,8 +56,16 @@ UNCLEAN = "unclean.leader.election.enable"
 
 
 class Controller:
-    def __init__(self, zk: ZkClient, broker_id: int, unclean_default: bool = False) -> None:
+    def __init__(
+        self,
+        zk: ZkClient,
+        broker_id: int,
+        unclean_default: bool = False,
+        liveness: BrokerLiveness | None = None,
+    ) -> None:
         self.zk = zk
+        self.liveness = liveness  # brokers declared dead before their session expires
+        self._verdict_changed = trio.Event()  # set when the liveness verdicts change
         self.kafka_zk = KafkaZkClient(zk)
         self.broker_id = broker_id
         self.unclean_default = unclean_default
@@ -87,9 +97,29 @@ class Controller:
         if stat is not None and stat.ephemeral_owner == self.zk.session_id:
             return await self.kafka_zk.controller_epoch()  # ours, from before a reconnection
         if stat is not None:
-            with contextlib.suppress(ConnectionLost):
-                await watch.wait()
+            await self._wait_for_controller_change(watch)
         return None
+
+    async def _wait_for_controller_change(self, watch: ZkWatch) -> None:
+        """Until `/controller` changes, or the controller is declared dead and deposed
+        (broker_liveness.py: before its session expires)."""
+        async with trio.open_nursery() as nursery:
+
+            async def changed() -> None:
+                with contextlib.suppress(ConnectionLost):
+                    await watch.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(changed)
+            if self.liveness is None:
+                await trio.sleep_forever()
+            while True:
+                dead, verdict_changed = self.liveness.snapshot()
+                with trio.CancelScope(shield=True):  # the watch fires before multi() returns
+                    deposed = await depose_dead_controller(self.zk, self.broker_id, dead)
+                if deposed:
+                    nursery.cancel_scope.cancel()
+                await verdict_changed.wait()
 
     async def _lead(self, epoch: ControllerEpoch) -> None:
         session = self.zk.session_id
@@ -102,12 +132,26 @@ class Controller:
                     return  # the session expired: /controller went with it
                 continue
             if watches:
-                await wait_any(watches)
+                await self._wait_any(watches)
+
+    async def _wait_any(self, watches: list[ZkWatch]) -> None:
+        """Until a watch fires or the liveness probes change their verdict on a broker."""
+        async with trio.open_nursery() as nursery:
+
+            async def one(wait: Callable[[], Awaitable[object]]) -> None:
+                await wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(one, lambda: wait_any(watches))
+            nursery.start_soon(one, self._verdict_changed.wait)
 
     async def _round(self, epoch: ControllerEpoch) -> list[ZkWatch]:
         """One pass over ZooKeeper's state; the watches to wait on ([] to go again now)."""
         ids, brokers_watch = await self.zk.children_watch(zd.BROKER_IDS)
         live = {int(i) for i in ids}
+        if self.liveness is not None:  # as if their sessions had expired (broker_liveness.py)
+            dead, self._verdict_changed = self.liveness.snapshot()
+            live -= dead
         deletions, deletions_watch = await self.zk.children_watch(zd.DELETE_TOPICS)
         for topic in deletions:
             await self._delete_topic(topic, epoch)

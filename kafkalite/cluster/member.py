@@ -15,9 +15,11 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
-from kafkalite.broker.cluster_metadata import BrokerInfo
+from kafkalite.broker.cluster_metadata import BrokerInfo, Endpoint
 from kafkalite.broker.metadata_store import new_cluster_id
+from kafkalite.broker.replica_fetcher_manager import inter_broker_endpoint
 from kafkalite.cluster import meta_properties
+from kafkalite.cluster.broker_liveness import BrokerLiveness, LivenessSettings
 from kafkalite.cluster.controlled_shutdown_zk import Follower, controlled_shutdown
 from kafkalite.cluster.controller import Controller
 from kafkalite.cluster.election_zk import LeaderRebalancer
@@ -33,11 +35,16 @@ class ClusterMember:
     metadata: ZkMetadata
     controller: Controller
     config: BrokerConfig
+    liveness: BrokerLiveness
 
     @property
     def tasks(self) -> list[Callable[..., Awaitable[None]]]:
         """For `nursery.start`: each reports started once running."""
-        tasks: list[Callable[..., Awaitable[None]]] = [self.metadata.run, self.controller.run]
+        tasks: list[Callable[..., Awaitable[None]]] = [
+            self.metadata.run,
+            self.liveness.run,
+            self.controller.run,
+        ]
         if self.config.bool("auto.leader.rebalance.enable"):
             interval = self.config.int("leader.imbalance.check.interval.seconds")
             share = self.config.int("leader.imbalance.per.broker.percentage")
@@ -70,6 +77,22 @@ async def join_cluster(
         meta_properties.check_and_write(config.log_dirs, config.broker_id, cluster_id)
         await metadata.start(cluster_id)
         unclean = config.bool("unclean.leader.election.enable")
-        controller = Controller(zk, config.broker_id, unclean)
+        liveness = _liveness(config, metadata)
+        controller = Controller(zk, config.broker_id, unclean, liveness)
         metadata.controller = controller  # ElectLeaders and the reassignment APIs reach it here
-        yield ClusterMember(metadata, controller, config)
+        yield ClusterMember(metadata, controller, config, liveness)
+
+
+def _liveness(config: BrokerConfig, metadata: ZkMetadata) -> BrokerLiveness:
+    settings = LivenessSettings(
+        config.int("kafkalite.liveness.probe.interval.ms"),
+        config.int("kafkalite.liveness.probe.timeout.ms"),
+    )
+
+    def endpoint_of(broker_id: int) -> Endpoint | None:
+        return inter_broker_endpoint(config, metadata, broker_id)
+
+    def registered() -> list[int]:
+        return [b.broker_id for b in metadata.brokers()]
+
+    return BrokerLiveness(config.broker_id, settings, registered, endpoint_of)

@@ -28,13 +28,19 @@ def partitions(admin: AdminClient, topic: str) -> dict[int, Any]:
     return admin.list_topics(topic, timeout=10).topics[topic].partitions
 
 
+def all_partitions(admin: AdminClient, topic: str, count: int) -> dict[int, Any]:
+    """CreateTopics answers once the broker it went to has the states; the broker answering
+    Metadata may learn them (through its watch) just after."""
+    return poll(lambda: len(found := partitions(admin, topic)) == count and found, topic)
+
+
 def test_three_brokers_spread_leaders_and_fail_over(
     brokers: dict[int, BrokerProcess], zk_connect: str
 ) -> None:
     admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in brokers.values())})
     poll(lambda: len(admin.list_topics(timeout=10).brokers) == 3, "3 live brokers")
     admin.create_topics([NewTopic("replicated", 6, 3)])["replicated"].result(30)
-    created = partitions(admin, "replicated")
+    created = all_partitions(admin, "replicated", 6)
     assert Counter(p.leader for p in created.values()) == {1: 2, 2: 2, 3: 2}
     assert all(sorted(p.replicas) == sorted(p.isrs) == [1, 2, 3] for p in created.values())
 
@@ -50,7 +56,7 @@ def test_three_brokers_spread_leaders_and_fail_over(
     # A manual assignment is the placement; the first replica leads.
     manual = NewTopic("manual", 2, replica_assignment=[[3, 1, 2], [2, 3, 1]])
     admin.create_topics([manual])["manual"].result(30)
-    placed = partitions(admin, "manual")
+    placed = all_partitions(admin, "manual", 2)
     assert {i: (p.leader, p.replicas) for i, p in placed.items()} == {
         0: (3, [3, 1, 2]),
         1: (2, [2, 3, 1]),

@@ -110,12 +110,14 @@ def test_controller_elects_and_fails_over(zk_connect: str) -> None:
         await until(lambda: watcher.controller_id() == survivor.controller.broker_id)
         new = await kafka_zk.controller_epoch()
         assert new is not None and new.epoch == old.epoch + 1
+        # Partitions the survivor led already only lose the old controller from their ISR:
+        # wait for those writes too (the leaders alone can be right before they land).
         await until(
             lambda: all(
-                s.leader == survivor.controller.broker_id for s in watcher.partition_states("t")
+                s.leader == survivor.controller.broker_id and s.controller_epoch == new.epoch
+                for s in watcher.partition_states("t")
             )
         )
-        assert all(s.controller_epoch == new.epoch for s in watcher.partition_states("t"))
 
         # The deposed controller's epoch no longer writes.
         current = await kafka_zk.partition_state("t", 0)
