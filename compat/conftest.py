@@ -139,5 +139,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         item.add_marker(pytest.mark.compat)
         callspec = getattr(item, "callspec", None)
-        if callspec is not None and callspec.params.get("target_name") == "kafka":
+        if callspec is not None and "kafka" in (
+            callspec.params.get("target_name"),
+            callspec.params.get("cluster_name"),
+        ):
             item.add_marker(pytest.mark.kafka)
