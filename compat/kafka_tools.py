@@ -1,5 +1,5 @@
 """Apache Kafka's command-line tools (kafka-acls, kafka-features, kafka-leader-election,
-kafka-log-dirs, kafka-configs, kafka-transactions, kafka-reassign-partitions)
+kafka-log-dirs, kafka-configs, kafka-transactions, kafka-reassign-partitions, kafka-topics)
 run with `java -cp` against a broker, from jars cached under .cache/kafka-tools/<version>/.
 
 `tools_lib()` downloads org.apache.kafka:kafka-tools (pinned in compat/kafka-tools-pom.xml) on
@@ -39,6 +39,7 @@ TOOLS = {
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
 }
 
 

@@ -13,6 +13,7 @@ compat/FINDINGS.md.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -37,6 +38,7 @@ from confluent_kafka.admin import (
 
 from compat.cluster_targets import BROKER_IDS, CLUSTER_TARGETS, Cluster, running_cluster
 from compat.conftest import make_topic_name
+from compat.kafka_tools import run_tool
 from compat.targets import kafkalite_xfail
 from protocol_tests.raw_client import RawClient, list_offsets_request, metadata_request
 from tests.integration.e2e_helpers import wait_until
@@ -501,3 +503,29 @@ def test_deleted_topic_is_gone_from_every_broker(
         )  # fmt: skip
         listed = admin(cluster.bootstrap_of(broker_id)).list_topics(timeout=CLIENT_TIMEOUT)
         assert topic not in listed.topics
+
+
+def test_kafka_topics_describes_the_placement(
+    cluster: Cluster, request: pytest.FixtureRequest
+) -> None:
+    """Kafka's own kafka-topics.sh (TopicCommand 4.3.1) prints the same lines on both."""
+    topic = topic_name(request)
+    states = create_topic(cluster, new_topic(topic, partitions=2))
+    run = run_tool("kafka-topics", cluster.bootstrap_of(2), "--describe", "--topic", topic)
+    printed = re.sub(r"TopicId: \S+", "TopicId: <id>", run.stdout).splitlines()
+
+    def ids(broker_ids: tuple[int, ...]) -> str:
+        return ",".join(map(str, broker_ids))
+
+    assert (run.exit_code, printed) == (
+        0,
+        [
+            f"Topic: {topic}\tTopicId: <id>\tPartitionCount: 2\tReplicationFactor: 3\t"
+            "Configs: min.insync.replicas=2",
+            *(
+                f"\tTopic: {topic}\tPartition: {p}\tLeader: {s.leader}\t"
+                f"Replicas: {ids(s.replicas)}\tIsr: {ids(s.replicas)}\tElr: \tLastKnownElr: "
+                for p, s in sorted(states.items())
+            ),
+        ],
+    )
