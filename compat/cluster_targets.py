@@ -139,17 +139,23 @@ def start_kafka(data_dir: Path, overrides: Mapping[str, str]) -> Cluster:
     return Cluster("kafka", nodes, {i: n.port for i, n in nodes.items()}, cluster.stop)
 
 
-def start_cluster(name: str, data_dir: Path) -> Cluster:
+def start_cluster(name: str, data_dir: Path, overrides: Mapping[str, str] | None = None) -> Cluster:
+    """`overrides` (properties both understand) go to every broker after the defaults."""
     if name == "kafkalite":
-        return start_kafkalite(data_dir, {**CLUSTER_COMMON, **KAFKALITE_CLUSTER_OVERRIDES})
+        settings = {**CLUSTER_COMMON, **KAFKALITE_CLUSTER_OVERRIDES, **(overrides or {})}
+        return start_kafkalite(data_dir, settings)
     if name == "kafka":
-        return start_kafka(data_dir, {**CLUSTER_COMMON, **KAFKA_CLUSTER_OVERRIDES})
+        return start_kafka(
+            data_dir, {**CLUSTER_COMMON, **KAFKA_CLUSTER_OVERRIDES, **(overrides or {})}
+        )
     raise ValueError(f"unknown cluster target {name!r} (expected one of {CLUSTER_TARGETS})")
 
 
 @contextlib.contextmanager
-def running_cluster(name: str, data_dir: Path) -> Iterator[Cluster]:
-    cluster = start_cluster(name, Path(data_dir))
+def running_cluster(
+    name: str, data_dir: Path, overrides: Mapping[str, str] | None = None
+) -> Iterator[Cluster]:
+    cluster = start_cluster(name, Path(data_dir), overrides)
     try:
         yield cluster
     finally:

@@ -10,7 +10,8 @@
 - Strict xfails on kafkalite only: `compat.targets.kafkalite_xfail(request, target, reason)`,
   with one line per xfail in compat/FINDINGS.md.
 
-Every test under compat/ gets the `compat` marker; those on target kafka also get `kafka`
+Every test under compat/ gets the `compat` marker; those on target kafka (`target_name`, or
+`cluster_name` of the cluster suite) also get `kafka`
 (`-m "not kafka"` runs kafkalite's side only). When real Kafka cannot be provisioned (no Java
 >= 17, no Maven, no network), the kafka-side tests error at setup with that one-line reason;
 they are never skipped.

@@ -79,7 +79,8 @@ def every_broker_running(cluster: Cluster) -> Iterator[None]:
 
 @pytest.fixture
 def clients() -> Iterator[list[Any]]:
-    """Producers and consumers of one scenario, closed after it (also on failure)."""
+    """Producers and consumers of one scenario: consumers are closed after it (also on
+    failure), producers given no more time for what they still hold."""
     made: list[Any] = []
     yield made
     for client in made:
@@ -89,8 +90,8 @@ def clients() -> Iterator[list[Any]]:
             client.flush(0)
 
 
-def topic_name(request: pytest.FixtureRequest, suffix: str = "") -> str:
-    return make_topic_name(f"{request.node.originalname}{'-' + suffix if suffix else ''}")
+def topic_name(request: pytest.FixtureRequest) -> str:
+    return make_topic_name(request.node.originalname)
 
 
 # -- raw metadata from one broker -------------------------------------------------------------
