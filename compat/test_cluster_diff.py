@@ -103,6 +103,7 @@ class PartitionState:
     epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    offline: tuple[int, ...] = ()
 
 
 def metadata(cluster: Cluster, broker_id: int, topics: list[str] | None = None) -> Any:
@@ -132,6 +133,7 @@ def partition_states(cluster: Cluster, broker_id: int, topic: str) -> dict[int, 
             int(p.leader_epoch),
             tuple(int(r) for r in p.replica_nodes),
             tuple(sorted(int(r) for r in p.isr_nodes)),
+            tuple(sorted(int(r) for r in p.offline_replicas)),
         )
         for p in answer.partitions
     }
@@ -157,7 +159,10 @@ def wait_states(
 def full_isr(partitions: int) -> Callable[[dict[int, PartitionState]], bool]:
     return lambda states: (
         len(states) == partitions
-        and all(s.isr == BROKER_IDS and s.leader in s.replicas for s in states.values())
+        and all(
+            s.isr == BROKER_IDS and s.offline == () and s.leader in s.replicas
+            for s in states.values()
+        )
     )
 
 
@@ -325,9 +330,13 @@ def test_acks_all_is_refused_below_min_insync_and_the_isr_returns(
     cluster.kill(victim)
     rest = tuple(b for b in BROKER_IDS if b != victim)
     shrunk = wait_states(
-        cluster, topic, lambda s: s[0].isr == rest, "the ISR without the dead follower", rest
+        cluster,
+        topic,
+        lambda s: s[0].isr == rest and s[0].offline == (victim,),
+        "the ISR without the dead follower, which is offline",
+        rest,
     )
-    assert shrunk[0].leader == state.leader
+    assert (shrunk[0].leader, shrunk[0].replicas) == (state.leader, state.replicas)
     refused = produce_numbers(
         producer(clients, cluster.survivors(victim), **conf), topic, range(1, 2)
     )
