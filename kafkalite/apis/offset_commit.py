@@ -1,8 +1,9 @@
 """OffsetCommit (key 8), versions 2-10 (0-1 were removed in Kafka 4, KIP-896).
 
 v2-4 carry a retention time; v6+ the leader epoch; v7+ group.instance.id; v10 names topics
-by id (an unknown id: UNKNOWN_TOPIC_ID). Partitions the
-broker does not have get UNKNOWN_TOPIC_OR_PARTITION; the rest go to the coordinator, which
+by id (an unknown id: UNKNOWN_TOPIC_ID). Partitions the cluster does not have get
+UNKNOWN_TOPIC_OR_PARTITION (Kafka's metadataCache.contains: a coordinator commits offsets of
+partitions other brokers host); the rest go to the coordinator, which
 persists them in `__consumer_offsets` before this answers. Like Kafka, the group id "" is
 accepted "for backwards compatibility" (only a null id, which the schema cannot carry, is
 INVALID_GROUP_ID).
@@ -30,7 +31,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     for topic, p in ((name, p) for name, t in entries for p in t.partitions):
         if topic is None:  # v10+: an id no topic has
             errors[(topic, p.partition_index)] = ErrorCode.unknown_topic_id
-        elif ctx.broker.replica_manager.partition(topic, p.partition_index) is None:
+        elif ctx.broker.metadata.partition_state(topic, p.partition_index) is None:
             errors[(topic, p.partition_index)] = ErrorCode.unknown_topic_or_partition
         else:
             commits.append(

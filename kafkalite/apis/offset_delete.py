@@ -21,7 +21,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     errors = {
         tp: ErrorCode.unknown_topic_or_partition
         for tp in requested
-        if ctx.broker.replica_manager.partition(*tp) is None
+        if ctx.broker.metadata.partition_state(*tp) is None  # the cluster's, not this broker's
     }
     known = [tp for tp in requested if tp not in errors]
     deleted, failed = ctx.broker.groups.call(
