@@ -581,9 +581,16 @@ def test_group_commits_offsets_of_partitions_on_other_brokers(
     assert sorted(offsets_of(client, group)) == [(topic, 0, 10), (topic, 1, 11), (topic, 2, 12)]
 
 
+TXN_VERIFICATION_HANGS = (
+    "a leader's verification with the transaction coordinator on another broker is never "
+    "answered: no record is acknowledged"
+)
+
+
 def test_transaction_spans_partitions_on_every_broker(
     cluster: Cluster, request: pytest.FixtureRequest, clients: list[Any]
 ) -> None:
+    kafkalite_xfail(request, cluster.name, TXN_VERIFICATION_HANGS)
     topic = spread_topic(cluster, request)
     made = producer(
         clients, cluster.bootstrap, **{"transactional.id": f"cluster-diff-{uuid.uuid4().hex[:10]}"}
