@@ -77,7 +77,9 @@ class Clients:
             if name.startswith(prefix):
                 try:
                     process.wait(max(deadline - time.monotonic(), 0.1))
-                except subprocess.TimeoutExpired:
+                except subprocess.TimeoutExpired:  # stuck: its stacks to its log, then kill
+                    signal_group(process, signal.SIGUSR1)
+                    time.sleep(1.0)
                     signal_group(process, signal.SIGKILL)
                     process.wait()
 
@@ -257,7 +259,9 @@ def _drain(target: Target, options: Options, run_dir: Path, role: str = "drain")
              "--topic", TOPIC, *group, "--out", str(run_dir / "final.jsonl")],
             stdout=out, stderr=subprocess.STDOUT, timeout=300, start_new_session=True,
         )  # fmt: skip
-    if result.returncode != 0:
+    # The transform's output read back short (an open transaction holding the last stable
+    # offset back) is judged: the checker counts what is missing.
+    if result.returncode != 0 and role == "drain":
         raise RuntimeError(f"the final read-back failed; see {log}")
 
 

@@ -195,3 +195,11 @@ def test_input_the_transform_group_never_committed_is_counted():
     verdict = judge_txn(out)
     assert (verdict["ok"], verdict["txn_input_uncommitted"]) == (False, 1)
     assert verdict["examples"]["txn_input_uncommitted"] == {"0": {"committed": 4, "end": 6}}
+
+
+def test_a_transform_whose_output_was_never_read_back_fails_with_every_record_missing():
+    producers, _, final, faults = history()
+    transforms = {"transform-t0": [{"t": T0 + 5, "ev": "txn_commit", "n": 6, "offsets": {}}]}
+    verdict = judge(producers, {}, final, faults, transforms=transforms)
+    assert verdict["ok"] is False
+    assert (verdict["txn_missing"], verdict["txn_input_uncommitted"]) == (6, 1)

@@ -32,8 +32,10 @@ and the transform group's committed offsets reached the input's ends (or `--fini
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
+import signal
 import sys
 import time
 from typing import Any, TextIO
@@ -437,6 +439,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--transaction-timeout-ms", type=int, default=20000)
     parser.add_argument("--finish-timeout", type=float, default=150.0)
     args = parser.parse_args(argv)
+    # SIGUSR1 prints every thread's stack to stderr (the client's .log): the harness sends it
+    # to a client that does not stop in time, before SIGKILL.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     with open(args.out, "a") as out:
         run = {"producer": run_producer, "consumer": run_consumer, "transform": run_transform,
                "drain": run_drain, "drain-output": run_drain_output}[args.role]  # fmt: skip
