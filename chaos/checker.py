@@ -226,6 +226,7 @@ def judge_transform(
                 f"{ev['stage']}:{ev['error']}" for ev in events if ev["ev"] == "txn_err"
             ),
             "restarts": sum(ev["ev"] == "txn_restart" for ev in events),
+            "stuck_calls": sum(ev["ev"] == "txn_stuck" for ev in events),
         },
         "examples": {
             "txn_missing": [f"{p}:{o}" for p, o in missing[:20]],

@@ -18,6 +18,9 @@ transform the transactional consume-transform-produce loop: a member of group `-
           "retriable", "abortable", "fatal"}, {"ev": "txn_restart"}, {"ev": "txn_caught_up"}.
           On an error it aborts (when it can), and starts again with a new producer (whose
           init_transactions fences the old one) and a new consumer, from the committed offsets.
+          A transactional call stuck past `--stuck-after` s (librdkafka #5456:
+          send_offsets_to_transaction ignores its timeout when the group coordinator goes
+          away) logs {"ev": "txn_stuck", "stage"} and the process execs itself afresh.
 drain     after the faults healed: every partition from offset 0 to its high watermark
           ({"ev": "record", "partition", "offset", "key", "value"}), then the group's
           committed offsets ({"ev": "committed", "offsets"}) and {"ev": "done"}.
@@ -32,11 +35,13 @@ and the transform group's committed offsets reached the input's ends (or `--fini
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import json
 import os
 import signal
 import sys
+import threading
 import time
 from typing import Any, TextIO
 
@@ -246,7 +251,34 @@ class _Restart(Exception):
     """The transform starts again with a new producer and consumer."""
 
 
+class _Watchdog:
+    """Execs the process afresh when a transactional call outlives `stuck_after` s."""
+
+    def __init__(self, out: TextIO, stuck_after: float) -> None:
+        self.out, self.stuck_after = out, stuck_after
+        self.stage: str | None = None
+        self.since = 0.0
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    @contextlib.contextmanager
+    def call(self, stage: str):
+        self.stage, self.since = stage, time.monotonic()
+        try:
+            yield
+        finally:
+            self.stage = None
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(1.0)
+            stage = self.stage
+            if stage is not None and time.monotonic() - self.since > self.stuck_after:
+                _emit(self.out, ev="txn_stuck", stage=stage)
+                os.execv(sys.executable, [sys.executable, "-m", "chaos.workload", *sys.argv[1:]])
+
+
 def run_transform(args: argparse.Namespace, out: TextIO) -> int:
+    args.watchdog = _Watchdog(out, args.stuck_after)
     finish_by: float | None = None
     while True:
         producer, consumer = _transform_clients(args, out)
@@ -275,7 +307,8 @@ def _transform_clients(args: argparse.Namespace, out: TextIO) -> tuple[Producer,
             "transaction.timeout.ms": args.transaction_timeout_ms, "request.timeout.ms": 10000,
         })  # fmt: skip
         try:
-            producer.init_transactions(args.txn_timeout)  # fences and aborts a predecessor's
+            with args.watchdog.call("init"):  # fences and aborts a predecessor's
+                producer.init_transactions(args.txn_timeout)
             break
         except KafkaException as exc:
             _txn_error(out, "init", exc)
@@ -318,9 +351,10 @@ def _transaction(args, out, producer: Producer, consumer: Consumer, messages: li
             )  # fmt: skip
             offsets[m.partition()] = max(offsets.get(m.partition(), 0), m.offset() + 1)
         tps = [TopicPartition(args.topic, p, o) for p, o in sorted(offsets.items())]
-        producer.send_offsets_to_transaction(
-            tps, consumer.consumer_group_metadata(), args.txn_timeout
-        )
+        with args.watchdog.call("send"):
+            producer.send_offsets_to_transaction(
+                tps, consumer.consumer_group_metadata(), args.txn_timeout
+            )
     except KafkaException as exc:
         _txn_error(out, "send", exc)
         _txn_abort(args, out, producer)
@@ -331,7 +365,8 @@ def _transaction(args, out, producer: Producer, consumer: Consumer, messages: li
 def _txn_commit(args, out, producer: Producer) -> None:
     for _ in range(5):  # a retriable error leaves the outcome open: commit again
         try:
-            producer.commit_transaction(args.txn_timeout)
+            with args.watchdog.call("commit"):
+                producer.commit_transaction(args.txn_timeout)
             return
         except KafkaException as exc:
             error = _txn_error(out, "commit", exc)
@@ -343,7 +378,8 @@ def _txn_commit(args, out, producer: Producer) -> None:
 def _txn_abort(args, out, producer: Producer) -> None:
     """Abort the open transaction (when the producer still can) and start again."""
     try:
-        producer.abort_transaction(args.txn_timeout)
+        with args.watchdog.call("abort"):
+            producer.abort_transaction(args.txn_timeout)
     except KafkaException as exc:
         _txn_error(out, "abort", exc)
     raise _Restart
@@ -401,7 +437,7 @@ def run_drain_output(args: argparse.Namespace, out: TextIO) -> int:
                   key=(msg.key() or b"").decode(), value=(msg.value() or b"").decode(),
                   src=src)  # fmt: skip
         positions = consumer.position(tps)
-        remaining = {tp.partition for tp in positions if tp.offset < ends[tp.partition]}
+        remaining = {tp.partition for tp in positions if ends[tp.partition] > max(tp.offset, 0)}
     inputs = sorted(consumer.list_topics(args.topic, timeout=30).topics[args.topic].partitions)
     committed = consumer.committed([TopicPartition(args.topic, p) for p in inputs], timeout=30)
     input_ends = {
@@ -438,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--txn-timeout", type=float, default=30.0, help="client calls, s")
     parser.add_argument("--transaction-timeout-ms", type=int, default=20000)
     parser.add_argument("--finish-timeout", type=float, default=150.0)
+    parser.add_argument("--stuck-after", type=float, default=60.0, help="seconds")
     args = parser.parse_args(argv)
     # SIGUSR1 prints every thread's stack to stderr (the client's .log): the harness sends it
     # to a client that does not stop in time, before SIGKILL.
