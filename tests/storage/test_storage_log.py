@@ -24,6 +24,7 @@ from kafkalite.storage.errors import (
     RecordTooLargeError,
     UnsupportedMessageFormatError,
 )
+from kafkalite.storage.leader_epoch import LeaderEpochCache
 from kafkalite.storage.log import LogConfig, UnifiedLog
 
 SMALL = LogConfig(segment_bytes=1000, index_interval_bytes=200)
@@ -588,6 +589,32 @@ def test_an_index_entry_refused_by_a_full_disk_does_not_fail_a_written_batch(
     assert (retried.first_offset, retried.last_offset) == (2, 3)
     assert log.log_end_offset == 4
     assert read_all(log) == [(0, 1), (2, 3)]  # each batch once
+    log.close()
+
+
+def test_a_leader_epoch_checkpoint_refused_by_a_full_disk_writes_nothing(
+    tmp_path, monkeypatch
+) -> None:
+    """A new leader epoch's first append writes the epoch checkpoint: on a full disk that
+    fails before the batch is written (Kafka's order), so the idempotent retry is written
+    once."""
+    log = open_log(tmp_path, LogConfig())
+    idempotent = {"producer_id": 7, "producer_epoch": 0}
+    log.append_as_leader(make_batch(2, base_sequence=0, **idempotent), 0, now_ms=0)
+    real = LeaderEpochCache.flush
+
+    def disk_full(self):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(LeaderEpochCache, "flush", disk_full)
+    second = make_batch(2, base_sequence=2, **idempotent)
+    with pytest.raises(KafkaStorageError):
+        log.append_as_leader(second, 1, now_ms=0)
+    monkeypatch.setattr(LeaderEpochCache, "flush", real)
+    retried = log.append_as_leader(second, 1, now_ms=0)
+
+    assert (retried.first_offset, retried.last_offset) == (2, 3)
+    assert read_all(log) == [(0, 1), (2, 3)]
     log.close()
 
 
