@@ -19,6 +19,13 @@ Must be 0:
                          the final committed offset below the highest one acknowledged)
   stalls                 partitions where the group made no progress, with records waiting,
                          for longer than `stall_bound_s` after the last fault healed
+With the transactional workload (final.jsonl holds the transform's committed output), also:
+  txn_missing            input records (the final input log) not in the committed output
+  txn_duplicates         extra copies of an input record in the committed output
+  txn_mismatch           output records that are not their input record transformed (key,
+                         value "x:<value>", header src "<partition>:<offset>" of the input)
+  txn_input_uncommitted  input partitions whose transform group's committed offset is not the
+                         input's end (some input was never consumed in a committed transaction)
 Figures: records acked / failed / unknown / read / in the log, and per fault the time to the
 first acknowledged acks=all write sent after it started (`recover_s`) and after it healed.
 """
@@ -38,6 +45,7 @@ MUST_BE_ZERO = (
     "acked_lost", "acked_moved", "duplicates", "order_violations", "unacked_disallowed",
     "read_not_in_log", "commit_regressions", "stalls",
 )  # fmt: skip
+TXN_MUST_BE_ZERO = ("txn_missing", "txn_duplicates", "txn_mismatch", "txn_input_uncommitted")
 
 # librdkafka errors that say the record was definitely not written.
 DEFINITE_FAILURES = frozenset(
@@ -70,10 +78,11 @@ def check(run_dir: Path, stall_bound_s: float = 30.0) -> dict[str, Any]:
     producers = {p.stem.removeprefix("producer-"): read_jsonl(p)
                  for p in sorted(logs.glob("producer-*.jsonl"))}  # fmt: skip
     consumers = {p.stem: read_jsonl(p) for p in sorted(logs.glob("consumer-*.jsonl"))}
+    transforms = {p.stem: read_jsonl(p) for p in sorted(logs.glob("transform-*.jsonl"))}
     final = read_jsonl(run_dir / "final.jsonl") if (run_dir / "final.jsonl").exists() else []
     faults_path = run_dir / "faults.jsonl"
     faults = read_jsonl(faults_path) if faults_path.exists() else []
-    return judge(producers, consumers, final, faults, stall_bound_s)
+    return judge(producers, consumers, final, faults, stall_bound_s, transforms)
 
 
 def judge(
@@ -82,6 +91,7 @@ def judge(
     final: list[dict],
     faults: list[dict],
     stall_bound_s: float = 30.0,
+    transforms: dict[str, list[dict]] | None = None,
 ) -> dict[str, Any]:
     acks: dict[str, dict] = {}
     errors: dict[str, dict] = {}
@@ -132,8 +142,14 @@ def judge(
         "stalls": len(stalls),
     }
     done = [ev for ev in final if ev["ev"] == "done"]
+    complete = bool(done) and not done[0].get("unfinished")
+    # The transactional workload: its output must have been read back too.
+    txn = judge_transform(records, final, transforms) if transforms or _has_output(final) else None
+    if txn is not None:
+        must_be_zero.update(txn["counts"])
+        complete = complete and txn["complete"]
     return {
-        "ok": not any(must_be_zero.values()) and bool(done) and not done[0].get("unfinished"),
+        "ok": not any(must_be_zero.values()) and complete,
         **must_be_zero,
         "figures": {
             "acked": len(acks),
@@ -157,8 +173,76 @@ def judge(
             "read_not_in_log": read_not_in_log[:20],
             "commit_regressions": commits[:20],
             "stalls": stalls[:20],
+            **(txn["examples"] if txn else {}),
+        },
+        **({"txn_figures": txn["figures"]} if txn else {}),
+    }
+
+
+def _has_output(final: list[dict]) -> bool:
+    return any(ev["ev"] == "out_done" for ev in final)
+
+
+def judge_transform(
+    records: list[dict], final: list[dict], transforms: dict | None
+) -> dict[str, Any]:
+    """Exactly once through the transform: each input record once in the committed output."""
+    inputs = {(r["partition"], r["offset"]): r for r in records}
+    outputs = [ev for ev in final if ev["ev"] == "out"]
+    copies: dict[tuple[int, int], int] = defaultdict(int)
+    mismatch = []
+    for out in outputs:
+        src = _source(out["src"])
+        record = inputs.get(src) if src else None
+        if record is None or (out["key"], out["value"]) != (record["key"], f"x:{record['value']}"):
+            mismatch.append({"out": out, "input": record})
+            continue
+        copies[src] += 1
+    missing = sorted(place for place in inputs if place not in copies)
+    duplicates = {f"{p}:{o}": n for (p, o), n in copies.items() if n > 1}
+    committed = next((ev for ev in final if ev["ev"] == "txn_committed"), None)
+    if committed is None:  # the output's read-back did not finish: judged from the inputs
+        committed = {"offsets": {}, "input_ends": {str(p): 1 for p, _ in inputs}}
+    behind = {
+        p: {"committed": committed["offsets"].get(p), "end": end}
+        for p, end in committed["input_ends"].items()
+        if committed["offsets"].get(p) != end and end > 0
+    }
+    done = next((ev for ev in final if ev["ev"] == "out_done"), {"unfinished": ["all"]})
+    events = [ev for evs in (transforms or {}).values() for ev in evs]
+    return {
+        "counts": {
+            "txn_missing": len(missing),
+            "txn_duplicates": sum(n - 1 for n in copies.values()),
+            "txn_mismatch": len(mismatch),
+            "txn_input_uncommitted": len(behind),
+        },
+        "complete": not done.get("unfinished"),
+        "figures": {
+            "input_records": len(inputs),
+            "output_committed": len(outputs),
+            "transactions_committed": sum(ev["ev"] == "txn_commit" for ev in events),
+            "errors_by_stage": _count(
+                f"{ev['stage']}:{ev['error']}" for ev in events if ev["ev"] == "txn_err"
+            ),
+            "restarts": sum(ev["ev"] == "txn_restart" for ev in events),
+            "stuck_calls": sum(ev["ev"] == "txn_stuck" for ev in events),
+        },
+        "examples": {
+            "txn_missing": [f"{p}:{o}" for p, o in missing[:20]],
+            "txn_duplicates": dict(list(duplicates.items())[:20]),
+            "txn_mismatch": mismatch[:20],
+            "txn_input_uncommitted": behind,
         },
     }
+
+
+def _source(src: str) -> tuple[int, int] | None:
+    partition, _, offset = src.partition(":")
+    try:
+        return int(partition), int(offset)
+    except ValueError:
+        return None
 
 
 def _count(items: Iterable[str]) -> dict[str, int]:
@@ -300,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summary(verdict: dict[str, Any]) -> str:
-    keys = MUST_BE_ZERO
+    keys = [*MUST_BE_ZERO, *(k for k in TXN_MUST_BE_ZERO if k in verdict)]
     figures = verdict["figures"]
     lines = [
         f"verdict: {'OK' if verdict['ok'] else 'FAILED'}",
@@ -309,6 +393,8 @@ def summary(verdict: dict[str, Any]) -> str:
         f" in_log={figures['in_log']} read={figures['read_by_consumers']}"
         f" (distinct {figures['distinct_read']})",
     ]
+    if "txn_figures" in verdict:
+        lines.append("  transform: " + json.dumps(verdict["txn_figures"]))
     for fault in verdict["faults"]:
         what = fault.get("skipped") or f"node {fault.get('node', '-')}"
         lines.append(f"  {fault['kind']:<10} {what}: recover {_seconds(fault.get('recover_s'))},"

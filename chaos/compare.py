@@ -9,12 +9,12 @@ import json
 import sys
 from pathlib import Path
 
-from chaos.checker import MUST_BE_ZERO
+from chaos.checker import MUST_BE_ZERO, TXN_MUST_BE_ZERO
 
 
 def compare(kafkalite: dict, kafka: dict) -> dict:
     findings = {}
-    for key in MUST_BE_ZERO:
+    for key in (*MUST_BE_ZERO, *TXN_MUST_BE_ZERO):
         ours, theirs = kafkalite.get(key, 0), kafka.get(key, 0)
         if ours and theirs:
             label = "both"

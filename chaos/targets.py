@@ -166,6 +166,7 @@ KAFKALITE_CHAOS_OVERRIDES = {
     "replica.lag.time.max.ms": "5000",
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "4",
+    "transaction.state.log.num.partitions": "4",
     "kafkalite.metrics.port": "-1",
 }
 
@@ -189,6 +190,8 @@ def start_kafkalite(
             target.zookeeper = ZooKeeperServer(run_dir / "zookeeper").start()
             common["zookeeper.connect"] = target.zookeeper.connect_string
             common.setdefault("offsets.topic.replication.factor", str(min(3, brokers)))
+            common.setdefault("transaction.state.log.replication.factor", str(min(3, brokers)))
+            common.setdefault("transaction.state.log.min.isr", str(min(2, brokers)))
             common.setdefault("default.replication.factor", str(min(3, brokers)))
             common.setdefault("min.insync.replicas", str(min(2, brokers)))
         for i in ids:

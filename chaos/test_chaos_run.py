@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.checker import read_jsonl
+from chaos.checker import TXN_MUST_BE_ZERO, read_jsonl
 from chaos.runner import Options, run
 
 pytestmark = pytest.mark.slow
@@ -56,3 +56,24 @@ def test_a_seeded_single_node_run_loses_duplicates_and_reorders_nothing(tmp_path
     assert verdict["ok"] is True
     assert (run_dir / "plot.png").stat().st_size > 10_000
     assert processes_mentioning(str(run_dir)) == []  # brokers and clients all stopped
+
+
+def test_a_seeded_single_node_transactional_run_is_exactly_once(tmp_path: Path):
+    """The transactional consume-transform-produce workload (seed 6: a SIGKILL, two SIGTERMs,
+    pauses of 9 s and 3 s against a 6 s session): each input record exactly once in the
+    committed output, and the transform group's offsets at the input's end."""
+    options = Options(duration=60, seed=6, faults=["kill", "term", "pause"], brokers=1,
+                      workload="txn", runs_dir=tmp_path)  # fmt: skip
+    run_dir, verdict = run(options)
+
+    applied = read_jsonl(run_dir / "faults.jsonl")
+    assert sorted(fault["kind"] for fault in applied) == ["kill", "pause", "pause", "term", "term"]
+    figures, txn = verdict["figures"], verdict["txn_figures"]
+    assert figures["acked"] > 5_000, figures
+    assert figures["in_log"] == figures["acked"] + figures["unacked_allowed"]
+    for key in ("acked_lost", "duplicates", "order_violations", "unacked_disallowed",
+                *TXN_MUST_BE_ZERO):  # fmt: skip
+        assert verdict[key] == 0, (key, verdict["examples"][key])
+    assert txn["output_committed"] == txn["input_records"] == figures["in_log"]
+    assert verdict["ok"] is True
+    assert processes_mentioning(str(run_dir)) == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from chaos.checker import check, judge
+from chaos.checker import TXN_MUST_BE_ZERO, check, judge
 
 T0 = 1_000.0
 
@@ -144,3 +144,62 @@ def test_check_reads_a_run_directory(tmp_path: Path):
         out.write('{"t": 1, "ev": "ack", "se')  # a line cut short by a SIGKILL
     verdict = check(tmp_path)
     assert (verdict["ok"], verdict["figures"]["acked"]) == (True, 6)
+
+
+def transformed(count: int = 6, keys: int = 2) -> list[dict]:
+    """The transform's committed output of history(): each input record once, and the transform
+    group's committed offsets at the input's end."""
+    out = [
+        {"t": T0 + 52, "ev": "out", "partition": i % 2, "offset": i // 2, "key": f"k{i % keys}",
+         "value": f"x:p0:{i}", "src": f"0:{i}"}
+        for i in range(count)
+    ]  # fmt: skip
+    return out + [
+        {"t": T0 + 53, "ev": "txn_committed", "offsets": {"0": count}, "input_ends": {"0": count}},
+        {"t": T0 + 53, "ev": "out_done", "ends": {"0": 3, "1": 3}, "unfinished": []},
+    ]
+
+
+def judge_txn(final_out: list[dict]) -> dict:
+    producers, _, final, faults = history()
+    transforms = {"transform-t0": [{"t": T0 + 5, "ev": "txn_commit", "n": 6, "offsets": {}}]}
+    return judge(producers, {}, final + final_out, faults, transforms=transforms)
+
+
+def test_a_clean_transform_passes_with_its_figures():
+    verdict = judge_txn(transformed())
+    assert verdict["ok"] is True
+    assert [verdict[k] for k in TXN_MUST_BE_ZERO] == [0, 0, 0, 0]
+    assert verdict["txn_figures"]["input_records"] == 6
+    assert verdict["txn_figures"]["output_committed"] == 6
+    assert verdict["txn_figures"]["transactions_committed"] == 1
+
+
+def test_a_transform_missing_duplicating_or_altering_records_is_counted_exactly():
+    out = transformed()
+    out = [ev for ev in out if ev.get("src") != "0:1"]  # missing
+    out.insert(0, {**out[0], "offset": 9})  # 0:0 twice
+    out[3] = {**out[3], "value": "x:p0:999"}  # 0:3 altered: a mismatch, and so also missing
+    verdict = judge_txn(out)
+    assert verdict["ok"] is False
+    assert verdict["txn_missing"] == 2
+    assert verdict["examples"]["txn_missing"] == ["0:1", "0:3"]
+    assert verdict["txn_duplicates"] == 1
+    assert verdict["txn_mismatch"] == 1
+    assert verdict["txn_input_uncommitted"] == 0
+
+
+def test_input_the_transform_group_never_committed_is_counted():
+    out = transformed()
+    out[-2] = {**out[-2], "offsets": {"0": 4}}
+    verdict = judge_txn(out)
+    assert (verdict["ok"], verdict["txn_input_uncommitted"]) == (False, 1)
+    assert verdict["examples"]["txn_input_uncommitted"] == {"0": {"committed": 4, "end": 6}}
+
+
+def test_a_transform_whose_output_was_never_read_back_fails_with_every_record_missing():
+    producers, _, final, faults = history()
+    transforms = {"transform-t0": [{"t": T0 + 5, "ev": "txn_commit", "n": 6, "offsets": {}}]}
+    verdict = judge(producers, {}, final, faults, transforms=transforms)
+    assert verdict["ok"] is False
+    assert (verdict["txn_missing"], verdict["txn_input_uncommitted"]) == (6, 1)

@@ -404,9 +404,9 @@ class UnifiedLog:
         )
         buffer = bytearray(records)
         patched = assign_offsets(buffer, headers, first_offset, leader_epoch, append_time)
-        self._write(buffer, patched, max_timestamp, last_offset, now_ms)
         if leader_epoch >= 0:
-            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+            self._assign_epochs(lambda: self.leader_epoch_cache.assign(leader_epoch, first_offset))
+        self._write(buffer, patched, max_timestamp, last_offset, now_ms)
         self.producer_state.commit(pending, last_offset + 1)
         if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
             self.flush()
@@ -437,13 +437,25 @@ class UnifiedLog:
                 )
             expected = header.next_offset
         max_timestamp = max(header.max_timestamp for header in headers)
+        cache = self.leader_epoch_cache
+        self._assign_epochs(lambda: [_maybe_assign_epoch(cache, header) for header in headers])
         self._write(bytearray(records), headers, max_timestamp, headers[-1].last_offset, now_ms)
         for header in headers:
-            _maybe_assign_epoch(self.leader_epoch_cache, header)
             self.producer_state.replay(header)
         if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
             self.flush()
         return self.log_end_offset
+
+    def _assign_epochs(self, assign: Callable[[], object]) -> None:
+        """Update the leader epoch cache (its checkpoint file) before the batches are written,
+        as Kafka's append does: a full disk then fails the append with nothing written. After
+        the write, the producer would be told a written batch failed and its idempotent retry
+        would be written twice."""
+        try:
+            assign()
+        except OSError as exc:
+            disk_health.write_failed(self.dir.parent, exc)
+            raise KafkaStorageError(f"leader epoch checkpoint of {self.dir} failed: {exc}") from exc
 
     def _write(
         self,

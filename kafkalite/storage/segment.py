@@ -231,11 +231,23 @@ class LogSegment:
         self.next_offset = last_offset + 1
         if largest_ts > self.max_timestamp_and_offset[0]:
             self._max_timestamp = (largest_ts, offset_of_largest)
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(last_offset, position)
-            self.time_index.maybe_append(*self.max_timestamp_and_offset)
+        if self.bytes_since_last_index_entry > self.index_interval_bytes and self._index(
+            last_offset, position
+        ):
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += len(records)
+
+    def _index(self, last_offset: int, position: int) -> bool:
+        """Index the batch just written; False when a full disk refuses the entry. The batch is
+        in the log by then, so the append must not fail: a producer told it failed would retry
+        it, and the retry would be written twice. The indexes are sparse (a missing entry costs
+        a longer scan; the next append tries again) and recovery rebuilds them."""
+        try:
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(*self.max_timestamp_and_offset)
+        except OSError:
+            return False
+        return True
 
     def can_hold_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -23,6 +24,7 @@ from kafkalite.storage.errors import (
     RecordTooLargeError,
     UnsupportedMessageFormatError,
 )
+from kafkalite.storage.leader_epoch import LeaderEpochCache
 from kafkalite.storage.log import LogConfig, UnifiedLog
 
 SMALL = LogConfig(segment_bytes=1000, index_interval_bytes=200)
@@ -558,6 +560,61 @@ def test_failed_write_leaves_nothing_behind(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(os, "pwrite", real)
     assert log.size_in_bytes == size and active_log_path(log).stat().st_size == size
     assert log.append_as_leader(make_batch(1), 0, now_ms=0).first_offset == 6
+    log.close()
+
+
+def test_an_index_entry_refused_by_a_full_disk_does_not_fail_a_written_batch(
+    tmp_path, monkeypatch
+) -> None:
+    """The chaos run (seed 11, 600 s, disk fault) found an idempotent record twice: the batch
+    was written, its index entry hit ENOSPC, the producer got KAFKA_STORAGE_ERROR and its
+    retry was appended again (the producer state never saw the first)."""
+    log = open_log(tmp_path, LogConfig(index_interval_bytes=0))
+    idempotent = {"producer_id": 7, "producer_epoch": 0}
+    log.append_as_leader(make_batch(2, base_sequence=0, **idempotent), 0, now_ms=0)
+    real = os.pwrite
+
+    def index_entries_fail(fd, data, position):
+        if len(data) <= 12:  # an offset (8 bytes) or time (12 bytes) index entry
+            raise OSError(28, "No space left on device")
+        return real(fd, data, position)
+
+    monkeypatch.setattr(os, "pwrite", index_entries_fail)
+    second = make_batch(2, base_sequence=2, **idempotent)
+    with contextlib.suppress(KafkaStorageError):  # refused or accepted, but not both
+        log.append_as_leader(second, 0, now_ms=0)
+    monkeypatch.setattr(os, "pwrite", real)
+    retried = log.append_as_leader(second, 0, now_ms=0)  # the producer's retry
+
+    assert (retried.first_offset, retried.last_offset) == (2, 3)
+    assert log.log_end_offset == 4
+    assert read_all(log) == [(0, 1), (2, 3)]  # each batch once
+    log.close()
+
+
+def test_a_leader_epoch_checkpoint_refused_by_a_full_disk_writes_nothing(
+    tmp_path, monkeypatch
+) -> None:
+    """A new leader epoch's first append writes the epoch checkpoint: on a full disk that
+    fails before the batch is written (Kafka's order), so the idempotent retry is written
+    once."""
+    log = open_log(tmp_path, LogConfig())
+    idempotent = {"producer_id": 7, "producer_epoch": 0}
+    log.append_as_leader(make_batch(2, base_sequence=0, **idempotent), 0, now_ms=0)
+    real = LeaderEpochCache.flush
+
+    def disk_full(self):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(LeaderEpochCache, "flush", disk_full)
+    second = make_batch(2, base_sequence=2, **idempotent)
+    with pytest.raises(KafkaStorageError):
+        log.append_as_leader(second, 1, now_ms=0)
+    monkeypatch.setattr(LeaderEpochCache, "flush", real)
+    retried = log.append_as_leader(second, 1, now_ms=0)
+
+    assert (retried.first_offset, retried.last_offset) == (2, 3)
+    assert read_all(log) == [(0, 1), (2, 3)]
     log.close()
 
 
