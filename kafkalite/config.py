@@ -193,6 +193,9 @@ PROPERTIES: dict[str, Property] = {
         _int(1, I32_MAX), "50", "__consumer_offsets size", TYPE_INT
     ),
     "offsets.retention.minutes": Property(_int(1, I32_MAX), "10080", "offsets lifetime", TYPE_INT),
+    "offsets.commit.timeout.ms": Property(
+        _int(1, I32_MAX), "5000", "wait for an offset commit's replication", TYPE_INT
+    ),
     "offsets.retention.check.interval.ms": Property(
         _int(1), "600000", "offset expiry period", TYPE_LONG
     ),

@@ -25,8 +25,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     requested = request.include_authorized_operations
     # Kafka answers the invalid (empty) group ids first, then the others in request order.
     ordered = sorted(request.group_ids, key=bool)
-    described, _ = ctx.broker.groups.call(
-        lambda c, _now: [c.consumer_group_describe(group_id) for group_id in ordered]
+    service = ctx.broker.groups
+    # An empty id is INVALID_GROUP_ID whoever answers; the others only where they live.
+    served = {g: service.check_group(g) if g else ErrorCode.none for g in ordered}
+    described, _ = service.call(
+        lambda c, _now: [
+            c.consumer_group_describe(group_id)
+            if served[group_id] is ErrorCode.none
+            else DescribedConsumerGroup(group_id, served[group_id])
+            for group_id in ordered
+        ]
     )
     groups = tuple(_group(ctx, group, requested) for group in described)
     return make(ctx.schema.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=groups)

@@ -7,13 +7,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     names = list(request.groups_names)
-    results, failed = ctx.broker.groups.call(lambda c, now: c.delete_groups(names, now))
+    service = ctx.broker.groups
+    not_served = {n: e for n in names if (e := service.check_group(n)) is not ErrorCode.none}
+    served = [name for name in names if name not in not_served]
+    results, failed = service.call(lambda c, now: c.delete_groups(served, now))
+    failed = {**failed, **not_served}
     return make(
         schema.DeleteGroupsResponse,
         throttle_time=NO_THROTTLE,

@@ -12,13 +12,21 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import authorized_operations
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.coordinator.admin import DescribedGroup
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     requested = getattr(request, "include_authorized_operations", False)
-    described, _ = ctx.broker.groups.call(
-        lambda c, _now: [c.describe_group(group_id, ctx.api_version) for group_id in request.groups]
+    service = ctx.broker.groups
+    served = {group_id: service.check_group(group_id) for group_id in request.groups}
+    described, _ = service.call(
+        lambda c, _now: [
+            c.describe_group(group_id, ctx.api_version)
+            if served[group_id] is ErrorCode.none
+            else DescribedGroup(group_id, served[group_id], "")  # not (yet) this broker's
+            for group_id in request.groups
+        ]
     )
     groups = tuple(
         make(

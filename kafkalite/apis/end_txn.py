@@ -17,12 +17,12 @@ from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.apis.txn_common import txn_service
 
 
-def _end(ctx: RequestContext, request: Any) -> ErrorCode:
+async def _end(ctx: RequestContext, request: Any) -> ErrorCode:
     service = txn_service(ctx)
     error = service.check_coordinator(request.transactional_id)
     if error is not ErrorCode.none:
         return error
-    result, persist_error = service.call(
+    result, persist_error = await service.call_and_wait(
         lambda c, now: c.end_txn(
             request.transactional_id,
             request.producer_id,
@@ -34,11 +34,11 @@ def _end(ctx: RequestContext, request: Any) -> ErrorCode:
     return result if persist_error is ErrorCode.none else persist_error
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
-    error = _end(ctx, request)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    error = await _end(ctx, request)
     if error is ErrorCode.producer_fenced and ctx.api_version < 2:
         error = ErrorCode.invalid_producer_epoch
     return make(ctx.schema.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=error)
 
 
-API = ApiHandler(api_key=26, min_version=0, max_version=4, handle=handle)
+API = ApiHandler(api_key=26, min_version=0, max_version=4, handle=handle, is_async=True)

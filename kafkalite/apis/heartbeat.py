@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.coordinator import HeartbeatRequest
 
@@ -18,7 +20,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
     )
-    error, _ = ctx.broker.groups.call(lambda c, now: c.heartbeat(heartbeat, now))
+    error = ctx.broker.groups.check_group(request.group_id)
+    if error is ErrorCode.none:
+        error, _ = ctx.broker.groups.call(lambda c, now: c.heartbeat(heartbeat, now))
     return make(ctx.schema.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)
 
 

@@ -21,7 +21,7 @@ from kafkalite.apis.txn_common import txn_service
 from kafkalite.txn.coordinator import InitResult
 
 
-def _transactional(ctx: RequestContext, request: Any) -> InitResult:
+async def _transactional(ctx: RequestContext, request: Any) -> InitResult:
     service = txn_service(ctx)
     error = service.check_coordinator(request.transactional_id)
     if error is not ErrorCode.none:
@@ -29,7 +29,7 @@ def _transactional(ctx: RequestContext, request: Any) -> InitResult:
     timeout_ms = millis(request.transaction_timeout)
     producer_id = getattr(request, "producer_id", -1)
     epoch = getattr(request, "producer_epoch", -1)
-    result, persist_error = service.call(
+    result, persist_error = await service.call_and_wait(
         lambda c, now: c.init_producer_id(
             request.transactional_id, timeout_ms, now, producer_id, epoch
         )
@@ -37,10 +37,10 @@ def _transactional(ctx: RequestContext, request: Any) -> InitResult:
     return result if persist_error is ErrorCode.none else InitResult(persist_error)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema.InitProducerIdResponse
     if request.transactional_id is not None:
-        result = _transactional(ctx, request)
+        result = await _transactional(ctx, request)
         error = result.error
         if error is ErrorCode.producer_fenced and ctx.api_version < 4:
             error = ErrorCode.invalid_producer_epoch  # PRODUCER_FENCED arrived with v4
@@ -61,4 +61,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-API = ApiHandler(api_key=22, min_version=0, max_version=5, handle=handle)
+API = ApiHandler(api_key=22, min_version=0, max_version=5, handle=handle, is_async=True)

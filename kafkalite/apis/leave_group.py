@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-from kafkalite.coordinator import LeaveGroupRequest, MemberIdentity
+from kafkalite.coordinator import LeaveGroupRequest, LeaveGroupResponse, MemberIdentity
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -24,7 +26,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             for m in request.members
         )
     leave = LeaveGroupRequest(request.group_id, members)
-    left, _ = ctx.broker.groups.call(lambda c, now: c.leave_group(leave, now))
+    not_served = ctx.broker.groups.check_group(request.group_id)
+    if not_served is ErrorCode.none:
+        left, _ = ctx.broker.groups.call(lambda c, now: c.leave_group(leave, now))
+    else:
+        left = LeaveGroupResponse(not_served)
     schema = ctx.schema
     error = left.error
     if ctx.api_version < 3 and left.members:

@@ -3,9 +3,11 @@
 v2-4 carry a retention time; v6+ the leader epoch; v7+ group.instance.id; v10 names topics
 by id (an unknown id: UNKNOWN_TOPIC_ID). Partitions the cluster does not have get
 UNKNOWN_TOPIC_OR_PARTITION (Kafka's metadataCache.contains: a coordinator commits offsets of
-partitions other brokers host); the rest go to the coordinator, which
-persists them in `__consumer_offsets` before this answers. Like Kafka, the group id "" is
-accepted "for backwards compatibility" (only a null id, which the schema cannot carry, is
+partitions other brokers host); the rest go to the coordinator, which persists them in
+`__consumer_offsets` and answers once they are replicated (acks=all); a broker that does not
+serve the group answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads the
+group's partition). Like Kafka, the group id "" is accepted "for backwards compatibility"
+(only a null id, which the schema cannot carry, is
 INVALID_GROUP_ID).
 """
 
@@ -22,7 +24,7 @@ from kafkalite.coordinator import OffsetCommitRequest, PartitionCommit
 NO_RETENTION = -1
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     groups = ctx.broker.groups
     names = [topic_name(ctx, t) for t in request.topics]
     errors: dict[tuple[str | None, int], ErrorCode] = {}
@@ -45,7 +47,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             )
     if commits:
         retention = getattr(request, "retention_time", None)
-        committed = groups.commit_offsets(
+        committed = await groups.commit_offsets(
             OffsetCommitRequest(
                 group_id=request.group_id,
                 partitions=tuple(commits),
@@ -86,4 +88,4 @@ def _response(
     return make(schema.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
-API = ApiHandler(api_key=8, min_version=2, max_version=10, handle=handle)
+API = ApiHandler(api_key=8, min_version=2, max_version=10, handle=handle, is_async=True)

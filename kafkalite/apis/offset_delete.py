@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.coordinator import TopicPartition
+from kafkalite.coordinator.offset_commit import OffsetDeleteResponse
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -24,9 +25,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if ctx.broker.metadata.partition_state(*tp) is None  # the cluster's, not this broker's
     }
     known = [tp for tp in requested if tp not in errors]
-    deleted, failed = ctx.broker.groups.call(
-        lambda c, _now: c.delete_offsets(request.group_id, known)
-    )
+    not_served = ctx.broker.groups.check_group(request.group_id)
+    if not_served is ErrorCode.none:
+        deleted, failed = ctx.broker.groups.call(
+            lambda c, _now: c.delete_offsets(request.group_id, known)
+        )
+    else:
+        deleted, failed = OffsetDeleteResponse(not_served), {}
     # A tombstone that could not be written fails the request, as in Kafka.
     not_persisted = failed.get(request.group_id)
     error = deleted.error if deleted.error is not ErrorCode.none else not_persisted

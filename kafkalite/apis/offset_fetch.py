@@ -74,6 +74,9 @@ def _stable(
 
 
 def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> OffsetFetchResponse:
+    error = ctx.broker.groups.check_group(group_id)
+    if error is not ErrorCode.none:
+        return _not_served(ctx, topics, error)
     if topics is None:
         return ctx.broker.groups.call(lambda c, _now: c.fetch_offsets(group_id, None))[0]
     wanted, unknown = [], []
@@ -87,6 +90,21 @@ def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> OffsetFetchRespon
                 wanted.append(TopicPartition(name, index))
     fetched, _ = ctx.broker.groups.call(lambda c, _now: c.fetch_offsets(group_id, wanted))
     return replace(fetched, partitions=fetched.partitions + tuple(unknown))
+
+
+def _not_served(ctx: RequestContext, topics: Any, error: ErrorCode) -> OffsetFetchResponse:
+    """A group this broker does not serve (now): a top-level error from v2, each partition's
+    before (v1 has no top-level error)."""
+    if ctx.api_version >= 2 or topics is None:
+        return OffsetFetchResponse(error)
+    return OffsetFetchResponse(
+        error,
+        tuple(
+            FetchedOffset(entry.name, index, error=error)
+            for entry in topics
+            for index in entry.partition_indexes
+        ),
+    )
 
 
 def _topics(

@@ -61,12 +61,12 @@ def _producer_error(ctx: RequestContext, request: Any) -> ErrorCode:
     return ErrorCode.none
 
 
-def _errors(ctx: RequestContext, request: Any) -> dict[tuple[str, int], ErrorCode]:
+async def _errors(ctx: RequestContext, request: Any) -> dict[tuple[str, int], ErrorCode]:
     commit = _request(ctx, request)
     keys = [(p.topic, p.partition) for p in commit.partitions]
-    error = ctx.broker.groups.ensure_offsets_topic()
+    error = ctx.broker.groups.check_group(commit.group_id)
     if error is not ErrorCode.none:
-        return dict.fromkeys(keys, ErrorCode.coordinator_not_available)
+        return dict.fromkeys(keys, error)
     error = _producer_error(ctx, request)
     if error is not ErrorCode.none:
         return dict.fromkeys(keys, error)
@@ -85,7 +85,7 @@ def _errors(ctx: RequestContext, request: Any) -> dict[tuple[str, int], ErrorCod
             )
             for p in accepted
         ]
-        error = ctx.broker.groups.append_txn_offsets(
+        error = await ctx.broker.groups.append_txn_offsets(
             commit.group_id, request.producer_id, request.producer_epoch, changes
         )
         if error is not ErrorCode.none:
@@ -95,8 +95,8 @@ def _errors(ctx: RequestContext, request: Any) -> dict[tuple[str, int], ErrorCod
     return errors
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
-    errors = _errors(ctx, request)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    errors = await _errors(ctx, request)
     topics = tuple(
         make(
             ctx.schema.TxnOffsetCommitResponseTopic,
@@ -115,4 +115,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return make(ctx.schema.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
-API = ApiHandler(api_key=28, min_version=0, max_version=4, handle=handle)
+API = ApiHandler(api_key=28, min_version=0, max_version=4, handle=handle, is_async=True)

@@ -7,7 +7,13 @@ call changes is persisted and announced without each handler remembering to. Thi
 * runs one timer task that ticks the coordinator at its next deadline (and expires
   offsets every offsets.retention.check.interval.ms),
 * persists every offset change in `__consumer_offsets` (compacted, partition = hash of the
-  group id) before the request that caused it is answered, and replays that topic on start.
+  group id) with acks=all; OffsetCommit and TxnOffsetCommit are answered once the high
+  watermark covers the write (Kafka's required acks -1),
+* serves the groups of the `__consumer_offsets` partitions this broker leads (Kafka's
+  onElection / onResignation, called by the ReplicaManager): a partition it becomes leader of
+  is read to its log end (COORDINATOR_LOAD_IN_PROGRESS meanwhile; a load that a newer epoch
+  or a lost leadership overtook installs nothing), one it stops leading is forgotten and its
+  groups answered NOT_COORDINATOR.
 """
 
 from __future__ import annotations
@@ -22,6 +28,10 @@ from typing import TYPE_CHECKING, TypeVar
 import trio
 from kio.schema.errors import ErrorCode
 
+from kafkalite.broker.coordinator_partitions import CoordinatorPartitions
+from kafkalite.broker.delayed import DelayedProduce
+from kafkalite.broker.delayed import TopicPartition as PartitionKey
+from kafkalite.broker.delayed_wait import complete_or_expire
 from kafkalite.broker.replica_manager import OFFSETS_TOPIC
 from kafkalite.coordinator import (
     GroupConfig,
@@ -30,6 +40,7 @@ from kafkalite.coordinator import (
     JoinGroupResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    PartitionResult,
     SyncGroupRequest,
     SyncGroupResponse,
     Ticket,
@@ -58,6 +69,7 @@ from kafkalite.coordinator.records import (
 )
 from kafkalite.storage.batch import TRANSACTIONAL_FLAG, BatchHeader, iter_batches
 from kafkalite.storage.control_batch import decode_marker
+from kafkalite.storage.errors import StorageError
 from kafkalite.storage.log import UnifiedLog
 from kafkalite.storage.records import Record, decode_records, encode_batch
 
@@ -72,6 +84,7 @@ Change = OffsetChange | GroupChange | ConsumerGroupRecord
 T = TypeVar("T")
 LOAD_CHUNK_BYTES = 1024 * 1024
 
+Batch = tuple[BatchHeader, memoryview]
 # What a failed `__consumer_offsets` append means to a committer (Kafka's
 # CoordinatorRuntime / GroupCoordinatorService error normalisation).
 _APPEND_ERRORS = {
@@ -80,7 +93,16 @@ _APPEND_ERRORS = {
     ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
     ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
     ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
 }
+
+
+def coordinator_append_error(error: ErrorCode) -> ErrorCode:
+    """The error a coordinator answers for a failed write of its internal topic."""
+    return _APPEND_ERRORS.get(error, ErrorCode.unknown_server_error)
 
 
 def group_config_from(config: BrokerConfig) -> GroupConfig:
@@ -108,8 +130,18 @@ def offsets_topic_configs(config: BrokerConfig) -> dict[str, str]:
 
 @dataclass(eq=False)
 class _Waiter:
+    ticket: Ticket
     done: trio.Event = field(default_factory=trio.Event)
     response: JoinGroupResponse | SyncGroupResponse | None = None
+
+
+@dataclass(frozen=True)
+class _PendingAppend:
+    """An acks=all append of some groups' changes, until the high watermark covers it."""
+
+    tp: PartitionKey
+    delayed: DelayedProduce
+    group_ids: frozenset[str]
 
 
 @dataclass(eq=False)
@@ -119,6 +151,11 @@ class GroupCoordinatorService:
     coordinator: GroupCoordinator = field(init=False)
     _waiters: dict[int, _Waiter] = field(default_factory=dict)
     _wake_timers: trio.Event = field(default_factory=trio.Event)
+    # The `__consumer_offsets` partitions this broker serves, and the loads to run.
+    partitions: CoordinatorPartitions = field(default_factory=CoordinatorPartitions)
+    _loads: list[tuple[int, int]] = field(default_factory=list)
+    _wake_loader: trio.Event = field(default_factory=trio.Event)
+    _num_partitions: int = 0  # of `__consumer_offsets`, as last known
 
     def __post_init__(self) -> None:
         self.coordinator = GroupCoordinator(group_config_from(self.config))
@@ -126,25 +163,111 @@ class GroupCoordinatorService:
     def now_ms(self) -> int:
         return self.replica_manager.clock_ms()
 
-    # -- startup ---------------------------------------------------------------------------
+    # -- loading and unloading (Kafka's onElection / onResignation) -------------------------
 
     def load(self) -> None:
-        """Replay `__consumer_offsets`, if it exists, into the coordinator."""
+        """At startup: load the `__consumer_offsets` partitions this broker leads, then
+        follow leadership changes."""
         topic = self.replica_manager.topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            return
-        loaded = 0
-        for partition in topic.partitions.values():
-            loaded += self._load_partition(partition)
-        log.info("loaded %d record(s) from %s", loaded, OFFSETS_TOPIC)
+        if topic is not None:
+            self._num_partitions = topic.metadata.num_partitions
+            loaded = 0
+            for partition in topic.partitions.values():
+                if partition.is_leader and self.partitions.elect(
+                    partition.index, partition.leader_epoch
+                ):
+                    batches = log_batches(partition.log)
+                    loaded += self._install(partition.index, partition.leader_epoch, batches)
+            log.info("loaded %d record(s) from %s", loaded, OFFSETS_TOPIC)
+        self.replica_manager.coordinators.append(self)
 
-    def _load_partition(self, partition: Partition) -> int:
+    def on_election(self, topic: str, index: int, leader_epoch: int) -> None:
+        if topic != OFFSETS_TOPIC or not self.partitions.elect(index, leader_epoch):
+            return
+        partition = self.replica_manager.partition(topic, index)
+        self._num_partitions = self._partition_count()
+        if partition is not None and partition.log_end_offset == partition.log_start_offset:
+            self._install(index, leader_epoch, ())  # nothing to read (a new topic)
+            return
+        log.info("loading %s-%d in epoch %d", topic, index, leader_epoch)
+        self._loads.append((index, leader_epoch))
+        self._wake_loader.set()
+
+    def on_resignation(self, topic: str, index: int, leader_epoch: int | None) -> None:
+        if topic != OFFSETS_TOPIC or not self.partitions.resign(index, leader_epoch):
+            return
+        count = self._num_partitions
+        dropped = set(
+            self.coordinator.unload_groups(
+                lambda group_id: group_partition(group_id, count) == index
+            )
+        )
+        for waiter in list(self._waiters.values()):
+            if waiter.ticket.group_id in dropped:
+                waiter.response = _not_coordinator(waiter.ticket)
+                waiter.done.set()
+        log.info("unloaded %d group(s) of %s-%d", len(dropped), topic, index)
+        self._wake_timers.set()
+
+    def check_group(self, group_id: str) -> ErrorCode:
+        """NONE when this broker serves the group now; else NOT_COORDINATOR (it does not
+        lead the group's partition) or COORDINATOR_LOAD_IN_PROGRESS."""
+        if self.ensure_offsets_topic() is not ErrorCode.none:
+            return ErrorCode.coordinator_not_available
+        return self.partitions.error(group_partition(group_id, self._partition_count()))
+
+    def _partition_count(self) -> int:
+        topic = self.replica_manager.metadata.topics.get(OFFSETS_TOPIC)
+        return topic.num_partitions if topic is not None else self._num_partitions
+
+    async def _run_loads(self) -> None:
+        """Run the loads elections asked for, one at a time."""
+        while True:
+            while self._loads:
+                index, epoch = self._loads.pop(0)
+                try:
+                    await self._load_async(index, epoch)
+                except (StorageError, OSError) as exc:
+                    log.error("cannot load %s-%d: %s", OFFSETS_TOPIC, index, exc)
+            self._wake_loader = trio.Event()
+            await self._wake_loader.wait()
+
+    async def _load_async(self, index: int, epoch: int) -> None:
+        """Read the partition to its log end a chunk at a time (requests for its groups get
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile), then install it if still wanted."""
+        partition = self.replica_manager.partition(OFFSETS_TOPIC, index)
+        if partition is None or not self.partitions.is_loading(index, epoch):
+            return
+        batches: list[Batch] = []
+        for chunk in log_chunks(partition.log):
+            batches.extend(chunk)
+            await trio.lowlevel.checkpoint()
+            if not self.partitions.is_loading(index, epoch):
+                log.info("dropped the load of %s-%d in epoch %d", OFFSETS_TOPIC, index, epoch)
+                return
+        self._install(index, epoch, batches, announce=True)
+
+    def _install(
+        self, index: int, epoch: int, batches: Iterable[Batch], announce: bool = False
+    ) -> int:
+        """Replay a loaded partition into the coordinator if its election still holds."""
+        if not self.partitions.complete_load(index, epoch):
+            return 0
+        loaded = self._replay_batches(batches)
+        if announce:  # not at startup or for an empty partition: one line for the topic
+            log.info(
+                "loaded %d record(s) of %s-%d in epoch %d", loaded, OFFSETS_TOPIC, index, epoch
+            )
+        self._wake_timers.set()
+        return loaded
+
+    def _replay_batches(self, batches: Iterable[Batch]) -> int:
         """Replay one partition. Transactional offset commits wait for their marker: a
         commit applies them, an abort drops them; those still open at the end stay pending
         in the coordinator (their transaction ends later)."""
         now, loaded = self.now_ms(), 0
         open_txns: dict[int, list[Record]] = defaultdict(list)
-        for header, batch in log_batches(partition.log):
+        for header, batch in batches:
             if header.is_control:
                 marker = decode_marker(batch) if header.is_transactional else None
                 held = open_txns.pop(header.producer_id, [])
@@ -178,19 +301,17 @@ class GroupCoordinatorService:
         except InvalidRecord as exc:
             log.warning("skipping %s record at %d: %s", OFFSETS_TOPIC, record.offset, exc)
 
-    def append_txn_offsets(
+    async def append_txn_offsets(
         self, group_id: str, producer_id: int, producer_epoch: int, commits: list[OffsetChange]
     ) -> ErrorCode:
         """TxnOffsetCommit: the offsets written to the group's partition as a transactional
         batch of the producer (Kafka's coordinator-origin append; no sequence numbers), so a
         restart holds them pending until the transaction's marker."""
-        if self.ensure_offsets_topic() is not ErrorCode.none:
-            return ErrorCode.coordinator_not_available
+        error = self.check_group(group_id)
+        if error is not ErrorCode.none:
+            return error
         topic = self.replica_manager.topics[OFFSETS_TOPIC]
-        index = group_partition(group_id, topic.metadata.num_partitions)
-        partition = topic.partitions.get(index)
-        if partition is None:
-            return ErrorCode.not_coordinator
+        partition = topic.partitions[group_partition(group_id, topic.metadata.num_partitions)]
         batch = encode_batch(
             [_record(change) for change in commits],
             timestamp=self.now_ms(),
@@ -199,15 +320,23 @@ class GroupCoordinatorService:
             attributes=TRANSACTIONAL_FLAG,
         )
         tp = (partition.topic, partition.index)
-        results, _ = self.replica_manager.append_records(
-            {tp: batch}, 1, internal_topics_allowed=True, coordinator=True
+        results, delayed = self.replica_manager.append_records(
+            {tp: batch}, -1, internal_topics_allowed=True, coordinator=True
         )
+        if delayed is not None:
+            await complete_or_expire(
+                self.replica_manager.produce_purgatory, delayed, self._timeout()
+            )
+            results = delayed.results
         error = results[tp].error
         if error is ErrorCode.none:
             return error
         if error is ErrorCode.invalid_producer_epoch:
             return ErrorCode.producer_fenced
-        return _APPEND_ERRORS.get(error, ErrorCode.unknown_server_error)
+        return coordinator_append_error(error)
+
+    def _timeout(self) -> int:
+        return self.config.int("offsets.commit.timeout.ms")
 
     def _replay(self, key: bytes | None, value: bytes | None, now_ms: int) -> int:
         if key is None:
@@ -231,8 +360,9 @@ class GroupCoordinatorService:
     # -- partitions of __consumer_offsets --------------------------------------------------
 
     def ensure_offsets_topic(self) -> ErrorCode:
-        """Create `__consumer_offsets` on first use, as Kafka does."""
-        if OFFSETS_TOPIC in self.replica_manager.topics:
+        """Create `__consumer_offsets` on first use, as Kafka does (the cluster's topics: this
+        broker need not hold a replica of it)."""
+        if OFFSETS_TOPIC in self.replica_manager.metadata.topics:
             return ErrorCode.none
         outcome, _ = self.replica_manager.create_topic(
             OFFSETS_TOPIC,
@@ -240,48 +370,71 @@ class GroupCoordinatorService:
             self.config.int("offsets.topic.replication.factor"),
             offsets_topic_configs(self.config),
         )
+        if outcome.error is ErrorCode.topic_already_exists:
+            # Another broker created it first (brokers race on first use in a cluster).
+            log.info("%s was created by another broker", OFFSETS_TOPIC)
+            return ErrorCode.none
         if not outcome.ok:
             log.error("cannot create %s: %s", OFFSETS_TOPIC, outcome.message)
             return ErrorCode.coordinator_not_available
         log.info("created %s", OFFSETS_TOPIC)
         return ErrorCode.none
 
-    def _persist(self) -> dict[str, ErrorCode]:
-        """Append the queued offset changes; returns the groups whose append failed."""
+    def _persist(self) -> tuple[dict[str, ErrorCode], list[_PendingAppend]]:
+        """Append the queued offset changes with acks=all: returns the groups whose append
+        failed at once, and the appends still waiting for the high watermark."""
         changes = self.coordinator.take_changes()
         if not changes:
-            return {}
+            return {}, []
         if self.ensure_offsets_topic() is not ErrorCode.none:
-            return {c.group_id: ErrorCode.coordinator_not_available for c in changes}
-        topic = self.replica_manager.topics[OFFSETS_TOPIC]
-        partitions, count = topic.partitions, topic.metadata.num_partitions
+            return {c.group_id: ErrorCode.coordinator_not_available for c in changes}, []
+        topic = self.replica_manager.topics.get(OFFSETS_TOPIC)
+        partitions = topic.partitions if topic is not None else {}
         by_partition: dict[int, list[Change]] = defaultdict(list)
         for change in changes:
-            by_partition[group_partition(change.group_id, count)].append(change)
+            by_partition[group_partition(change.group_id, self._partition_count())].append(change)
         failed: dict[str, ErrorCode] = {}
+        pending: list[_PendingAppend] = []
         for index, batch_changes in by_partition.items():
             partition = partitions.get(index)
-            error = (
-                self._append(partition, batch_changes)
-                if partition is not None
-                else ErrorCode.not_coordinator
-            )
+            if partition is None or self.partitions.error(index) is not ErrorCode.none:
+                failed.update((c.group_id, ErrorCode.not_coordinator) for c in batch_changes)
+                continue
+            error, delayed = self._append(partition, batch_changes)
             if error is not ErrorCode.none:
                 failed.update((c.group_id, error) for c in batch_changes)
-        return failed
+            elif delayed is not None:
+                groups = frozenset(c.group_id for c in batch_changes)
+                pending.append(_PendingAppend((OFFSETS_TOPIC, index), delayed, groups))
+        return failed, pending
 
-    def _append(self, partition: Partition, changes: list[Change]) -> ErrorCode:
+    def _append(
+        self, partition: Partition, changes: list[Change]
+    ) -> tuple[ErrorCode, DelayedProduce | None]:
         records = [_record(change) for change in changes]
         batch = encode_batch(records, timestamp=self.now_ms())
-        # acks=1: on a single node the high watermark covers the append at once.
-        results, _ = self.replica_manager.append_records(
-            {(partition.topic, partition.index): batch}, 1, internal_topics_allowed=True
+        tp = (partition.topic, partition.index)
+        # acks=all, as Kafka writes group metadata and offsets (required acks -1).
+        results, delayed = self.replica_manager.append_records(
+            {tp: batch}, -1, internal_topics_allowed=True
         )
-        result = results[(partition.topic, partition.index)]
+        result = results[tp]
         if result.error is not ErrorCode.none:
-            log.error("cannot persist %d offset change(s): %s", len(changes), result.error.name)
-            return _APPEND_ERRORS.get(result.error, ErrorCode.unknown_server_error)
-        return ErrorCode.none
+            log.warning("cannot persist %d offset change(s): %s", len(changes), result.error.name)
+            return coordinator_append_error(result.error), None
+        return ErrorCode.none, delayed
+
+    async def _await_appends(self, pending: list[_PendingAppend]) -> dict[str, ErrorCode]:
+        """Wait until the high watermark covers each append (or offsets.commit.timeout.ms
+        passes); returns the groups whose append did not make it, with the error."""
+        failed: dict[str, ErrorCode] = {}
+        for append in pending:
+            purgatory = self.replica_manager.produce_purgatory
+            await complete_or_expire(purgatory, append.delayed, self._timeout())
+            error = append.delayed.results[append.tp].error
+            if error is not ErrorCode.none:
+                failed.update(dict.fromkeys(append.group_ids, coordinator_append_error(error)))
+        return failed
 
     # -- requests --------------------------------------------------------------------------
 
@@ -292,14 +445,31 @@ class GroupCoordinatorService:
         what it changed, answer parked callers and re-arm the timers. Returns its result and
         the groups whose changes could not be persisted (with the error to answer)."""
         result = operation(self.coordinator, self.now_ms())
-        return result, self._after_call()
+        failed, _ = self._after_call()  # acks=all appends, answered without waiting
+        return result, failed
+
+    async def call_and_wait(
+        self, operation: Callable[[GroupCoordinator, int], T]
+    ) -> tuple[T, dict[str, ErrorCode]]:
+        """`call`, answered once what it changed is replicated (Kafka waits so for
+        OffsetCommit): the groups whose changes did not make it come with the error."""
+        result = operation(self.coordinator, self.now_ms())
+        failed, pending = self._after_call()
+        failed.update(await self._await_appends(pending))
+        return result, failed
 
     async def join_group(self, request: JoinGroupRequest) -> JoinGroupResponse:
+        error = self.check_group(request.group_id)
+        if error is not ErrorCode.none:
+            return JoinGroupResponse(error, member_id=request.member_id)
         response = await self._park(lambda c, now: c.join_group(request, now))
         assert isinstance(response, JoinGroupResponse)
         return response
 
     async def sync_group(self, request: SyncGroupRequest) -> SyncGroupResponse:
+        error = self.check_group(request.group_id)
+        if error is not ErrorCode.none:
+            return SyncGroupResponse(error)
         response = await self._park(lambda c, now: c.sync_group(request, now))
         assert isinstance(response, SyncGroupResponse)
         return response
@@ -308,6 +478,9 @@ class GroupCoordinatorService:
         self, request: ConsumerGroupHeartbeatRequest
     ) -> ConsumerGroupHeartbeatResponse:
         """KIP-848: the one entry of ConsumerGroupHeartbeat into the coordinator."""
+        error = self.check_group(request.group_id)
+        if error is not ErrorCode.none:
+            return ConsumerGroupHeartbeatResponse(error)
         topics = _TopicsView(self.replica_manager)
         response, not_persisted = self.call(
             lambda c, now: c.consumer_group_heartbeat(request, topics, now)
@@ -317,8 +490,15 @@ class GroupCoordinatorService:
             return response
         return ConsumerGroupHeartbeatResponse(failed)
 
-    def commit_offsets(self, request: OffsetCommitRequest) -> OffsetCommitResponse:
-        response, not_persisted = self.call(lambda c, now: c.commit_offsets(request, now))
+    async def commit_offsets(self, request: OffsetCommitRequest) -> OffsetCommitResponse:
+        """Answered once the commit is replicated (the high watermark covers it)."""
+        error = self.check_group(request.group_id)
+        if error is not ErrorCode.none:
+            return OffsetCommitResponse(
+                tuple(PartitionResult(p.topic, p.partition, error) for p in request.partitions)
+            )
+        operation = lambda c, now: c.commit_offsets(request, now)  # noqa: E731
+        response, not_persisted = await self.call_and_wait(operation)
         failed = not_persisted.get(request.group_id)
         if failed is None:
             return response
@@ -329,23 +509,23 @@ class GroupCoordinatorService:
             )
         )
 
-    def _after_call(self) -> dict[str, ErrorCode]:
+    def _after_call(self) -> tuple[dict[str, ErrorCode], list[_PendingAppend]]:
         """Persist, answer parked callers, re-arm timers (after every coordinator call)."""
-        failed = self._persist()
+        failed, pending = self._persist()
         for completion in self.coordinator.take_completions():
             waiter = self._waiters.pop(completion.ticket.id, None)
             if waiter is not None:  # None: the caller's connection is gone
                 waiter.response = completion.response
                 waiter.done.set()
         self._wake_timers.set()
-        return failed
+        return failed, pending
 
     async def _park(
         self, operation: Callable[[GroupCoordinator, int], Ticket]
     ) -> JoinGroupResponse | SyncGroupResponse:
         """Call the coordinator for a ticket and wait for its completion."""
         ticket = operation(self.coordinator, self.now_ms())
-        waiter = self._waiters[ticket.id] = _Waiter()
+        waiter = self._waiters[ticket.id] = _Waiter(ticket)
         self._after_call()
         try:
             await waiter.done.wait()
@@ -357,6 +537,12 @@ class GroupCoordinatorService:
     # -- timers ----------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the loads, and the timers."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._run_loads)
+            await self._run_timers(task_status)
+
+    async def _run_timers(self, task_status: trio.TaskStatus[None]) -> None:
         """Tick the coordinator at each deadline; expire offsets on their own period."""
         expiry_every_ms = self.config.int("offsets.retention.check.interval.ms")
         retention_ms = self.config.int("offsets.retention.minutes") * 60_000
@@ -392,16 +578,31 @@ class GroupCoordinatorService:
             )
 
 
-def log_batches(log_: UnifiedLog) -> Iterator[tuple[BatchHeader, memoryview]]:
+def log_batches(log_: UnifiedLog) -> Iterator[Batch]:
     """Every batch of the log (header and bytes), from its start to its end."""
+    for chunk in log_chunks(log_):
+        yield from chunk
+
+
+def log_chunks(log_: UnifiedLog) -> Iterator[list[Batch]]:
+    """The log's batches from its start to its end, LOAD_CHUNK_BYTES read at a time."""
     offset, end = log_.log_start_offset, log_.log_end_offset
     while offset < end:
         data = log_.read(offset, LOAD_CHUNK_BYTES, end)
         if not data:
             return
+        chunk = []
         for position, header in iter_batches(data):
             offset = header.next_offset
-            yield header, memoryview(data)[position : position + header.size]
+            chunk.append((header, memoryview(data)[position : position + header.size]))
+        yield chunk
+
+
+def _not_coordinator(ticket: Ticket) -> JoinGroupResponse | SyncGroupResponse:
+    """The answer of a parked JoinGroup/SyncGroup whose group this broker no longer serves."""
+    if ticket.kind == "join":
+        return JoinGroupResponse(ErrorCode.not_coordinator, member_id="")
+    return SyncGroupResponse(ErrorCode.not_coordinator)
 
 
 def log_records(log_: UnifiedLog) -> Iterator[Record]:

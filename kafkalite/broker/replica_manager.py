@@ -119,6 +119,15 @@ class FollowerFetchers(Protocol):
     def remove_partition(self, tp: TopicPartition) -> None: ...
 
 
+class CoordinatorListener(Protocol):
+    """A coordinator whose state lives in an internal topic (Kafka's onLeadershipChange:
+    GroupCoordinator/TransactionCoordinator onElection and onResignation)."""
+
+    def on_election(self, topic: str, index: int, leader_epoch: int) -> None: ...
+
+    def on_resignation(self, topic: str, index: int, leader_epoch: int | None) -> None: ...
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -138,6 +147,8 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory("Fetch")
         # Followers fetch through it (broker/replica_fetcher_manager.py); set by the Broker.
         self.fetchers: FollowerFetchers | None = None
+        # Told when this broker gains or loses leadership of an internal topic's partition.
+        self.coordinators: list[CoordinatorListener] = []
         # ISR changes this broker asked for as leader (Kafka's IsrShrinksPerSec/IsrExpandsPerSec).
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -196,6 +207,7 @@ class ReplicaManager:
                 list(partition.isr),
             )
         self._update_fetcher(partition)
+        self._notify_coordinators(partition)
         # Parked requests may now be answerable (NOT_LEADER_OR_FOLLOWER after losing it).
         self._complete_delayed((meta.name, state.partition))
 
@@ -209,6 +221,19 @@ class ReplicaManager:
             self.fetchers.remove_partition(tp)
         else:
             self.fetchers.add_partition(partition)
+
+    def _notify_coordinators(self, partition: Partition, removed: bool = False) -> None:
+        """The coordinators load a partition of their topic they now lead and unload one they
+        no longer lead (both idempotent for a state they already applied)."""
+        if partition.topic not in INTERNAL_TOPICS:
+            return
+        for coordinator in self.coordinators:
+            if removed:
+                coordinator.on_resignation(partition.topic, partition.index, None)
+            elif partition.is_leader:
+                coordinator.on_election(partition.topic, partition.index, partition.leader_epoch)
+            else:
+                coordinator.on_resignation(partition.topic, partition.index, partition.leader_epoch)
 
     def _with_local_epoch(self, partition: Partition, state: PartitionState) -> PartitionState:
         """A sole replica keeps the epoch its log was written in across restarts: no other
@@ -242,6 +267,7 @@ class ReplicaManager:
             del self.topics_by_id[topic.topic_id]
         if self.fetchers is not None:
             self.fetchers.remove_partition((name, index))
+        self._notify_coordinators(partition, removed=True)
         self.log_manager.delete_log(name, index)
         self._complete_delayed((name, index))
 
@@ -261,6 +287,7 @@ class ReplicaManager:
         for partition in topic.partitions.values():
             if self.fetchers is not None:
                 self.fetchers.remove_partition((name, partition.index))
+            self._notify_coordinators(partition, removed=True)
             self.log_manager.delete_log(name, partition.index)
             self._complete_delayed((name, partition.index))  # they answer an unknown partition
 

@@ -9,9 +9,14 @@ The sans-IO `TransactionCoordinator` decides everything; handlers reach it only 
   when this broker leads them all; otherwise WriteTxnMarkers to each leader through
   broker/txn_marker_sender.py, later), applies or drops the transaction's pending offsets
   in the group coordinator, and persists CompleteCommit / CompleteAbort.
-On start the topic is replayed; transactions left in PrepareCommit/PrepareAbort (a restart
-between the two records) get their markers written and are completed. A timer task aborts
-transactions older than their timeout and expires idle transactional ids.
+State is written with acks=all; InitProducerId and EndTxn are answered once it is
+replicated. The coordinator of an id is the leader of its partition (Kafka's onElection /
+onResignation, called by the ReplicaManager): a partition this broker becomes leader of is
+read to its log end (COORDINATOR_LOAD_IN_PROGRESS meanwhile), then transactions left in
+PrepareCommit/PrepareAbort get their markers written and are completed; one it stops leading
+is forgotten (NOT_COORDINATOR). The coordinator epoch of its markers is the partition's
+leader epoch. A timer task aborts transactions older than their timeout and expires idle
+transactional ids.
 """
 
 from __future__ import annotations
@@ -25,13 +30,18 @@ from typing import TYPE_CHECKING, TypeVar
 import trio
 from kio.schema.errors import ErrorCode
 
-from kafkalite.broker.group_coordinator_service import log_records
+from kafkalite.broker.coordinator_partitions import CoordinatorPartitions
+from kafkalite.broker.delayed import DelayedProduce
+from kafkalite.broker.delayed_wait import complete_or_expire
+from kafkalite.broker.group_coordinator_service import coordinator_append_error, log_chunks
 from kafkalite.broker.replica_manager import OFFSETS_TOPIC
 from kafkalite.broker.txn_marker_sender import RemoteMarkers
 from kafkalite.broker.txn_verification import TxnVerifier
 from kafkalite.coordinator import group_partition
+from kafkalite.storage.batch import BatchHeader
 from kafkalite.storage.control_batch import EndTxnMarker
-from kafkalite.storage.records import encode_batch
+from kafkalite.storage.errors import StorageError
+from kafkalite.storage.records import Record, decode_records, encode_batch
 from kafkalite.txn.coordinator import MarkerJob, TransactionCoordinator, TxnMetadata
 from kafkalite.txn.records import (
     InvalidTxnRecord,
@@ -64,6 +74,14 @@ def txn_state_topic_configs(config: BrokerConfig) -> dict[str, str]:
     }
 
 
+def txn_append_error(error: ErrorCode) -> ErrorCode:
+    """What a failed `__transaction_state` append answers (Kafka's TransactionStateManager:
+    too large is UNKNOWN_SERVER_ERROR, the rest as the group coordinator maps them)."""
+    if error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
+        return ErrorCode.unknown_server_error
+    return coordinator_append_error(error)
+
+
 def txn_partition(transactional_id: str, num_partitions: int) -> int:
     """Kafka's partitionFor: the same hash as groups' (abs of Java's hashCode)."""
     return group_partition(transactional_id, num_partitions)
@@ -78,6 +96,11 @@ class TransactionCoordinatorService:
     coordinator: TransactionCoordinator = field(init=False)
     markers: RemoteMarkers = field(init=False)
     verifier: TxnVerifier = field(init=False)
+    # The `__transaction_state` partitions this broker serves, and the loads to run.
+    partitions: CoordinatorPartitions = field(default_factory=CoordinatorPartitions)
+    _loads: list[tuple[int, int]] = field(default_factory=list)
+    _wake_loader: trio.Event = field(default_factory=trio.Event)
+    _num_partitions: int = 0  # of `__transaction_state`, as last known
 
     def __post_init__(self) -> None:
         self.markers = RemoteMarkers(self)
@@ -96,19 +119,97 @@ class TransactionCoordinatorService:
     def now_ms(self) -> int:
         return self.replica_manager.clock_ms()
 
-    # -- startup ---------------------------------------------------------------------------
+    # -- loading and unloading (Kafka's onElection / onResignation) -------------------------
 
     def load(self) -> None:
-        """Replay `__transaction_state`, then finish what a restart interrupted."""
+        """At startup: load the `__transaction_state` partitions this broker leads and finish
+        what a restart interrupted, then follow leadership changes."""
         topic = self.replica_manager.topics.get(TXN_STATE_TOPIC)
         if topic is not None:
+            self._num_partitions = topic.metadata.num_partitions
             loaded = 0
             for partition in topic.partitions.values():
-                for record in log_records(partition.log):
-                    loaded += self._replay(record.key, record.value, record.offset)
+                index, epoch = partition.index, partition.leader_epoch
+                if partition.is_leader and self.partitions.elect(index, epoch):
+                    records = [r for chunk in log_chunks(partition.log) for r in _records(chunk)]
+                    loaded += self._install(index, epoch, records, complete=False)
             log.info("loaded %d record(s) from %s", loaded, TXN_STATE_TOPIC)
         self.coordinator.resume_after_load()
         self._after_call()
+        self.replica_manager.coordinators.append(self)
+
+    def on_election(self, topic: str, index: int, leader_epoch: int) -> None:
+        if topic != TXN_STATE_TOPIC or not self.partitions.elect(index, leader_epoch):
+            return
+        partition = self.replica_manager.partition(topic, index)
+        self._num_partitions = self._partition_count()
+        if partition is not None and partition.log_end_offset == partition.log_start_offset:
+            self._install(index, leader_epoch, [])  # nothing to read (a new topic)
+            return
+        log.info("loading %s-%d in epoch %d", topic, index, leader_epoch)
+        self._loads.append((index, leader_epoch))
+        self._wake_loader.set()
+
+    def on_resignation(self, topic: str, index: int, leader_epoch: int | None) -> None:
+        if topic != TXN_STATE_TOPIC or not self.partitions.resign(index, leader_epoch):
+            return
+        count = self._num_partitions
+        dropped = self.coordinator.unload(lambda tid: txn_partition(tid, count) == index)
+        log.info("unloaded %d transactional id(s) of %s-%d", len(dropped), topic, index)
+
+    def _partition_count(self) -> int:
+        topic = self.replica_manager.metadata.topics.get(TXN_STATE_TOPIC)
+        return topic.num_partitions if topic is not None else self._num_partitions
+
+    async def _run_loads(self) -> None:
+        """Run the loads elections asked for, one at a time."""
+        while True:
+            while self._loads:
+                index, epoch = self._loads.pop(0)
+                try:
+                    await self._load_async(index, epoch)
+                except (StorageError, OSError) as exc:
+                    log.error("cannot load %s-%d: %s", TXN_STATE_TOPIC, index, exc)
+            self._wake_loader = trio.Event()
+            await self._wake_loader.wait()
+
+    async def _load_async(self, index: int, epoch: int) -> None:
+        """Read the partition to its log end a chunk at a time, then install it if its
+        election still holds."""
+        partition = self.replica_manager.partition(TXN_STATE_TOPIC, index)
+        if partition is None or not self.partitions.is_loading(index, epoch):
+            return
+        records: list[Record] = []
+        for chunk in log_chunks(partition.log):
+            records.extend(_records(chunk))
+            await trio.lowlevel.checkpoint()
+            if not self.partitions.is_loading(index, epoch):
+                log.info("dropped the load of %s-%d in epoch %d", TXN_STATE_TOPIC, index, epoch)
+                return
+        self._install(index, epoch, records, announce=True)
+
+    def _install(
+        self,
+        index: int,
+        epoch: int,
+        records: list[Record],
+        *,
+        complete: bool = True,
+        announce: bool = False,
+    ) -> int:
+        """Replay a loaded partition; with `complete`, finish its transactions left in
+        PrepareCommit/PrepareAbort (Kafka's loader completes them on load)."""
+        if not self.partitions.complete_load(index, epoch):
+            return 0
+        loaded = sum(self._replay(r.key, r.value, r.offset) for r in records)
+        if announce:  # not at startup or for an empty partition: one line for the topic
+            log.info(
+                "loaded %d record(s) of %s-%d in epoch %d", loaded, TXN_STATE_TOPIC, index, epoch
+            )
+        if complete:
+            self.coordinator.resume_after_load()
+            self._after_call()
+        return loaded
 
     def _replay(self, key: bytes | None, value: bytes | None, offset: int) -> int:
         if key is None:
@@ -122,9 +223,9 @@ class TransactionCoordinatorService:
         return 1
 
     def ensure_state_topic(self) -> ErrorCode:
-        """Create `__transaction_state` on first use, as Kafka does (known to the cluster
-        metadata at once; hosted here only once the controller's state arrives, or never)."""
-        if TXN_STATE_TOPIC in self.metadata.topics:
+        """Create `__transaction_state` on first use, as Kafka does (the cluster's topics:
+        this broker need not hold a replica of it)."""
+        if TXN_STATE_TOPIC in self.replica_manager.metadata.topics:
             return ErrorCode.none
         outcome, _ = self.replica_manager.create_topic(
             TXN_STATE_TOPIC,
@@ -132,6 +233,10 @@ class TransactionCoordinatorService:
             self.config.int("transaction.state.log.replication.factor"),
             txn_state_topic_configs(self.config),
         )
+        if outcome.error is ErrorCode.topic_already_exists:
+            # Another broker created it first (brokers race on first use in a cluster).
+            log.info("%s was created by another broker", TXN_STATE_TOPIC)
+            return ErrorCode.none
         if not outcome.ok:
             log.error("cannot create %s: %s", TXN_STATE_TOPIC, outcome.message)
             return ErrorCode.coordinator_not_available
@@ -163,11 +268,10 @@ class TransactionCoordinatorService:
         )
         if leader != self.config.broker_id or partition is None or not partition.is_leader:
             return ErrorCode.not_coordinator
-        return ErrorCode.none
+        return self.partitions.error(self.partition_for(transactional_id))
 
     def partition_for(self, transactional_id: str) -> int:
-        topic = self.metadata.topics[TXN_STATE_TOPIC]
-        return txn_partition(transactional_id, topic.num_partitions)
+        return txn_partition(transactional_id, self._partition_count())
 
     # -- the entry point -------------------------------------------------------------------
 
@@ -177,16 +281,41 @@ class TransactionCoordinatorService:
         result = operation(self.coordinator, self.now_ms())
         return result, self._after_call()
 
+    async def call_and_wait(
+        self, operation: Callable[[TransactionCoordinator, int], T]
+    ) -> tuple[T, ErrorCode]:
+        """`call`, answered once the state it changed is replicated; markers are written
+        only after a PrepareCommit/PrepareAbort is (Kafka's EndTxn)."""
+        result = operation(self.coordinator, self.now_ms())
+        error, pending = self._persist()
+        if error is ErrorCode.none:
+            error = await self._await_appends(pending)
+        return result, self._finish(error)
+
     def _after_call(self) -> ErrorCode:
-        error = self._persist()
+        error, _ = self._persist()  # acks=all appends, not waited for
+        return self._finish(error)
+
+    def _finish(self, error: ErrorCode) -> ErrorCode:
+        """Write the markers of transactions that entered PrepareCommit/PrepareAbort and
+        persist their completion; not for ids whose partition this broker no longer serves
+        (their new coordinator completes them when it loads the partition)."""
         for job in self.coordinator.take_jobs():
+            epoch = self.coordinator_epoch_for(job.transactional_id)
+            if epoch < 0:
+                continue
             if self.markers.led_elsewhere(job):
-                self.markers.send(job, self.coordinator.coordinator_epoch)
+                self.markers.send(job, epoch)
                 continue
             self._write_markers(job)
             self.coordinator.complete(job, self.now_ms())
-        error2 = self._persist()
+        error2, _ = self._persist()
         return error if error is not ErrorCode.none else error2
+
+    def coordinator_epoch_for(self, transactional_id: str) -> int:
+        """The coordinator epoch of the id's markers: the leader epoch of its partition, so
+        partition leaders fence a deposed coordinator's late markers (-1: not served here)."""
+        return self.partitions.epoch(self.partition_for(transactional_id))
 
     def markers_acknowledged(self, job: MarkerJob) -> None:
         """Every marker of a transaction sent to other brokers is in: complete it."""
@@ -194,36 +323,55 @@ class TransactionCoordinatorService:
         self.coordinator.complete(job, self.now_ms())
         self._persist()
 
-    def _persist(self) -> ErrorCode:
+    async def _await_appends(
+        self, pending: list[tuple[tuple[str, int], DelayedProduce]]
+    ) -> ErrorCode:
+        error = ErrorCode.none
+        timeout_ms = self.config.int("request.timeout.ms")
+        for tp, delayed in pending:
+            await complete_or_expire(self.replica_manager.produce_purgatory, delayed, timeout_ms)
+            result = delayed.results[tp].error
+            if result is not ErrorCode.none:
+                log.warning("transaction state on %s-%d: %s", *tp, result.name)
+                error = txn_append_error(result)
+        return error
+
+    def _persist(self) -> tuple[ErrorCode, list[tuple[tuple[str, int], DelayedProduce]]]:
         changed: list[tuple[str, TxnMetadata | None]] = [
             (meta.transactional_id, meta) for meta in self.coordinator.take_changes()
         ]
         changed += [(tid, None) for tid in self.coordinator.expired]
         self.coordinator.expired.clear()
         if not changed:
-            return ErrorCode.none
+            return ErrorCode.none, []
         if self.ensure_state_topic() is not ErrorCode.none:
-            return ErrorCode.coordinator_not_available
+            return ErrorCode.coordinator_not_available, []
         by_partition: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
         for tid, meta in changed:
             value = None if meta is None else encode_value(meta)
             by_partition[self.partition_for(tid)].append((encode_key(tid), value))
-        error = ErrorCode.none
+        error, pending = ErrorCode.none, []
         for index, records in by_partition.items():
-            batch = encode_batch(records, timestamp=self.now_ms())
             tp = (TXN_STATE_TOPIC, index)
-            results, _ = self.replica_manager.append_records(
-                {tp: batch}, 1, internal_topics_allowed=True
+            if self.partitions.error(index) is not ErrorCode.none:
+                error = ErrorCode.not_coordinator  # lost meanwhile: the new leader has it
+                continue
+            batch = encode_batch(records, timestamp=self.now_ms())
+            # acks=all, as Kafka writes transaction state (required acks -1).
+            results, delayed = self.replica_manager.append_records(
+                {tp: batch}, -1, internal_topics_allowed=True
             )
             if results[tp].error is not ErrorCode.none:
-                log.error("cannot persist transaction state: %s", results[tp].error.name)
-                error = ErrorCode.not_coordinator
-        return error
+                log.warning("cannot persist transaction state: %s", results[tp].error.name)
+                error = txn_append_error(results[tp].error)
+            elif delayed is not None:
+                pending.append((tp, delayed))
+        return error, pending
 
     def _write_markers(self, job: MarkerJob) -> None:
         """WriteTxnMarkers to every partition of the transaction (in-process here), and the
         group side of its offsets."""
-        marker = EndTxnMarker(job.commit, self.coordinator.coordinator_epoch)
+        marker = EndTxnMarker(job.commit, self.coordinator_epoch_for(job.transactional_id))
         for tp in sorted(job.partitions):
             error = self.replica_manager.append_txn_marker(
                 tp, job.producer_id, job.producer_epoch, marker
@@ -248,11 +396,13 @@ class TransactionCoordinatorService:
     # -- timers ----------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Abort timed-out transactions and expire idle ids on Kafka's two periods."""
+        """Run the loads, the marker sender, and the timers: abort timed-out transactions and
+        expire idle ids on Kafka's two periods."""
         abort_every = self.config.int("transaction.abort.timed.out.transaction.cleanup.interval.ms")
         expire_every = self.config.int("transaction.remove.expired.transaction.cleanup.interval.ms")
         next_expiry = self.now_ms() + expire_every
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._run_loads)
             await nursery.start(self.markers.sender.run)
             task_status.started()
             await self._timers(abort_every, expire_every, next_expiry)
@@ -268,3 +418,8 @@ class TransactionCoordinatorService:
                     self.call(lambda c, now_ms: c.expire_ids(now_ms))
             except Exception:
                 log.exception("transaction coordinator timers failed")
+
+
+def _records(chunk: list[tuple[BatchHeader, memoryview]]) -> list[Record]:
+    """The data records of a chunk of batches (control batches skipped)."""
+    return [r for header, batch in chunk if not header.is_control for r in decode_records(batch)]

@@ -331,5 +331,6 @@ class RemoteMarkers:
             and meta.state is preparing
             and meta.producer_id == markers.job.producer_id
             and meta.producer_epoch == markers.job.producer_epoch
-            and markers.coordinator_epoch == coordinator.coordinator_epoch
+            and markers.coordinator_epoch
+            == self.service.coordinator_epoch_for(markers.job.transactional_id)
         )

@@ -179,6 +179,24 @@ class GroupCoordinator:
         """Replay persisted group metadata (None: its tombstone) without queueing it again."""
         group_store.load_group(self._ctx, group_id, record, now_ms)
 
+    def unload_groups(self, unloaded: Callable[[str], bool]) -> list[str]:
+        """Forget every group `unloaded` selects, with its offsets, timers and pending
+        transactional offsets, queueing no change: its `__consumer_offsets` partition now has
+        another coordinator (Kafka's onResignation). Returns the group ids dropped."""
+        ctx, pending = self._ctx, self._pending_txn.by_producer
+        known = {*ctx.groups, *ctx.consumer_groups, *ctx.offsets.group_ids()}
+        known.update(group_id for group_id, _ in pending)
+        dropped = sorted(group_id for group_id in known if unloaded(group_id))
+        gone = set(dropped)
+        for group_id in dropped:
+            ctx.groups.pop(group_id, None)
+            ctx.consumer_groups.pop(group_id, None)
+            ctx.timers.cancel_group(group_id)
+            ctx.offsets.unload_group(group_id)
+        for key in [key for key in pending if key[0] in gone]:
+            del pending[key]
+        return dropped
+
     def take_changes(self) -> list[OffsetChange | GroupChange | ConsumerGroupRecord]:
         """Offset and group changes since the last call, in order, for `__consumer_offsets`."""
         changes, self._ctx.journal[:] = list(self._ctx.journal), []

@@ -73,6 +73,13 @@ class OffsetStore:
             self._by_group.pop(group_id, None)
         return removed
 
+    def group_ids(self) -> list[str]:
+        return list(self._by_group)
+
+    def unload_group(self, group_id: str) -> None:
+        """Forget the group's offsets without queueing a change (its coordinator moved)."""
+        self._by_group.pop(group_id, None)
+
     def delete_group(self, group_id: str) -> int:
         return self.delete(group_id, list(self.of_group(group_id)))
 

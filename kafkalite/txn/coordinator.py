@@ -99,6 +99,15 @@ class TransactionCoordinator:
         else:
             self.transactions[transactional_id] = meta
 
+    def unload(self, unloaded: Callable[[str], bool]) -> list[str]:
+        """Forget the transactional ids `unloaded` selects: their `__transaction_state`
+        partition has another coordinator now (Kafka's removeTransactionsForTxnTopicPartition)."""
+        dropped = [tid for tid in self.transactions if unloaded(tid)]
+        for tid in dropped:
+            del self.transactions[tid]
+            self._changed.discard(tid)
+        return dropped
+
     def describe(self, transactional_id: str) -> TxnMetadata | None:
         return self.transactions.get(transactional_id)
 

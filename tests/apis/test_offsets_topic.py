@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import trio
 from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.broker import Broker
@@ -25,11 +26,10 @@ OVERRIDES = {
 
 
 def commit(broker: Broker, partition: int, offset: int, metadata: str = "") -> None:
-    response = broker.groups.commit_offsets(
-        OffsetCommitRequest(
-            GROUP, (PartitionCommit("t", partition, offset, 4, metadata),), api_version=9
-        )
+    request = OffsetCommitRequest(
+        GROUP, (PartitionCommit("t", partition, offset, 4, metadata),), api_version=9
     )
+    response = trio.run(broker.groups.commit_offsets, request)
     assert [p.error for p in response.partitions] == [ErrorCode.none]
 
 

@@ -1,0 +1,273 @@
+"""The coordinators follow the leadership of their internal topic's partitions, on three
+brokers replicating over real sockets: the new leader of a `__consumer_offsets` /
+`__transaction_state` partition loads it (COORDINATOR_LOAD_IN_PROGRESS meanwhile) and serves
+exactly what was acknowledged; the old one answers NOT_COORDINATOR (its parked JoinGroup
+too); a load overtaken by a newer election installs nothing."""
+
+from __future__ import annotations
+
+import trio
+from cluster_fixtures import ManualClock, running_cluster
+from kio.schema.errors import ErrorCode
+
+from kafkalite.broker.delayed_wait import complete_or_expire
+from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
+from kafkalite.broker.replica_manager import OFFSETS_TOPIC, ReplicaManager
+from kafkalite.broker.txn_coordinator_service import TXN_STATE_TOPIC
+from kafkalite.coordinator import (
+    JoinGroupRequest,
+    JoinGroupResponse,
+    OffsetCommitRequest,
+    PartitionCommit,
+    Protocol,
+    TopicPartition,
+)
+from kafkalite.storage.batch import TRANSACTIONAL_FLAG, iter_batches
+from kafkalite.storage.control_batch import decode_marker
+from kafkalite.storage.records import encode_batch
+
+GROUP = "failover-group"
+TID = "failover-txn"
+WAIT_S = 30  # a bound on each wait: the tests wait on the brokers' tasks, not on time
+OVERRIDES = {
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.num.partitions": "1",
+    "transaction.state.log.min.isr": "2",
+}
+
+
+def commit_request(offset: int) -> OffsetCommitRequest:
+    return OffsetCommitRequest(GROUP, (PartitionCommit("t", 0, offset, -1, ""),), api_version=9)
+
+
+async def commit(groups: GroupCoordinatorService, offset: int) -> list[ErrorCode]:
+    response = await groups.commit_offsets(commit_request(offset))
+    return [p.error for p in response.partitions]
+
+
+def committed(groups: GroupCoordinatorService) -> int | None:
+    value = groups.coordinator.committed(GROUP, TopicPartition("t", 0))
+    return None if value is None else value.offset
+
+
+async def park_join(groups: GroupCoordinatorService, answers: list[JoinGroupResponse]) -> None:
+    request = JoinGroupRequest(
+        group_id=GROUP,
+        member_id="",
+        protocol_type="consumer",
+        protocols=(Protocol("range", b""),),
+        session_timeout_ms=30_000,
+        rebalance_timeout_ms=30_000,
+        api_version=3,  # before KIP-394: parked at once, no member id round trip
+        client_id="client",
+        client_host="/127.0.0.1",
+        group_instance_id=None,
+    )
+    answers.append(await groups.join_group(request))
+
+
+async def until(condition) -> None:
+    """Let the other tasks (fetchers, loaders) run until `condition()` holds."""
+    with trio.fail_after(WAIT_S):
+        while not condition():
+            await trio.lowlevel.checkpoint()
+
+
+def test_the_new_group_coordinator_serves_exactly_the_acknowledged_offsets(tmp_path) -> None:
+    async def main() -> None:
+        async with running_cluster(tmp_path, 3, ManualClock(), **OVERRIDES) as (cluster, running):
+            cluster.create_topic("t", [[1, 2, 3]])
+            # The first use creates `__consumer_offsets`; its leader serves the group at once.
+            running[1].broker.groups.check_group(GROUP)
+            old = cluster.states[(OFFSETS_TOPIC, 0)].leader
+            old_groups = running[old].broker.groups
+            assert old_groups.check_group(GROUP) is ErrorCode.none
+            for offset in range(1, 6):
+                assert await commit(old_groups, offset) == [ErrorCode.none]
+            # acks=all: every replica has the five commits before they are answered.
+            ends = [
+                b.broker.replica_manager.partition(OFFSETS_TOPIC, 0).log_end_offset
+                for b in running.values()
+            ]
+            assert ends == [5, 5, 5]
+
+            # A member parked in JoinGroup (the initial rebalance delay never passes here).
+            joins: list[JoinGroupResponse] = []
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(lambda: park_join(old_groups, joins))
+                await until(lambda: len(old_groups._waiters) == 1)
+
+                running[old].stop()
+                first, second = (i for i in running if i != old)
+                cluster.elect(OFFSETS_TOPIC, 0, first, (first, second))
+                new_groups = running[first].broker.groups
+                assert new_groups.check_group(GROUP) is ErrorCode.coordinator_load_in_progress
+                assert old_groups.check_group(GROUP) is ErrorCode.not_coordinator
+            assert [j.error for j in joins] == [ErrorCode.not_coordinator]
+            assert await commit(old_groups, 99) == [ErrorCode.not_coordinator]
+            assert committed(old_groups) is None  # unloaded
+
+            await until(lambda: new_groups.check_group(GROUP) is ErrorCode.none)
+            assert committed(new_groups) == 5
+            assert await commit(new_groups, 6) == [ErrorCode.none]
+            assert committed(new_groups) == 6
+            assert new_groups.partitions.epoch(0) == 1
+
+    trio.run(main)
+
+
+def test_a_load_overtaken_by_a_newer_election_installs_nothing(tmp_path) -> None:
+    async def main() -> None:
+        async with running_cluster(tmp_path, 3, ManualClock(), **OVERRIDES) as (cluster, running):
+            cluster.create_topic("t", [[1, 2, 3]])
+            running[1].broker.groups.check_group(GROUP)
+            old = cluster.states[(OFFSETS_TOPIC, 0)].leader
+            for offset in range(1, 4):
+                assert await commit(running[old].broker.groups, offset) == [ErrorCode.none]
+            running[old].stop()
+            first, second = (i for i in running if i != old)
+            # `first` is elected, then loses it before its load ran.
+            cluster.elect(OFFSETS_TOPIC, 0, first, (first, second))
+            cluster.elect(OFFSETS_TOPIC, 0, second, (first, second))
+            stale, current = running[first].broker.groups, running[second].broker.groups
+            await until(lambda: current.check_group(GROUP) is ErrorCode.none)
+            await until(lambda: not stale._loads)
+            assert stale.check_group(GROUP) is ErrorCode.not_coordinator
+            assert committed(stale) is None
+            assert (committed(current), current.partitions.epoch(0)) == (3, 2)
+
+    trio.run(main)
+
+
+async def produce_transactional(
+    manager: ReplicaManager, pid: int, epoch: int, seq: int, count: int
+) -> None:
+    records = encode_batch(
+        [(None, b"%d" % (seq + i)) for i in range(count)],
+        timestamp=1_000,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        attributes=TRANSACTIONAL_FLAG,
+    )
+    results, delayed = manager.append_records({("t", 0): records}, -1)
+    if delayed is not None:
+        await complete_or_expire(manager.produce_purgatory, delayed, 30_000)
+        results = delayed.results
+    assert results[("t", 0)].error is ErrorCode.none
+
+
+def test_the_new_transaction_coordinator_aborts_the_open_transaction_and_keeps_the_committed(
+    tmp_path,
+) -> None:
+    async def main() -> None:
+        async with running_cluster(tmp_path, 3, ManualClock(), **OVERRIDES) as (cluster, running):
+            first_txn = running[1].broker.txn
+            assert first_txn.ensure_state_topic() is ErrorCode.none
+            old = cluster.states[(TXN_STATE_TOPIC, 0)].leader
+            others = tuple(i for i in running if i != old)
+            # The coordinator leads the data partition too: it writes markers in-process.
+            cluster.create_topic("t", [[old, *others]])
+            txn, data = running[old].broker.txn, running[old].broker.replica_manager
+            assert txn.check_coordinator(TID) is ErrorCode.none
+            init, error = await txn.call_and_wait(
+                lambda c, now: c.init_producer_id(TID, 60_000, now)
+            )
+            assert (error, init.error, init.producer_epoch) == (ErrorCode.none, ErrorCode.none, 0)
+            pid = init.producer_id
+
+            async def begin(seq: int, count: int) -> None:
+                added, error = await txn.call_and_wait(
+                    lambda c, now: c.add_partitions(TID, pid, 0, [("t", 0)], now)
+                )
+                assert (added, error) == (ErrorCode.none, ErrorCode.none)
+                await produce_transactional(data, pid, 0, seq, count)
+
+            await begin(0, 3)
+            ended, error = await txn.call_and_wait(lambda c, now: c.end_txn(TID, pid, 0, True, now))
+            assert (ended, error) == (ErrorCode.none, ErrorCode.none)
+            await begin(3, 2)  # left open when its coordinator dies
+            end = data.partition("t", 0).log_end_offset
+            replicas = [running[i].broker.replica_manager for i in others]
+            state_end = data.partition(TXN_STATE_TOPIC, 0).log_end_offset
+            await until(
+                lambda: all(
+                    r.partition("t", 0).log_end_offset == end
+                    and r.partition(TXN_STATE_TOPIC, 0).log_end_offset == state_end
+                    for r in replicas
+                )
+            )
+
+            running[old].stop()
+            new = others[0]
+            cluster.elect("t", 0, new, others)
+            cluster.elect(TXN_STATE_TOPIC, 0, new, others)
+            new_txn = running[new].broker.txn
+            assert new_txn.check_coordinator(TID) is ErrorCode.coordinator_load_in_progress
+            assert txn.check_coordinator(TID) is ErrorCode.not_coordinator
+            assert txn.coordinator.describe(TID) is None  # unloaded
+            await until(lambda: new_txn.check_coordinator(TID) is ErrorCode.none)
+
+            # The client re-initialises with its transactional id: the open transaction is
+            # aborted (CONCURRENT_TRANSACTIONS meanwhile), then it gets a bumped epoch.
+            inits = []
+            for _ in range(2):
+                result, error = await new_txn.call_and_wait(
+                    lambda c, now: c.init_producer_id(TID, 60_000, now)
+                )
+                inits.append((error, result.error, result.producer_epoch))
+            assert inits == [
+                (ErrorCode.none, ErrorCode.concurrent_transactions, -1),
+                (ErrorCode.none, ErrorCode.none, 2),
+            ]
+
+            partition = running[new].broker.replica_manager.partition("t", 0)
+            await until(lambda: partition.high_watermark == partition.log_end_offset)
+            log_bytes = partition.log.read(0, 1 << 20, partition.log_end_offset)
+            layout = []
+            for position, header in iter_batches(log_bytes):
+                if header.is_control:
+                    batch = memoryview(log_bytes)[position : position + header.size]
+                    marker = decode_marker(batch)
+                    layout.append(
+                        ("commit" if marker.commit else "abort", marker.coordinator_epoch)
+                    )
+                else:
+                    layout.append(("data", header.next_offset - header.base_offset))
+            # The committed transaction, its marker in the old coordinator's epoch (0); the
+            # open one, aborted by the new coordinator in its epoch (1).
+            assert layout == [("data", 3), ("commit", 0), ("data", 2), ("abort", 1)]
+            assert partition.last_stable_offset == partition.log_end_offset == 7
+            read = partition.fetch_records(0, 1 << 20, isolation_level=1)
+            assert [(a.producer_id, a.first_offset) for a in read.aborted_transactions] == [
+                (pid, 4)
+            ]
+
+    trio.run(main)
+
+
+def test_brokers_without_a_replica_find_the_internal_topics_without_creating_them(
+    tmp_path, caplog
+) -> None:
+    """Each broker's first use used to try to create the topic again when it held no replica
+    of it, and log "cannot create __consumer_offsets: already exists" as an ERROR."""
+
+    async def main() -> None:
+        single = {**OVERRIDES, "offsets.topic.replication.factor": "1"}
+        single["transaction.state.log.replication.factor"] = "1"
+        single["transaction.state.log.min.isr"] = "1"
+        async with running_cluster(tmp_path, 3, ManualClock(), **single) as (cluster, running):
+            answers = {i: each.broker.groups.check_group(GROUP) for i, each in running.items()}
+            holder = cluster.states[(OFFSETS_TOPIC, 0)].leader
+            assert answers == {
+                i: ErrorCode.none if i == holder else ErrorCode.not_coordinator for i in running
+            }
+            found = {i: each.broker.txn.coordinator_for(TID) for i, each in running.items()}
+            txn_holder = cluster.states[(TXN_STATE_TOPIC, 0)].leader
+            assert found == {i: (ErrorCode.none, txn_holder) for i in running}
+            assert len(cluster.topics) == 2
+
+    trio.run(main)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
