@@ -206,8 +206,8 @@ class TransactionCoordinatorService:
             log.info(
                 "loaded %d record(s) of %s-%d in epoch %d", loaded, TXN_STATE_TOPIC, index, epoch
             )
-        if complete:
-            self.coordinator.resume_after_load()
+        if complete:  # only this partition's: others' markers may be in flight
+            self.coordinator.resume_after_load(lambda tid: self.partition_for(tid) == index)
             self._after_call()
         return loaded
 

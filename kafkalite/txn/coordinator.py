@@ -293,10 +293,13 @@ class TransactionCoordinator:
         self.expired.extend(expired)
         return expired
 
-    def resume_after_load(self) -> None:
+    def resume_after_load(self, loaded: Callable[[str], bool] = lambda _tid: True) -> None:
         """Transactions a restart left in PrepareCommit/PrepareAbort: their markers are
-        written (again; a marker twice is harmless) and the transaction completed."""
+        written (again; a marker twice is harmless) and the transaction completed. `loaded`
+        selects the ids just loaded (the others' markers may be in flight already)."""
         for meta in self.transactions.values():
+            if not loaded(meta.transactional_id):
+                continue
             if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 self._jobs.append(_job(meta))
 
