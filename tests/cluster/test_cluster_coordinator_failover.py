@@ -192,7 +192,7 @@ def test_a_new_transaction_coordinator_aborts_the_open_transaction(
     producer.init_transactions(WAIT)  # creates `__transaction_state`
     replicas, coordinator = poll(lambda: replicas_and_leader(admin, TXN_STATE), "its leader")
     # The data partition is placed as the coordinator's, so both move to the same broker
-    # (markers are written in-process by the coordinator for now).
+    # and the abort marker is the new coordinator's own write.
     created = admin.create_topics([NewTopic(TXN_TOPIC, 1, replica_assignment=[replicas])])
     created[TXN_TOPIC].result(30)
     poll(lambda: replicas_and_leader(admin, TXN_TOPIC) == (replicas, coordinator), "data leader")
