@@ -33,15 +33,10 @@ class CoordinatorPartitions:
     owned: dict[int, Owned] = field(default_factory=dict)
 
     def elect(self, index: int, epoch: int) -> bool:
-        """This broker leads `index` in `epoch`: True when a load must start. As Kafka's
-        scheduleLoadOperation: an epoch already served or passed changes nothing, a newer
-        one of a partition served all along only moves the epoch (this broker stayed leader,
-        its state is current), a newer one while loading starts the load again."""
-        current = self.owned.get(index)
-        if current is not None and current.epoch >= epoch:
-            return False
-        if current is not None and current.state is LoadState.ACTIVE:
-            current.epoch = epoch
+        """This broker leads `index` in `epoch`: True when a load must start. As Kafka, only
+        for a broker that becomes leader: one that stays leader in a newer epoch keeps the
+        coordinator epoch it loaded in (its state is current; in-flight markers stay valid)."""
+        if index in self.owned:
             return False
         self.owned[index] = Owned(epoch)
         return True

@@ -28,22 +28,13 @@ def test_an_epoch_already_served_or_passed_starts_no_load() -> None:
     assert owned.error(0) is ErrorCode.none
 
 
-def test_a_newer_epoch_of_a_served_partition_moves_the_epoch_without_a_load() -> None:
+def test_a_broker_staying_leader_in_a_newer_epoch_keeps_its_coordinator_epoch() -> None:
     owned = CoordinatorPartitions()
     owned.elect(0, 3)
-    owned.complete_load(0, 3)
-    assert owned.elect(0, 4) is False
-    assert (owned.error(0), owned.epoch(0)) == (ErrorCode.none, 4)
-
-
-def test_a_newer_epoch_while_loading_restarts_the_load_and_the_old_one_installs_nothing() -> None:
-    owned = CoordinatorPartitions()
-    owned.elect(0, 3)
-    assert owned.elect(0, 4) is True
-    assert owned.complete_load(0, 3) is False
-    assert owned.error(0) is LOADING
-    assert owned.complete_load(0, 4) is True
-    assert owned.epoch(0) == 4
+    assert owned.elect(0, 4) is False  # still loading in epoch 3
+    assert owned.complete_load(0, 3) is True
+    assert owned.elect(0, 5) is False
+    assert (owned.error(0), owned.epoch(0)) == (ErrorCode.none, 3)
 
 
 def test_a_load_overtaken_by_a_resignation_installs_nothing() -> None:
