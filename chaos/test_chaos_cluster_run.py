@@ -62,12 +62,6 @@ def test_a_seeded_three_broker_run_loses_duplicates_and_reorders_nothing(cluster
     assert processes_mentioning(str(run_dir)) == []  # brokers, ZooKeeper, clients all stopped
 
 
-# Strict: once the coordinators move with their partition's leadership (issue 13, branch coord),
-# this passes, fails as XPASS, and the mark goes.
-@pytest.mark.xfail(
-    strict=True,
-    reason="a new group coordinator answers OffsetFetch from the state it loaded at start",
-)
 def test_committed_offsets_never_go_backwards(cluster_run):
     _, verdict = cluster_run
     assert verdict["commit_regressions"] == 0, verdict["examples"]["commit_regressions"][:3]

@@ -40,7 +40,6 @@ from confluent_kafka.admin import (
 from compat.cluster_targets import BROKER_IDS, CLUSTER_TARGETS, Cluster, running_cluster
 from compat.conftest import make_topic_name
 from compat.kafka_tools import run_tool
-from compat.targets import kafkalite_xfail
 from protocol_tests.raw_client import RawClient, list_offsets_request, metadata_request
 from tests.integration.e2e_helpers import wait_until
 
@@ -434,7 +433,6 @@ def test_restarted_follower_rejoins_the_isr_with_the_same_log(
 def test_group_offsets_survive_the_coordinators_death(
     cluster: Cluster, request: pytest.FixtureRequest
 ) -> None:
-    kafkalite_xfail(request, cluster.name, "coordinator failover, branch coord")
     topic = topic_name(request)
     create_topic(cluster, new_topic(topic))
     group = f"cluster-diff-{uuid.uuid4().hex[:10]}"
@@ -581,16 +579,9 @@ def test_group_commits_offsets_of_partitions_on_other_brokers(
     assert sorted(offsets_of(client, group)) == [(topic, 0, 10), (topic, 1, 11), (topic, 2, 12)]
 
 
-TXN_VERIFICATION_HANGS = (
-    "a leader's verification with the transaction coordinator on another broker is never "
-    "answered: no record is acknowledged"
-)
-
-
 def test_transaction_spans_partitions_on_every_broker(
     cluster: Cluster, request: pytest.FixtureRequest, clients: list[Any]
 ) -> None:
-    kafkalite_xfail(request, cluster.name, TXN_VERIFICATION_HANGS)
     topic = spread_topic(cluster, request)
     made = producer(
         clients, cluster.bootstrap, **{"transactional.id": f"cluster-diff-{uuid.uuid4().hex[:10]}"}

@@ -239,7 +239,7 @@ class Partition:
         before anything is written."""
         if not self.is_leader:
             return ErrorCode.not_leader_or_follower
-        if required_acks == -1 and len(self.isr) < min_isr:
+        if required_acks == -1 and len(self.isr) < self.effective_min_isr(min_isr):
             return ErrorCode.not_enough_replicas
         try:
             result = self.log.append_as_leader(
@@ -274,9 +274,14 @@ class Partition:
             return False, ErrorCode.not_leader_or_follower
         if self.high_watermark < required_offset:
             return False, ErrorCode.none
-        if len(self.maximal_isr) < min_isr:
+        if len(self.maximal_isr) < self.effective_min_isr(min_isr):
             return True, ErrorCode.not_enough_replicas_after_append
         return True, ErrorCode.none
+
+    def effective_min_isr(self, min_isr: int) -> int:
+        """Kafka's effectiveMinIsr: min.insync.replicas capped at the replication factor, so
+        a single-replica topic takes acks=all under a broker-wide min.insync.replicas=2."""
+        return min(min_isr, max(len(self.replicas), 1))
 
     # -- ISR changes (the leader proposes, the controller decides) ---------------------------
 

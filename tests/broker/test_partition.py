@@ -53,6 +53,15 @@ def test_acks_all_refused_below_min_insync_replicas_before_appending(tmp_path) -
     assert isinstance(partition.append_records_to_leader(batch(), 1, 2, 0), AppendResult)
 
 
+def test_min_insync_replicas_is_capped_at_the_replication_factor(tmp_path) -> None:
+    # Kafka's effectiveMinIsr: a broker-wide min.insync.replicas=2 leaves one-replica topics
+    # writable with acks=all.
+    partition = open_partition(tmp_path)
+    partition.make_leader(state(replicas=(LOCAL,), isr=(LOCAL,)), now_ms=0)
+    assert isinstance(partition.append_records_to_leader(batch(), -1, 2, 0), AppendResult)
+    assert partition.check_enough_replicas_reach_offset(1, min_isr=2) == (True, ErrorCode.none)
+
+
 def test_enough_replicas_reach_offset(tmp_path) -> None:
     partition = open_partition(tmp_path)
     partition.make_leader(state(replicas=(LOCAL, 2), isr=(LOCAL, 2)), now_ms=0)
