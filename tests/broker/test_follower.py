@@ -9,7 +9,7 @@ from partition_fixtures import batch, open_partition, state
 
 from kafkalite.broker.partition import Partition
 from kafkalite.storage.errors import UnexpectedAppendOffsetError
-from kafkalite.storage.log import AppendResult
+from kafkalite.storage.log import AppendResult, LogConfig, UnifiedLog
 
 A, B = 1, 2
 BOTH = (A, B)
@@ -133,3 +133,54 @@ def test_fetch_from_a_diverged_follower_answers_the_diverging_epoch(tmp_path) ->
     consistent = leader.fetch_records(3, 1 << 20, replica_id=B, last_fetched_epoch=0, now_ms=3)
     assert consistent.diverging_epoch is None and consistent.records
     assert leader.remote_replicas[B].log_end_offset == 3
+
+
+def reopened(partition: Partition, *, crash: bool) -> Partition:
+    """The replica after a restart: a clean stop snapshots producer state at the log end; a
+    crash leaves only older snapshots (or none) and unflushed batches to recover."""
+    log = partition.log
+    if crash:
+        recovery_point = log.recovery_point
+    else:
+        log.close()
+        recovery_point = log.log_end_offset
+    again = UnifiedLog.open(log.dir, log.config, recovery_point=recovery_point, now_ms=3)
+    return Partition(partition.topic, partition.topic_id, 0, again, partition.local_broker_id)
+
+
+@pytest.mark.parametrize("restart", ["none", "clean", "crash", "crash without snapshots"])
+@pytest.mark.parametrize("segment_bytes", [LogConfig().segment_bytes, 200])
+def test_a_retry_reaching_the_new_leader_is_answered_as_a_duplicate(
+    tmp_path, restart, segment_bytes
+) -> None:
+    """Issue 13 point 4 (chaos seed 12): the leader wrote an idempotent batch, its follower
+    copied it (beyond the follower's high watermark, never acknowledged), the leader died;
+    the follower, maybe restarted meanwhile, is elected and gets the producer's retry: it
+    answers the original offsets and writes nothing (Kafka's ProducerStateManager, filled by
+    appendAsFollower). With 200-byte segments the log rolls and snapshots along the way."""
+    config = LogConfig(segment_bytes=segment_bytes)
+    leader = open_partition(tmp_path, config, broker_id=A)
+    follower = open_partition(tmp_path, config, broker_id=B)
+    leader.make_leader(state(A, 0, BOTH), now_ms=0)
+    follower.make_follower(state(A, 0, BOTH))
+    for sequence in range(0, 8, 2):
+        leader.append_records_to_leader(batch(2, 7, sequence), -1, min_isr=2, now_ms=0)
+        replicate(leader, follower)
+    retried = batch(2, producer_id=7, base_sequence=8)
+    leader.append_records_to_leader(retried, -1, min_isr=2, now_ms=0)
+    replicate(leader, follower)  # offsets 8-9 copied; the high watermark there is still 8
+    assert (follower.log_end_offset, follower.high_watermark) == (10, 8)
+    if restart != "none":
+        if restart == "crash without snapshots":
+            for snapshot in follower.log.dir.glob("*.snapshot"):
+                snapshot.unlink()
+        follower = reopened(follower, crash=restart != "clean")
+        assert follower.make_follower(state(A, 0, BOTH)) is ErrorCode.none
+    assert follower.make_leader(state(B, 1, BOTH), now_ms=5) is ErrorCode.none
+    answer = follower.append_records_to_leader(retried, -1, min_isr=1, now_ms=6)
+    assert isinstance(answer, AppendResult)
+    assert (answer.duplicate, answer.first_offset, answer.last_offset) == (True, 8, 9)
+    assert follower.log_end_offset == 10
+    # The next batch continues the sequence; a gap is still refused.
+    following = follower.append_records_to_leader(batch(1, 7, 10), -1, min_isr=1, now_ms=7)
+    assert isinstance(following, AppendResult) and following.first_offset == 10

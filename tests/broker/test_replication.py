@@ -170,6 +170,31 @@ def test_a_deposed_leader_truncates_its_unreplicated_suffix(tmp_path, caplog) ->
     trio.run(main)
 
 
+def test_a_follower_elected_after_its_leader_stopped_deduplicates_the_retry(tmp_path) -> None:
+    """Issue 13 point 4: an idempotent batch the leader wrote and its followers copied over the
+    fetch path, never acknowledged; the leader stops, a follower is elected and gets the
+    producer's retry: it answers the original offset and writes nothing."""
+    clock = ManualClock()
+
+    async def main() -> None:
+        async with running_cluster(tmp_path, 3, clock) as (cluster, running):
+            cluster.create_topic("t", [[1, 2, 3]])
+            old, new = running[1].broker.replica_manager, running[2].broker.replica_manager
+            for sequence in range(0, 6, 2):
+                results, _ = old.append_records({TP: batch(2, 7, sequence)}, 1)
+                assert results[TP].error is ErrorCode.none
+            retried = batch(2, producer_id=7, base_sequence=6)
+            old.append_records({TP: retried}, 1)
+            await until(lambda: new.partition(*TP).log_end_offset == 8, running)
+            running[1].stop()
+            cluster.elect("t", 0, leader=2, isr=(2, 3))
+            results, _ = new.append_records({TP: retried}, 1)
+            assert (results[TP].error, results[TP].base_offset) == (ErrorCode.none, 6)
+            assert new.partition(*TP).log_end_offset == 8
+
+    trio.run(main)
+
+
 def test_a_broker_holds_only_its_replicas_and_deletes_one_it_loses(tmp_path) -> None:
     clock = ManualClock()
 
