@@ -234,15 +234,22 @@ def read_report(path: Path) -> dict[str, str]:
     return outcomes
 
 
-def main(bootstrap: str, target: str) -> Counts:
+def main(
+    bootstrap: str,
+    target: str,
+    test_files: tuple[str, ...] = TEST_FILES,
+    allowlist: Path = ALLOWLIST,
+    log_name: str | None = None,
+) -> Counts:
     """Run the suite against the broker at `bootstrap` ("host:port"); `target` is
-    "kafkalite" or "kafka" (which broker that is)."""
-    check_call(bootstrap, target)
+    "kafkalite" or "kafka" (which broker that is). compat/kafka_python/cluster.py runs a
+    part of it (`test_files`) against a cluster with its own `allowlist`."""
+    check_call(bootstrap.split(",")[0], target)
     python = ensure_setup()
     version = suite_kafka_version(python)
     LOGS.mkdir(parents=True, exist_ok=True)
-    log = LOGS / f"{target}.log"
-    counts = Counts(target, allowed=tuple(read_allowlist(ALLOWLIST)), log=log)
+    log = LOGS / f"{log_name or target}.log"
+    counts = Counts(target, allowed=tuple(read_allowlist(allowlist)), log=log)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
     with tempfile.TemporaryDirectory(prefix="kafka-python-report-") as tmp:
         report = Path(tmp) / "report.jsonl"
@@ -256,7 +263,7 @@ def main(bootstrap: str, target: str) -> Counts:
             str(python),
             "-m",
             "pytest",
-            *TEST_FILES,
+            *test_files,
             "-q",
             "-rfE",
             "--tb=short",
