@@ -3,7 +3,10 @@
 Moves each partition's log start offset up to the requested offset (-1: the high watermark)
 and answers the new low watermark. As in Kafka: unknown partitions answer
 UNKNOWN_TOPIC_OR_PARTITION, offsets beyond the high watermark OFFSET_OUT_OF_RANGE, internal
-topics INVALID_TOPIC_EXCEPTION, each with low watermark -1.
+topics INVALID_TOPIC_EXCEPTION, each with low watermark -1. In a cluster the answer waits
+(Kafka's DelayedDeleteRecords) until every follower on a live broker has moved its log start
+too (they follow the leader's in their fetches and report theirs); a partition still waiting
+after the request's timeout answers REQUEST_TIMED_OUT with low watermark -1.
 """
 
 from __future__ import annotations
@@ -11,28 +14,32 @@ from __future__ import annotations
 from typing import Any
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.broker.delayed_wait import complete_or_expire
 
 
-def _partition_result(ctx: RequestContext, topic: str, request_partition: Any) -> Any:
-    error, low_watermark = ctx.broker.replica_manager.delete_records(
-        (topic, request_partition.partition_index), request_partition.offset
-    )
-    return make(
-        ctx.schema.DeleteRecordsPartitionResult,
-        partition_index=request_partition.partition_index,
-        low_watermark=low_watermark,
-        error_code=error,
-    )
+def _topic_result(ctx: RequestContext, topic: Any, delayed: Any) -> Any:
+    partitions = []
+    for requested in topic.partitions:
+        status = delayed.statuses[(topic.name, requested.partition_index)]
+        partitions.append(
+            make(
+                ctx.schema.DeleteRecordsPartitionResult,
+                partition_index=requested.partition_index,
+                low_watermark=status.low_watermark,
+                error_code=status.error,
+            )
+        )
+    return make(ctx.schema.DeleteRecordsTopicResult, name=topic.name, partitions=tuple(partitions))
 
 
-def _topic_result(ctx: RequestContext, topic: Any) -> Any:
-    partitions = tuple(_partition_result(ctx, topic.name, p) for p in topic.partitions)
-    return make(ctx.schema.DeleteRecordsTopicResult, name=topic.name, partitions=partitions)
-
-
-def handle(ctx: RequestContext, request: Any) -> Any:
-    topics = tuple(_topic_result(ctx, topic) for topic in request.topics)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    replicas = ctx.broker.replica_manager
+    offsets = {(t.name, p.partition_index): p.offset for t in request.topics for p in t.partitions}
+    delayed = replicas.delete_records_all(offsets)
+    timeout_ms = int(request.timeout.total_seconds() * 1000)
+    await complete_or_expire(replicas.delete_records_purgatory, delayed, timeout_ms)
+    topics = tuple(_topic_result(ctx, topic, delayed) for topic in request.topics)
     return make(ctx.schema.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
-API = ApiHandler(api_key=21, min_version=0, max_version=2, handle=handle)
+API = ApiHandler(api_key=21, min_version=0, max_version=2, handle=handle, is_async=True)

@@ -76,6 +76,7 @@ def _fetch_infos(
                 part.partition_max_bytes,
                 getattr(part, "current_leader_epoch", -1),
                 getattr(part, "last_fetched_epoch", -1),
+                getattr(part, "log_start_offset", -1),
             )
             infos.append(info)
             answers.append(info)

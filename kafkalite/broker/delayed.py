@@ -11,7 +11,7 @@ request's timeout passes. Sans-IO: this module decides, it never waits.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -172,6 +172,58 @@ class DelayedProduce(DelayedOperation):
         return {tp: status.result for tp, status in self.statuses.items()}
 
 
+# -- delete records ----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class DeleteRecordsStatus:
+    required_offset: int  # every live replica's log start must reach this
+    error: ErrorCode = ErrorCode.none
+    low_watermark: int = -1
+    pending: bool = True
+
+
+class DelayedDeleteRecords(DelayedOperation):
+    """DeleteRecords: answered when the low watermark (the lowest log start of the live
+    replicas, which followers report in their fetches) reaches the requested offset on every
+    partition (Kafka's DelayedDeleteRecords); REQUEST_TIMED_OUT, low watermark -1, for those
+    still pending at expiry."""
+
+    def __init__(
+        self,
+        statuses: Mapping[TopicPartition, DeleteRecordsStatus],
+        partition: Callable[[TopicPartition], Partition | None],
+        alive: Callable[[], Container[int]],
+    ) -> None:
+        super().__init__(tp for tp, status in statuses.items() if status.pending)
+        self.statuses = dict(statuses)
+        self._partition = partition
+        self._alive = alive
+
+    def try_complete(self) -> bool:
+        alive = self._alive()
+        for tp, status in self.statuses.items():
+            if not status.pending:
+                continue
+            partition = self._partition(tp)
+            if partition is None:
+                status.pending, status.error = False, ErrorCode.unknown_topic_or_partition
+            elif not partition.is_leader:
+                status.pending, status.error = False, ErrorCode.not_leader_or_follower
+            else:
+                low_watermark = partition.low_watermark(alive)
+                if low_watermark >= status.required_offset:
+                    status.pending, status.low_watermark = False, low_watermark
+        if any(status.pending for status in self.statuses.values()):
+            return False
+        return self.force_complete()
+
+    def on_expiration(self) -> None:
+        for status in self.statuses.values():
+            if status.pending:
+                status.pending, status.error = False, ErrorCode.request_timed_out
+
+
 # -- fetch -------------------------------------------------------------------------------------
 
 
@@ -185,6 +237,7 @@ class FetchInfo:
     max_bytes: int
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1  # followers, Fetch v12+: checked for divergence
+    log_start_offset: int = -1  # followers: their own log start (DeleteRecords waits on it)
 
     @property
     def tp(self) -> TopicPartition:

@@ -15,6 +15,7 @@ Sans-IO: plain synchronous state, driven by the ReplicaManager.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Container
 from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
@@ -330,12 +331,17 @@ class Partition:
         self.pending_isr = [r for r in self.isr if r not in lagging]
         return self.pending_isr
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
-        """Record a follower's fetch; False when it is not a replica of this partition."""
+    def update_follower_fetch_state(
+        self, replica_id: int, fetch_offset: int, now_ms: int, log_start_offset: int = -1
+    ) -> bool:
+        """Record a follower's fetch (and its own log start, when it sent one); False when it
+        is not a replica of this partition."""
         replica = self.remote_replicas.get(replica_id)
         if replica is None:
             return False
-        replica.update_fetch_state(fetch_offset, self.log_start_offset, self.log_end_offset, now_ms)
+        if log_start_offset < 0:
+            log_start_offset = replica.log_start_offset
+        replica.update_fetch_state(fetch_offset, log_start_offset, self.log_end_offset, now_ms)
         self.maybe_increment_high_watermark()
         return True
 
@@ -347,6 +353,7 @@ class Partition:
         current_leader_epoch: int = -1,
         last_fetched_epoch: int = -1,
         now_ms: int = 0,
+        log_start_offset: int = -1,
     ) -> bool:
         """A follower's fetch, taken once per request before any read (Kafka's
         updateFollowerFetchState): its position is recorded unless the fetch is fenced or
@@ -356,7 +363,7 @@ class Partition:
         if self._diverging_epoch(fetch_offset, last_fetched_epoch) is not None:
             return False
         high_watermark = self.high_watermark
-        self.update_follower_fetch_state(replica_id, fetch_offset, now_ms)
+        self.update_follower_fetch_state(replica_id, fetch_offset, now_ms, log_start_offset)
         return self.high_watermark > high_watermark
 
     def fetch_records(
@@ -499,6 +506,23 @@ class Partition:
         if offset < 0 or offset > self.high_watermark:
             return ErrorCode.offset_out_of_range, -1
         return ErrorCode.none, self.log.delete_records_before(offset)
+
+    def low_watermark(self, alive: Container[int]) -> int:
+        """Kafka's lowWatermarkIfLeader: the lowest log start of this replica and every
+        follower on a live broker (-1 for one that has not fetched since this leader began);
+        DeleteRecords answers once it reaches the requested offset."""
+        low = self.log_start_offset
+        for replica in self.remote_replicas.values():
+            if replica.broker_id in alive:
+                low = min(low, replica.log_start_offset)
+        return low
+
+    def maybe_increment_log_start_offset(self, leader_log_start_offset: int) -> None:
+        """A follower follows the leader's log start (Kafka's fetcher calls
+        maybeIncrementLogStartOffset), never past its own high watermark."""
+        offset = min(leader_log_start_offset, self.high_watermark)
+        if offset > self.log_start_offset:
+            self.log.delete_records_before(offset)
 
     # -- follower data path ----------------------------------------------------------------
 

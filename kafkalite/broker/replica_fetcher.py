@@ -142,6 +142,7 @@ def apply_partition_response(partition: Partition, data: Any, now_ms: int) -> Ou
             )
             return Outcome.BACK_OFF
     partition.update_follower_high_watermark(data.high_watermark)
+    partition.maybe_increment_log_start_offset(data.log_start_offset)
     return Outcome.FETCHED
 
 

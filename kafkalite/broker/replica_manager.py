@@ -22,8 +22,10 @@ from kio.schema.errors import ErrorCode
 from kafkalite.broker import partition_limits
 from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, TopicMetadata
 from kafkalite.broker.delayed import (
+    DelayedDeleteRecords,
     DelayedFetch,
     DelayedProduce,
+    DeleteRecordsStatus,
     FetchInfo,
     FetchParams,
     FetchRead,
@@ -145,6 +147,7 @@ class ReplicaManager:
         self.topics_by_id: dict[uuid.UUID, Topic] = {}
         self.produce_purgatory = Purgatory("Produce")
         self.fetch_purgatory = Purgatory("Fetch")
+        self.delete_records_purgatory = Purgatory("DeleteRecords")
         # Followers fetch through it (broker/replica_fetcher_manager.py); set by the Broker.
         self.fetchers: FollowerFetchers | None = None
         # Told when this broker gains or loses leadership of an internal topic's partition.
@@ -602,9 +605,11 @@ class ReplicaManager:
             current_leader_epoch=info.current_leader_epoch,
             last_fetched_epoch=info.last_fetched_epoch,
             now_ms=self.clock_ms(),
+            log_start_offset=info.log_start_offset,
         )
         if moved:
             self._complete_delayed(info.tp)
+        self.delete_records_purgatory.check_and_complete(info.tp)
         proposal = partition.maybe_expand_isr(replica_id)
         if proposal is not None:
             self._alter_isr(partition, proposal)
@@ -692,6 +697,21 @@ class ReplicaManager:
         if tp[0] in INTERNAL_TOPICS:  # their records belong to the coordinators
             return ErrorCode.invalid_topic_exception, -1
         return partition.delete_records_on_leader(offset)
+
+    def delete_records_all(self, offsets: Mapping[TopicPartition, int]) -> DelayedDeleteRecords:
+        """Kafka's deleteRecords: the leaders move their log start at once; the answer waits
+        until the followers on live brokers have too (run it through
+        `delete_records_purgatory`, as broker/delayed_wait.py does)."""
+        statuses = {}
+        for tp, offset in offsets.items():
+            error, low_watermark = self.delete_records(tp, offset)
+            if error is ErrorCode.none:
+                statuses[tp] = DeleteRecordsStatus(required_offset=low_watermark)
+            else:
+                statuses[tp] = DeleteRecordsStatus(-1, error, -1, pending=False)
+        return DelayedDeleteRecords(
+            statuses, self._partition_of, lambda: {b.broker_id for b in self.metadata.brokers()}
+        )
 
     def _high_watermarks(self) -> dict[TopicPartition, int]:
         return {

@@ -22,9 +22,15 @@ SETTINGS = FetchSettings(
 NO_DIVERGENCE = SimpleNamespace(epoch=-1, end_offset=-1)
 
 
-def answer(error=ErrorCode.none, records=b"", high_watermark=0, diverging=NO_DIVERGENCE):
+def answer(
+    error=ErrorCode.none, records=b"", high_watermark=0, diverging=NO_DIVERGENCE, log_start=0
+):
     return SimpleNamespace(
-        error_code=error, records=records, high_watermark=high_watermark, diverging_epoch=diverging
+        error_code=error,
+        records=records,
+        high_watermark=high_watermark,
+        diverging_epoch=diverging,
+        log_start_offset=log_start,
     )
 
 
