@@ -32,6 +32,7 @@ from kafkalite.broker.coordinator_partitions import CoordinatorPartitions
 from kafkalite.broker.delayed import DelayedProduce
 from kafkalite.broker.delayed import TopicPartition as PartitionKey
 from kafkalite.broker.delayed_wait import complete_or_expire
+from kafkalite.broker.partition_loader import Batch, PartitionLoader, log_chunks
 from kafkalite.broker.replica_manager import OFFSETS_TOPIC
 from kafkalite.coordinator import (
     GroupConfig,
@@ -67,9 +68,8 @@ from kafkalite.coordinator.records import (
     offset_commit_record,
     offset_tombstone,
 )
-from kafkalite.storage.batch import TRANSACTIONAL_FLAG, BatchHeader, iter_batches
+from kafkalite.storage.batch import TRANSACTIONAL_FLAG
 from kafkalite.storage.control_batch import decode_marker
-from kafkalite.storage.errors import StorageError
 from kafkalite.storage.log import UnifiedLog
 from kafkalite.storage.records import Record, decode_records, encode_batch
 
@@ -82,9 +82,7 @@ log = logging.getLogger("kafkalite.groups")
 
 Change = OffsetChange | GroupChange | ConsumerGroupRecord
 T = TypeVar("T")
-LOAD_CHUNK_BYTES = 1024 * 1024
 
-Batch = tuple[BatchHeader, memoryview]
 # What a failed `__consumer_offsets` append means to a committer (Kafka's
 # CoordinatorRuntime / GroupCoordinatorService error normalisation).
 _APPEND_ERRORS = {
@@ -153,12 +151,14 @@ class GroupCoordinatorService:
     _wake_timers: trio.Event = field(default_factory=trio.Event)
     # The `__consumer_offsets` partitions this broker serves, and the loads to run.
     partitions: CoordinatorPartitions = field(default_factory=CoordinatorPartitions)
-    _loads: list[tuple[int, int]] = field(default_factory=list)
-    _wake_loader: trio.Event = field(default_factory=trio.Event)
+    loader: PartitionLoader = field(init=False)
     _num_partitions: int = 0  # of `__consumer_offsets`, as last known
 
     def __post_init__(self) -> None:
         self.coordinator = GroupCoordinator(group_config_from(self.config))
+        self.loader = PartitionLoader(
+            OFFSETS_TOPIC, self.partitions, self.replica_manager.partition, self._install
+        )
 
     def now_ms(self) -> int:
         return self.replica_manager.clock_ms()
@@ -184,14 +184,8 @@ class GroupCoordinatorService:
     def on_election(self, topic: str, index: int, leader_epoch: int) -> None:
         if topic != OFFSETS_TOPIC or not self.partitions.elect(index, leader_epoch):
             return
-        partition = self.replica_manager.partition(topic, index)
         self._num_partitions = self._partition_count()
-        if partition is not None and partition.log_end_offset == partition.log_start_offset:
-            self._install(index, leader_epoch, ())  # nothing to read (a new topic)
-            return
-        log.info("loading %s-%d in epoch %d", topic, index, leader_epoch)
-        self._loads.append((index, leader_epoch))
-        self._wake_loader.set()
+        self.loader.start(index, leader_epoch)
 
     def on_resignation(self, topic: str, index: int, leader_epoch: int | None) -> None:
         if topic != OFFSETS_TOPIC or not self.partitions.resign(index, leader_epoch):
@@ -219,33 +213,6 @@ class GroupCoordinatorService:
     def _partition_count(self) -> int:
         topic = self.replica_manager.metadata.topics.get(OFFSETS_TOPIC)
         return topic.num_partitions if topic is not None else self._num_partitions
-
-    async def _run_loads(self) -> None:
-        """Run the loads elections asked for, one at a time."""
-        while True:
-            while self._loads:
-                index, epoch = self._loads.pop(0)
-                try:
-                    await self._load_async(index, epoch)
-                except (StorageError, OSError) as exc:
-                    log.error("cannot load %s-%d: %s", OFFSETS_TOPIC, index, exc)
-            self._wake_loader = trio.Event()
-            await self._wake_loader.wait()
-
-    async def _load_async(self, index: int, epoch: int) -> None:
-        """Read the partition to its log end a chunk at a time (requests for its groups get
-        COORDINATOR_LOAD_IN_PROGRESS meanwhile), then install it if still wanted."""
-        partition = self.replica_manager.partition(OFFSETS_TOPIC, index)
-        if partition is None or not self.partitions.is_loading(index, epoch):
-            return
-        batches: list[Batch] = []
-        for chunk in log_chunks(partition.log):
-            batches.extend(chunk)
-            await trio.lowlevel.checkpoint()
-            if not self.partitions.is_loading(index, epoch):
-                log.info("dropped the load of %s-%d in epoch %d", OFFSETS_TOPIC, index, epoch)
-                return
-        self._install(index, epoch, batches, announce=True)
 
     def _install(
         self, index: int, epoch: int, batches: Iterable[Batch], announce: bool = False
@@ -539,7 +506,7 @@ class GroupCoordinatorService:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the loads, and the timers."""
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._run_loads)
+            nursery.start_soon(self.loader.run)
             await self._run_timers(task_status)
 
     async def _run_timers(self, task_status: trio.TaskStatus[None]) -> None:
@@ -584,20 +551,6 @@ def log_batches(log_: UnifiedLog) -> Iterator[Batch]:
         yield from chunk
 
 
-def log_chunks(log_: UnifiedLog) -> Iterator[list[Batch]]:
-    """The log's batches from its start to its end, LOAD_CHUNK_BYTES read at a time."""
-    offset, end = log_.log_start_offset, log_.log_end_offset
-    while offset < end:
-        data = log_.read(offset, LOAD_CHUNK_BYTES, end)
-        if not data:
-            return
-        chunk = []
-        for position, header in iter_batches(data):
-            offset = header.next_offset
-            chunk.append((header, memoryview(data)[position : position + header.size]))
-        yield chunk
-
-
 def _not_coordinator(ticket: Ticket) -> JoinGroupResponse | SyncGroupResponse:
     """The answer of a parked JoinGroup/SyncGroup whose group this broker no longer serves."""
     if ticket.kind == "join":
@@ -607,15 +560,10 @@ def _not_coordinator(ticket: Ticket) -> JoinGroupResponse | SyncGroupResponse:
 
 def log_records(log_: UnifiedLog) -> Iterator[Record]:
     """Every data record of the log, from its start to its end (control batches skipped)."""
-    offset, end = log_.log_start_offset, log_.log_end_offset
-    while offset < end:
-        data = log_.read(offset, LOAD_CHUNK_BYTES, end)
-        if not data:
-            return
-        for position, header in iter_batches(data):
-            offset = header.next_offset
+    for chunk in log_chunks(log_):
+        for header, batch in chunk:
             if not header.is_control:
-                yield from decode_records(memoryview(data)[position : position + header.size])
+                yield from decode_records(batch)
 
 
 @dataclass(frozen=True)

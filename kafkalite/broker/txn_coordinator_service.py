@@ -33,14 +33,14 @@ from kio.schema.errors import ErrorCode
 from kafkalite.broker.coordinator_partitions import CoordinatorPartitions
 from kafkalite.broker.delayed import DelayedProduce
 from kafkalite.broker.delayed_wait import complete_or_expire
-from kafkalite.broker.group_coordinator_service import coordinator_append_error, log_chunks
+from kafkalite.broker.group_coordinator_service import coordinator_append_error
+from kafkalite.broker.partition_loader import Batch, PartitionLoader, log_chunks
 from kafkalite.broker.replica_manager import OFFSETS_TOPIC
 from kafkalite.broker.txn_marker_sender import RemoteMarkers
 from kafkalite.broker.txn_verification import TxnVerifier
 from kafkalite.coordinator import group_partition
 from kafkalite.storage.batch import BatchHeader
 from kafkalite.storage.control_batch import EndTxnMarker
-from kafkalite.storage.errors import StorageError
 from kafkalite.storage.records import Record, decode_records, encode_batch
 from kafkalite.txn.coordinator import MarkerJob, TransactionCoordinator, TxnMetadata
 from kafkalite.txn.records import (
@@ -98,11 +98,13 @@ class TransactionCoordinatorService:
     verifier: TxnVerifier = field(init=False)
     # The `__transaction_state` partitions this broker serves, and the loads to run.
     partitions: CoordinatorPartitions = field(default_factory=CoordinatorPartitions)
-    _loads: list[tuple[int, int]] = field(default_factory=list)
-    _wake_loader: trio.Event = field(default_factory=trio.Event)
+    loader: PartitionLoader = field(init=False)
     _num_partitions: int = 0  # of `__transaction_state`, as last known
 
     def __post_init__(self) -> None:
+        self.loader = PartitionLoader(
+            TXN_STATE_TOPIC, self.partitions, self.replica_manager.partition, self._install_loaded
+        )
         self.markers = RemoteMarkers(self)
         self.verifier = TxnVerifier(
             self.config.broker_id,
@@ -141,14 +143,8 @@ class TransactionCoordinatorService:
     def on_election(self, topic: str, index: int, leader_epoch: int) -> None:
         if topic != TXN_STATE_TOPIC or not self.partitions.elect(index, leader_epoch):
             return
-        partition = self.replica_manager.partition(topic, index)
         self._num_partitions = self._partition_count()
-        if partition is not None and partition.log_end_offset == partition.log_start_offset:
-            self._install(index, leader_epoch, [])  # nothing to read (a new topic)
-            return
-        log.info("loading %s-%d in epoch %d", topic, index, leader_epoch)
-        self._loads.append((index, leader_epoch))
-        self._wake_loader.set()
+        self.loader.start(index, leader_epoch)
 
     def on_resignation(self, topic: str, index: int, leader_epoch: int | None) -> None:
         if topic != TXN_STATE_TOPIC or not self.partitions.resign(index, leader_epoch):
@@ -161,32 +157,8 @@ class TransactionCoordinatorService:
         topic = self.replica_manager.metadata.topics.get(TXN_STATE_TOPIC)
         return topic.num_partitions if topic is not None else self._num_partitions
 
-    async def _run_loads(self) -> None:
-        """Run the loads elections asked for, one at a time."""
-        while True:
-            while self._loads:
-                index, epoch = self._loads.pop(0)
-                try:
-                    await self._load_async(index, epoch)
-                except (StorageError, OSError) as exc:
-                    log.error("cannot load %s-%d: %s", TXN_STATE_TOPIC, index, exc)
-            self._wake_loader = trio.Event()
-            await self._wake_loader.wait()
-
-    async def _load_async(self, index: int, epoch: int) -> None:
-        """Read the partition to its log end a chunk at a time, then install it if its
-        election still holds."""
-        partition = self.replica_manager.partition(TXN_STATE_TOPIC, index)
-        if partition is None or not self.partitions.is_loading(index, epoch):
-            return
-        records: list[Record] = []
-        for chunk in log_chunks(partition.log):
-            records.extend(_records(chunk))
-            await trio.lowlevel.checkpoint()
-            if not self.partitions.is_loading(index, epoch):
-                log.info("dropped the load of %s-%d in epoch %d", TXN_STATE_TOPIC, index, epoch)
-                return
-        self._install(index, epoch, records, announce=True)
+    def _install_loaded(self, index: int, epoch: int, batches: list[Batch], announce: bool) -> int:
+        return self._install(index, epoch, _records(batches), announce=announce)
 
     def _install(
         self,
@@ -402,7 +374,7 @@ class TransactionCoordinatorService:
         expire_every = self.config.int("transaction.remove.expired.transaction.cleanup.interval.ms")
         next_expiry = self.now_ms() + expire_every
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._run_loads)
+            nursery.start_soon(self.loader.run)
             await nursery.start(self.markers.sender.run)
             task_status.started()
             await self._timers(abort_every, expire_every, next_expiry)

@@ -133,7 +133,7 @@ def test_a_load_overtaken_by_a_newer_election_installs_nothing(tmp_path) -> None
             cluster.elect(OFFSETS_TOPIC, 0, second, (first, second))
             stale, current = running[first].broker.groups, running[second].broker.groups
             await until(lambda: current.check_group(GROUP) is ErrorCode.none)
-            await until(lambda: not stale._loads)
+            await until(lambda: not stale.loader.pending)
             assert stale.check_group(GROUP) is ErrorCode.not_coordinator
             assert committed(stale) is None
             assert (committed(current), current.partitions.epoch(0)) == (3, 2)
