@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import io
 import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 from kio.index import load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from kafkalite.protocol.frames import FrameReader
+
+if TYPE_CHECKING:
+    from kafkalite.broker.cluster_metadata import Endpoint
 
 MAX_RESPONSE_BYTES = 2**31 - 1
 RECEIVE_CHUNK = 1 << 20
@@ -102,3 +107,33 @@ class BrokerConnection:
 
     async def aclose(self) -> None:
         await self._stream.aclose()
+
+
+@dataclass(eq=False)
+class BrokerConnections:
+    """One connection per other broker, opened on first use and dropped after a failure
+    (the next `get` reconnects, to the broker's endpoint as registered then)."""
+
+    endpoint_of: Callable[[int], Endpoint | None]
+    client_id: str
+    _open: dict[int, BrokerConnection] = field(default_factory=dict)
+
+    async def get(self, broker_id: int) -> BrokerConnection:
+        connection = self._open.get(broker_id)
+        if connection is None:
+            endpoint = self.endpoint_of(broker_id)
+            if endpoint is None:
+                raise ConnectionLost(f"broker {broker_id} is not registered")
+            connection = await BrokerConnection.open(endpoint.host, endpoint.port, self.client_id)
+            self._open[broker_id] = connection
+        return connection
+
+    async def drop(self, broker_id: int) -> None:
+        connection = self._open.pop(broker_id, None)
+        if connection is not None:
+            with trio.CancelScope(shield=True):
+                await connection.aclose()
+
+    async def close_all(self) -> None:
+        for broker_id in list(self._open):
+            await self.drop(broker_id)

@@ -34,7 +34,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
 from kafkalite.apis.base import make
-from kafkalite.broker.broker_connection import BrokerConnection, ConnectionLost
+from kafkalite.broker.broker_connection import BrokerConnections, ConnectionLost
 from kafkalite.broker.cluster_metadata import ClusterMetadata, Endpoint
 from kafkalite.broker.delayed import TopicPartition
 from kafkalite.broker.delayed_wait import complete_or_expire
@@ -174,8 +174,13 @@ class TxnMarkerSender:
     retry_backoff_ms: int = 100  # between rounds while markers are pending
     request_timeout_ms: int = 30_000
     pending: list[PendingMarkers] = field(default_factory=list)
-    _connections: dict[int, BrokerConnection] = field(default_factory=dict)
+    _connections: BrokerConnections = field(init=False)
     _wakeup: trio.Event = field(default_factory=trio.Event)
+
+    def __post_init__(self) -> None:
+        self._connections = BrokerConnections(
+            self.endpoint_of, f"broker-{self.broker_id}-txn-markers"
+        )
 
     def add(
         self, job: MarkerJob, coordinator_epoch: int, partitions: Iterable[TopicPartition]
@@ -195,9 +200,7 @@ class TxnMarkerSender:
                     with trio.move_on_after(self.retry_backoff_ms / 1000):
                         await self._wakeup.wait()
         finally:
-            for connection in self._connections.values():
-                with trio.CancelScope(shield=True):
-                    await connection.aclose()
+            await self._connections.close_all()
 
     async def send_round(self) -> None:
         """Route every pending marker to its partition's leader once; complete what is done."""
@@ -227,32 +230,14 @@ class TxnMarkerSender:
         for batch in _one_txn_per_producer(entries):
             request = write_txn_markers_request(batch)
             try:
-                connection = await self._connection(broker_id)
+                connection = await self._connections.get(broker_id)
                 with trio.fail_after(self.request_timeout_ms / 1000):
                     response = await connection.request(request)
             except (ConnectionLost, trio.TooSlowError) as exc:
                 log.debug("markers to broker %d: %s; retrying", broker_id, exc)
-                await self._drop_connection(broker_id)
+                await self._connections.drop(broker_id)
                 return
             apply_response(batch, response)
-
-    async def _connection(self, broker_id: int) -> BrokerConnection:
-        connection = self._connections.get(broker_id)
-        if connection is None:
-            endpoint = self.endpoint_of(broker_id)
-            if endpoint is None:
-                raise ConnectionLost(f"broker {broker_id} is not registered")
-            connection = await BrokerConnection.open(
-                endpoint.host, endpoint.port, f"broker-{self.broker_id}-txn-markers"
-            )
-            self._connections[broker_id] = connection
-        return connection
-
-    async def _drop_connection(self, broker_id: int) -> None:
-        connection = self._connections.pop(broker_id, None)
-        if connection is not None:
-            with trio.CancelScope(shield=True):
-                await connection.aclose()
 
 
 def _one_txn_per_producer(

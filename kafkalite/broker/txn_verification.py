@@ -24,7 +24,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
 from kafkalite.apis.base import make
-from kafkalite.broker.broker_connection import BrokerConnection, ConnectionLost
+from kafkalite.broker.broker_connection import BrokerConnections, ConnectionLost
 from kafkalite.broker.cluster_metadata import Endpoint
 from kafkalite.broker.delayed import TopicPartition
 
@@ -109,8 +109,13 @@ class TxnVerifier:
     coordinator_of: Callable[[str], tuple[ErrorCode, int]]  # transactional id -> broker id
     endpoint_of: Callable[[int], Endpoint | None]
     request_timeout_ms: int = 30_000
-    _connections: dict[int, BrokerConnection] = field(default_factory=dict)
+    _connections: BrokerConnections = field(init=False)
     _locks: dict[int, trio.Lock] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._connections = BrokerConnections(
+            self.endpoint_of, f"broker-{self.broker_id}-txn-verification"
+        )
 
     async def verify(
         self, transactional_id: str, producer_id: int, epoch: int, partitions: list[TopicPartition]
@@ -123,30 +128,12 @@ class TxnVerifier:
         lock = self._locks.setdefault(coordinator, trio.Lock())  # one request in flight
         try:
             async with lock:
-                connection = await self._connection(coordinator)
+                connection = await self._connections.get(coordinator)
                 with trio.fail_after(self.request_timeout_ms / 1000):
                     response = await connection.request(request)
         except (ConnectionLost, trio.TooSlowError) as exc:
             log.info("verifying %s with broker %d: %s", transactional_id, coordinator, exc)
-            await self._drop(coordinator)
+            await self._connections.drop(coordinator)
             return dict.fromkeys(partitions, ErrorCode.not_enough_replicas)
         answers = verify_answers(response, transactional_id, partitions)
         return {tp: produce_error(answer) for tp, answer in answers.items()}
-
-    async def _connection(self, broker_id: int) -> BrokerConnection:
-        connection = self._connections.get(broker_id)
-        if connection is None:
-            endpoint = self.endpoint_of(broker_id)
-            if endpoint is None:
-                raise ConnectionLost(f"broker {broker_id} is not registered")
-            connection = await BrokerConnection.open(
-                endpoint.host, endpoint.port, f"broker-{self.broker_id}-txn-verification"
-            )
-            self._connections[broker_id] = connection
-        return connection
-
-    async def _drop(self, broker_id: int) -> None:
-        connection = self._connections.pop(broker_id, None)
-        if connection is not None:
-            with trio.CancelScope(shield=True):
-                await connection.aclose()
