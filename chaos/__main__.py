@@ -22,7 +22,7 @@ def parse(argv: list[str] | None) -> Options:
     parser.add_argument(
         "--faults",
         default="kill,pause,term,drop,latency,blackhole",
-        help=f"comma-separated, of: {','.join(KINDS)}",
+        help=f'comma-separated, of: {",".join(KINDS)}; "" for a run without faults',
     )
     parser.add_argument("--brokers", type=int, default=1)
     parser.add_argument(

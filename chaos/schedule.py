@@ -52,7 +52,10 @@ def make_schedule(
     warmup: float = 8.0,
 ) -> list[Fault]:
     """Faults from `warmup` until 75% of `duration` (the rest is for recovery), cycling through
-    the kinds in a seeded order so each kind comes up as often as the others."""
+    the kinds in a seeded order so each kind comes up as often as the others. No kinds: no
+    faults (a baseline run)."""
+    if not kinds:
+        return []
     rng = random.Random(seed)
     timeout = max(timeouts.values() or [6.0])
     end = duration * 0.75

@@ -31,6 +31,10 @@ def test_a_schedule_cycles_through_every_kind_and_leaves_time_to_recover():
     assert pauses <= {3.0, 9.0}  # half and one and a half times the longest timeout
 
 
+def test_no_kinds_give_a_fault_free_baseline_run():  # --faults ""
+    assert make_schedule(43, 90, [], 3, TIMEOUTS) == []
+
+
 def test_cluster_only_faults_are_dropped_with_a_note_for_one_broker():
     kept, notes = usable_kinds(["kill", "partition", "zookeeper"], 1)
     assert kept == ["kill"]
