@@ -3,9 +3,10 @@
 Offsets a transactional producer commits for a consumer group (send_offsets_to_transaction).
 Checked like OffsetCommit against the group's generation / member epoch (v3+, KIP-447:
 ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID...) and against the producer's
-epoch (PRODUCER_FENCED; INVALID_PRODUCER_EPOCH before v2), then written to the group's
-`__consumer_offsets` partition as a transactional batch of the producer and held by the group
-coordinator until the transaction ends: visible on commit, dropped on abort (replay after a
+epoch (PRODUCER_FENCED; INVALID_PRODUCER_EPOCH before v2) by the transactional id's
+coordinator (another broker is asked, as for a transactional produce), then written to the
+group's `__consumer_offsets` partition as a transactional batch of the producer and held by the
+group coordinator until the transaction ends: visible on commit, dropped on abort (replay after a
 restart follows the markers the same way).
 """
 
@@ -17,7 +18,8 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.apis.txn_common import txn_service
-from kafkalite.coordinator import OffsetCommitRequest
+from kafkalite.broker.replica_manager import OFFSETS_TOPIC
+from kafkalite.coordinator import OffsetCommitRequest, group_partition
 from kafkalite.coordinator.offset_commit import PartitionCommit
 from kafkalite.coordinator.offsets import (
     NO_LEADER_EPOCH,
@@ -49,16 +51,40 @@ def _request(ctx: RequestContext, request: Any) -> OffsetCommitRequest:
     )
 
 
-def _producer_error(ctx: RequestContext, request: Any) -> ErrorCode:
-    coordinator = txn_service(ctx).coordinator
-    meta = coordinator.describe(request.transactional_id)
+async def _producer_error(ctx: RequestContext, request: Any) -> ErrorCode:
+    """The producer checked by its transaction coordinator: here when this broker is it, else
+    asked (Kafka verifies the group's `__consumer_offsets` partition with the coordinator,
+    KIP-890). The group and the transactional id usually have different coordinators."""
+    service = txn_service(ctx)
+    if service.check_coordinator(request.transactional_id) is not ErrorCode.none:
+        return await _verify_remotely(ctx, request)
+    meta = service.coordinator.describe(request.transactional_id)
     if meta is None or meta.producer_id != request.producer_id:
         return ErrorCode.invalid_producer_id_mapping
     if meta.producer_epoch != request.producer_epoch:
-        return (
-            ErrorCode.producer_fenced if ctx.api_version >= 2 else ErrorCode.invalid_producer_epoch
-        )
+        return _fenced(ctx)
     return ErrorCode.none
+
+
+async def _verify_remotely(ctx: RequestContext, request: Any) -> ErrorCode:
+    if ctx.broker.groups.ensure_offsets_topic() is not ErrorCode.none:
+        return ErrorCode.coordinator_not_available
+    count = ctx.broker.metadata.topics[OFFSETS_TOPIC].num_partitions
+    tp = (OFFSETS_TOPIC, group_partition(request.group_id, count))
+    answers = await txn_service(ctx).verifier.verify(
+        request.transactional_id, request.producer_id, request.producer_epoch, [tp]
+    )
+    # The verifier answers as for a produce; Kafka's group coordinator normalises those.
+    error = answers[tp]
+    if error is ErrorCode.invalid_producer_epoch:
+        return _fenced(ctx)
+    if error is ErrorCode.not_enough_replicas:
+        return ErrorCode.coordinator_not_available
+    return error
+
+
+def _fenced(ctx: RequestContext) -> ErrorCode:
+    return ErrorCode.producer_fenced if ctx.api_version >= 2 else ErrorCode.invalid_producer_epoch
 
 
 async def _errors(ctx: RequestContext, request: Any) -> dict[tuple[str, int], ErrorCode]:
@@ -67,7 +93,7 @@ async def _errors(ctx: RequestContext, request: Any) -> dict[tuple[str, int], Er
     error = ctx.broker.groups.check_group(commit.group_id)
     if error is not ErrorCode.none:
         return dict.fromkeys(keys, error)
-    error = _producer_error(ctx, request)
+    error = await _producer_error(ctx, request)
     if error is not ErrorCode.none:
         return dict.fromkeys(keys, error)
     response, _ = ctx.broker.groups.call(

@@ -10,6 +10,10 @@ WriteTxnMarkers to partitions led by the other brokers (kafkalite/broker/txn_mar
 - A partition's leader SIGKILLed after the transaction's records are replicated and before
   EndTxn: the coordinator's marker for it fails until the controller elects a new leader,
   then reaches that leader; readers see the transaction committed there.
+- send_offsets_to_transaction when the group's coordinator is not the transactional id's:
+  the group coordinator asks the transaction coordinator (it answered
+  INVALID_PRODUCER_ID_MAPPING from its own, empty, transaction state) and the committed
+  transaction's offsets are the group's.
 """
 
 from __future__ import annotations
@@ -20,11 +24,13 @@ from pathlib import Path
 
 import pytest
 from cluster_helpers import StartBrokers, poll
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
+from kafkalite.broker.replica_manager import OFFSETS_TOPIC
 from kafkalite.broker.txn_coordinator_service import TXN_STATE_TOPIC, txn_partition
+from kafkalite.coordinator import group_partition
 from kafkalite.storage.batch import TRANSACTIONAL_FLAG
 from kafkalite.storage.records import encode_batch
 from kafkalite.testing import BrokerProcess, error_records
@@ -36,6 +42,7 @@ pytestmark = pytest.mark.slow
 
 TOPIC = "txn-spread"
 TXN_STATE_PARTITIONS = 3
+OFFSETS_PARTITIONS = 3
 CLIENT_TIMEOUT = 60.0
 # Each partition i is led by broker i + 1, its replicas on all three.
 ASSIGNMENT = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
@@ -51,6 +58,7 @@ def brokers(start_brokers: StartBrokers) -> dict[int, BrokerProcess]:
             "transaction.state.log.replication.factor": "3",
             "transaction.state.log.min.isr": "2",
             "transaction.state.log.num.partitions": str(TXN_STATE_PARTITIONS),
+            "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
         }
     )
 
@@ -238,4 +246,46 @@ def test_marker_reaches_the_new_leader_when_the_leader_is_killed(
         [(TOPIC, 1, b"v%d" % i) for i in range(1, 30, 3)] + [(TOPIC, 1, b"next")]
     )
     assert [errors_logged(brokers[b]) for b in (2, 3)] == [[], []]
+    del warmup
+
+
+def group_coordinator_of(admin: AdminClient, group_id: str) -> int:
+    found = admin.list_topics(OFFSETS_TOPIC, timeout=10).topics[OFFSETS_TOPIC]
+    return found.partitions[group_partition(group_id, OFFSETS_PARTITIONS)].leader
+
+
+def test_offsets_sent_to_a_transaction_coordinated_by_another_broker(
+    brokers: dict[int, BrokerProcess],
+) -> None:
+    admin = spread_topic(brokers)
+    bootstrap = bootstrap_of(brokers)
+    warmup = txn_producer(bootstrap, "warmup")  # creates __transaction_state
+    group = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
+    group.committed([TopicPartition(TOPIC, 0)], CLIENT_TIMEOUT)  # creates __consumer_offsets
+    group.close()
+    poll(lambda: full_isr(admin, TXN_STATE_TOPIC), "a full ISR on the transaction log")
+    poll(lambda: full_isr(admin, OFFSETS_TOPIC), "a full ISR on the offsets topic")
+    transactional_id = next(
+        f"sender-{n}" for n in range(100) if coordinator_of(admin, f"sender-{n}") == 1
+    )
+    group_id = next(f"g-{n}" for n in range(100) if group_coordinator_of(admin, f"g-{n}") == 2)
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id})
+    producer = txn_producer(bootstrap, transactional_id)
+    producer.begin_transaction()
+    producer.produce(TOPIC, b"out", partition=2)
+    offsets = [TopicPartition(TOPIC, 0, 7), TopicPartition(TOPIC, 1, 3)]
+    producer.send_offsets_to_transaction(
+        offsets, consumer.consumer_group_metadata(), CLIENT_TIMEOUT
+    )
+    producer.commit_transaction(CLIENT_TIMEOUT)
+
+    committed = consumer.committed([TopicPartition(TOPIC, p) for p in range(2)], CLIENT_TIMEOUT)
+    assert [(tp.partition, tp.offset, tp.error) for tp in committed] == [
+        (0, 7, None),
+        (1, 3, None),
+    ]
+    consumer.close()
+    assert read_to_end(bootstrap, [(TOPIC, 2)], "read_committed") == [(TOPIC, 2, b"out")]
+    assert [errors_logged(b) for b in brokers.values()] == [[], [], []]
     del warmup
