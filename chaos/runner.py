@@ -219,6 +219,8 @@ def _apply_schedule(schedule, target, options, run_dir, disks, log) -> None:
             for thread in running:
                 thread.join()
             running.clear()
+        for thread in running:  # the last fault was to go with one the run had no time for
+            thread.join()
     # Time to recover after the last fault, also when slow restarts made the faults overrun.
     _sleep_until(max(started + options.duration, time.monotonic() + options.duration / 4))
 
