@@ -440,11 +440,26 @@ class UnifiedLog:
         cache = self.leader_epoch_cache
         self._assign_epochs(lambda: [_maybe_assign_epoch(cache, header) for header in headers])
         self._write(bytearray(records), headers, max_timestamp, headers[-1].last_offset, now_ms)
+        position = 0
         for header in headers:
+            if header.is_control and header.has_producer_id:
+                batch = memoryview(records)[position : position + header.size]
+                self._index_replicated_abort(batch, header)
             self.producer_state.replay(header)
+            position += header.size
         if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
             self.flush()
         return self.log_end_offset
+
+    def _index_replicated_abort(self, batch: memoryview, header: BatchHeader) -> None:
+        """An abort marker from the leader is indexed here too (Kafka's follower append
+        completes transactions as the leader's does): a follower that becomes leader answers
+        read_committed fetches with the aborted transactions, not the aborted records."""
+        marker = decode_marker(batch)
+        if marker is not None and not marker.commit:
+            self._index_abort(
+                header.producer_id, header.base_offset, self.active_segment.base_offset
+            )
 
     def _assign_epochs(self, assign: Callable[[], object]) -> None:
         """Update the leader epoch cache (its checkpoint file) before the batches are written,

@@ -8,8 +8,12 @@ from kio.schema.errors import ErrorCode
 from partition_fixtures import batch, open_partition, state
 
 from kafkalite.broker.partition import Partition
+from kafkalite.storage.batch import TRANSACTIONAL_FLAG
+from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.errors import UnexpectedAppendOffsetError
 from kafkalite.storage.log import AppendResult, LogConfig, UnifiedLog
+from kafkalite.storage.records import encode_batch
+from kafkalite.storage.txn_index import AbortedTxn
 
 A, B = 1, 2
 BOTH = (A, B)
@@ -71,6 +75,27 @@ def test_a_follower_turned_leader_still_deduplicates_retries(tmp_path) -> None:
     retried = follower.append_records_to_leader(idempotent, 1, min_isr=1, now_ms=6)
     assert isinstance(retried, AppendResult)
     assert (retried.duplicate, retried.first_offset, follower.log_end_offset) == (True, 0, 2)
+
+
+def test_a_follower_indexes_the_leaders_aborted_transactions(tmp_path) -> None:
+    """A follower turned leader must answer read_committed fetches with the aborted
+    transactions the old leader wrote markers for; without them the aborted records read as
+    committed (3-broker transactional chaos run, seed 43: an abort with the epoch bumped by
+    InitProducerId, replicated, then the follower elected)."""
+    leader, follower = pair(tmp_path)
+    txn = encode_batch(
+        [(None, b"t0"), (None, b"t1")], timestamp=1_000, producer_id=7, producer_epoch=0,
+        base_sequence=0, attributes=TRANSACTIONAL_FLAG,
+    )  # fmt: skip
+    leader.append_records_to_leader(txn, -1, min_isr=2, now_ms=0)
+    assert leader.append_txn_marker(7, 1, EndTxnMarker(False, 3), now_ms=0) == 2
+    leader.append_records_to_leader(batch(1), -1, min_isr=2, now_ms=0)
+    replicate(leader, follower)
+    aborted = [AbortedTxn(producer_id=7, first_offset=0, last_offset=2, last_stable_offset=3)]
+    assert leader.log.collect_aborted(0, 4) == aborted
+    assert follower.log.collect_aborted(0, 4) == aborted
+    assert follower.make_leader(state(B, 1, BOTH), now_ms=5) is ErrorCode.none
+    assert follower.log.collect_aborted(0, 4) == aborted
 
 
 def test_old_leader_truncates_to_where_the_new_leaders_epoch_starts(tmp_path) -> None:
