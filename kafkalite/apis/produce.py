@@ -108,12 +108,13 @@ def _verify_txn(
     epoch: INVALID_PRODUCER_EPOCH). Checked here when this broker is the coordinator; else
     the coordinator is asked (broker/txn_verification.py) unless the producer already has
     its transaction open on this partition at this epoch."""
-    if len(data.records) < HEADER_SIZE:  # storage answers a batch this short
-        return None
-    header = parse_header(data.records)
     transactional_id = getattr(request, "transactional_id", None)
     service = ctx.broker.txn
-    if header.magic != 2 or not header.is_transactional or not transactional_id or not service:
+    # Most produces carry no transactional id: no header to parse for them.
+    if not transactional_id or not service or len(data.records) < HEADER_SIZE:
+        return None  # (storage answers a batch too short for a header)
+    header = parse_header(data.records)
+    if header.magic != 2 or not header.is_transactional:
         return None
     if not ctx.broker.config.bool("transaction.partition.verification.enable"):
         return None
