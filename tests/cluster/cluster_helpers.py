@@ -3,7 +3,6 @@ conftest.py)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -12,6 +11,7 @@ import trio
 from kafkalite.cluster.kafka_zk import KafkaZkClient
 from kafkalite.cluster.zk_client import ZkClient
 from kafkalite.testing import BrokerProcess
+from tests.integration.e2e_helpers import wait_until
 
 CLUSTER_SESSION_TIMEOUT_MS = 4000
 
@@ -21,12 +21,7 @@ StartBrokers = Callable[[Mapping[str, str]], dict[int, BrokerProcess]]
 
 def poll(condition: Callable[[], Any], what: str, wait: float = 60.0) -> Any:
     """Ask again until `condition` answers something truthy (the cluster converges)."""
-    deadline = time.monotonic() + wait
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-    return value
+    return wait_until(condition, wait, 0.1, what)
 
 
 def zk_read(zk_connect: str, read: Callable[[KafkaZkClient], Any]) -> Any:

@@ -11,7 +11,6 @@ same running counts again, so the last record of every (window, page) is still e
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from spark_jobs.events import expected_window_counts
 from spark_jobs.generator import generate
 from spark_jobs.kafka_util import end_offsets, ensure_topic, read_topic
 from spark_jobs.page_counts import start_query, stop_between_batches
+from tests.integration.e2e_helpers import wait_until
 
 from .test_page_counts import START, last_counts
 
@@ -36,11 +36,7 @@ WAIT = 180.0
 
 
 def poll(condition: Callable[[], Any], what: str, wait: float = WAIT) -> Any:
-    deadline = time.monotonic() + wait
-    while not (value := condition()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-    return value
+    return wait_until(condition, wait, 0.2, what)
 
 
 def input_partitions(bootstrap: str) -> dict[int, Any]:
