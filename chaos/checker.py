@@ -10,8 +10,10 @@ Must be 0:
   acked_moved            acknowledged records found at another offset than the ack said
                          (librdkafka acks an idempotent retry the broker found a duplicate of
                          without an offset: those are only checked for presence)
-  duplicates             extra copies of a record in the final log (idempotence: none allowed)
-  order_violations       per partition and key, a producer's sequence going down along offsets
+  duplicates             extra copies of a record in the final log written by the same
+                         producer session (producer id and epoch) as the first: idempotence
+  order_violations       per partition and key, a producer's sequence going down along offsets,
+                         within one producer session
   unacked_disallowed     records in the log the producer never sent or was told definitely
                          failed (an ambiguous error or a pending send may be written: allowed)
   read_not_in_log        records a consumer read that the final log does not have there
@@ -28,6 +30,10 @@ With the transactional workload (final.jsonl holds the transform's committed out
                          input's end (some input was never consumed in a committed transaction)
 Figures: records acked / failed / unknown / read / in the log, and per fault the time to the
 first acknowledged acks=all write sent after it started (`recover_s`) and after it healed.
+`resent_copies` and `resent_out_of_order` count the copies, and the sequence going down, where
+a later session of the producer wrote a record again: the client's resend after it bumped its
+epoch (chaos.producer_sessions says why no broker can drop those). The sessions come from the
+segment files in the run directory; without them every copy counts as a duplicate.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from chaos.producer_sessions import Session, producer_sessions
 
 MUST_BE_ZERO = (
     "acked_lost", "acked_moved", "duplicates", "order_violations", "unacked_disallowed",
@@ -72,7 +80,7 @@ def producer_name(value: str) -> tuple[str, int]:
     return name, int(seq)
 
 
-def check(run_dir: Path, stall_bound_s: float = 30.0) -> dict[str, Any]:
+def check(run_dir: Path, stall_bound_s: float = 30.0, topic: str = "chaos") -> dict[str, Any]:
     run_dir = Path(run_dir)
     logs = run_dir / "logs"
     producers = {p.stem.removeprefix("producer-"): read_jsonl(p)
@@ -82,7 +90,8 @@ def check(run_dir: Path, stall_bound_s: float = 30.0) -> dict[str, Any]:
     final = read_jsonl(run_dir / "final.jsonl") if (run_dir / "final.jsonl").exists() else []
     faults_path = run_dir / "faults.jsonl"
     faults = read_jsonl(faults_path) if faults_path.exists() else []
-    return judge(producers, consumers, final, faults, stall_bound_s, transforms)
+    sessions = producer_sessions(run_dir, topic) or None
+    return judge(producers, consumers, final, faults, stall_bound_s, transforms, sessions)
 
 
 def judge(
@@ -92,6 +101,7 @@ def judge(
     faults: list[dict],
     stall_bound_s: float = 30.0,
     transforms: dict[str, list[dict]] | None = None,
+    sessions: dict[tuple[int, int], Session | None] | None = None,
 ) -> dict[str, Any]:
     acks: dict[str, dict] = {}
     errors: dict[str, dict] = {}
@@ -117,7 +127,9 @@ def judge(
         if v in where and ev["offset"] is not None
         and (ev["partition"], ev["offset"]) not in where[v]
     )  # fmt: skip
-    duplicates = {v: len(places) for v, places in where.items() if len(places) > 1}
+    copies = {v: places for v, places in where.items() if len(places) > 1}
+    resent = {v: places for v, places in copies.items() if _by_new_sessions(places, sessions)}
+    duplicates = {v: len(places) for v, places in copies.items() if v not in resent}
     unacked = _classify_unacked(where, acks, errors, unknown)
     reads = [(name, ev) for name, events in consumers.items() for ev in events
              if ev["ev"] == "read"]  # fmt: skip
@@ -126,7 +138,11 @@ def judge(
          "value": ev["value"], "log_has": at.get((ev["partition"], ev["offset"]))}
         for name, ev in reads if at.get((ev["partition"], ev["offset"])) != ev["value"]
     ]  # fmt: skip
-    order = order_violations(records)
+    order, resent_order = [], []
+    for violation in order_violations(records):
+        partition = violation["partition"]
+        places = [(partition, violation["after_offset"]), (partition, violation["offset"])]
+        (resent_order if _by_new_sessions(places, sessions) else order).append(violation)
     commits = commit_regressions(consumers, final)
     last_heal = max((f.get("heal", 0.0) for f in faults), default=0.0)
     # A produce-only workload has no group to stall.
@@ -160,6 +176,8 @@ def judge(
             "distinct_read": len({ev["value"] for _, ev in reads}),
             "acked_never_consumed": len(set(acks) - {ev["value"] for _, ev in reads}),
             "unacked_allowed": len(unacked["allowed"]),
+            "resent_copies": sum(len(places) - 1 for places in resent.values()),
+            "resent_out_of_order": len(resent_order),
             "errors_by_name": _count(ev["error"] for ev in errors.values()),
             "final_read_complete": bool(done) and not done[0].get("unfinished"),
         },
@@ -169,6 +187,7 @@ def judge(
             "acked_moved": moved[:20],
             "duplicates": dict(list(duplicates.items())[:20]),
             "order_violations": order[:20],
+            "resent": {v: places for v, places in list(resent.items())[:20]},
             "unacked_disallowed": unacked["disallowed"][:20],
             "read_not_in_log": read_not_in_log[:20],
             "commit_regressions": commits[:20],
@@ -177,6 +196,14 @@ def judge(
         },
         **({"txn_figures": txn["figures"]} if txn else {}),
     }
+
+
+def _by_new_sessions(places: list[tuple[int, int]], sessions) -> bool:
+    """Each copy written by another producer session (all known): the client's resend."""
+    if not sessions:
+        return False
+    owners = [sessions.get(place) for place in places]
+    return None not in owners and len(set(owners)) == len(owners)
 
 
 def _has_output(final: list[dict]) -> bool:
@@ -392,6 +419,8 @@ def summary(verdict: dict[str, Any]) -> str:
         f"  acked={figures['acked']} failed={figures['failed']} unknown={figures['unknown']}"
         f" in_log={figures['in_log']} read={figures['read_by_consumers']}"
         f" (distinct {figures['distinct_read']})",
+        f"  resent by a new producer epoch: copies={figures['resent_copies']}"
+        f" out_of_order={figures['resent_out_of_order']}",
     ]
     if "txn_figures" in verdict:
         lines.append("  transform: " + json.dumps(verdict["txn_figures"]))

@@ -125,7 +125,7 @@ def run(options: Options, log=print) -> tuple[Path, dict]:
         if target is not None:
             target.stop()
         unmount_disks(disks)
-    verdict = check(run_dir, options.stall_bound)
+    verdict = check(run_dir, options.stall_bound, TOPIC)
     verdict["target"] = options.target
     _write(run_dir / "verdict.json", verdict)
     with contextlib.suppress(Exception):  # a plot is a convenience; the verdict stands alone

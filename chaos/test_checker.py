@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 from chaos.checker import TXN_MUST_BE_ZERO, check, judge
+from chaos.producer_sessions import producer_sessions
+from tests.storage.batches import make_batch
 
 T0 = 1_000.0
 
@@ -67,6 +69,44 @@ def test_a_duplicate_is_caught():
     verdict = judge(producers, consumers, final, faults)
     assert (verdict["ok"], verdict["duplicates"]) == (False, 1)
     assert verdict["examples"]["duplicates"] == {"p0:5": 2}
+
+
+def test_a_copy_written_again_by_a_new_producer_epoch_is_a_resend_not_a_duplicate(
+    tmp_path: Path,
+):
+    """The CI run of 2026-11-24 17:07 (seed 43, 3 brokers, transactional workload): p0:5 at
+    offset 5 by producer 1002 epoch 0, and again at offset 6 by epoch 1 from sequence 0, after
+    librdkafka bumped the epoch. Read from the replicas' segment files, as `check` does."""
+    producers, consumers, final, faults = history()
+    final.insert(6, {"t": T0, "ev": "record", "partition": 0, "offset": 6, "key": "k1",
+                     "value": "p0:5"})  # fmt: skip
+    for broker in (1, 2):
+        log_dir = tmp_path / f"broker-{broker}-data" / "chaos-0"
+        log_dir.mkdir(parents=True)
+        batches = make_batch(6, producer_id=1002, producer_epoch=0, base_sequence=0)
+        batches += make_batch(base_offset=6, producer_id=1002, producer_epoch=1, base_sequence=0)
+        (log_dir / f"{0:020d}.log").write_bytes(batches)
+    (tmp_path / "broker-1-data" / "chaos-out-0").mkdir()  # another topic's partition
+    sessions = producer_sessions(tmp_path, "chaos")
+    assert sessions[(0, 5)] == (1002, 0) and sessions[(0, 6)] == (1002, 1)
+
+    verdict = judge(producers, consumers, final, faults, sessions=sessions)
+    assert (verdict["ok"], verdict["duplicates"], verdict["order_violations"]) == (True, 0, 0)
+    figures = verdict["figures"]
+    assert (figures["resent_copies"], figures["resent_out_of_order"]) == (1, 1)
+    assert verdict["examples"]["resent"] == {"p0:5": [(0, 5), (0, 6)]}
+
+
+def test_copies_in_one_producer_session_or_of_unknown_sessions_are_duplicates():
+    producers, consumers, final, faults = history()
+    final.insert(6, {"t": T0, "ev": "record", "partition": 0, "offset": 6, "key": "k1",
+                     "value": "p0:5"})  # fmt: skip
+    one_session = {(0, offset): (1002, 0) for offset in range(7)}
+    disagreeing = {**one_session, (0, 6): None}  # replicas that disagree: unknown
+    for sessions in (one_session, disagreeing, None):
+        verdict = judge(producers, consumers, final, faults, sessions=sessions)
+        assert (verdict["duplicates"], verdict["order_violations"]) == (1, 1), sessions
+        assert verdict["figures"]["resent_copies"] == 0
 
 
 def test_a_reorder_within_a_key_is_caught():
