@@ -44,6 +44,7 @@ import json
 import sys
 from collections import defaultdict
 from collections.abc import Iterable
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -198,12 +199,22 @@ def judge(
     }
 
 
-def _by_new_sessions(places: list[tuple[int, int]], sessions) -> bool:
-    """Each copy written by another producer session (all known): the client's resend."""
+def _by_new_sessions(
+    places: list[tuple[int, int]], sessions: dict[tuple[int, int], Session | None] | None
+) -> bool:
+    """Each later copy (by offset) written by a newer session than the one before it, all
+    known: the client's resend. An older epoch of the same producer id after a newer one would
+    be a zombie the broker failed to fence, so that counts as a duplicate."""
     if not sessions:
         return False
-    owners = [sessions.get(place) for place in places]
-    return None not in owners and len(set(owners)) == len(owners)
+    owners = [sessions.get(place) for place in sorted(places)]
+    known = [owner for owner in owners if owner is not None]
+    return len(known) == len(owners) and all(_newer(b, a) for a, b in pairwise(known))
+
+
+def _newer(later: Session, earlier: Session) -> bool:
+    """Another producer id, or a higher epoch of the same one."""
+    return later[0] != earlier[0] or later[1] > earlier[1]
 
 
 def _has_output(final: list[dict]) -> bool:

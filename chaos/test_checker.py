@@ -97,13 +97,14 @@ def test_a_copy_written_again_by_a_new_producer_epoch_is_a_resend_not_a_duplicat
     assert verdict["examples"]["resent"] == {"p0:5": [(0, 5), (0, 6)]}
 
 
-def test_copies_in_one_producer_session_or_of_unknown_sessions_are_duplicates():
+def test_copies_in_one_producer_session_of_unknown_sessions_or_of_an_older_epoch_are_duplicates():
     producers, consumers, final, faults = history()
     final.insert(6, {"t": T0, "ev": "record", "partition": 0, "offset": 6, "key": "k1",
                      "value": "p0:5"})  # fmt: skip
     one_session = {(0, offset): (1002, 0) for offset in range(7)}
     disagreeing = {**one_session, (0, 6): None}  # replicas that disagree: unknown
-    for sessions in (one_session, disagreeing, None):
+    zombie = {**one_session, (0, 5): (1002, 1)}  # epoch 0 written after epoch 1: not fenced
+    for sessions in (one_session, disagreeing, zombie, None):
         verdict = judge(producers, consumers, final, faults, sessions=sessions)
         assert (verdict["duplicates"], verdict["order_violations"]) == (1, 1), sessions
         assert verdict["figures"]["resent_copies"] == 0
