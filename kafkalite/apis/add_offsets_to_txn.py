@@ -2,7 +2,9 @@
 
 Adds the group's `__consumer_offsets` partition to the transaction, so the transaction's
 end reaches the group coordinator (its TxnOffsetCommits are applied on commit, dropped on
-abort). Errors as AddPartitionsToTxn's.
+abort). Errors as AddPartitionsToTxn's. Answered once the transaction's new state is
+replicated (acks=all), as Kafka's coordinator does: a coordinator that moves right after
+must know the partition is in the transaction.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from kafkalite.broker.replica_manager import OFFSETS_TOPIC
 from kafkalite.coordinator import group_partition
 
 
-def _add(ctx: RequestContext, request: Any) -> ErrorCode:
+async def _add(ctx: RequestContext, request: Any) -> ErrorCode:
     service = txn_service(ctx)
     error = service.check_coordinator(request.transactional_id)
     if error is not ErrorCode.none:
@@ -26,7 +28,7 @@ def _add(ctx: RequestContext, request: Any) -> ErrorCode:
         return ErrorCode.coordinator_not_available
     count = ctx.broker.metadata.topics[OFFSETS_TOPIC].num_partitions
     tp = (OFFSETS_TOPIC, group_partition(request.group_id, count))
-    result, persist_error = service.call(
+    result, persist_error = await service.call_and_wait(
         lambda c, now: c.add_partitions(
             request.transactional_id, request.producer_id, request.producer_epoch, [tp], now
         )
@@ -34,11 +36,11 @@ def _add(ctx: RequestContext, request: Any) -> ErrorCode:
     return result if persist_error is ErrorCode.none else persist_error
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
-    error = _add(ctx, request)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    error = await _add(ctx, request)
     if error is ErrorCode.producer_fenced and ctx.api_version < 2:
         error = ErrorCode.invalid_producer_epoch
     return make(ctx.schema.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=error)
 
 
-API = ApiHandler(api_key=25, min_version=0, max_version=4, handle=handle)
+API = ApiHandler(api_key=25, min_version=0, max_version=4, handle=handle, is_async=True)

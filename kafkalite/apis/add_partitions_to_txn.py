@@ -6,6 +6,9 @@ UNKNOWN_TOPIC_OR_PARTITION for it, OPERATION_NOT_ATTEMPTED for the others, as Ka
 v4+ (brokers, KIP-890): a batch of transactions, each possibly `verify_only` (is the
 partition already in the ongoing transaction? INVALID_TXN_STATE when not); a top-level
 error only for the whole request.
+Adds are answered once the transaction's new state is replicated (acks=all), as Kafka's
+coordinator does: a coordinator that moves right after must know the partitions, or the
+next produce fails its verification and the commit writes no marker there.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ def _partitions(topics: Any) -> list[TopicPartition]:
     return [(topic.name, index) for topic in topics for index in topic.partitions]
 
 
-def _add(
+async def _add(
     ctx: RequestContext,
     transactional_id: str,
     producer_id: int,
@@ -51,7 +54,7 @@ def _add(
             lambda c, now: c.verify_partitions(transactional_id, producer_id, epoch, partitions)
         )
         return result
-    added, persist_error = service.call(
+    added, persist_error = await service.call_and_wait(
         lambda c, now: c.add_partitions(transactional_id, producer_id, epoch, partitions, now)
     )
     return dict.fromkeys(partitions, added if persist_error is ErrorCode.none else persist_error)
@@ -80,10 +83,10 @@ def _topic_results(ctx: RequestContext, errors: dict[TopicPartition, ErrorCode])
     )
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema.AddPartitionsToTxnResponse
     if ctx.api_version < 4:
-        errors = _add(
+        errors = await _add(
             ctx,
             request.v3_and_below_transactional_id,
             request.v3_and_below_producer_id,
@@ -96,27 +99,29 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             throttle_time=NO_THROTTLE,
             results_by_topic_v3_and_below=_topic_results(ctx, errors),
         )
-    results = tuple(
-        make(
-            ctx.schema.AddPartitionsToTxnResult,
-            transactional_id=txn.transactional_id,
-            topic_results=_topic_results(
-                ctx,
-                _add(
-                    ctx,
-                    txn.transactional_id,
-                    txn.producer_id,
-                    txn.producer_epoch,
-                    _partitions(txn.topics),
-                    txn.verify_only,
-                ),
-            ),
+    results = []
+    for txn in request.transactions:
+        errors = await _add(
+            ctx,
+            txn.transactional_id,
+            txn.producer_id,
+            txn.producer_epoch,
+            _partitions(txn.topics),
+            txn.verify_only,
         )
-        for txn in request.transactions
-    )
+        results.append(
+            make(
+                ctx.schema.AddPartitionsToTxnResult,
+                transactional_id=txn.transactional_id,
+                topic_results=_topic_results(ctx, errors),
+            )
+        )
     return make(
-        schema, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results_by_transaction=results
+        schema,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        results_by_transaction=tuple(results),
     )
 
 
-API = ApiHandler(api_key=24, min_version=0, max_version=5, handle=handle)
+API = ApiHandler(api_key=24, min_version=0, max_version=5, handle=handle, is_async=True)

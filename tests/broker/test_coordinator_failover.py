@@ -6,10 +6,16 @@ too); a load overtaken by a newer election installs nothing."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import trio
 from cluster_fixtures import ManualClock, running_cluster
+from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
 
+from kafkalite.apis import add_offsets_to_txn, add_partitions_to_txn
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.delayed_wait import complete_or_expire
 from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
 from kafkalite.broker.replica_manager import OFFSETS_TOPIC, ReplicaManager
@@ -21,6 +27,7 @@ from kafkalite.coordinator import (
     PartitionCommit,
     Protocol,
     TopicPartition,
+    group_partition,
 )
 from kafkalite.storage.batch import TRANSACTIONAL_FLAG, iter_batches
 from kafkalite.storage.control_batch import decode_marker
@@ -66,6 +73,10 @@ async def park_join(groups: GroupCoordinatorService, answers: list[JoinGroupResp
         group_instance_id=None,
     )
     answers.append(await groups.join_group(request))
+
+
+def request_module(api_key: int, version: int):
+    return load_payload_module(api_key, version, EntityType.request)
 
 
 async def until(condition) -> None:
@@ -271,3 +282,78 @@ def test_brokers_without_a_replica_find_the_internal_topics_without_creating_the
 
     trio.run(main)
     assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+
+
+def test_partitions_added_to_a_transaction_are_answered_only_once_replicated(tmp_path) -> None:
+    """AddPartitionsToTxn and AddOffsetsToTxn answered before their `__transaction_state`
+    write reached the other replicas (3-broker transactional chaos run, seed 5: a rolling
+    restart moved the coordinator just after AddOffsetsToTxn, the new one did not know the
+    group's partition, and TxnOffsetCommit failed its verification with INVALID_TXN_STATE,
+    fatal to librdkafka). Kafka answers them after the acks=all write."""
+
+    async def main() -> None:
+        async with running_cluster(tmp_path, 3, ManualClock(), **OVERRIDES) as (cluster, running):
+            assert running[1].broker.txn.ensure_state_topic() is ErrorCode.none
+            old = cluster.states[(TXN_STATE_TOPIC, 0)].leader
+            others = tuple(i for i in running if i != old)
+            cluster.create_topic("t", [[old, *others]])
+            broker = running[old].broker
+            init, error = await broker.txn.call_and_wait(
+                lambda c, now: c.init_producer_id(TID, 60_000, now)
+            )
+            pid = init.producer_id
+
+            async def answer(api: ApiHandler, request) -> Any:
+                ctx = RequestContext(broker, api.api_key, 3, 1, "tests")
+                response = api.handle(ctx, request)
+                return await response if api.is_async else response
+
+            def state_ends() -> list[int]:
+                return [
+                    each.broker.replica_manager.partition(TXN_STATE_TOPIC, 0).log_end_offset
+                    for each in running.values()
+                ]
+
+            added = await answer(
+                add_partitions_to_txn.API,
+                request_module(24, 3).AddPartitionsToTxnRequest(
+                    v3_and_below_transactional_id=TID,
+                    v3_and_below_producer_id=pid,
+                    v3_and_below_producer_epoch=0,
+                    v3_and_below_topics=(
+                        request_module(24, 3).AddPartitionsToTxnTopic(name="t", partitions=(0,)),
+                    ),
+                ),
+            )
+            partition_errors = [
+                p.partition_error_code
+                for topic in added.results_by_topic_v3_and_below
+                for p in topic.results_by_partition
+            ]
+            assert partition_errors == [ErrorCode.none]
+            first_ends = state_ends()
+            assert len(set(first_ends)) == 1, first_ends  # every replica has it when answered
+
+            offsets = await answer(
+                add_offsets_to_txn.API,
+                request_module(25, 3).AddOffsetsToTxnRequest(
+                    transactional_id=TID, producer_id=pid, producer_epoch=0, group_id=GROUP
+                ),
+            )
+            assert offsets.error_code is ErrorCode.none
+            ends = state_ends()
+            assert len(set(ends)) == 1 and ends[0] > first_ends[0], ends
+
+            # The coordinator dies at once: its successor knows both partitions.
+            running[old].stop()
+            new = others[0]
+            cluster.elect(TXN_STATE_TOPIC, 0, new, others)
+            new_txn = running[new].broker.txn
+            await until(lambda: new_txn.check_coordinator(TID) is ErrorCode.none)
+            offsets_tp = (OFFSETS_TOPIC, group_partition(GROUP, 1))  # one partition
+            verified, _ = new_txn.call(
+                lambda c, now: c.verify_partitions(TID, pid, 0, [("t", 0), offsets_tp])
+            )
+            assert verified == {("t", 0): ErrorCode.none, offsets_tp: ErrorCode.none}
+
+    trio.run(main)
