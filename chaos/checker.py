@@ -91,7 +91,7 @@ def check(run_dir: Path, stall_bound_s: float = 30.0, topic: str = "chaos") -> d
     final = read_jsonl(run_dir / "final.jsonl") if (run_dir / "final.jsonl").exists() else []
     faults_path = run_dir / "faults.jsonl"
     faults = read_jsonl(faults_path) if faults_path.exists() else []
-    sessions = producer_sessions(run_dir, topic) or None
+    sessions = producer_sessions(run_dir, topic)
     return judge(producers, consumers, final, faults, stall_bound_s, transforms, sessions)
 
 
@@ -188,7 +188,7 @@ def judge(
             "acked_moved": moved[:20],
             "duplicates": dict(list(duplicates.items())[:20]),
             "order_violations": order[:20],
-            "resent": {v: places for v, places in list(resent.items())[:20]},
+            "resent": dict(list(resent.items())[:20]),
             "unacked_disallowed": unacked["disallowed"][:20],
             "read_not_in_log": read_not_in_log[:20],
             "commit_regressions": commits[:20],

@@ -19,6 +19,13 @@ pytestmark = pytest.mark.slow
 FAULTS = ["kill", "pause", "term", "drop", "latency", "blackhole"]
 
 
+def assert_log_accounted_for(figures: dict) -> None:
+    """Every record in the log was acknowledged, ambiguous, or a copy a later producer epoch
+    wrote again (the client's resend, chaos.producer_sessions): exact counts."""
+    expected = figures["acked"] + figures["unacked_allowed"] + figures["resent_copies"]
+    assert figures["in_log"] == expected, figures
+
+
 def processes_mentioning(text: str) -> list[int]:
     pids = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -49,11 +56,8 @@ def test_a_seeded_single_node_run_loses_duplicates_and_reorders_nothing(tmp_path
     assert verdict["read_not_in_log"] == 0
     assert verdict["commit_regressions"] == 0
     assert verdict["stalls"] == 0
-    # Everything in the log was acknowledged or ambiguous; the group read all of it.
-    # A copy a later producer epoch wrote again (the client's resend, chaos.producer_sessions)
-    # is in the log twice: counted exactly, apart from the duplicates that must be 0.
-    resent = figures["resent_copies"]
-    assert figures["in_log"] == figures["acked"] + figures["unacked_allowed"] + resent
+    # Everything in the log was acknowledged, ambiguous or resent; the group read all of it.
+    assert_log_accounted_for(figures)
     assert figures["acked_never_consumed"] == 0
     assert all(f["recover_s"] is not None for f in verdict["faults"])
     assert verdict["ok"] is True
@@ -73,10 +77,7 @@ def test_a_seeded_single_node_transactional_run_is_exactly_once(tmp_path: Path):
     assert sorted(fault["kind"] for fault in applied) == ["kill", "pause", "pause", "term", "term"]
     figures, txn = verdict["figures"], verdict["txn_figures"]
     assert figures["acked"] > 5_000, figures
-    # A copy a later producer epoch wrote again (the client's resend, chaos.producer_sessions)
-    # is in the log twice: counted exactly, apart from the duplicates that must be 0.
-    resent = figures["resent_copies"]
-    assert figures["in_log"] == figures["acked"] + figures["unacked_allowed"] + resent
+    assert_log_accounted_for(figures)
     for key in ("acked_lost", "duplicates", "order_violations", "unacked_disallowed",
                 *TXN_MUST_BE_ZERO):  # fmt: skip
         assert verdict[key] == 0, (key, verdict["examples"][key])

@@ -6,13 +6,9 @@ too); a load overtaken by a newer election installs nothing."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import trio
 from cluster_fixtures import ManualClock, running_cluster
-from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
-from kio.static.constants import EntityType
 
 from kafkalite.apis import add_offsets_to_txn, add_partitions_to_txn
 from kafkalite.apis.base import ApiHandler, RequestContext
@@ -32,6 +28,7 @@ from kafkalite.coordinator import (
 from kafkalite.storage.batch import TRANSACTIONAL_FLAG, iter_batches
 from kafkalite.storage.control_batch import decode_marker
 from kafkalite.storage.records import encode_batch
+from tests.apis.harness import request_module
 
 GROUP = "failover-group"
 TID = "failover-txn"
@@ -73,10 +70,6 @@ async def park_join(groups: GroupCoordinatorService, answers: list[JoinGroupResp
         group_instance_id=None,
     )
     answers.append(await groups.join_group(request))
-
-
-def request_module(api_key: int, version: int):
-    return load_payload_module(api_key, version, EntityType.request)
 
 
 async def until(condition) -> None:
@@ -303,10 +296,8 @@ def test_partitions_added_to_a_transaction_are_answered_only_once_replicated(tmp
             )
             pid = init.producer_id
 
-            async def answer(api: ApiHandler, request) -> Any:
-                ctx = RequestContext(broker, api.api_key, 3, 1, "tests")
-                response = api.handle(ctx, request)
-                return await response if api.is_async else response
+            async def answer(api: ApiHandler, request):
+                return await api.handle(RequestContext(broker, api.api_key, 3, 1, "tests"), request)
 
             def state_ends() -> list[int]:
                 return [
