@@ -31,7 +31,8 @@ async def _add(ctx: RequestContext, request: Any) -> ErrorCode:
     result, persist_error = await service.call_and_wait(
         lambda c, now: c.add_partitions(
             request.transactional_id, request.producer_id, request.producer_epoch, [tp], now
-        )
+        ),
+        [request.transactional_id],
     )
     return result if persist_error is ErrorCode.none else persist_error
 

@@ -50,12 +50,14 @@ async def _add(
     if error is not ErrorCode.none:
         return dict.fromkeys(partitions, error)
     if verify_only:
-        result, _ = service.call(
-            lambda c, now: c.verify_partitions(transactional_id, producer_id, epoch, partitions)
+        result, _ = await service.call_and_wait(
+            lambda c, now: c.verify_partitions(transactional_id, producer_id, epoch, partitions),
+            [transactional_id],
         )
         return result
     added, persist_error = await service.call_and_wait(
-        lambda c, now: c.add_partitions(transactional_id, producer_id, epoch, partitions, now)
+        lambda c, now: c.add_partitions(transactional_id, producer_id, epoch, partitions, now),
+        [transactional_id],
     )
     return dict.fromkeys(partitions, added if persist_error is ErrorCode.none else persist_error)
 

@@ -21,21 +21,26 @@ from kafkalite.coordinator.consumer_group_admin import (
 CONSUMER_MEMBER_TYPE = 1
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     requested = request.include_authorized_operations
     # Kafka answers the invalid (empty) group ids first, then the others in request order.
     ordered = sorted(request.group_ids, key=bool)
     service = ctx.broker.groups
     # An empty id is INVALID_GROUP_ID whoever answers; the others only where they live.
     served = {g: service.check_group(g) if g else ErrorCode.none for g in ordered}
-    described, _ = service.call(
+    described, failed = await service.call_and_wait(
         lambda c, _now: [
             c.consumer_group_describe(group_id)
             if served[group_id] is ErrorCode.none
             else DescribedConsumerGroup(group_id, served[group_id])
             for group_id in ordered
-        ]
+        ],
+        [g for g, error in served.items() if g and error is ErrorCode.none],
     )
+    described = [
+        DescribedConsumerGroup(d.group_id, failed[d.group_id]) if d.group_id in failed else d
+        for d in described
+    ]
     groups = tuple(_group(ctx, group, requested) for group in described)
     return make(ctx.schema.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=groups)
 
@@ -90,4 +95,4 @@ def _assignment(ctx: RequestContext, topics: tuple[DescribedTopicPartitions, ...
     )
 
 
-API = ApiHandler(api_key=69, min_version=0, max_version=1, handle=handle)
+API = ApiHandler(api_key=69, min_version=0, max_version=1, handle=handle, is_async=True)

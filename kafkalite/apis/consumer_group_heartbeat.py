@@ -19,8 +19,8 @@ from kafkalite.coordinator.consumer_group_heartbeat import (
 )
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
-    response = ctx.broker.groups.consumer_group_heartbeat(_request(ctx, request))
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    response = await ctx.broker.groups.consumer_group_heartbeat(_request(ctx, request))
     return _response(ctx, response)
 
 
@@ -75,4 +75,4 @@ def _topic_partitions(schema: Any, partitions: Partitions) -> tuple[Any, ...]:
     )
 
 
-API = ApiHandler(api_key=68, min_version=0, max_version=1, handle=handle)
+API = ApiHandler(api_key=68, min_version=0, max_version=1, handle=handle, is_async=True)

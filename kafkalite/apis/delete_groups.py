@@ -12,13 +12,15 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     names = list(request.groups_names)
     service = ctx.broker.groups
     not_served = {n: e for n in names if (e := service.check_group(n)) is not ErrorCode.none}
     served = [name for name in names if name not in not_served]
-    results, failed = service.call(lambda c, now: c.delete_groups(served, now))
+    results, failed = await service.call_and_wait(
+        lambda c, now: c.delete_groups(served, now), served
+    )
     failed = {**failed, **not_served}
     return make(
         schema.DeleteGroupsResponse,
@@ -34,4 +36,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-API = ApiHandler(api_key=42, min_version=0, max_version=2, handle=handle)
+API = ApiHandler(api_key=42, min_version=0, max_version=2, handle=handle, is_async=True)

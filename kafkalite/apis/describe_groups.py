@@ -15,19 +15,24 @@ from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.coordinator.admin import DescribedGroup
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     requested = getattr(request, "include_authorized_operations", False)
     service = ctx.broker.groups
     served = {group_id: service.check_group(group_id) for group_id in request.groups}
-    described, _ = service.call(
+    described, failed = await service.call_and_wait(
         lambda c, _now: [
             c.describe_group(group_id, ctx.api_version)
             if served[group_id] is ErrorCode.none
             else DescribedGroup(group_id, served[group_id], "")  # not (yet) this broker's
             for group_id in request.groups
-        ]
+        ],
+        [g for g, error in served.items() if error is ErrorCode.none],
     )
+    described = [
+        DescribedGroup(d.group_id, failed[d.group_id], "") if d.group_id in failed else d
+        for d in described
+    ]
     groups = tuple(
         make(
             schema.DescribedGroup,
@@ -59,4 +64,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return make(schema.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=groups)
 
 
-API = ApiHandler(api_key=15, min_version=0, max_version=6, handle=handle)
+API = ApiHandler(api_key=15, min_version=0, max_version=6, handle=handle, is_async=True)

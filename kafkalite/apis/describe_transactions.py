@@ -21,10 +21,14 @@ def _at(ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
-def _state(ctx: RequestContext, transactional_id: str) -> Any:
+async def _state(ctx: RequestContext, transactional_id: str) -> Any:
     service = txn_service(ctx)
     error = service.check_coordinator(transactional_id)
-    meta = service.coordinator.describe(transactional_id) if error is ErrorCode.none else None
+    meta = None
+    if error is ErrorCode.none:  # committed state: answered once the writes before are in
+        meta, error = await service.call_and_wait(
+            lambda c, _now: c.describe(transactional_id), [transactional_id]
+        )
     if error is ErrorCode.none and meta is None:
         error = ErrorCode.transactional_id_not_found
     by_topic: dict[str, list[int]] = {}
@@ -47,12 +51,12 @@ def _state(ctx: RequestContext, transactional_id: str) -> Any:
     )
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     return make(
         ctx.schema.DescribeTransactionsResponse,
         throttle_time=NO_THROTTLE,
-        transaction_states=tuple(_state(ctx, tid) for tid in request.transactional_ids),
+        transaction_states=tuple([await _state(ctx, tid) for tid in request.transactional_ids]),
     )
 
 
-API = ApiHandler(api_key=65, min_version=0, max_version=0, handle=handle)
+API = ApiHandler(api_key=65, min_version=0, max_version=0, handle=handle, is_async=True)

@@ -29,7 +29,8 @@ async def _end(ctx: RequestContext, request: Any) -> ErrorCode:
             request.producer_epoch,
             request.committed,
             now,
-        )
+        ),
+        [request.transactional_id],
     )
     return result if persist_error is ErrorCode.none else persist_error
 

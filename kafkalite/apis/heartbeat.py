@@ -13,7 +13,7 @@ from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.coordinator import HeartbeatRequest
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     heartbeat = HeartbeatRequest(
         group_id=request.group_id,
         generation_id=request.generation_id,
@@ -22,8 +22,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     error = ctx.broker.groups.check_group(request.group_id)
     if error is ErrorCode.none:
-        error, _ = ctx.broker.groups.call(lambda c, now: c.heartbeat(heartbeat, now))
+        error, failed = await ctx.broker.groups.call_and_wait(
+            lambda c, now: c.heartbeat(heartbeat, now), [request.group_id]
+        )
+        error = failed.get(request.group_id, error)
     return make(ctx.schema.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)
 
 
-API = ApiHandler(api_key=12, min_version=0, max_version=4, handle=handle)
+API = ApiHandler(api_key=12, min_version=0, max_version=4, handle=handle, is_async=True)

@@ -32,7 +32,8 @@ async def _transactional(ctx: RequestContext, request: Any) -> InitResult:
     result, persist_error = await service.call_and_wait(
         lambda c, now: c.init_producer_id(
             request.transactional_id, timeout_ms, now, producer_id, epoch
-        )
+        ),
+        [request.transactional_id],
     )
     return result if persist_error is ErrorCode.none else InitResult(persist_error)
 

@@ -17,7 +17,7 @@ from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 from kafkalite.coordinator import LeaveGroupRequest, LeaveGroupResponse, MemberIdentity
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version < 3:
         members: tuple[MemberIdentity, ...] = (MemberIdentity(request.member_id),)
     else:
@@ -28,7 +28,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     leave = LeaveGroupRequest(request.group_id, members)
     not_served = ctx.broker.groups.check_group(request.group_id)
     if not_served is ErrorCode.none:
-        left, _ = ctx.broker.groups.call(lambda c, now: c.leave_group(leave, now))
+        left, failed = await ctx.broker.groups.call_and_wait(
+            lambda c, now: c.leave_group(leave, now), [request.group_id]
+        )
+        if request.group_id in failed:
+            left = LeaveGroupResponse(failed[request.group_id])
     else:
         left = LeaveGroupResponse(not_served)
     schema = ctx.schema
@@ -55,4 +59,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-API = ApiHandler(api_key=13, min_version=0, max_version=5, handle=handle)
+API = ApiHandler(api_key=13, min_version=0, max_version=5, handle=handle, is_async=True)

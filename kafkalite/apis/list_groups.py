@@ -9,11 +9,13 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     states = getattr(request, "states_filter", ())
     types = getattr(request, "types_filter", ())
-    listed, _ = ctx.broker.groups.call(lambda c, _now: c.list_groups(states, types))
+    listed, failed = await ctx.broker.groups.call_and_wait(
+        lambda c, _now: c.list_groups(states, types)
+    )
     groups = tuple(
         make(
             schema.ListedGroup,
@@ -27,9 +29,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return make(
         schema.ListGroupsResponse,
         throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
+        error_code=failed.get("", ErrorCode.none),  # a partition's writes did not commit
         groups=groups,
     )
 
 
-API = ApiHandler(api_key=16, min_version=0, max_version=5, handle=handle)
+API = ApiHandler(api_key=16, min_version=0, max_version=5, handle=handle, is_async=True)

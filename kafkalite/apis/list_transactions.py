@@ -31,7 +31,7 @@ def _matches(request: Any, meta: TxnMetadata, now_ms: int, pattern: re.Pattern |
     return pattern is None or pattern.fullmatch(meta.transactional_id) is not None
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema.ListTransactionsResponse
     pattern_text = getattr(request, "transactional_id_pattern", None)
     try:
@@ -46,6 +46,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         )
     service = txn_service(ctx)
     now = service.now_ms()
+    # Committed state: answered once every write to the partitions served here is in.
+    transactions, _ = await service.call_and_wait(
+        lambda c, _now: list(c.transactions.values()), None
+    )
     listed = tuple(
         make(
             ctx.schema.TransactionState,
@@ -53,9 +57,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             producer_id=meta.producer_id,
             transaction_state=meta.state.value,
         )
-        for meta in sorted(
-            service.coordinator.transactions.values(), key=lambda m: m.transactional_id
-        )
+        for meta in sorted(transactions, key=lambda m: m.transactional_id)
         if _matches(request, meta, now, pattern)
     )
     return make(
@@ -67,4 +69,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-API = ApiHandler(api_key=66, min_version=0, max_version=2, handle=handle)
+API = ApiHandler(api_key=66, min_version=0, max_version=2, handle=handle, is_async=True)

@@ -14,7 +14,7 @@ from kafkalite.coordinator import TopicPartition
 from kafkalite.coordinator.offset_commit import OffsetDeleteResponse
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     requested = [
         TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions
@@ -27,8 +27,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     known = [tp for tp in requested if tp not in errors]
     not_served = ctx.broker.groups.check_group(request.group_id)
     if not_served is ErrorCode.none:
-        deleted, failed = ctx.broker.groups.call(
-            lambda c, _now: c.delete_offsets(request.group_id, known)
+        deleted, failed = await ctx.broker.groups.call_and_wait(
+            lambda c, _now: c.delete_offsets(request.group_id, known), [request.group_id]
         )
     else:
         deleted, failed = OffsetDeleteResponse(not_served), {}
@@ -68,4 +68,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-API = ApiHandler(api_key=47, min_version=0, max_version=0, handle=handle)
+API = ApiHandler(api_key=47, min_version=0, max_version=0, handle=handle, is_async=True)

@@ -24,11 +24,11 @@ from kafkalite.coordinator import FetchedOffset, OffsetFetchResponse, TopicParti
 BATCHED_FROM = 8
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     if ctx.api_version < BATCHED_FROM:
         fetched = _stable(
-            ctx, request, request.group_id, _fetch(ctx, request.group_id, request.topics)
+            ctx, request, request.group_id, await _fetch(ctx, request.group_id, request.topics)
         )
         return make(
             schema.OffsetFetchResponse,
@@ -38,21 +38,24 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             ),
             error_code=fetched.error,
         )
-    groups = tuple(
-        make(
-            schema.OffsetFetchResponseGroup,
-            group_id=group.group_id,
-            topics=_topics(
-                ctx, schema.OffsetFetchResponseTopics, schema.OffsetFetchResponsePartitions, fetched
-            ),
-            error_code=fetched.error,
+    groups = []
+    for group in request.groups:
+        fetched = await _fetch(ctx, group.group_id, group.topics)
+        fetched = _stable(ctx, request, group.group_id, fetched)
+        groups.append(
+            make(
+                schema.OffsetFetchResponseGroup,
+                group_id=group.group_id,
+                topics=_topics(
+                    ctx,
+                    schema.OffsetFetchResponseTopics,
+                    schema.OffsetFetchResponsePartitions,
+                    fetched,
+                ),
+                error_code=fetched.error,
+            )
         )
-        for group in request.groups
-        for fetched in (
-            _stable(ctx, request, group.group_id, _fetch(ctx, group.group_id, group.topics)),
-        )
-    )
-    return make(schema.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=groups)
+    return make(schema.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
 
 
 def _stable(
@@ -73,12 +76,17 @@ def _stable(
     )
 
 
-def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> OffsetFetchResponse:
-    error = ctx.broker.groups.check_group(group_id)
+async def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> OffsetFetchResponse:
+    """The group's committed offsets, answered once the writes before are committed."""
+    groups = ctx.broker.groups
+    error = groups.check_group(group_id)
     if error is not ErrorCode.none:
         return _not_served(ctx, topics, error)
     if topics is None:
-        return ctx.broker.groups.call(lambda c, _now: c.fetch_offsets(group_id, None))[0]
+        fetched, failed = await groups.call_and_wait(
+            lambda c, _now: c.fetch_offsets(group_id, None), [group_id]
+        )
+        return _not_served(ctx, topics, failed[group_id]) if failed else fetched
     wanted, unknown = [], []
     for entry in topics:
         name = topic_name(ctx, entry)
@@ -88,7 +96,11 @@ def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> OffsetFetchRespon
                 unknown.append(FetchedOffset(topic, index, error=ErrorCode.unknown_topic_id))
             else:
                 wanted.append(TopicPartition(name, index))
-    fetched, _ = ctx.broker.groups.call(lambda c, _now: c.fetch_offsets(group_id, wanted))
+    fetched, failed = await groups.call_and_wait(
+        lambda c, _now: c.fetch_offsets(group_id, wanted), [group_id]
+    )
+    if failed:
+        return _not_served(ctx, topics, failed[group_id])
     return replace(fetched, partitions=fetched.partitions + tuple(unknown))
 
 
@@ -140,4 +152,4 @@ def _id_of(ctx: RequestContext, topic: str, offsets: list[FetchedOffset]) -> uui
     return topic_id(ctx, topic)
 
 
-API = ApiHandler(api_key=9, min_version=1, max_version=10, handle=handle)
+API = ApiHandler(api_key=9, min_version=1, max_version=10, handle=handle, is_async=True)

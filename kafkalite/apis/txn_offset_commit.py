@@ -96,8 +96,8 @@ async def _errors(ctx: RequestContext, request: Any) -> dict[tuple[str, int], Er
     error = await _producer_error(ctx, request)
     if error is not ErrorCode.none:
         return dict.fromkeys(keys, error)
-    response, _ = ctx.broker.groups.call(
-        lambda c, now: c.txn_commit_offsets(commit, request.producer_id)
+    response, _ = await ctx.broker.groups.call_and_wait(
+        lambda c, now: c.txn_commit_offsets(commit, request.producer_id), [commit.group_id]
     )
     errors = {(p.topic, p.partition): p.error for p in response.partitions}
     accepted = [p for p in commit.partitions if errors[(p.topic, p.partition)] is ErrorCode.none]

@@ -1,23 +1,27 @@
-"""The trio side of the group coordinator: parked requests, timers and durable offsets.
+"""The group coordinator (classic and KIP-848) on the coordinator runtime: an adapter
+between the sans-IO `GroupCoordinator` and broker/coordinator_runtime.py.
 
-The sans-IO `GroupCoordinator` decides everything. Handlers reach it only through `call`
-(or `join_group` / `sync_group` / `commit_offsets`, built on the same path), so whatever a
-call changes is persisted and announced without each handler remembering to. This layer
-* parks JoinGroup/SyncGroup callers until their `Completion` arrives,
-* runs one timer task that ticks the coordinator at its next deadline (and expires
-  offsets every offsets.retention.check.interval.ms),
-* persists every offset change in `__consumer_offsets` (compacted, partition = hash of the
-  group id) with acks=all; OffsetCommit and TxnOffsetCommit are answered once the high
-  watermark covers the write (Kafka's required acks -1),
-* serves the groups of the `__consumer_offsets` partitions this broker leads (Kafka's
-  onElection / onResignation, called by the ReplicaManager): a partition it becomes leader of
-  is read to its log end (COORDINATOR_LOAD_IN_PROGRESS meanwhile; a load that a newer epoch
-  or a lost leadership overtook installs nothing), one it stops leading is forgotten and its
-  groups answered NOT_COORDINATOR.
+The state machine decides everything. Handlers reach it only through `call_and_wait` (or
+`join_group` / `sync_group` / `commit_offsets` / `consumer_group_heartbeat`, built on the
+same path), so whatever a call changes is written and announced without each handler
+remembering to. This adapter
+* turns the state machine's changes into `__consumer_offsets` records (Kafka's formats; the
+  partition is the hash of the group id) and replays them when the runtime loads a partition;
+* answers every request once its records, and every earlier record of its group's
+  partition, are committed: JoinGroup/SyncGroup callers stay parked until their completion
+  arrives and is committed, so a leader change cannot undo a generation or an assignment
+  the members were told about; reads (OffsetFetch, DescribeGroups, ListGroups) wait on the
+  writes before them the same way;
+* runs one timer task that ticks the coordinator at its next deadline (and expires offsets
+  every offsets.retention.check.interval.ms).
+The runtime loads a `__consumer_offsets` partition this broker becomes leader of
+(COORDINATOR_LOAD_IN_PROGRESS meanwhile) and unloads one it stops leading (`unload`: its
+groups are forgotten, their parked callers answered NOT_COORDINATOR).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections import defaultdict
@@ -29,10 +33,8 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.coordinator_partitions import CoordinatorPartitions
-from kafkalite.broker.delayed import DelayedProduce
-from kafkalite.broker.delayed import TopicPartition as PartitionKey
-from kafkalite.broker.delayed_wait import complete_or_expire
-from kafkalite.broker.partition_loader import Batch, PartitionLoader, log_chunks
+from kafkalite.broker.coordinator_runtime import CoordinatorRuntime, InternalTopic
+from kafkalite.broker.partition_loader import Batch, log_chunks
 from kafkalite.broker.replica_manager import OFFSETS_TOPIC
 from kafkalite.coordinator import (
     GroupConfig,
@@ -68,13 +70,11 @@ from kafkalite.coordinator.records import (
     offset_commit_record,
     offset_tombstone,
 )
-from kafkalite.storage.batch import TRANSACTIONAL_FLAG
 from kafkalite.storage.control_batch import decode_marker
 from kafkalite.storage.log import UnifiedLog
-from kafkalite.storage.records import Record, decode_records, encode_batch
+from kafkalite.storage.records import Record, decode_records
 
 if TYPE_CHECKING:
-    from kafkalite.broker.partition import Partition
     from kafkalite.broker.replica_manager import ReplicaManager
     from kafkalite.config import BrokerConfig
 
@@ -90,6 +90,7 @@ _APPEND_ERRORS = {
     ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
     ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
     ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.not_coordinator: ErrorCode.not_coordinator,  # the partition was lost meanwhile
     ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
     ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
     ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
@@ -132,65 +133,60 @@ class _Waiter:
     done: trio.Event = field(default_factory=trio.Event)
     response: JoinGroupResponse | SyncGroupResponse | None = None
 
+    def finish(self, response: JoinGroupResponse | SyncGroupResponse) -> None:
+        if not self.done.is_set():
+            self.response = response
+            self.done.set()
 
-@dataclass(frozen=True)
-class _PendingAppend:
-    """An acks=all append of some groups' changes, until the high watermark covers it."""
-
-    tp: PartitionKey
-    delayed: DelayedProduce
-    group_ids: frozenset[str]
+    def finish_when_committed(
+        self, response: JoinGroupResponse | SyncGroupResponse, error: ErrorCode
+    ) -> None:
+        """The runtime's callback: the answer, or the error of its uncommitted records."""
+        self.finish(response if error is ErrorCode.none else _error_response(self.ticket, error))
 
 
 @dataclass(eq=False)
 class GroupCoordinatorService:
+    """The group coordinator (classic and KIP-848) as an adapter onto the coordinator
+    runtime: it turns the state machine's changes into `__consumer_offsets` records and
+    replays them; the runtime loads, writes and answers once committed."""
+
     config: BrokerConfig
     replica_manager: ReplicaManager
     coordinator: GroupCoordinator = field(init=False)
+    runtime: CoordinatorRuntime = field(init=False)
     _waiters: dict[int, _Waiter] = field(default_factory=dict)
     _wake_timers: trio.Event = field(default_factory=trio.Event)
-    # The `__consumer_offsets` partitions this broker serves, and the loads to run.
-    partitions: CoordinatorPartitions = field(default_factory=CoordinatorPartitions)
-    loader: PartitionLoader = field(init=False)
-    _num_partitions: int = 0  # of `__consumer_offsets`, as last known
 
     def __post_init__(self) -> None:
         self.coordinator = GroupCoordinator(group_config_from(self.config))
-        self.loader = PartitionLoader(
-            OFFSETS_TOPIC, self.partitions, self.replica_manager.partition, self._install
+        self.runtime = CoordinatorRuntime(self._topic_spec, self.replica_manager, self)
+
+    def _topic_spec(self) -> InternalTopic:
+        return InternalTopic(
+            OFFSETS_TOPIC,
+            self.config.int("offsets.topic.num.partitions"),
+            self.config.int("offsets.topic.replication.factor"),
+            offsets_topic_configs(self.config),
         )
+
+    @property
+    def partitions(self) -> CoordinatorPartitions:
+        return self.runtime.partitions
 
     def now_ms(self) -> int:
         return self.replica_manager.clock_ms()
 
-    # -- loading and unloading (Kafka's onElection / onResignation) -------------------------
+    # -- the runtime's shard: loading and unloading ---------------------------------------
 
     def load(self) -> None:
         """At startup: load the `__consumer_offsets` partitions this broker leads, then
         follow leadership changes."""
-        topic = self.replica_manager.topics.get(OFFSETS_TOPIC)
-        if topic is not None:
-            self._num_partitions = topic.metadata.num_partitions
-            loaded = 0
-            for partition in topic.partitions.values():
-                if partition.is_leader and self.partitions.elect(
-                    partition.index, partition.leader_epoch
-                ):
-                    batches = log_batches(partition.log)
-                    loaded += self._install(partition.index, partition.leader_epoch, batches)
-            log.info("loaded %d record(s) from %s", loaded, OFFSETS_TOPIC)
-        self.replica_manager.coordinators.append(self)
+        loaded = self.runtime.start()
+        log.info("loaded %d record(s) from %s", loaded, OFFSETS_TOPIC)
 
-    def on_election(self, topic: str, index: int, leader_epoch: int) -> None:
-        if topic != OFFSETS_TOPIC or not self.partitions.elect(index, leader_epoch):
-            return
-        self._num_partitions = self._partition_count()
-        self.loader.start(index, leader_epoch)
-
-    def on_resignation(self, topic: str, index: int, leader_epoch: int | None) -> None:
-        if topic != OFFSETS_TOPIC or not self.partitions.resign(index, leader_epoch):
-            return
-        count = self._num_partitions
+    def unload(self, index: int) -> None:
+        count = self.runtime.partition_count()
         dropped = set(
             self.coordinator.unload_groups(
                 lambda group_id: group_partition(group_id, count) == index
@@ -198,35 +194,22 @@ class GroupCoordinatorService:
         )
         for waiter in list(self._waiters.values()):
             if waiter.ticket.group_id in dropped:
-                waiter.response = _not_coordinator(waiter.ticket)
-                waiter.done.set()
-        log.info("unloaded %d group(s) of %s-%d", len(dropped), topic, index)
+                waiter.finish(_error_response(waiter.ticket, ErrorCode.not_coordinator))
+        log.info("unloaded %d group(s) of %s-%d", len(dropped), OFFSETS_TOPIC, index)
         self._wake_timers.set()
+
+    def replay(self, index: int, batches: list[Batch]) -> int:
+        loaded = self._replay_batches(batches)
+        self._wake_timers.set()
+        return loaded
 
     def check_group(self, group_id: str) -> ErrorCode:
         """NONE when this broker serves the group now; else NOT_COORDINATOR (it does not
         lead the group's partition) or COORDINATOR_LOAD_IN_PROGRESS."""
-        if self.ensure_offsets_topic() is not ErrorCode.none:
-            return ErrorCode.coordinator_not_available
-        return self.partitions.error(group_partition(group_id, self._partition_count()))
+        return self.runtime.check(group_id)
 
-    def _partition_count(self) -> int:
-        topic = self.replica_manager.metadata.topics.get(OFFSETS_TOPIC)
-        return topic.num_partitions if topic is not None else self._num_partitions
-
-    def _install(
-        self, index: int, epoch: int, batches: Iterable[Batch], announce: bool = False
-    ) -> int:
-        """Replay a loaded partition into the coordinator if its election still holds."""
-        if not self.partitions.complete_load(index, epoch):
-            return 0
-        loaded = self._replay_batches(batches)
-        if announce:  # not at startup or for an empty partition: one line for the topic
-            log.info(
-                "loaded %d record(s) of %s-%d in epoch %d", loaded, OFFSETS_TOPIC, index, epoch
-            )
-        self._wake_timers.set()
-        return loaded
+    def ensure_offsets_topic(self) -> ErrorCode:
+        return self.runtime.ensure_topic()
 
     def _replay_batches(self, batches: Iterable[Batch]) -> int:
         """Replay one partition. Transactional offset commits wait for their marker: a
@@ -268,43 +251,6 @@ class GroupCoordinatorService:
         except InvalidRecord as exc:
             log.warning("skipping %s record at %d: %s", OFFSETS_TOPIC, record.offset, exc)
 
-    async def append_txn_offsets(
-        self, group_id: str, producer_id: int, producer_epoch: int, commits: list[OffsetChange]
-    ) -> ErrorCode:
-        """TxnOffsetCommit: the offsets written to the group's partition as a transactional
-        batch of the producer (Kafka's coordinator-origin append; no sequence numbers), so a
-        restart holds them pending until the transaction's marker."""
-        error = self.check_group(group_id)
-        if error is not ErrorCode.none:
-            return error
-        topic = self.replica_manager.topics[OFFSETS_TOPIC]
-        partition = topic.partitions[group_partition(group_id, topic.metadata.num_partitions)]
-        batch = encode_batch(
-            [_record(change) for change in commits],
-            timestamp=self.now_ms(),
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            attributes=TRANSACTIONAL_FLAG,
-        )
-        tp = (partition.topic, partition.index)
-        results, delayed = self.replica_manager.append_records(
-            {tp: batch}, -1, internal_topics_allowed=True, coordinator=True
-        )
-        if delayed is not None:
-            await complete_or_expire(
-                self.replica_manager.produce_purgatory, delayed, self._timeout()
-            )
-            results = delayed.results
-        error = results[tp].error
-        if error is ErrorCode.none:
-            return error
-        if error is ErrorCode.invalid_producer_epoch:
-            return ErrorCode.producer_fenced
-        return coordinator_append_error(error)
-
-    def _timeout(self) -> int:
-        return self.config.int("offsets.commit.timeout.ms")
-
     def _replay(self, key: bytes | None, value: bytes | None, now_ms: int) -> int:
         if key is None:
             return 0
@@ -324,83 +270,59 @@ class GroupCoordinatorService:
             return 1
         return 0  # a record type of Kafka's share or streams groups
 
-    # -- partitions of __consumer_offsets --------------------------------------------------
+    # -- writes ----------------------------------------------------------------------------
 
-    def ensure_offsets_topic(self) -> ErrorCode:
-        """Create `__consumer_offsets` on first use, as Kafka does (the cluster's topics: this
-        broker need not hold a replica of it)."""
-        if OFFSETS_TOPIC in self.replica_manager.metadata.topics:
-            return ErrorCode.none
-        outcome, _ = self.replica_manager.create_topic(
-            OFFSETS_TOPIC,
-            self.config.int("offsets.topic.num.partitions"),
-            self.config.int("offsets.topic.replication.factor"),
-            offsets_topic_configs(self.config),
+    def _timeout(self) -> int:
+        return self.config.int("offsets.commit.timeout.ms")
+
+    def _partition_of(self, group_id: str) -> int:
+        return self.runtime.partition_for(group_id)
+
+    async def append_txn_offsets(
+        self, group_id: str, producer_id: int, producer_epoch: int, commits: list[OffsetChange]
+    ) -> ErrorCode:
+        """TxnOffsetCommit: the offsets written to the group's partition as a transactional
+        batch of the producer (Kafka's coordinator-origin append; no sequence numbers), so a
+        restart holds them pending until the transaction's marker."""
+        error = self.check_group(group_id)
+        if error is not ErrorCode.none:
+            return error
+        index = self._partition_of(group_id)
+        error = self.runtime.append(
+            index,
+            [_record(change) for change in commits],
+            timestamp_ms=self.now_ms(),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
         )
-        if outcome.error is ErrorCode.topic_already_exists:
-            # Another broker created it first (brokers race on first use in a cluster).
-            log.info("%s was created by another broker", OFFSETS_TOPIC)
-            return ErrorCode.none
-        if not outcome.ok:
-            log.error("cannot create %s: %s", OFFSETS_TOPIC, outcome.message)
-            return ErrorCode.coordinator_not_available
-        log.info("created %s", OFFSETS_TOPIC)
-        return ErrorCode.none
+        if error is ErrorCode.none:
+            error = (await self.runtime.committed([index], self._timeout())).get(
+                index, ErrorCode.none
+            )
+        if error is ErrorCode.none:
+            return error
+        if error is ErrorCode.invalid_producer_epoch:
+            return ErrorCode.producer_fenced
+        return coordinator_append_error(error)
 
-    def _persist(self) -> tuple[dict[str, ErrorCode], list[_PendingAppend]]:
-        """Append the queued offset changes with acks=all: returns the groups whose append
-        failed at once, and the appends still waiting for the high watermark."""
+    def _persist(self) -> dict[str, ErrorCode]:
+        """Append the queued changes, a batch per partition: the groups whose append failed
+        (their partition was reverted to its log)."""
         changes = self.coordinator.take_changes()
         if not changes:
-            return {}, []
+            return {}
         if self.ensure_offsets_topic() is not ErrorCode.none:
-            return {c.group_id: ErrorCode.coordinator_not_available for c in changes}, []
-        topic = self.replica_manager.topics.get(OFFSETS_TOPIC)
-        partitions = topic.partitions if topic is not None else {}
+            return {c.group_id: ErrorCode.coordinator_not_available for c in changes}
         by_partition: dict[int, list[Change]] = defaultdict(list)
         for change in changes:
-            by_partition[group_partition(change.group_id, self._partition_count())].append(change)
+            by_partition[self._partition_of(change.group_id)].append(change)
         failed: dict[str, ErrorCode] = {}
-        pending: list[_PendingAppend] = []
         for index, batch_changes in by_partition.items():
-            partition = partitions.get(index)
-            if partition is None or self.partitions.error(index) is not ErrorCode.none:
-                failed.update((c.group_id, ErrorCode.not_coordinator) for c in batch_changes)
-                continue
-            error, delayed = self._append(partition, batch_changes)
+            records = [_record(change) for change in batch_changes]
+            error = self.runtime.append(index, records, timestamp_ms=self.now_ms())
             if error is not ErrorCode.none:
-                failed.update((c.group_id, error) for c in batch_changes)
-            elif delayed is not None:
-                groups = frozenset(c.group_id for c in batch_changes)
-                pending.append(_PendingAppend((OFFSETS_TOPIC, index), delayed, groups))
-        return failed, pending
-
-    def _append(
-        self, partition: Partition, changes: list[Change]
-    ) -> tuple[ErrorCode, DelayedProduce | None]:
-        records = [_record(change) for change in changes]
-        batch = encode_batch(records, timestamp=self.now_ms())
-        tp = (partition.topic, partition.index)
-        # acks=all, as Kafka writes group metadata and offsets (required acks -1).
-        results, delayed = self.replica_manager.append_records(
-            {tp: batch}, -1, internal_topics_allowed=True
-        )
-        result = results[tp]
-        if result.error is not ErrorCode.none:
-            log.warning("cannot persist %d offset change(s): %s", len(changes), result.error.name)
-            return coordinator_append_error(result.error), None
-        return ErrorCode.none, delayed
-
-    async def _await_appends(self, pending: list[_PendingAppend]) -> dict[str, ErrorCode]:
-        """Wait until the high watermark covers each append (or offsets.commit.timeout.ms
-        passes); returns the groups whose append did not make it, with the error."""
-        failed: dict[str, ErrorCode] = {}
-        for append in pending:
-            purgatory = self.replica_manager.produce_purgatory
-            await complete_or_expire(purgatory, append.delayed, self._timeout())
-            error = append.delayed.results[append.tp].error
-            if error is not ErrorCode.none:
-                failed.update(dict.fromkeys(append.group_ids, coordinator_append_error(error)))
+                mapped = coordinator_append_error(error)
+                failed.update((c.group_id, mapped) for c in batch_changes)
         return failed
 
     # -- requests --------------------------------------------------------------------------
@@ -408,21 +330,34 @@ class GroupCoordinatorService:
     def call(
         self, operation: Callable[[GroupCoordinator, int], T]
     ) -> tuple[T, dict[str, ErrorCode]]:
-        """The one way into the coordinator: run `operation(coordinator, now_ms)`, then persist
-        what it changed, answer parked callers and re-arm the timers. Returns its result and
-        the groups whose changes could not be persisted (with the error to answer)."""
+        """Run `operation(coordinator, now_ms)`, then write what it changed, hand parked
+        callers their answers once committed and re-arm the timers. Returns its result and
+        the groups whose changes could not be written. For the broker's own work (timers,
+        transaction completion); a request's answer waits: `call_and_wait`."""
         result = operation(self.coordinator, self.now_ms())
-        failed, _ = self._after_call()  # acks=all appends, answered without waiting
-        return result, failed
+        return result, self._after_call()
 
     async def call_and_wait(
-        self, operation: Callable[[GroupCoordinator, int], T]
+        self,
+        operation: Callable[[GroupCoordinator, int], T],
+        group_ids: Iterable[str] | None = None,
     ) -> tuple[T, dict[str, ErrorCode]]:
-        """`call`, answered once what it changed is replicated (Kafka waits so for
-        OffsetCommit): the groups whose changes did not make it come with the error."""
+        """`call`, returned once what it wrote, and every earlier write to the partitions of
+        `group_ids` (None: of every partition served here), is committed, so an answer never
+        shows state a leader change could undo. The groups whose writes did not make it
+        come with the error to answer (with None, under the key "")."""
         result = operation(self.coordinator, self.now_ms())
-        failed, pending = self._after_call()
-        failed.update(await self._await_appends(pending))
+        failed = self._after_call()
+        if group_ids is None:
+            errors = await self.runtime.committed(self.runtime.served(), self._timeout())
+            if errors:
+                failed[""] = coordinator_append_error(next(iter(errors.values())))
+            return result, failed
+        groups = {group_id: self._partition_of(group_id) for group_id in group_ids}
+        errors = await self.runtime.committed(groups.values(), self._timeout())
+        for group_id, index in groups.items():
+            if index in errors:
+                failed.setdefault(group_id, coordinator_append_error(errors[index]))
         return result, failed
 
     async def join_group(self, request: JoinGroupRequest) -> JoinGroupResponse:
@@ -441,7 +376,7 @@ class GroupCoordinatorService:
         assert isinstance(response, SyncGroupResponse)
         return response
 
-    def consumer_group_heartbeat(
+    async def consumer_group_heartbeat(
         self, request: ConsumerGroupHeartbeatRequest
     ) -> ConsumerGroupHeartbeatResponse:
         """KIP-848: the one entry of ConsumerGroupHeartbeat into the coordinator."""
@@ -449,8 +384,8 @@ class GroupCoordinatorService:
         if error is not ErrorCode.none:
             return ConsumerGroupHeartbeatResponse(error)
         topics = _TopicsView(self.replica_manager)
-        response, not_persisted = self.call(
-            lambda c, now: c.consumer_group_heartbeat(request, topics, now)
+        response, not_persisted = await self.call_and_wait(
+            lambda c, now: c.consumer_group_heartbeat(request, topics, now), [request.group_id]
         )
         failed = not_persisted.get(request.group_id)
         if failed is None:
@@ -465,7 +400,7 @@ class GroupCoordinatorService:
                 tuple(PartitionResult(p.topic, p.partition, error) for p in request.partitions)
             )
         operation = lambda c, now: c.commit_offsets(request, now)  # noqa: E731
-        response, not_persisted = await self.call_and_wait(operation)
+        response, not_persisted = await self.call_and_wait(operation, [request.group_id])
         failed = not_persisted.get(request.group_id)
         if failed is None:
             return response
@@ -476,16 +411,22 @@ class GroupCoordinatorService:
             )
         )
 
-    def _after_call(self) -> tuple[dict[str, ErrorCode], list[_PendingAppend]]:
-        """Persist, answer parked callers, re-arm timers (after every coordinator call)."""
-        failed, pending = self._persist()
+    def _after_call(self) -> dict[str, ErrorCode]:
+        """Write, hand parked callers their answers once committed, re-arm timers (after
+        every coordinator call)."""
+        failed = self._persist()
         for completion in self.coordinator.take_completions():
             waiter = self._waiters.pop(completion.ticket.id, None)
-            if waiter is not None:  # None: the caller's connection is gone
-                waiter.response = completion.response
-                waiter.done.set()
+            if waiter is None:  # the caller's connection is gone
+                continue
+            group_id = completion.ticket.group_id
+            if group_id in failed:
+                waiter.finish(_error_response(completion.ticket, failed[group_id]))
+                continue
+            answer = functools.partial(waiter.finish_when_committed, completion.response)
+            self.runtime.defer(self._partition_of(group_id), answer)
         self._wake_timers.set()
-        return failed, pending
+        return failed
 
     async def _park(
         self, operation: Callable[[GroupCoordinator, int], Ticket]
@@ -506,7 +447,7 @@ class GroupCoordinatorService:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the loads, and the timers."""
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self.loader.run)
+            await nursery.start(self.runtime.run)
             await self._run_timers(task_status)
 
     async def _run_timers(self, task_status: trio.TaskStatus[None]) -> None:
@@ -551,11 +492,12 @@ def log_batches(log_: UnifiedLog) -> Iterator[Batch]:
         yield from chunk
 
 
-def _not_coordinator(ticket: Ticket) -> JoinGroupResponse | SyncGroupResponse:
-    """The answer of a parked JoinGroup/SyncGroup whose group this broker no longer serves."""
+def _error_response(ticket: Ticket, error: ErrorCode) -> JoinGroupResponse | SyncGroupResponse:
+    """The answer of a parked JoinGroup/SyncGroup whose group this broker no longer serves,
+    or whose records were not committed (NOT_COORDINATOR when the partition was lost)."""
     if ticket.kind == "join":
-        return JoinGroupResponse(ErrorCode.not_coordinator, member_id="")
-    return SyncGroupResponse(ErrorCode.not_coordinator)
+        return JoinGroupResponse(error, member_id="")
+    return SyncGroupResponse(error)
 
 
 def log_records(log_: UnifiedLog) -> Iterator[Record]:

@@ -1,29 +1,29 @@
-"""The trio side of the transaction coordinator: durable state and marker writing.
+"""The transaction coordinator on the coordinator runtime: an adapter between the sans-IO
+`TransactionCoordinator` and broker/coordinator_runtime.py.
 
-The sans-IO `TransactionCoordinator` decides everything; handlers reach it only through
-`call`, which then
-* persists every changed transaction in `__transaction_state` (compacted, partition = hash
-  of the transactional id, Kafka's record format) before the request is answered,
-* writes the commit/abort markers of every transaction that entered PrepareCommit /
-  PrepareAbort to its partitions through the ReplicaManager (in-process WriteTxnMarkers
-  when this broker leads them all; otherwise WriteTxnMarkers to each leader through
-  broker/txn_marker_sender.py, later), applies or drops the transaction's pending offsets
-  in the group coordinator, and persists CompleteCommit / CompleteAbort.
-State is written with acks=all; InitProducerId and EndTxn are answered once it is
-replicated. The coordinator of an id is the leader of its partition (Kafka's onElection /
-onResignation, called by the ReplicaManager): a partition this broker becomes leader of is
-read to its log end (COORDINATOR_LOAD_IN_PROGRESS meanwhile), then transactions left in
-PrepareCommit/PrepareAbort get their markers written and are completed; one it stops leading
-is forgotten (NOT_COORDINATOR). The coordinator epoch of its markers is the partition's
-leader epoch. A timer task aborts transactions older than their timeout and expires idle
-transactional ids.
+The state machine decides everything; handlers reach it only through `call_and_wait`, which
+* writes every changed transaction to `__transaction_state` (compacted, partition = hash of
+  the transactional id, Kafka's record format) and answers once it, and every earlier
+  write to the id's partition, is committed (readers too: DescribeTransactions and
+  ListTransactions show committed state);
+* hands a transaction that entered PrepareCommit/PrepareAbort to the marker channel once
+  that state is committed: every marker, to a partition led here or elsewhere, takes the
+  same path (broker/txn_marker_sender.py, then broker/txn_marker_writer.py on the leader)
+  and counts only once replicated; when the last is in, the transaction completes, once,
+  in `markers_acknowledged` (CompleteCommit / CompleteAbort written).
+The runtime loads a `__transaction_state` partition this broker becomes leader of
+(COORDINATOR_LOAD_IN_PROGRESS meanwhile; transactions left in PrepareCommit/PrepareAbort
+then get their markers) and unloads one it stops leading (NOT_COORDINATOR). The
+coordinator epoch of the markers is the partition's leader epoch. A timer task aborts
+transactions older than their timeout and expires idle transactional ids.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
@@ -31,17 +31,13 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.coordinator_partitions import CoordinatorPartitions
-from kafkalite.broker.delayed import DelayedProduce
-from kafkalite.broker.delayed_wait import complete_or_expire
+from kafkalite.broker.coordinator_runtime import CoordinatorRuntime, InternalTopic
 from kafkalite.broker.group_coordinator_service import coordinator_append_error
-from kafkalite.broker.partition_loader import Batch, PartitionLoader, log_chunks
-from kafkalite.broker.replica_manager import OFFSETS_TOPIC
-from kafkalite.broker.txn_marker_sender import RemoteMarkers
+from kafkalite.broker.partition_loader import Batch
+from kafkalite.broker.txn_marker_sender import MarkerChannel
 from kafkalite.broker.txn_verification import TxnVerifier
 from kafkalite.coordinator import group_partition
-from kafkalite.storage.batch import BatchHeader
-from kafkalite.storage.control_batch import EndTxnMarker
-from kafkalite.storage.records import Record, decode_records, encode_batch
+from kafkalite.storage.records import Record, decode_records
 from kafkalite.txn.coordinator import MarkerJob, TransactionCoordinator, TxnMetadata
 from kafkalite.txn.records import (
     InvalidTxnRecord,
@@ -56,7 +52,6 @@ if TYPE_CHECKING:
     from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
     from kafkalite.broker.replica_manager import ReplicaManager
     from kafkalite.config import BrokerConfig
-    from kafkalite.coordinator import GroupCoordinator
 
 log = logging.getLogger("kafkalite.txn")
 
@@ -89,23 +84,22 @@ def txn_partition(transactional_id: str, num_partitions: int) -> int:
 
 @dataclass(eq=False)
 class TransactionCoordinatorService:
+    """The transaction coordinator as an adapter onto the coordinator runtime: it turns
+    changed transactions into `__transaction_state` records and replays them; the runtime
+    loads, writes and answers once committed."""
+
     config: BrokerConfig
     replica_manager: ReplicaManager
     groups: GroupCoordinatorService
     metadata: ClusterMetadata
     coordinator: TransactionCoordinator = field(init=False)
-    markers: RemoteMarkers = field(init=False)
+    runtime: CoordinatorRuntime = field(init=False)
+    markers: MarkerChannel = field(init=False)
     verifier: TxnVerifier = field(init=False)
-    # The `__transaction_state` partitions this broker serves, and the loads to run.
-    partitions: CoordinatorPartitions = field(default_factory=CoordinatorPartitions)
-    loader: PartitionLoader = field(init=False)
-    _num_partitions: int = 0  # of `__transaction_state`, as last known
 
     def __post_init__(self) -> None:
-        self.loader = PartitionLoader(
-            TXN_STATE_TOPIC, self.partitions, self.replica_manager.partition, self._install_loaded
-        )
-        self.markers = RemoteMarkers(self)
+        self.runtime = CoordinatorRuntime(self._topic_spec, self.replica_manager, self)
+        self.markers = MarkerChannel(self)
         self.verifier = TxnVerifier(
             self.config.broker_id,
             self.coordinator_for,
@@ -118,70 +112,41 @@ class TransactionCoordinatorService:
             id_expiration_ms=self.config.int("transactional.id.expiration.ms"),
         )
 
+    def _topic_spec(self) -> InternalTopic:
+        return InternalTopic(
+            TXN_STATE_TOPIC,
+            self.config.int("transaction.state.log.num.partitions"),
+            self.config.int("transaction.state.log.replication.factor"),
+            txn_state_topic_configs(self.config),
+        )
+
+    @property
+    def partitions(self) -> CoordinatorPartitions:
+        return self.runtime.partitions
+
     def now_ms(self) -> int:
         return self.replica_manager.clock_ms()
 
-    # -- loading and unloading (Kafka's onElection / onResignation) -------------------------
+    # -- the runtime's shard: loading and unloading ---------------------------------------
 
     def load(self) -> None:
-        """At startup: load the `__transaction_state` partitions this broker leads and finish
-        what a restart interrupted, then follow leadership changes."""
-        topic = self.replica_manager.topics.get(TXN_STATE_TOPIC)
-        if topic is not None:
-            self._num_partitions = topic.metadata.num_partitions
-            loaded = 0
-            for partition in topic.partitions.values():
-                index, epoch = partition.index, partition.leader_epoch
-                if partition.is_leader and self.partitions.elect(index, epoch):
-                    records = [r for chunk in log_chunks(partition.log) for r in _records(chunk)]
-                    loaded += self._install(index, epoch, records, complete=False)
-            log.info("loaded %d record(s) from %s", loaded, TXN_STATE_TOPIC)
-        self.coordinator.resume_after_load()
+        """At startup: load the `__transaction_state` partitions this broker leads (each
+        finishes what a restart interrupted), then follow leadership changes."""
+        loaded = self.runtime.start()
+        log.info("loaded %d record(s) from %s", loaded, TXN_STATE_TOPIC)
+
+    def replay(self, index: int, batches: list[Batch]) -> int:
+        """Replay a loaded partition, then finish its transactions left in PrepareCommit /
+        PrepareAbort (Kafka's loader completes them on load)."""
+        loaded = sum(self._replay(r.key, r.value, r.offset) for r in _records(batches))
+        self.coordinator.resume_after_load(lambda tid: self.partition_for(tid) == index)
         self._after_call()
-        self.replica_manager.coordinators.append(self)
-
-    def on_election(self, topic: str, index: int, leader_epoch: int) -> None:
-        if topic != TXN_STATE_TOPIC or not self.partitions.elect(index, leader_epoch):
-            return
-        self._num_partitions = self._partition_count()
-        self.loader.start(index, leader_epoch)
-
-    def on_resignation(self, topic: str, index: int, leader_epoch: int | None) -> None:
-        if topic != TXN_STATE_TOPIC or not self.partitions.resign(index, leader_epoch):
-            return
-        count = self._num_partitions
-        dropped = self.coordinator.unload(lambda tid: txn_partition(tid, count) == index)
-        log.info("unloaded %d transactional id(s) of %s-%d", len(dropped), topic, index)
-
-    def _partition_count(self) -> int:
-        topic = self.replica_manager.metadata.topics.get(TXN_STATE_TOPIC)
-        return topic.num_partitions if topic is not None else self._num_partitions
-
-    def _install_loaded(self, index: int, epoch: int, batches: list[Batch], announce: bool) -> int:
-        return self._install(index, epoch, _records(batches), announce=announce)
-
-    def _install(
-        self,
-        index: int,
-        epoch: int,
-        records: list[Record],
-        *,
-        complete: bool = True,
-        announce: bool = False,
-    ) -> int:
-        """Replay a loaded partition; with `complete`, finish its transactions left in
-        PrepareCommit/PrepareAbort (Kafka's loader completes them on load)."""
-        if not self.partitions.complete_load(index, epoch):
-            return 0
-        loaded = sum(self._replay(r.key, r.value, r.offset) for r in records)
-        if announce:  # not at startup or for an empty partition: one line for the topic
-            log.info(
-                "loaded %d record(s) of %s-%d in epoch %d", loaded, TXN_STATE_TOPIC, index, epoch
-            )
-        if complete:  # only this partition's: others' markers may be in flight
-            self.coordinator.resume_after_load(lambda tid: self.partition_for(tid) == index)
-            self._after_call()
         return loaded
+
+    def unload(self, index: int) -> None:
+        count = self.runtime.partition_count()
+        dropped = self.coordinator.unload(lambda tid: txn_partition(tid, count) == index)
+        log.info("unloaded %d transactional id(s) of %s-%d", len(dropped), TXN_STATE_TOPIC, index)
 
     def _replay(self, key: bytes | None, value: bytes | None, offset: int) -> int:
         if key is None:
@@ -195,25 +160,7 @@ class TransactionCoordinatorService:
         return 1
 
     def ensure_state_topic(self) -> ErrorCode:
-        """Create `__transaction_state` on first use, as Kafka does (the cluster's topics:
-        this broker need not hold a replica of it)."""
-        if TXN_STATE_TOPIC in self.replica_manager.metadata.topics:
-            return ErrorCode.none
-        outcome, _ = self.replica_manager.create_topic(
-            TXN_STATE_TOPIC,
-            self.config.int("transaction.state.log.num.partitions"),
-            self.config.int("transaction.state.log.replication.factor"),
-            txn_state_topic_configs(self.config),
-        )
-        if outcome.error is ErrorCode.topic_already_exists:
-            # Another broker created it first (brokers race on first use in a cluster).
-            log.info("%s was created by another broker", TXN_STATE_TOPIC)
-            return ErrorCode.none
-        if not outcome.ok:
-            log.error("cannot create %s: %s", TXN_STATE_TOPIC, outcome.message)
-            return ErrorCode.coordinator_not_available
-        log.info("created %s", TXN_STATE_TOPIC)
-        return ErrorCode.none
+        return self.runtime.ensure_topic()
 
     def coordinator_for(self, transactional_id: str) -> tuple[ErrorCode, int]:
         """(error, broker id) of the leader of the id's `__transaction_state` partition,
@@ -235,135 +182,95 @@ class TransactionCoordinatorService:
         error, leader = self.coordinator_for(transactional_id)
         if error is not ErrorCode.none:
             return error
-        partition = self.replica_manager.partition(
-            TXN_STATE_TOPIC, self.partition_for(transactional_id)
-        )
-        if leader != self.config.broker_id or partition is None or not partition.is_leader:
+        if leader != self.config.broker_id:
             return ErrorCode.not_coordinator
-        return self.partitions.error(self.partition_for(transactional_id))
+        return self.runtime.check(transactional_id)
 
     def partition_for(self, transactional_id: str) -> int:
-        return txn_partition(transactional_id, self._partition_count())
-
-    # -- the entry point -------------------------------------------------------------------
-
-    def call(self, operation: Callable[[TransactionCoordinator, int], T]) -> tuple[T, ErrorCode]:
-        """Run `operation(coordinator, now_ms)`, then persist and write markers. Returns its
-        result and NONE, or the error to answer when the state could not be persisted."""
-        result = operation(self.coordinator, self.now_ms())
-        return result, self._after_call()
-
-    async def call_and_wait(
-        self, operation: Callable[[TransactionCoordinator, int], T]
-    ) -> tuple[T, ErrorCode]:
-        """`call`, answered once the state it changed is replicated; markers are written
-        only after a PrepareCommit/PrepareAbort is (Kafka's EndTxn)."""
-        result = operation(self.coordinator, self.now_ms())
-        error, pending = self._persist()
-        if error is ErrorCode.none:
-            error = await self._await_appends(pending)
-        return result, self._finish(error)
-
-    def _after_call(self) -> ErrorCode:
-        error, _ = self._persist()  # acks=all appends, not waited for
-        return self._finish(error)
-
-    def _finish(self, error: ErrorCode) -> ErrorCode:
-        """Write the markers of transactions that entered PrepareCommit/PrepareAbort and
-        persist their completion; not for ids whose partition this broker no longer serves
-        (their new coordinator completes them when it loads the partition)."""
-        for job in self.coordinator.take_jobs():
-            epoch = self.coordinator_epoch_for(job.transactional_id)
-            if epoch < 0:
-                continue
-            if self.markers.led_elsewhere(job):
-                self.markers.send(job, epoch)
-                continue
-            self._write_markers(job)
-            self.coordinator.complete(job, self.now_ms())
-        error2, _ = self._persist()
-        return error if error is not ErrorCode.none else error2
+        return self.runtime.partition_for(transactional_id)
 
     def coordinator_epoch_for(self, transactional_id: str) -> int:
         """The coordinator epoch of the id's markers: the leader epoch of its partition, so
         partition leaders fence a deposed coordinator's late markers (-1: not served here)."""
-        return self.partitions.epoch(self.partition_for(transactional_id))
+        return self.runtime.epoch(self.partition_for(transactional_id))
+
+    # -- the entry points ------------------------------------------------------------------
+
+    def call(self, operation: Callable[[TransactionCoordinator, int], T]) -> tuple[T, ErrorCode]:
+        """Run `operation(coordinator, now_ms)`, then write what it changed (markers follow
+        once a PrepareCommit/PrepareAbort is committed). For the broker's own work (timers);
+        a request's answer waits: `call_and_wait`. Returns the result and NONE, or the
+        error of a write that failed outright."""
+        result = operation(self.coordinator, self.now_ms())
+        error, _ = self._after_call()
+        return result, error
+
+    async def call_and_wait(
+        self,
+        operation: Callable[[TransactionCoordinator, int], T],
+        transactional_ids: Iterable[str] | None = None,
+    ) -> tuple[T, ErrorCode]:
+        """`call`, returned once what it wrote, and every earlier write to the partitions of
+        `transactional_ids` (None: of every partition served here), is committed (Kafka
+        answers InitProducerId, AddPartitionsToTxn and EndTxn so; readers see only
+        committed state)."""
+        result = operation(self.coordinator, self.now_ms())
+        error, written = self._after_call()
+        if transactional_ids is None:
+            indexes = written | set(self.runtime.served())
+        else:
+            indexes = written | {self.partition_for(tid) for tid in transactional_ids}
+        timeout_ms = self.config.int("request.timeout.ms")
+        failed = await self.runtime.committed(indexes, timeout_ms)
+        if error is ErrorCode.none and failed:
+            error = txn_append_error(next(iter(failed.values())))
+        return result, error
+
+    def _after_call(self) -> tuple[ErrorCode, set[int]]:
+        """Write the changed transactions; send the markers of those that entered
+        PrepareCommit/PrepareAbort once that state is committed (not for an id this broker
+        stopped serving meanwhile: its new coordinator completes it when it loads)."""
+        error, written = self._persist()
+        for job in self.coordinator.take_jobs():
+            index = self.partition_for(job.transactional_id)
+            epoch = self.runtime.epoch(index)
+            if epoch >= 0:
+                self.runtime.defer(index, functools.partial(self._send_markers, job, epoch))
+        return error, written
+
+    def _send_markers(self, job: MarkerJob, epoch: int, error: ErrorCode) -> None:
+        if error is ErrorCode.none and self.coordinator_epoch_for(job.transactional_id) == epoch:
+            self.markers.send(job, epoch)
 
     def markers_acknowledged(self, job: MarkerJob) -> None:
-        """Every marker of a transaction sent to other brokers is in: complete it."""
-        self._complete_group_offsets(job)
+        """Every marker of a transaction is replicated: complete it, once, here."""
         self.coordinator.complete(job, self.now_ms())
-        self._persist()
+        self._after_call()
 
-    async def _await_appends(
-        self, pending: list[tuple[tuple[str, int], DelayedProduce]]
-    ) -> ErrorCode:
-        error = ErrorCode.none
-        timeout_ms = self.config.int("request.timeout.ms")
-        for tp, delayed in pending:
-            await complete_or_expire(self.replica_manager.produce_purgatory, delayed, timeout_ms)
-            result = delayed.results[tp].error
-            if result is not ErrorCode.none:
-                log.warning("transaction state on %s-%d: %s", *tp, result.name)
-                error = txn_append_error(result)
-        return error
-
-    def _persist(self) -> tuple[ErrorCode, list[tuple[tuple[str, int], DelayedProduce]]]:
+    def _persist(self) -> tuple[ErrorCode, set[int]]:
+        """Append the changed transactions, a batch per partition: the error of a write that
+        failed outright (its partition was reverted), and the partitions written."""
         changed: list[tuple[str, TxnMetadata | None]] = [
             (meta.transactional_id, meta) for meta in self.coordinator.take_changes()
         ]
         changed += [(tid, None) for tid in self.coordinator.expired]
         self.coordinator.expired.clear()
         if not changed:
-            return ErrorCode.none, []
+            return ErrorCode.none, set()
         if self.ensure_state_topic() is not ErrorCode.none:
-            return ErrorCode.coordinator_not_available, []
+            return ErrorCode.coordinator_not_available, set()
         by_partition: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
         for tid, meta in changed:
             value = None if meta is None else encode_value(meta)
             by_partition[self.partition_for(tid)].append((encode_key(tid), value))
-        error, pending = ErrorCode.none, []
+        error, written = ErrorCode.none, set()
         for index, records in by_partition.items():
-            tp = (TXN_STATE_TOPIC, index)
-            if self.partitions.error(index) is not ErrorCode.none:
-                error = ErrorCode.not_coordinator  # lost meanwhile: the new leader has it
-                continue
-            batch = encode_batch(records, timestamp=self.now_ms())
-            # acks=all, as Kafka writes transaction state (required acks -1).
-            results, delayed = self.replica_manager.append_records(
-                {tp: batch}, -1, internal_topics_allowed=True
-            )
-            if results[tp].error is not ErrorCode.none:
-                log.warning("cannot persist transaction state: %s", results[tp].error.name)
-                error = txn_append_error(results[tp].error)
-            elif delayed is not None:
-                pending.append((tp, delayed))
-        return error, pending
-
-    def _write_markers(self, job: MarkerJob) -> None:
-        """WriteTxnMarkers to every partition of the transaction (in-process here), and the
-        group side of its offsets."""
-        marker = EndTxnMarker(job.commit, self.coordinator_epoch_for(job.transactional_id))
-        for tp in sorted(job.partitions):
-            error = self.replica_manager.append_txn_marker(
-                tp, job.producer_id, job.producer_epoch, marker
-            )
-            if error not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition):
-                # Kafka retries until the partition is gone; on one node the log refuses
-                # only a fenced epoch, which a newer marker already superseded.
-                log.warning("marker for %s on %s: %s", job.transactional_id, tp, error.name)
-        self._complete_group_offsets(job)
-
-    def _complete_group_offsets(self, job: MarkerJob) -> None:
-        offsets_partitions = {index for topic, index in job.partitions if topic == OFFSETS_TOPIC}
-        if not offsets_partitions:
-            return
-
-        def complete(coordinator: GroupCoordinator, now_ms: int) -> None:
-            for group_id in coordinator.pending_txn_groups(job.producer_id):
-                coordinator.complete_txn(group_id, job.producer_id, job.commit, now_ms)
-
-        self.groups.call(complete)
+            appended = self.runtime.append(index, records, timestamp_ms=self.now_ms())
+            if appended is ErrorCode.none:
+                written.add(index)
+            else:
+                error = txn_append_error(appended)
+        return error, written
 
     # -- timers ----------------------------------------------------------------------------
 
@@ -374,7 +281,7 @@ class TransactionCoordinatorService:
         expire_every = self.config.int("transaction.remove.expired.transaction.cleanup.interval.ms")
         next_expiry = self.now_ms() + expire_every
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self.loader.run)
+            await nursery.start(self.runtime.run)
             await nursery.start(self.markers.sender.run)
             task_status.started()
             await self._timers(abort_every, expire_every, next_expiry)
@@ -392,6 +299,6 @@ class TransactionCoordinatorService:
                 log.exception("transaction coordinator timers failed")
 
 
-def _records(chunk: list[tuple[BatchHeader, memoryview]]) -> list[Record]:
+def _records(chunk: list[Batch]) -> list[Record]:
     """The data records of a chunk of batches (control batches skipped)."""
     return [r for header, batch in chunk if not header.is_control for r in decode_records(batch)]

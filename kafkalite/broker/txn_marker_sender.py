@@ -1,11 +1,12 @@
-"""The transaction coordinator's markers to partitions led by other brokers (Kafka's
+"""The transaction coordinator's markers to the leaders of its partitions (Kafka's
 TransactionMarkerChannelManager and TransactionMarkerRequestCompletionHandler).
 
 A transaction entering PrepareCommit/PrepareAbort needs one marker in each of its
-partitions. The coordinator service writes them itself when it leads every one; otherwise
-the transaction comes here as `PendingMarkers`. Each round groups every pending
-(transaction, partition) by the partition's current leader in the cluster metadata, writes
-those led here in-process and sends one WriteTxnMarkers request per other broker
+partitions: once that state is committed, the transaction comes here as `PendingMarkers`,
+whoever leads its partitions. Each round groups every pending (transaction, partition) by
+the partition's current leader in the cluster metadata, writes those led here through the
+same code as a WriteTxnMarkers request (broker/txn_marker_writer.py, acks=all) and sends
+one WriteTxnMarkers request per other broker
 (concurrently, one connection per broker). NONE (replicated: leaders append markers with
 acks=all) removes the partition; NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
 NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, a lost
@@ -37,9 +38,8 @@ from kafkalite.apis.base import make
 from kafkalite.broker.broker_connection import BrokerConnections, ConnectionLost
 from kafkalite.broker.cluster_metadata import ClusterMetadata, Endpoint
 from kafkalite.broker.delayed import TopicPartition
-from kafkalite.broker.delayed_wait import complete_or_expire
 from kafkalite.broker.replica_fetcher_manager import inter_broker_endpoint
-from kafkalite.storage.control_batch import EndTxnMarker
+from kafkalite.broker.txn_marker_writer import TxnMarker, write_txn_markers
 from kafkalite.txn.coordinator import MarkerJob, TxnState
 
 if TYPE_CHECKING:
@@ -259,11 +259,11 @@ def _one_txn_per_producer(
     return out
 
 
-class RemoteMarkers:
-    """The transaction coordinator service's side of the sender: a transaction with a
-    partition led by another broker (or by none, for now) has all its markers sent here and
-    completes when the last is acknowledged; one led entirely here is written at once by
-    the service."""
+class MarkerChannel:
+    """The transaction coordinator service's side of the sender (Kafka's
+    TransactionMarkerChannelManager): every transaction's markers go through it, to the
+    partitions led here as to those led elsewhere, and the transaction completes when the
+    last is replicated."""
 
     def __init__(self, service: TransactionCoordinatorService) -> None:
         self.service = service
@@ -278,15 +278,6 @@ class RemoteMarkers:
             request_timeout_ms=config.int("request.timeout.ms"),
         )
 
-    def led_elsewhere(self, job: MarkerJob) -> bool:
-        metadata = self.service.metadata
-        broker_id = self.service.config.broker_id
-        for topic, index in job.partitions:
-            state = metadata.partition_state(topic, index)
-            if topic in metadata.topics and (state is None or state.leader != broker_id):
-                return True
-        return False
-
     def send(self, job: MarkerJob, coordinator_epoch: int) -> None:
         self.sender.add(job, coordinator_epoch, job.partitions)
 
@@ -294,17 +285,13 @@ class RemoteMarkers:
         return inter_broker_endpoint(self.service.config, self.service.metadata, broker_id)
 
     async def _write_local(self, job: MarkerJob, epoch: int, tp: TopicPartition) -> ErrorCode:
-        """What a WriteTxnMarkers to this broker does: append, then wait for the ISR."""
-        manager = self.service.replica_manager
-        marker = EndTxnMarker(job.commit, epoch)
-        error, offset = manager.append_txn_marker_as_leader(
-            tp, job.producer_id, job.producer_epoch, marker
+        """What a WriteTxnMarkers to this broker does, without the request."""
+        marker = TxnMarker(job.producer_id, job.producer_epoch, job.commit, epoch, (tp,))
+        service = self.service
+        errors = await write_txn_markers(
+            service.replica_manager, service.groups, [marker], self.sender.request_timeout_ms
         )
-        if error is not ErrorCode.none:
-            return error
-        delayed = manager.delayed_markers({tp: offset})
-        await complete_or_expire(manager.produce_purgatory, delayed, self.sender.request_timeout_ms)
-        return delayed.results[tp].error
+        return errors[(0, tp)]
 
     def _is_current(self, markers: PendingMarkers) -> bool:
         """Kafka cancels markers once the coordinator epoch or the transaction moved on."""

@@ -87,7 +87,16 @@ def end(broker: Broker, pid: int, epoch: int, commit: bool, version: int = 3) ->
             committed=commit,
         ),
     )
+    deliver_markers(broker)
     return response.error_code
+
+
+def deliver_markers(broker: Broker) -> None:
+    """One round of the marker sender, which the broker's task runs after EndTxn: the
+    markers of the transactions whose PrepareCommit/PrepareAbort is committed are written
+    (here, all led by this broker) and the transactions completed."""
+    assert broker.txn is not None
+    trio.run(broker.txn.markers.sender.send_round)
 
 
 def produce_txn(broker: Broker, pid: int, epoch: int, seq: int, values: list[bytes]) -> None:
@@ -236,11 +245,12 @@ def test_prepared_commit_is_finished_after_a_restart(tmp_path: Path) -> None:
     assert service is not None
     assert service.coordinator.end_txn(TID, pid, epoch, True, 0) is ErrorCode.none
     service._persist()
-    service.coordinator.take_jobs()
+    service.coordinator.take_jobs()  # its markers were never sent
     broker.shutdown()
 
     restarted = open_broker(tmp_path)
     try:
+        deliver_markers(restarted)  # the load queued the transaction's markers
         partition = restarted.replica_manager.partition(TOPIC, 0)
         assert partition is not None
         assert (partition.log_end_offset, partition.last_stable_offset) == (3, 3)

@@ -7,6 +7,7 @@ too); a load overtaken by a newer election installs nothing."""
 from __future__ import annotations
 
 import trio
+import trio.testing
 from cluster_fixtures import ManualClock, running_cluster
 from kio.schema.errors import ErrorCode
 
@@ -22,12 +23,19 @@ from kafkalite.coordinator import (
     OffsetCommitRequest,
     PartitionCommit,
     Protocol,
+    SyncGroupRequest,
+    SyncGroupResponse,
     TopicPartition,
     group_partition,
+)
+from kafkalite.coordinator.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
 )
 from kafkalite.storage.batch import TRANSACTIONAL_FLAG, iter_batches
 from kafkalite.storage.control_batch import decode_marker
 from kafkalite.storage.records import encode_batch
+from kafkalite.txn.coordinator import TxnState
 from tests.apis.harness import request_module
 
 GROUP = "failover-group"
@@ -137,7 +145,7 @@ def test_a_load_overtaken_by_a_newer_election_installs_nothing(tmp_path) -> None
             cluster.elect(OFFSETS_TOPIC, 0, second, (first, second))
             stale, current = running[first].broker.groups, running[second].broker.groups
             await until(lambda: current.check_group(GROUP) is ErrorCode.none)
-            await until(lambda: not stale.loader.pending)
+            await until(lambda: not stale.runtime.loader.pending)
             assert stale.check_group(GROUP) is ErrorCode.not_coordinator
             assert committed(stale) is None
             assert (committed(current), current.partitions.epoch(0)) == (3, 2)
@@ -172,7 +180,8 @@ def test_the_new_transaction_coordinator_aborts_the_open_transaction_and_keeps_t
             assert first_txn.ensure_state_topic() is ErrorCode.none
             old = cluster.states[(TXN_STATE_TOPIC, 0)].leader
             others = tuple(i for i in running if i != old)
-            # The coordinator leads the data partition too: it writes markers in-process.
+            # The coordinator leads the data partition too: its markers go through the
+            # marker sender to itself, as to any leader.
             cluster.create_topic("t", [[old, *others]])
             txn, data = running[old].broker.txn, running[old].broker.replica_manager
             assert txn.check_coordinator(TID) is ErrorCode.none
@@ -192,6 +201,8 @@ def test_the_new_transaction_coordinator_aborts_the_open_transaction_and_keeps_t
             await begin(0, 3)
             ended, error = await txn.call_and_wait(lambda c, now: c.end_txn(TID, pid, 0, True, now))
             assert (ended, error) == (ErrorCode.none, ErrorCode.none)
+            # EndTxn answers once PrepareCommit is committed; the markers follow.
+            await until(lambda: txn.coordinator.describe(TID).state is TxnState.COMPLETE_COMMIT)
             await begin(3, 2)  # left open when its coordinator dies
             end = data.partition("t", 0).log_end_offset
             replicas = [running[i].broker.replica_manager for i in others]
@@ -217,11 +228,15 @@ def test_the_new_transaction_coordinator_aborts_the_open_transaction_and_keeps_t
             # The client re-initialises with its transactional id: the open transaction is
             # aborted (CONCURRENT_TRANSACTIONS meanwhile), then it gets a bumped epoch.
             inits = []
-            for _ in range(2):
+            for attempt in range(2):
                 result, error = await new_txn.call_and_wait(
                     lambda c, now: c.init_producer_id(TID, 60_000, now)
                 )
                 inits.append((error, result.error, result.producer_epoch))
+                if attempt == 0:  # the abort's markers follow once PrepareAbort is committed
+                    await until(
+                        lambda: new_txn.coordinator.describe(TID).state is TxnState.COMPLETE_ABORT
+                    )
             assert inits == [
                 (ErrorCode.none, ErrorCode.concurrent_transactions, -1),
                 (ErrorCode.none, ErrorCode.none, 2),
@@ -346,5 +361,194 @@ def test_partitions_added_to_a_transaction_are_answered_only_once_replicated(tmp
                 lambda c, now: c.verify_partitions(TID, pid, 0, [("t", 0), offsets_tp])
             )
             assert verified == {("t", 0): ErrorCode.none, offsets_tp: ErrorCode.none}
+
+    trio.run(main)
+
+
+# -- answers only what is committed (issue 22): a leader change right after an answer ------
+
+
+def stop_following(running, tp: tuple[str, int]) -> None:
+    """The followers of `tp` stop fetching it, so nothing new reaches them (the leader's
+    ISR stays whole: the test clock never passes replica.lag.time.max.ms)."""
+    for each in running.values():
+        manager = each.broker.replica_manager
+        partition = manager.partition(*tp)
+        if partition is not None and not partition.is_leader:
+            manager.fetchers.remove_partition(tp)
+
+
+def join_request(member_id: str = "") -> JoinGroupRequest:
+    return JoinGroupRequest(
+        group_id=GROUP,
+        member_id=member_id,
+        protocol_type="consumer",
+        protocols=(Protocol("range", b""),),
+        session_timeout_ms=30_000,
+        rebalance_timeout_ms=30_000,
+        api_version=3,
+        client_id="client",
+        client_host="/127.0.0.1",
+    )
+
+
+async def joined_member(groups: GroupCoordinatorService) -> JoinGroupResponse:
+    joined = await groups.join_group(join_request())
+    assert joined.error is ErrorCode.none
+    return joined
+
+
+def sync_request(joined: JoinGroupResponse) -> SyncGroupRequest:
+    return SyncGroupRequest(
+        GROUP, joined.generation_id, joined.member_id, assignments={joined.member_id: b"p0"}
+    )
+
+
+def heartbeat_request() -> ConsumerGroupHeartbeatRequest:
+    return ConsumerGroupHeartbeatRequest(
+        CONSUMER_GROUP,
+        member_id="member-1",
+        member_epoch=0,
+        rebalance_timeout_ms=30_000,
+        subscribed_topic_names=("t",),
+        owned=(),
+    )
+
+
+GROUP_OVERRIDES = {**OVERRIDES, "group.initial.rebalance.delay.ms": "0"}
+CONSUMER_GROUP = "failover-consumer-group"
+
+
+def test_answers_wait_until_the_group_records_are_replicated(tmp_path) -> None:
+    """SyncGroup and ConsumerGroupHeartbeat are answered only once their records are
+    committed: killed before that, the coordinator answers NOT_COORDINATOR, and the new
+    one has nothing they were not told (no assignment, no member epoch)."""
+
+    async def main() -> None:
+        async with running_cluster(tmp_path, 3, ManualClock(), **GROUP_OVERRIDES) as (
+            cluster,
+            running,
+        ):
+            cluster.create_topic("t", [[1, 2, 3]])
+            running[1].broker.groups.check_group(GROUP)
+            old = cluster.states[(OFFSETS_TOPIC, 0)].leader
+            groups = running[old].broker.groups
+            joined = await joined_member(groups)  # generation 1, replicated
+            stop_following(running, (OFFSETS_TOPIC, 0))
+            offsets = running[old].broker.replica_manager.partition(OFFSETS_TOPIC, 0)
+            written = offsets.log_end_offset
+            synced: list[SyncGroupResponse] = []
+            beats: list[ConsumerGroupHeartbeatResponse] = []
+
+            async def sync() -> None:
+                synced.append(await groups.sync_group(sync_request(joined)))
+
+            async def beat() -> None:
+                beats.append(await groups.consumer_group_heartbeat(heartbeat_request()))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sync)
+                nursery.start_soon(beat)
+                # Both wrote their records; neither may answer before they replicate.
+                await until(lambda: offsets.log_end_offset > written + 1)
+                await trio.testing.wait_all_tasks_blocked()
+                assert (synced, beats) == ([], [])
+                running[old].stop()
+                first, second = (i for i in running if i != old)
+                cluster.elect(OFFSETS_TOPIC, 0, first, (first, second))
+            assert [s.error for s in synced] == [ErrorCode.not_coordinator]
+            assert [b.error for b in beats] == [ErrorCode.not_coordinator]
+
+            new_groups = running[first].broker.groups
+            await until(lambda: new_groups.check_group(GROUP) is ErrorCode.none)
+            # A classic group is written at SyncGroup (as Kafka's storeGroup): the member was
+            # told no assignment and the new coordinator has none; it rejoins.
+            assert new_groups.coordinator.group(GROUP) is None
+            described = new_groups.coordinator.consumer_group_describe(CONSUMER_GROUP)
+            assert described.error is ErrorCode.group_id_not_found
+
+    trio.run(main)
+
+
+def test_the_new_group_coordinator_has_what_the_clients_were_told(tmp_path) -> None:
+    """SyncGroup, OffsetCommit and ConsumerGroupHeartbeat answered, then the coordinator
+    killed at once: the new one has the generation, the assignment, the offsets and the
+    member epoch the clients were told."""
+
+    async def main() -> None:
+        async with running_cluster(tmp_path, 3, ManualClock(), **GROUP_OVERRIDES) as (
+            cluster,
+            running,
+        ):
+            cluster.create_topic("t", [[1, 2, 3]])
+            running[1].broker.groups.check_group(GROUP)
+            old = cluster.states[(OFFSETS_TOPIC, 0)].leader
+            groups = running[old].broker.groups
+            joined = await joined_member(groups)
+            synced = await groups.sync_group(sync_request(joined))
+            assert (synced.error, synced.assignment) == (ErrorCode.none, b"p0")
+            request = OffsetCommitRequest(
+                GROUP,
+                (PartitionCommit("t", 0, 42, -1, ""),),
+                api_version=9,
+                generation_id=joined.generation_id,
+                member_id=joined.member_id,
+            )
+            committed_now = await groups.commit_offsets(request)
+            assert [p.error for p in committed_now.partitions] == [ErrorCode.none]
+            beat = await groups.consumer_group_heartbeat(heartbeat_request())
+            assert (beat.error, beat.member_epoch) == (ErrorCode.none, 1)
+
+            running[old].stop()  # right after the answers
+            first, second = (i for i in running if i != old)
+            cluster.elect(OFFSETS_TOPIC, 0, first, (first, second))
+            new_groups = running[first].broker.groups
+            await until(lambda: new_groups.check_group(GROUP) is ErrorCode.none)
+            group = new_groups.coordinator.group(GROUP)
+            assert group is not None and group.generation_id == joined.generation_id
+            assert group.members[joined.member_id].assignment == b"p0"
+            assert committed(new_groups) == 42
+            described = new_groups.coordinator.consumer_group_describe(CONSUMER_GROUP)
+            assert [m.member.member_epoch for m in described.members] == [1]
+
+    trio.run(main)
+
+
+def test_a_marker_not_replicated_before_a_leader_change_is_written_to_the_new_leader(
+    tmp_path,
+) -> None:
+    """The coordinator leads every partition of its transaction; a follower is made leader
+    right after EndTxn, before the marker reached it: the marker goes to the new leader and
+    read_committed consumers see the commit (no stall at the transaction's start)."""
+
+    async def main() -> None:
+        async with running_cluster(tmp_path, 3, ManualClock(), **OVERRIDES) as (cluster, running):
+            running[1].broker.txn.ensure_state_topic()
+            old = cluster.states[(TXN_STATE_TOPIC, 0)].leader
+            others = tuple(i for i in running if i != old)
+            cluster.create_topic("t", [[old, *others]])
+            txn, data = running[old].broker.txn, running[old].broker.replica_manager
+            init, _ = await txn.call_and_wait(lambda c, now: c.init_producer_id(TID, 60_000, now))
+            pid = init.producer_id
+            added, error = await txn.call_and_wait(
+                lambda c, now: c.add_partitions(TID, pid, 0, [("t", 0)], now)
+            )
+            assert (added, error) == (ErrorCode.none, ErrorCode.none)
+            await produce_transactional(data, pid, 0, 0, 3)  # acks=all: every replica has it
+            stop_following(running, ("t", 0))
+            ended, error = await txn.call_and_wait(lambda c, now: c.end_txn(TID, pid, 0, True, now))
+            assert (ended, error) == (ErrorCode.none, ErrorCode.none)
+            await until(lambda: data.partition("t", 0).log_end_offset == 4)  # marker, local
+
+            new = others[0]
+            cluster.elect("t", 0, new, others)  # right after EndTxn, without the marker
+            await until(lambda: txn.coordinator.describe(TID).state is TxnState.COMPLETE_COMMIT)
+            partition = running[new].broker.replica_manager.partition("t", 0)
+            await until(lambda: partition.last_stable_offset == partition.log_end_offset)
+            read = partition.fetch_records(0, 1 << 20, isolation_level=1)
+            assert read.aborted_transactions == ()
+            log_bytes = partition.log.read(0, 1 << 20, partition.log_end_offset)
+            controls = [h for _, h in iter_batches(log_bytes) if h.is_control]
+            assert len(controls) == 1 and partition.log_end_offset == 4
 
     trio.run(main)
