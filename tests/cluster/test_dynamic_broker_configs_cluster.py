@@ -70,7 +70,8 @@ def test_default_reaches_every_broker_and_an_override_only_its_own(
     assert retentions(admin) == dict.fromkeys((1, 2, 3), None)
 
     configs_tool(
-        brokers[1].bootstrap, "--entity-default", "--add-config", f"log.retention.ms={DEFAULT_VALUE}"
+        brokers[1].bootstrap,
+        *("--entity-default", "--add-config", f"log.retention.ms={DEFAULT_VALUE}"),
     )
     everywhere = dict.fromkeys((1, 2, 3), (DEFAULT_VALUE, DYNAMIC_DEFAULT))
     poll(lambda: retentions(admin) == everywhere, "the default on every broker")
