@@ -54,7 +54,6 @@ class ZkConfigManager:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Follow `/config/changes` until cancelled."""
-        await self.zk.ensure_path(zd.CONFIG_CHANGES)
         task_status.started()
         while True:
             try:
@@ -67,7 +66,11 @@ class ZkConfigManager:
     async def process_notifications(self) -> list[ZkWatch]:
         """One pass: the notifications not processed yet, then the purge; the watch for the
         next notification."""
-        names, watch = await self.zk.children_watch(zd.CONFIG_CHANGES)
+        try:
+            names, watch = await self.zk.children_watch(zd.CONFIG_CHANGES)
+        except NoNode:  # deleted under us: created again, as Kafka's brokers do at start
+            await self.zk.ensure_path(zd.CONFIG_CHANGES)
+            names, watch = await self.zk.children_watch(zd.CONFIG_CHANGES)
         notifications = sorted((n for n in names if change_number(n) >= 0), key=change_number)
         for name in notifications:
             if change_number(name) > self.last_executed_change:
@@ -81,14 +84,14 @@ class ZkConfigManager:
         try:
             data, _ = await self.zk.get(path)
             entity_type, entity = zd.decode_config_change(data)
+            if entity_type != BROKERS or entity not in self.entities:
+                return  # topics are followed by ZkMetadata; other brokers' overrides are theirs
+            configs = await self.kafka_zk.entity_config(BROKERS, entity)
         except NoNode:
             return  # purged meanwhile: older than any change still to apply
         except zd.ZkDataError as exc:
             log.error("ignoring config change notification %s: %s", path, exc)
             return
-        if entity_type != BROKERS or entity not in self.entities:
-            return  # topics are followed by ZkMetadata; other brokers' overrides are theirs
-        configs = await self.kafka_zk.entity_config(BROKERS, entity)
         log.info("dynamic broker configs of %s changed (%s): %s", entity, name, configs)
         self.on_change(entity, configs)
 
