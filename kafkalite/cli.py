@@ -142,7 +142,7 @@ async def _run_locked(config: BrokerConfig) -> int:
     config = bound_config(config, listeners)
     metrics_listeners = await open_metrics_listeners(config)  # ConfigError: one line, exit 2
     async with contextlib.AsyncExitStack() as stack:
-        metadata, tasks, member = None, [], None
+        metadata, controller, tasks, member = None, None, [], None
         if config.cluster_mode:
             from kafkalite.cluster.member import join_cluster  # imports kazoo
             from kafkalite.cluster.zk_client import ZkError
@@ -153,9 +153,9 @@ async def _run_locked(config: BrokerConfig) -> int:
                 )
             except ZkError as exc:
                 return _fail(f"cannot join the cluster at {config.str('zookeeper.connect')}: {exc}")
-            metadata, tasks = member.metadata, member.tasks
+            metadata, controller, tasks = member.metadata, member.controller_api, member.tasks
         try:
-            broker = Broker.open(config, metadata=metadata)
+            broker = Broker.open(config, metadata=metadata, controller=controller)
         except (OSError, ValueError) as exc:
             return _fail(f"cannot use log dir {config.log_dir}: {exc}")
         try:

@@ -16,7 +16,7 @@ from kafkalite.apis.incremental_alter_configs import alter_resource, answer_each
 from kafkalite.broker.replica_manager import OK, Outcome
 
 
-def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
+async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
     names = [config.name for config in resource.configs]
     if len(set(names)) != len(names):
         return Outcome(ErrorCode.invalid_request, "Error due to duplicate config keys")
@@ -26,14 +26,16 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
             ErrorCode.invalid_request, f"Null value not supported for : {', '.join(nulls)}"
         )
     replacement = {config.name: config.value for config in resource.configs}
-    return alter_resource(ctx, resource, lambda _current: (OK, dict(replacement)), validate_only)
+    return await alter_resource(
+        ctx, resource, lambda _current: (OK, dict(replacement)), validate_only
+    )
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
-    responses = answer_each_resource_once(
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    responses = await answer_each_resource_once(
         ctx, request.resources, lambda resource: _alter(ctx, resource, request.validate_only)
     )
     return make(ctx.schema.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=responses)
 
 
-API = ApiHandler(api_key=33, min_version=0, max_version=2, handle=handle)
+API = ApiHandler(api_key=33, min_version=0, max_version=2, handle=handle, is_async=True)

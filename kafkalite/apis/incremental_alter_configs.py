@@ -5,14 +5,15 @@ applied to the topic's overrides, the result validated as a whole and stored thr
 replica manager, which updates the partition logs; `validate_only` stops before storing.
 Checks and messages follow Kafka's ConfigAdminManager.preprocess and the controller's
 ConfigurationControlManager. BROKER resources (type 4): this broker's id or "" (the cluster-wide
-default) get the same operations on their dynamic configs (broker/dynamic_config.py), which
-take effect at once.
+default) get the same operations on their dynamic configs (broker/dynamic_config.py), validated
+here and stored by the controller (broker/controller_api.py), which has every broker they
+concern apply them: this one at once.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -99,14 +100,14 @@ def alter_topic(
     return manager.set_topic_configs(name, normalised)
 
 
-def alter_broker(
+async def alter_broker(
     ctx: RequestContext,
     name: str,
     change: Callable[[dict[str, str]], tuple[Outcome, dict[str, str]]],
     validate_only: bool,
 ) -> Outcome:
     """Apply `change` to the dynamic configs of this broker (`name` its id) or of the cluster
-    default (`name` ""), validate, persist and apply them (broker/dynamic_config.py)."""
+    default (`name` ""), validate them and have the controller store and apply them."""
     if name:
         try:
             node_id = int(name)
@@ -127,14 +128,13 @@ def alter_broker(
     if not outcome.ok:
         return outcome
     try:
-        if validate_only:
-            dynamic.validate(entity, altered)
-            return OK
-        config = dynamic.update(entity, altered)
+        dynamic.validate(entity, altered)
     except DynamicConfigError as exc:
         return Outcome(ErrorCode.invalid_request, str(exc))  # as Kafka 4's controller words it
-    ctx.broker.reconfigure(config)
-    return OK
+    if validate_only:
+        return OK
+    stored = await ctx.broker.controller.alter_broker_configs(entity, altered)
+    return Outcome(stored.error, stored.message)
 
 
 def _check_entries(resource: Any) -> Outcome:
@@ -157,7 +157,7 @@ def _check_entries(resource: Any) -> Outcome:
     return OK
 
 
-def alter_resource(
+async def alter_resource(
     ctx: RequestContext,
     resource: Any,
     change: Callable[[dict[str, str]], tuple[Outcome, dict[str, str]]],
@@ -167,15 +167,15 @@ def alter_resource(
     if resource.resource_type == RESOURCE_TOPIC:
         return alter_topic(ctx, resource.resource_name, change, validate_only)
     if resource.resource_type == RESOURCE_BROKER:
-        return alter_broker(ctx, resource.resource_name, change, validate_only)
+        return await alter_broker(ctx, resource.resource_name, change, validate_only)
     return Outcome(ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}")
 
 
-def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
+async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
     outcome = _check_entries(resource)
     if not outcome.ok:
         return outcome
-    return alter_resource(
+    return await alter_resource(
         ctx, resource, lambda current: _apply(current, resource.configs), validate_only
     )
 
@@ -190,8 +190,8 @@ def _resource_response(ctx: RequestContext, resource: Any, outcome: Outcome) -> 
     )
 
 
-def answer_each_resource_once(
-    ctx: RequestContext, resources: Any, alter: Callable[[Any], Outcome]
+async def answer_each_resource_once(
+    ctx: RequestContext, resources: Any, alter: Callable[[Any], Awaitable[Outcome]]
 ) -> tuple[Any, ...]:
     """One response per resource; a resource named more than once is refused each time and
     left as it is. Shared with the legacy AlterConfigs."""
@@ -201,13 +201,13 @@ def answer_each_resource_once(
         if counts[resource.resource_type, resource.resource_name] > 1:
             outcome = Outcome(ErrorCode.invalid_request, "Each resource must appear at most once.")
         else:
-            outcome = alter(resource)
+            outcome = await alter(resource)
         responses.append(_resource_response(ctx, resource, outcome))
     return tuple(responses)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
-    responses = answer_each_resource_once(
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    responses = await answer_each_resource_once(
         ctx, request.resources, lambda resource: _alter(ctx, resource, request.validate_only)
     )
     return make(
@@ -215,4 +215,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-API = ApiHandler(api_key=44, min_version=0, max_version=1, handle=handle)
+API = ApiHandler(api_key=44, min_version=0, max_version=1, handle=handle, is_async=True)

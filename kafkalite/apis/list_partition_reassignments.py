@@ -1,9 +1,9 @@
 """ListPartitionReassignments (key 46), version 0 (`kafka-reassign-partitions --verify/--list`).
 
-Answered by the controller (another broker: NOT_CONTROLLER, as in Kafka's ZooKeeper era) from
-the topic znodes: every partition being moved (or those asked for), with its full replica set
-and the replicas being added and removed. Partitions not moving, and unknown ones, are left
-out, as Kafka does. A single node never moves a partition: its answer is empty.
+Answered by the controller (broker/controller_api.py; another broker: NOT_CONTROLLER, as in
+Kafka's ZooKeeper era): every partition being moved (or those asked for), with its full
+replica set and the replicas being added and removed. Partitions not moving, and unknown ones,
+are left out, as Kafka does. A single node never moves a partition: its answer is empty.
 """
 
 from __future__ import annotations
@@ -12,29 +12,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.alter_partition_reassignments import NOT_CONTROLLER
 from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-from kafkalite.cluster import reassignment
-from kafkalite.cluster import zk_data as zd
+from kafkalite.broker.controller_api import NOT_CONTROLLER
 
 
 def _wanted(request: Any) -> dict[str, set[int]] | None:
     if request.topics is None:
         return None
     return {t.name: set(t.partition_indexes) for t in request.topics}
-
-
-async def _ongoing(ctx: RequestContext) -> dict[str, dict[int, zd.ReplicaAssignment]]:
-    controller = getattr(ctx.broker.metadata, "controller", None)
-    if controller is None:
-        return {}
-    from kafkalite.cluster import reassignment_zk  # cluster mode only: imports kazoo
-
-    moving = await reassignment_zk.ongoing(controller.zk)
-    return {
-        topic: {i: a for i, a in assignment.partitions.items() if reassignment.in_progress(a)}
-        for topic, (assignment, _) in moving.items()
-    }
 
 
 def _response(ctx: RequestContext, error: Any, topics: tuple) -> Any:
@@ -51,8 +36,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if ctx.broker.metadata.controller_id() != ctx.broker.node_id:
         return _response(ctx, NOT_CONTROLLER, ())
     wanted = _wanted(request)
+    ongoing = await ctx.broker.controller.list_partition_reassignments()
     topics = []
-    for name, partitions in sorted((await _ongoing(ctx)).items()):
+    for name, partitions in sorted(ongoing.items()):
         shown = [
             make(
                 ctx.schema.OngoingPartitionReassignment,

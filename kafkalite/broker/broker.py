@@ -1,17 +1,19 @@
-"""The broker as handlers see it: config, identity, metadata and partitions."""
+"""The broker as handlers see it: config, identity, metadata, controller and partitions."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, Endpoint
+from kafkalite.broker.controller_api import ControllerApi
 from kafkalite.broker.dynamic_config import DynamicBrokerConfig, FileDynamicConfigStore
 from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
 from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.replica_fetcher_manager import ReplicaFetcherManager
 from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.broker.single_node_controller import SingleNodeController
 from kafkalite.broker.topic_config import log_config_for
 from kafkalite.broker.txn_coordinator_service import TransactionCoordinatorService
 from kafkalite.config import BrokerConfig, Listener
@@ -39,6 +41,7 @@ class Broker:
     metadata: ClusterMetadata
     replica_manager: ReplicaManager
     groups: GroupCoordinatorService
+    controller: ControllerApi
     clock_ms: Callable[[], int] = wall_clock_ms
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
     dynamic: DynamicBrokerConfig | None = None  # dynamic broker configs (kafka-configs)
@@ -51,15 +54,17 @@ class Broker:
         config: BrokerConfig,
         clock_ms: Callable[[], int] = wall_clock_ms,
         metadata: ClusterMetadata | None = None,
+        controller: ControllerApi | None = None,
     ) -> Broker:
-        """Load metadata (by default this node's own files) and every partition log (running
-        recovery where needed)."""
-        dynamic = DynamicBrokerConfig(
-            config, FileDynamicConfigStore(config.log_dir / DYNAMIC_CONFIGS_FILE)
-        )
-        config = dynamic.load()
+        """Load metadata and dynamic configs (by default this node's own files: a single node)
+        and every partition log (running recovery where needed)."""
         if metadata is None:
             metadata = SingleNodeMetadata(config.log_dir, local_broker_info(config))
+        if controller is None:
+            store = FileDynamicConfigStore(config.log_dir / DYNAMIC_CONFIGS_FILE)
+            controller = SingleNodeController(metadata, store)
+        dynamic = DynamicBrokerConfig(config)
+        config = dynamic.load(controller.stored_broker_configs())
         metadata.load(config.broker_id, config.str("cluster.id"))
         log_dirs = LogDirs.for_dirs(config.log_dirs, background_io=True)  # see log_maintenance
         replica_manager = ReplicaManager(config, metadata, log_dirs, clock_ms)
@@ -69,16 +74,25 @@ class Broker:
         groups.load()
         txn = TransactionCoordinatorService(config, replica_manager, groups, metadata)
         txn.load()
-        return cls(
+        broker = cls(
             config,
             metadata,
             replica_manager,
             groups,
+            controller,
             clock_ms,
             dynamic=dynamic,
             fetchers=fetchers,
             txn=txn,
         )
+        controller.subscribe(broker)
+        return broker
+
+    def on_broker_configs_changed(self, entity: str, configs: Mapping[str, str]) -> None:
+        """A dynamic broker config change (this broker's or the default), from whichever
+        broker made it: applied at once, as Kafka's BrokerConfigHandler does."""
+        if self.dynamic is not None and self.dynamic.apply(entity, configs):
+            self.reconfigure(self.dynamic.effective())
 
     def reconfigure(self, config: BrokerConfig) -> None:
         """Apply a new effective config (dynamic broker configs) to everything holding one;

@@ -32,6 +32,9 @@ thread; it never calls listeners from kazoo's thread):
 Reads (`topics`, `partition_state`, `brokers`, `controller_id`, ...) answer from the
 implementation's cache of the latest state; Metadata, FindCoordinator and DescribeCluster
 answer from them, never from "this node".
+
+What handlers ask the controller to do (elections, reassignments, dynamic broker configs) is
+the seam beside this one: broker/controller_api.py.
 """
 
 from __future__ import annotations

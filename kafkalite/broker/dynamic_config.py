@@ -7,9 +7,11 @@ static server.properties/--override value (STATIC_BROKER_CONFIG), Kafka's defaul
 (DEFAULT_CONFIG). Only the properties Kafka updates dynamically cluster-wide can be set
 (`DYNAMIC`): log retention, segments, message sizes, flushing, timestamps, the cleaner.
 
-Storage is behind `DynamicConfigStore`, two calls keyed by entity ("<default>" or a broker id):
-`FileDynamicConfigStore` keeps them in the first log dir; a ZooKeeper store would keep them in
-`/config/brokers/<entity>` as Kafka's ZK mode does.
+Where they are stored is the controller's business (broker/controller_api.py): a single node
+keeps them in a file in the first log dir (`FileDynamicConfigStore`); a ZooKeeper cluster in
+`/config/brokers/<id>` and `/config/brokers/<default>`, as Kafka's ZK mode does, each broker
+applying the changes announced under `/config/changes`. `DynamicBrokerConfig` is this broker's
+view: the stored configs read at start, then each change applied (`apply`).
 """
 
 from __future__ import annotations
@@ -101,26 +103,43 @@ class DynamicConfigError(ValueError):
 @dataclass
 class DynamicBrokerConfig:
     static: BrokerConfig
-    store: DynamicConfigStore
     entities: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def node_entity(self) -> str:
         return str(self.static.broker_id)
 
-    def load(self) -> BrokerConfig:
-        """Read the stored configs; returns the effective config. Stored values that no longer
-        parse are skipped with a warning, as Kafka skips invalid dynamic configs."""
-        stored = self.store.load()
+    def load(self, stored: Mapping[str, Mapping[str, str]]) -> BrokerConfig:
+        """Take the stored configs of this broker and of the default; returns the effective
+        config. Values that no longer parse are skipped with a warning, as Kafka skips
+        invalid dynamic configs."""
         for entity in (DEFAULT_ENTITY, self.node_entity):
-            configs = stored.get(entity, {})
-            try:
-                self._check(configs)
-            except DynamicConfigError as exc:
-                log.warning("ignoring dynamic broker configs of %s: %s", entity, exc)
-                continue
-            self.entities[entity] = dict(configs)
+            self._take(entity, stored.get(entity, {}))
         return self.effective()
+
+    def apply(self, entity: str, configs: Mapping[str, str]) -> bool:
+        """A stored change of `entity` (possibly made by another broker): False when it does
+        not concern this broker, changes nothing, or is invalid here (then logged and
+        skipped, as Kafka's DynamicBrokerConfig does)."""
+        if entity not in (DEFAULT_ENTITY, self.node_entity):
+            return False
+        if self.entities.get(entity, {}) == dict(configs):
+            return False
+        try:
+            self.validate(entity, configs)
+        except DynamicConfigError as exc:
+            log.warning("ignoring dynamic broker configs of %s: %s", entity, exc)
+            return False
+        self.entities[entity] = dict(configs)
+        return True
+
+    def _take(self, entity: str, configs: Mapping[str, str]) -> None:
+        try:
+            self._check(configs)
+        except DynamicConfigError as exc:
+            log.warning("ignoring dynamic broker configs of %s: %s", entity, exc)
+            return
+        self.entities[entity] = dict(configs)
 
     def configs(self, entity: str) -> dict[str, str]:
         return dict(self.entities.get(entity, {}))
@@ -162,13 +181,6 @@ class DynamicBrokerConfig:
             build_config(raw)
         except ConfigError as exc:
             raise DynamicConfigError(str(exc)) from None
-
-    def update(self, entity: str, configs: Mapping[str, str]) -> BrokerConfig:
-        """Replace an entity's dynamic configs (validated), persist them; the new config."""
-        self.validate(entity, configs)
-        self.store.save(entity, configs)
-        self.entities[entity] = dict(configs)
-        return self.effective()
 
     def _check(self, configs: Mapping[str, str]) -> None:
         unknown = sorted(name for name in configs if name not in PROPERTIES)

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from kafkalite.broker import controller_api
+from kafkalite.broker.controller_api import PREFERRED as PREFERRED  # re-exported
+from kafkalite.broker.controller_api import UNCLEAN
 from kafkalite.cluster import zk_data as zd
 from kafkalite.cluster.controller_decisions import PartitionView, StateWrite, elect_leader
-
-PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election_type (Kafka's ElectionType)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +44,8 @@ ELIGIBLE_NOT_AVAILABLE = Election(
 
 
 def unknown_partition(topic: str, partition: int, topic_exists: bool) -> Election:
-    """KRaft's ReplicationControlManager.electLeader messages."""
-    if not topic_exists:
-        return Election(ErrorCode.unknown_topic_or_partition, f"No such topic as {topic}")
-    return Election(
-        ErrorCode.unknown_topic_or_partition, f"No such partition as {topic}-{partition}"
-    )
+    unknown = controller_api.unknown_partition(topic, partition, topic_exists)
+    return Election(unknown.error, unknown.message)
 
 
 def _new_state(view: PartitionView, leader: int, isr: Iterable[int], epoch: int) -> StateWrite:

@@ -1,9 +1,10 @@
 """A broker joining a ZooKeeper cluster (`kafkalite serve` with `zookeeper.connect`).
 
 `join_cluster` opens the ZooKeeper session (zookeeper.session.timeout.ms,
-zookeeper.connection.timeout.ms), registers the broker and reads the cluster's metadata, so
-Broker.open can load on it; the caller runs `tasks` (the store's watches and writes, the
-controller candidacy) in the server's nursery. Leaving the block ends the session: the
+zookeeper.connection.timeout.ms), registers the broker and reads the cluster's metadata and
+this broker's dynamic configs, so Broker.open can load on them (`metadata`, `controller_api`);
+the caller runs `tasks` (the store's watches and writes, the controller candidacy, the config
+change notifications) in the server's nursery. Leaving the block ends the session: the
 broker's ephemeral registration (and `/controller`, if it held it) goes at once.
 Only imported in cluster mode: the single-node broker never imports kazoo.
 """
@@ -24,6 +25,7 @@ from kafkalite.cluster.controlled_shutdown_zk import Follower, controlled_shutdo
 from kafkalite.cluster.controller import Controller
 from kafkalite.cluster.election_zk import LeaderRebalancer
 from kafkalite.cluster.zk_client import ZkClient
+from kafkalite.cluster.zk_controller_api import ZkControllerApi
 from kafkalite.cluster.zk_metadata import ZkMetadata
 from kafkalite.config import BrokerConfig
 
@@ -36,6 +38,7 @@ class ClusterMember:
     controller: Controller
     config: BrokerConfig
     liveness: BrokerLiveness
+    controller_api: ZkControllerApi
 
     @property
     def tasks(self) -> list[Callable[..., Awaitable[None]]]:
@@ -44,6 +47,7 @@ class ClusterMember:
             self.metadata.run,
             self.liveness.run,
             self.controller.run,
+            self.controller_api.run,
         ]
         if self.config.bool("auto.leader.rebalance.enable"):
             interval = self.config.int("leader.imbalance.check.interval.seconds")
@@ -79,8 +83,9 @@ async def join_cluster(
         unclean = config.bool("unclean.leader.election.enable")
         liveness = _liveness(config, metadata)
         controller = Controller(zk, config.broker_id, unclean, liveness)
-        metadata.controller = controller  # ElectLeaders and the reassignment APIs reach it here
-        yield ClusterMember(metadata, controller, config, liveness)
+        controller_api = ZkControllerApi(metadata, controller)
+        await controller_api.start()
+        yield ClusterMember(metadata, controller, config, liveness, controller_api)
 
 
 def _liveness(config: BrokerConfig, metadata: ZkMetadata) -> BrokerLiveness:

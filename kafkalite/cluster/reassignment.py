@@ -14,23 +14,17 @@ The topic znode carries, per partition, the full replica set RS = origin + targe
   same way and the added replicas leave.
 
 The decisions, sans-IO (unit-tested); cluster/reassignment_zk.py makes the ZooKeeper writes.
-The single-node broker uses `validate` too, without importing kazoo.
+The checks of a request are broker/controller_api.py's, which the single node uses too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Set
-from dataclasses import dataclass
 
-from kio.schema.errors import ErrorCode
-
+from kafkalite.broker.controller_api import ApiError, check_reassignment
 from kafkalite.cluster import zk_data as zd
 
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    error: ErrorCode
-    message: str | None
+Refusal = ApiError  # per partition, why a move is refused
 
 
 def origin(assignment: zd.ReplicaAssignment) -> tuple[int, ...]:
@@ -63,36 +57,10 @@ def validate(
     live: Set[int],
     allow_rf_change: bool = True,
 ) -> Refusal | None:
-    """Kafka's KafkaController.validateReplicas, plus NO_REASSIGNMENT_IN_PROGRESS for a cancel
-    of a partition that is not moving and KIP-860's refusal of a replication factor change
-    (AlterPartitionReassignments v1 with allow_replication_factor_change false)."""
-    if replicas is None:
-        if in_progress(current):
-            return None
-        return Refusal(ErrorCode.no_reassignment_in_progress, None)
-    invalid = ErrorCode.invalid_replica_assignment
-    if not replicas:
-        return Refusal(invalid, "Empty replica list specified in partition reassignment.")
-    if len(set(replicas)) != len(replicas):
-        return Refusal(
-            invalid,
-            f"Duplicate replica ids in partition reassignment replica list: {list(replicas)}",
-        )
-    if any(r < 0 for r in replicas):
-        return Refusal(invalid, f"Invalid broker id in replica list: {list(replicas)}")
-    if not allow_rf_change and len(replicas) != len(target(current)):
-        return Refusal(
-            ErrorCode.invalid_replication_factor,
-            f"The replication factor is changed from {len(target(current))} to {len(replicas)}",
-        )
-    adding = reassign_to(current, replicas).adding_replicas
-    if not set(adding) <= live:
-        return Refusal(
-            invalid,
-            "Replica assignment has brokers that are not alive. Replica list: "
-            f"{list(adding)}, live broker list: {sorted(live)}",
-        )
-    return None
+    """broker/controller_api.check_reassignment on the partition's current move."""
+    return check_reassignment(
+        origin(current), target(current), in_progress(current), replicas, live, allow_rf_change
+    )
 
 
 def requested(current: zd.ReplicaAssignment, replicas: tuple[int, ...] | None) -> tuple[int, ...]:

@@ -23,7 +23,6 @@ import math
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import trio
 
@@ -43,10 +42,6 @@ from kafkalite.cluster.kafka_zk import (
     keep_broker_registered,
     now_ms,
 )
-
-if TYPE_CHECKING:
-    from kafkalite.cluster.controller import Controller
-
 from kafkalite.cluster.zk_client import (
     BadVersion,
     ConnectionLost,
@@ -116,7 +111,6 @@ class ZkMetadata:
         self._creating: set[str] = set()  # created here, the znode not written yet
         self._nursery: trio.Nursery | None = None
         self._changed = trio.Event()
-        self.controller: Controller | None = None  # this broker's candidacy (cluster/member.py)
 
     @property
     def node_id(self) -> int:
