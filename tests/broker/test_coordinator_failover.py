@@ -6,6 +6,8 @@ too); a load overtaken by a newer election installs nothing."""
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
+
 import trio
 import trio.testing
 from cluster_fixtures import ManualClock, running_cluster
@@ -65,19 +67,7 @@ def committed(groups: GroupCoordinatorService) -> int | None:
 
 
 async def park_join(groups: GroupCoordinatorService, answers: list[JoinGroupResponse]) -> None:
-    request = JoinGroupRequest(
-        group_id=GROUP,
-        member_id="",
-        protocol_type="consumer",
-        protocols=(Protocol("range", b""),),
-        session_timeout_ms=30_000,
-        rebalance_timeout_ms=30_000,
-        api_version=3,  # before KIP-394: parked at once, no member id round trip
-        client_id="client",
-        client_host="/127.0.0.1",
-        group_instance_id=None,
-    )
-    answers.append(await groups.join_group(request))
+    answers.append(await groups.join_group(join_request()))
 
 
 async def until(condition) -> None:
@@ -386,9 +376,10 @@ def join_request(member_id: str = "") -> JoinGroupRequest:
         protocols=(Protocol("range", b""),),
         session_timeout_ms=30_000,
         rebalance_timeout_ms=30_000,
-        api_version=3,
+        api_version=3,  # before KIP-394: parked at once, no member id round trip
         client_id="client",
         client_host="/127.0.0.1",
+        group_instance_id=None,
     )
 
 
@@ -419,21 +410,29 @@ GROUP_OVERRIDES = {**OVERRIDES, "group.initial.rebalance.delay.ms": "0"}
 CONSUMER_GROUP = "failover-consumer-group"
 
 
+@asynccontextmanager
+async def group_with_a_member(tmp_path):
+    """Three brokers; the group's coordinator (`old`) has a member joined in generation 1
+    (replicated)."""
+    async with running_cluster(tmp_path, 3, ManualClock(), **GROUP_OVERRIDES) as (
+        cluster,
+        running,
+    ):
+        cluster.create_topic("t", [[1, 2, 3]])
+        running[1].broker.groups.check_group(GROUP)
+        old = cluster.states[(OFFSETS_TOPIC, 0)].leader
+        joined = await joined_member(running[old].broker.groups)
+        yield cluster, running, old, joined
+
+
 def test_answers_wait_until_the_group_records_are_replicated(tmp_path) -> None:
     """SyncGroup and ConsumerGroupHeartbeat are answered only once their records are
     committed: killed before that, the coordinator answers NOT_COORDINATOR, and the new
     one has nothing they were not told (no assignment, no member epoch)."""
 
     async def main() -> None:
-        async with running_cluster(tmp_path, 3, ManualClock(), **GROUP_OVERRIDES) as (
-            cluster,
-            running,
-        ):
-            cluster.create_topic("t", [[1, 2, 3]])
-            running[1].broker.groups.check_group(GROUP)
-            old = cluster.states[(OFFSETS_TOPIC, 0)].leader
+        async with group_with_a_member(tmp_path) as (cluster, running, old, joined):
             groups = running[old].broker.groups
-            joined = await joined_member(groups)  # generation 1, replicated
             stop_following(running, (OFFSETS_TOPIC, 0))
             offsets = running[old].broker.replica_manager.partition(OFFSETS_TOPIC, 0)
             written = offsets.log_end_offset
@@ -476,15 +475,8 @@ def test_the_new_group_coordinator_has_what_the_clients_were_told(tmp_path) -> N
     member epoch the clients were told."""
 
     async def main() -> None:
-        async with running_cluster(tmp_path, 3, ManualClock(), **GROUP_OVERRIDES) as (
-            cluster,
-            running,
-        ):
-            cluster.create_topic("t", [[1, 2, 3]])
-            running[1].broker.groups.check_group(GROUP)
-            old = cluster.states[(OFFSETS_TOPIC, 0)].leader
+        async with group_with_a_member(tmp_path) as (cluster, running, old, joined):
             groups = running[old].broker.groups
-            joined = await joined_member(groups)
             synced = await groups.sync_group(sync_request(joined))
             assert (synced.error, synced.assignment) == (ErrorCode.none, b"p0")
             request = OffsetCommitRequest(
