@@ -544,3 +544,24 @@ def test_a_marker_not_replicated_before_a_leader_change_is_written_to_the_new_le
             assert len(controls) == 1 and partition.log_end_offset == 4
 
     trio.run(main)
+
+
+def test_a_write_refused_outright_leaves_nothing_in_memory(tmp_path) -> None:
+    """A commit whose append is refused (the ISR below min.insync.replicas) fails and
+    is not served afterwards: the partition is reloaded from its log, as Kafka reverts to
+    its last written snapshot."""
+
+    async def main() -> None:
+        overrides = {**OVERRIDES, "min.insync.replicas": "2"}
+        async with running_cluster(tmp_path, 3, ManualClock(), **overrides) as (cluster, running):
+            cluster.create_topic("t", [[1, 2, 3]])
+            running[1].broker.groups.check_group(GROUP)
+            old = cluster.states[(OFFSETS_TOPIC, 0)].leader
+            groups = running[old].broker.groups
+            assert await commit(groups, 5) == [ErrorCode.none]
+            cluster.elect(OFFSETS_TOPIC, 0, old, (old,))  # the followers left the ISR
+            assert await commit(groups, 6) == [ErrorCode.coordinator_not_available]
+            await until(lambda: groups.check_group(GROUP) is ErrorCode.none)
+            assert committed(groups) == 5
+
+    trio.run(main)
