@@ -16,7 +16,6 @@ from kafkalite.broker.topic_config import log_config_for
 from kafkalite.broker.txn_coordinator_service import TransactionCoordinatorService
 from kafkalite.config import BrokerConfig, Listener
 from kafkalite.metrics import BrokerMetrics
-from kafkalite.storage.cleaner_process import CLEANER_POOL
 from kafkalite.storage.log_dirs import LogDirs
 
 DYNAMIC_CONFIGS_FILE = "dynamic-broker-configs.json"
@@ -110,5 +109,4 @@ class Broker:
         return info.endpoint(self.advertised_listener.name) if info is not None else None
 
     def shutdown(self) -> None:
-        CLEANER_POOL.shutdown()
         self.replica_manager.shutdown()

@@ -14,6 +14,8 @@ from kafkalite.broker import log_maintenance
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.partition import Partition
 from kafkalite.config import build_config
+from kafkalite.storage.cleaner import CleanedSegments, CleanJob, Pause, clean_segments
+from kafkalite.storage.log_cleaner import LogCleaner
 from kafkalite.storage.records import decode_records
 
 COMPACTED = {"cleanup.policy": "compact", "segment.bytes": "1000"}
@@ -46,7 +48,7 @@ def table(partition: Partition) -> dict[bytes, tuple[int, bytes]]:
 
 
 def test_cleaning_runs_on_a_worker_thread_while_the_loop_appends_and_rolls(
-    tmp_path: Path, monkeypatch
+    tmp_path: Path,
 ) -> None:
     broker = open_broker(tmp_path)
     assert broker.replica_manager.create_topic("c", 1, 1, COMPACTED)[0].ok
@@ -66,17 +68,14 @@ def test_cleaning_runs_on_a_worker_thread_while_the_loop_appends_and_rolls(
         seen["segments"] = len(partition.log.segments)
         seen["log_start"] = partition.log.delete_records_before(10)
 
-    real_clean_log = log_maintenance.clean_log
-
-    def clean_log(*args, **kwargs):
+    def clean(job: CleanJob, pause: Pause) -> CleanedSegments:
         seen["thread"] = threading.current_thread()
         trio.from_thread.run_sync(during_cleaning)
-        return real_clean_log(*args, **kwargs)
+        return clean_segments(job, pause)
 
-    monkeypatch.setattr(log_maintenance, "clean_log", clean_log)
-    monkeypatch.setattr(log_maintenance, "CLEAN_IN_PROCESS", False)  # the thread fallback
+    on_a_thread = LogCleaner(worker_process=False, work=clean)  # where no process can start
     try:
-        reclaimed = trio.run(log_maintenance.clean_logs, broker.replica_manager)
+        reclaimed = trio.run(log_maintenance.clean_logs, broker.replica_manager, on_a_thread)
         assert seen["thread"] is not threading.main_thread()
         assert reclaimed > 0
         # The appends rolled new segments; DeleteRecords moved the log start but deleted no
