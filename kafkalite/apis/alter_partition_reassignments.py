@@ -18,9 +18,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.cluster import reassignment
 from kafkalite.cluster import zk_data as zd
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 Targets = Mapping[int, tuple[int, ...] | None]
 Results = dict[int, reassignment.Refusal | None]  # per partition: None when accepted

@@ -13,10 +13,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.topic_admin import answer_each_name_once, validate_manual_assignment
 from kafkalite.broker import partition_limits
 from kafkalite.broker.replica_manager import OK, Outcome
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 
 def _check_assignments(

@@ -20,7 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, has_field, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.topic_admin import (
     TIMED_OUT,
     answer_each_name_once,
@@ -34,6 +34,7 @@ from kafkalite.broker.topic_config import (
     effective_value,
     validate_topic_configs,
 )
+from kafkalite.protocol.entities import NO_THROTTLE, has_field, make
 
 log = logging.getLogger(__name__)
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"

@@ -18,9 +18,10 @@ from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.topic_admin import DUPLICATE_NAME, deadline_passed
 from kafkalite.broker.replica_manager import Outcome
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 # Kafka's ApiError(error) carries the error's default message.
 UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."

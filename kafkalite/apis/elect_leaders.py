@@ -22,12 +22,13 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make, millis
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.broker_connection import BrokerConnection, ConnectionLost
 from kafkalite.broker.cluster_metadata import ClusterMetadata
 from kafkalite.cluster import zk_data as zd
 from kafkalite.cluster.controller_decisions import PartitionView
 from kafkalite.cluster.leader_election import PREFERRED, UNCLEAN, Election, elect, unknown_partition
+from kafkalite.protocol.entities import NO_THROTTLE, make, millis
 
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]

@@ -17,11 +17,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.dynamic_config import DEFAULT_ENTITY, DynamicConfigError
 from kafkalite.broker.replica_manager import OK, Outcome, topic_name_error
 from kafkalite.broker.topic_config import TOPIC_CONFIGS, InvalidConfig, validate_topic_configs
 from kafkalite.config import TYPE_LIST
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4

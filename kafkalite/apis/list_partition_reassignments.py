@@ -13,9 +13,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.alter_partition_reassignments import NOT_CONTROLLER
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.cluster import reassignment
 from kafkalite.cluster import zk_data as zd
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 
 def _wanted(request: Any) -> dict[str, set[int]] | None:

@@ -18,10 +18,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import authorized_operations
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.cluster_metadata import TopicMetadata
 from kafkalite.broker.partition import PartitionState
 from kafkalite.broker.replica_manager import INTERNAL_TOPICS, OFFSETS_TOPIC, topic_name_error
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 ZERO_UUID = uuid.UUID(int=0)
 BY_ID_FROM = 12

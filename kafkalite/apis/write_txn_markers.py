@@ -18,10 +18,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.delayed import TopicPartition
 from kafkalite.broker.delayed_wait import complete_or_expire
 from kafkalite.broker.replica_manager import OFFSETS_TOPIC
+from kafkalite.protocol.entities import make
 from kafkalite.storage.control_batch import EndTxnMarker
 
 MarkerKey = tuple[int, TopicPartition]  # (marker's index in the request, partition)

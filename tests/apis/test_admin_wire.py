@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 from kio.serial import entity_writer
 
-from kafkalite.apis.base import RequestContext, make
+from kafkalite.apis.base import RequestContext
 from kafkalite.apis.registry import HANDLERS
 from kafkalite.broker.broker import Broker
 from kafkalite.protocol.codec import DecodedRequest, decode_request
+from kafkalite.protocol.entities import make
 
 from .harness import request_module, roundtrip, run_handler
 

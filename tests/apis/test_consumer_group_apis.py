@@ -12,10 +12,10 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import consumer_group_describe, consumer_group_heartbeat
-from kafkalite.apis.base import make
 from kafkalite.apis.registry import HANDLERS
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
+from kafkalite.protocol.entities import make
 
 from .harness import call
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from kafkalite.apis import authorized_operations, describe_topic_partitions
-from kafkalite.apis.base import make
 from kafkalite.broker.broker import Broker
+from kafkalite.protocol.entities import make
 
 from .harness import call
 

@@ -42,7 +42,7 @@ from kafkalite.apis import (
     offset_fetch,
     sync_group,
 )
-from kafkalite.apis.base import ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.delayed import ProduceResult
 from kafkalite.broker.group_coordinator_service import (
@@ -54,6 +54,7 @@ from kafkalite.config import build_config
 from kafkalite.coordinator import OffsetAndMetadata, TopicPartition, group_partition
 from kafkalite.coordinator.consumer_protocol import subscribed_topics
 from kafkalite.coordinator.records import GroupMetadataKey, OffsetCommitKey, decode_key
+from kafkalite.protocol.entities import make
 
 from .harness import request_module, roundtrip
 

@@ -8,8 +8,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import list_config_resources
-from kafkalite.apis.base import make
 from kafkalite.broker.broker import Broker
+from kafkalite.protocol.entities import make
 
 from .harness import call
 

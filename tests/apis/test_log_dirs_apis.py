@@ -9,9 +9,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import alter_replica_log_dirs, describe_log_dirs
-from kafkalite.apis.base import make
 from kafkalite.broker.broker import Broker
 from kafkalite.config import build_config
+from kafkalite.protocol.entities import make
 
 from .harness import call, record_batch
 

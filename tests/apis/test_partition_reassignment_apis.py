@@ -11,9 +11,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import alter_partition_reassignments, list_partition_reassignments
-from kafkalite.apis.base import make
 from kafkalite.broker.broker import Broker
 from kafkalite.config import build_config
+from kafkalite.protocol.entities import make
 
 from .harness import call
 

@@ -8,8 +8,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import offset_commit, offset_fetch
-from kafkalite.apis.base import make
 from kafkalite.broker.broker import Broker
+from kafkalite.protocol.entities import make
 
 from .harness import call
 

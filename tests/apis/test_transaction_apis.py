@@ -26,10 +26,11 @@ from kafkalite.apis import (
     txn_offset_commit,
     write_txn_markers,
 )
-from kafkalite.apis.base import RequestContext, make
+from kafkalite.apis.base import RequestContext
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.partition import READ_COMMITTED, PartitionState
 from kafkalite.coordinator.offsets import TopicPartition
+from kafkalite.protocol.entities import make
 from kafkalite.storage.batch import TRANSACTIONAL_FLAG
 from kafkalite.storage.records import encode_batch
 from kafkalite.storage.txn_index import AbortedTxn

@@ -14,13 +14,14 @@ from partition_fixtures import batch
 
 from kafkalite.apis import describe_cluster, fetch, find_coordinator, metadata
 from kafkalite.apis import produce as produce_api
-from kafkalite.apis.base import RequestContext, make
+from kafkalite.apis.base import RequestContext
 from kafkalite.broker.broker import Broker, local_broker_info
 from kafkalite.broker.cluster_metadata import BrokerInfo, Endpoint, TopicMetadata
 from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.partition import PartitionState
 from kafkalite.config import build_config
 from kafkalite.coordinator import group_partition
+from kafkalite.protocol.entities import make
 from tests.apis.harness import call, request_module, roundtrip
 
 OTHER = BrokerInfo(2, (Endpoint("PLAINTEXT", "other.example", 9999),), rack="r2")
