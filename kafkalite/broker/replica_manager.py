@@ -42,13 +42,13 @@ from kafkalite.broker.partition import (
     Partition,
     PartitionState,
 )
+from kafkalite.broker.replica_assignment import assign_replicas
 from kafkalite.broker.topic_config import (
     InvalidConfig,
     effective_value,
     log_config_for,
     validate_topic_configs,
 )
-from kafkalite.cluster.replica_assignment import assign_replicas
 from kafkalite.config import BrokerConfig
 from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.errors import StorageError
