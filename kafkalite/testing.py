@@ -126,7 +126,7 @@ class EmbeddedBroker:
         """Create a topic directly (no client needed); raises ValueError when refused."""
 
         def create() -> None:
-            manager = self.broker.replica_manager
+            manager = self.broker.admin_manager
             outcome, configs = manager.check_new_topic(name, partitions, 1, dict(config or {}))
             if outcome.ok:
                 outcome, _ = manager.create_topic(name, partitions, 1, configs)
@@ -137,7 +137,7 @@ class EmbeddedBroker:
         return name
 
     def delete_topic(self, name: str) -> None:
-        self.call(lambda: self.broker.replica_manager.delete_topic(name))
+        self.call(lambda: self.broker.admin_manager.delete_topic(name))
 
     def stop(self, timeout: float = 30.0) -> None:
         thread, token, cancel = self._thread, self._token, self._cancel

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.incremental_alter_configs import alter_resource, answer_each_resource_once
-from kafkalite.broker.replica_manager import OK, Outcome
+from kafkalite.broker.admin_manager import OK, Outcome
 from kafkalite.protocol.entities import NO_THROTTLE, make
 
 

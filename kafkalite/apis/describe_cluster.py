@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import authorized_operations
 from kafkalite.apis.base import ApiHandler, RequestContext
-from kafkalite.broker.replica_manager import OK, Outcome
+from kafkalite.broker.admin_manager import OK, Outcome
 from kafkalite.protocol.entities import NO_THROTTLE, make
 
 ENDPOINT_BROKERS = 1

@@ -19,11 +19,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.broker.admin_manager import Outcome, topic_name_error
 from kafkalite.broker.dynamic_config import (
     DYNAMIC,
     SOURCE_DYNAMIC_DEFAULT,
 )
-from kafkalite.broker.replica_manager import Outcome, topic_name_error
 from kafkalite.broker.topic_config import (
     SOURCE_DEFAULT,
     SOURCE_STATIC_BROKER,

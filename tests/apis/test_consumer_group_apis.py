@@ -27,7 +27,7 @@ VERSIONS = (0, 1)
 @pytest.fixture
 def broker(broker_factory: Callable[..., Broker]) -> Broker:
     broker = broker_factory(**{"offsets.topic.num.partitions": "1"})
-    assert broker.replica_manager.create_topic(TOPIC, 3, 1)[0].ok
+    assert broker.admin_manager.create_topic(TOPIC, 3, 1)[0].ok
     return broker
 
 

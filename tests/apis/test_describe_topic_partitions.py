@@ -16,7 +16,7 @@ from .harness import call
 @pytest.fixture
 def topics(broker: Broker) -> Broker:
     for name, partitions in (("b", 2), ("a", 3)):
-        outcome, _ = broker.replica_manager.create_topic(name, partitions)
+        outcome, _ = broker.admin_manager.create_topic(name, partitions)
         assert outcome.ok
     return broker
 

@@ -27,7 +27,7 @@ def listed(broker: Broker, version: int, *types: int) -> tuple[ErrorCode, list[t
 
 @pytest.fixture
 def with_topic(broker: Broker) -> Broker:
-    assert broker.replica_manager.create_topic("t")[0].ok
+    assert broker.admin_manager.create_topic("t")[0].ok
     return broker
 
 

@@ -28,7 +28,7 @@ def open_jbod(dirs: list[Path]) -> Broker:
 @pytest.fixture
 def jbod(dirs: list[Path]) -> Any:
     broker = open_jbod(dirs)
-    assert broker.replica_manager.create_topic("t", 4)[0].ok
+    assert broker.admin_manager.create_topic("t", 4)[0].ok
     for index in range(4):
         batch = record_batch([b"v"] * (index + 1))
         results, _ = broker.replica_manager.append_records({("t", index): batch}, 1)

@@ -21,7 +21,7 @@ from .harness import call
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
     broker = Broker.open(build_config({"log.dirs": str(tmp_path)}))
-    assert broker.replica_manager.create_topic("t", 1)[0].ok
+    assert broker.admin_manager.create_topic("t", 1)[0].ok
     yield broker
     broker.shutdown()
 

@@ -36,7 +36,7 @@ def fill(log_dir: Path) -> Broker:
     """A compacted log of 300 records over 5 keys from one idempotent producer, many
     segments; the same bytes every time."""
     broker = Broker.open(build_config({"log.dirs": str(log_dir)}))
-    assert broker.replica_manager.create_topic("c", 1, 1, COMPACTED)[0].ok
+    assert broker.admin_manager.create_topic("c", 1, 1, COMPACTED)[0].ok
     for i in range(300):
         record = Record(key=b"k%d" % (i % 5), value=b"v%d" % i)
         batch = make_batch(

@@ -51,7 +51,7 @@ def test_cleaning_runs_on_a_worker_thread_while_the_loop_appends_and_rolls(
     tmp_path: Path,
 ) -> None:
     broker = open_broker(tmp_path)
-    assert broker.replica_manager.create_topic("c", 1, 1, COMPACTED)[0].ok
+    assert broker.admin_manager.create_topic("c", 1, 1, COMPACTED)[0].ok
     partition = broker.replica_manager.partition("c", 0)
     assert partition is not None
     expected = {}
@@ -99,7 +99,7 @@ def test_cleaning_runs_on_a_worker_thread_while_the_loop_appends_and_rolls(
 
 def test_a_roll_fsync_and_retention_unlinks_wait_for_the_worker(tmp_path: Path) -> None:
     broker = open_broker(tmp_path)
-    assert broker.replica_manager.create_topic("d", 1, 1, {"segment.bytes": "1000"})[0].ok
+    assert broker.admin_manager.create_topic("d", 1, 1, {"segment.bytes": "1000"})[0].ok
     partition = broker.replica_manager.partition("d", 0)
     assert partition is not None
     log = partition.log
@@ -122,12 +122,12 @@ def test_a_roll_fsync_and_retention_unlinks_wait_for_the_worker(tmp_path: Path) 
 
 def test_a_deleted_topics_directories_are_removed_by_the_worker(tmp_path: Path) -> None:
     broker = open_broker(tmp_path)
-    assert broker.replica_manager.create_topic("gone", 3, 1, {})[0].ok
+    assert broker.admin_manager.create_topic("gone", 3, 1, {})[0].ok
     partition = broker.replica_manager.partition("gone", 0)
     assert partition is not None
     try:
         put(broker, partition, b"k", b"v")
-        broker.replica_manager.delete_topic("gone")
+        broker.admin_manager.delete_topic("gone")
         leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("gone-"))
         assert len(leftovers) == 3 and all(name.endswith("-delete") for name in leftovers)
 
