@@ -16,6 +16,7 @@ from kafkalite.broker import log_maintenance
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.partition import Partition
 from kafkalite.config import build_config
+from kafkalite.storage import log_cleaner
 from kafkalite.storage.cleaner import CleanedSegments, CleanJob, CleanResult, Pause, clean_segments
 from kafkalite.storage.log_cleaner import LogCleaner
 from kafkalite.storage.segment import CLEANED_SUFFIX, segment_paths
@@ -153,3 +154,22 @@ def test_a_worker_killed_mid_clean_leaves_the_log_intact_and_the_next_round_clea
         assert table(partition_of(reopened)) == expected
     finally:
         reopened.shutdown()
+
+
+def test_where_no_process_can_start_the_same_cleaning_runs_on_a_thread(
+    broker: Broker, monkeypatch
+) -> None:
+    partition = partition_of(broker)
+    expected = table(partition)
+
+    def no_processes(method: str) -> None:
+        raise OSError("no processes here")
+
+    monkeypatch.setattr(log_cleaner.multiprocessing, "get_context", no_processes)
+    cleaner = LogCleaner()
+
+    assert trio.run(log_maintenance.clean_logs, broker.replica_manager, cleaner) > 0
+
+    assert cleaner.worker_process is False  # this cleaner stays on threads from now on
+    assert cleaner.worker_pids() == []
+    assert table(partition) == expected
