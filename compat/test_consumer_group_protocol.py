@@ -21,7 +21,7 @@ from compat.scenario_helpers import (
     wait_group_coordinator,
 )
 from compat.targets import kafkalite_xfail
-from kafkalite.apis.base import make
+from kafkalite.protocol.entities import make
 from protocol_tests.raw_client import RawClient, request_class
 
 UNCHANGED = datetime.timedelta(milliseconds=-1)

@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.api_versions import api_versions_response
 from kafkalite.apis.base import ApiHandler, RequestContext
-from kafkalite.apis.registry import HANDLERS
+from kafkalite.apis.registry import HANDLERS, api_names
 from kafkalite.broker import log_maintenance
 from kafkalite.broker.broker import Broker
 from kafkalite.config import BrokerConfig, Listener
@@ -100,7 +100,7 @@ async def _process(
             await stream.send_all(item)
             continue
         if isinstance(item, UnsupportedApiVersions):
-            response = api_versions_response(0, error=ErrorCode.unsupported_version)
+            response = api_versions_response(HANDLERS, 0, error=ErrorCode.unsupported_version)
             await stream.send_all(encode_response(item.correlation_id, response))
             continue
         handler = handlers[item.api_key]
@@ -262,7 +262,7 @@ async def serve(
             if metrics_listeners:
                 from kafkalite.metrics.registry import Exposition  # imports prometheus_client
 
-                exposition = Exposition(broker)
+                exposition = Exposition(broker, api_names(HANDLERS))
                 await nursery.start(serve_metrics, metrics_listeners, exposition, broker.metrics)
             broker.metrics.ready = True
             task_status.started()

@@ -13,10 +13,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.txn_common import txn_service
 from kafkalite.broker.replica_manager import OFFSETS_TOPIC
 from kafkalite.coordinator import group_partition
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 
 async def _add(ctx: RequestContext, request: Any) -> ErrorCode:

@@ -17,8 +17,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.txn_common import txn_service
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 TopicPartition = tuple[str, int]
 

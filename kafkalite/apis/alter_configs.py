@@ -11,9 +11,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.incremental_alter_configs import alter_resource, answer_each_resource_once
-from kafkalite.broker.replica_manager import OK, Outcome
+from kafkalite.broker.admin_manager import OK, Outcome
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 
 async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:

@@ -16,8 +16,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.controller_api import NOT_CONTROLLER, ApiError, Targets
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 Results = dict[int, ApiError]  # per partition: NONE when accepted
 

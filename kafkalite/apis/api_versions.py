@@ -3,19 +3,22 @@
 From v3 it also carries the broker's supported and finalized features (broker/features.py),
 which `kafka-features describe` and Admin.describeFeatures print.
 
-Advertises the handler table. An unknown request version is answered in v0 with
-UNSUPPORTED_VERSION (see protocol/codec.py), so clients can retry with a version we know.
+Advertises the handler table it is part of (apis/registry.py builds it with `api`). An
+unknown request version is answered in v0 with UNSUPPORTED_VERSION (see protocol/codec.py),
+so clients can retry with a version we know.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make, response_module
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker import features
+from kafkalite.protocol.entities import NO_THROTTLE, make, response_module
 
 
 def _features(schema: ModuleType) -> dict[str, Any]:
@@ -47,10 +50,10 @@ def _features(schema: ModuleType) -> dict[str, Any]:
     }
 
 
-def api_versions_response(version: int, error: ErrorCode = ErrorCode.none) -> Any:
-    from kafkalite.apis.registry import HANDLERS  # the table includes this module
-
-    schema = response_module(18, version)
+def api_versions_response(
+    handlers: Mapping[int, ApiHandler], version: int, error: ErrorCode = ErrorCode.none
+) -> Any:
+    schema = response_module(API_KEY, version)
     keys = tuple(
         make(
             schema.ApiVersion,
@@ -58,7 +61,7 @@ def api_versions_response(version: int, error: ErrorCode = ErrorCode.none) -> An
             min_version=h.min_version,
             max_version=h.max_version,
         )
-        for h in sorted(HANDLERS.values(), key=lambda h: h.api_key)
+        for h in sorted(handlers.values(), key=lambda h: h.api_key)
     )
     return make(
         schema.ApiVersionsResponse,
@@ -70,8 +73,13 @@ def api_versions_response(version: int, error: ErrorCode = ErrorCode.none) -> An
     )
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
-    return api_versions_response(ctx.api_version)
+def api(handlers: Mapping[int, ApiHandler]) -> ApiHandler:
+    """The ApiVersions handler advertising `handlers` (the table it is put in)."""
+
+    def handle(ctx: RequestContext, request: Any) -> Any:
+        return api_versions_response(handlers, ctx.api_version)
+
+    return ApiHandler(api_key=API_KEY, min_version=0, max_version=4, handle=handle)
 
 
-API = ApiHandler(api_key=18, min_version=0, max_version=4, handle=handle)
+API_KEY = 18

@@ -1,27 +1,22 @@
-"""What every API module shares: the request context, the handler record and `make`.
+"""What every API module shares: the request context and the handler record.
 
 Each API module opens with the versions it serves and exposes `API`, an `ApiHandler`.
 Handlers are plain functions of (context, request) returning the response (or None when
-no response is due, as for acks=0 produce); long-polling handlers are coroutines.
+no response is due, as for acks=0 produce); long-polling handlers are coroutines. They
+build responses with `kafkalite.protocol.entities.make`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from kio.index import load_payload_module
-from kio.static.constants import EntityType
+from kafkalite.protocol.entities import response_module
 
 if TYPE_CHECKING:
     from kafkalite.broker.broker import Broker
-
-NO_THROTTLE = datetime.timedelta(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,32 +48,3 @@ class ApiHandler:
 
     def accepts(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
-
-
-@cache
-def response_module(api_key: int, version: int) -> ModuleType:
-    return load_payload_module(api_key, version, EntityType.response)
-
-
-@cache
-def _field_names(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(cls))
-
-
-def make(cls: type, **values: Any) -> Any:
-    """Build a kio entity of any version from version-agnostic values.
-
-    Values for fields this version lacks are dropped, so a handler writes one construction
-    for every version it serves.
-    """
-    names = _field_names(cls)
-    return cls(**{name: value for name, value in values.items() if name in names})
-
-
-def has_field(cls: type, name: str) -> bool:
-    return name in _field_names(cls)
-
-
-def millis(duration: datetime.timedelta) -> int:
-    """A kio timedelta field (timeouts, retention) as Kafka's integer milliseconds."""
-    return duration // datetime.timedelta(milliseconds=1)

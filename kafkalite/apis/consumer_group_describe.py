@@ -11,12 +11,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import authorized_operations
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.coordinator.consumer_group_admin import (
     DescribedConsumerGroup,
     DescribedConsumerMember,
     DescribedTopicPartitions,
 )
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 CONSUMER_MEMBER_TYPE = 1
 

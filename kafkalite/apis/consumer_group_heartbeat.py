@@ -11,12 +11,13 @@ import datetime
 from collections import defaultdict
 from typing import Any
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.coordinator.consumer_group import Partitions
 from kafkalite.coordinator.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

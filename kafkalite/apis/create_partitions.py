@@ -13,10 +13,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.topic_admin import answer_each_name_once, validate_manual_assignment
 from kafkalite.broker import partition_limits
-from kafkalite.broker.replica_manager import OK, Outcome
+from kafkalite.broker.admin_manager import OK, Outcome
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 
 def _check_assignments(
@@ -37,12 +38,11 @@ def _check_assignments(
 
 
 def _check(ctx: RequestContext, request_topic: Any) -> Outcome:
-    manager = ctx.broker.replica_manager
-    outcome = manager.check_new_partitions(request_topic.name, request_topic.count)
+    outcome = ctx.broker.admin_manager.check_new_partitions(request_topic.name, request_topic.count)
     if not outcome.ok or request_topic.assignments is None:
         return outcome
-    meta = manager.metadata.topics[request_topic.name]
-    first = manager.metadata.partition_state(request_topic.name, 0)
+    meta = ctx.broker.metadata.topics[request_topic.name]
+    first = ctx.broker.metadata.partition_state(request_topic.name, 0)
     added = request_topic.count - meta.num_partitions
     replication_factor = len(first.replicas) if first is not None else meta.replication_factor
     return _check_assignments(
@@ -54,7 +54,7 @@ def _grow(ctx: RequestContext, request_topic: Any, validate_only: bool) -> Outco
     outcome = _check(ctx, request_topic)
     if not outcome.ok or validate_only:
         return outcome
-    return ctx.broker.replica_manager.create_partitions(request_topic.name, request_topic.count)
+    return ctx.broker.admin_manager.create_partitions(request_topic.name, request_topic.count)
 
 
 def _result(ctx: RequestContext, name: str, outcome: Outcome) -> Any:

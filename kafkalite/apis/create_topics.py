@@ -20,20 +20,21 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, has_field, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.topic_admin import (
     TIMED_OUT,
     answer_each_name_once,
     validate_manual_assignment,
 )
 from kafkalite.broker import partition_limits
-from kafkalite.broker.replica_manager import OK, Outcome, topic_name_error
+from kafkalite.broker.admin_manager import OK, Outcome, topic_name_error
 from kafkalite.broker.topic_config import (
     TOPIC_CONFIGS,
     InvalidConfig,
     effective_value,
     validate_topic_configs,
 )
+from kafkalite.protocol.entities import NO_THROTTLE, has_field, make
 
 log = logging.getLogger(__name__)
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
@@ -142,8 +143,7 @@ def plan_topic(ctx: RequestContext, topic: Any) -> tuple[Outcome, TopicPlan | No
     reason = topic_name_error(topic.name)
     if reason:
         return Outcome(ErrorCode.invalid_topic_exception, reason), None
-    manager = ctx.broker.replica_manager
-    if topic.name in manager.topics:
+    if topic.name in ctx.broker.replica_manager.topics:
         return Outcome(
             ErrorCode.topic_already_exists, f"Topic '{topic.name}' already exists."
         ), None
@@ -153,8 +153,10 @@ def plan_topic(ctx: RequestContext, topic: Any) -> tuple[Outcome, TopicPlan | No
     outcome, partitions, replication = _resolve_counts(ctx, topic)
     if not outcome.ok:
         return outcome, None
-    # The replica manager has the last word (replication beyond the one registered broker).
-    outcome, configs = manager.check_new_topic(topic.name, partitions, replication, configs)
+    # The admin manager has the last word (replication beyond the registered brokers).
+    outcome, configs = ctx.broker.admin_manager.check_new_topic(
+        topic.name, partitions, replication, configs
+    )
     if not outcome.ok:
         return outcome, None
     assignment = _check_assignments(ctx, topic)[1] if topic.assignments else None
@@ -213,7 +215,7 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
     if validate_only:
         # Kafka answers with a fresh random id it then discards; the zero id is more honest.
         return _success(ctx, topic.name, None, plan)
-    outcome, created = ctx.broker.replica_manager.create_topic(
+    outcome, created = ctx.broker.admin_manager.create_topic(
         topic.name, plan.num_partitions, plan.replication_factor, plan.configs, plan.assignment
     )
     if created is None:

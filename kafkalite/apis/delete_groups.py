@@ -9,7 +9,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.delayed_wait import complete_or_expire
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 
 def _topic_result(ctx: RequestContext, topic: Any, delayed: Any) -> Any:

@@ -18,9 +18,10 @@ from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.topic_admin import DUPLICATE_NAME, deadline_passed
-from kafkalite.broker.replica_manager import Outcome
+from kafkalite.broker.admin_manager import Outcome
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 # Kafka's ApiError(error) carries the error's default message.
 UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
@@ -154,7 +155,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     deletion = _sort(request)
     to_delete = _resolve(ctx, deletion)
     for topic_id, name in to_delete.items():
-        outcome = ctx.broker.replica_manager.delete_topic(name)
+        outcome = ctx.broker.admin_manager.delete_topic(name)
         if outcome.ok:
             log.info("deleted topic %s (id %s)", name, topic_id)
         deletion.answer(name, topic_id, outcome)

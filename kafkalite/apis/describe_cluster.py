@@ -15,8 +15,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import authorized_operations
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
-from kafkalite.broker.replica_manager import OK, Outcome
+from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.broker.admin_manager import OK, Outcome
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 ENDPOINT_BROKERS = 1
 ENDPOINT_CONTROLLERS = 2

@@ -18,12 +18,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.broker.admin_manager import Outcome, topic_name_error
 from kafkalite.broker.dynamic_config import (
     DYNAMIC,
     SOURCE_DYNAMIC_DEFAULT,
 )
-from kafkalite.broker.replica_manager import Outcome, topic_name_error
 from kafkalite.broker.topic_config import (
     SOURCE_DEFAULT,
     SOURCE_STATIC_BROKER,
@@ -34,6 +34,7 @@ from kafkalite.broker.topic_config import (
     effective_value,
 )
 from kafkalite.config import PROPERTIES
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4

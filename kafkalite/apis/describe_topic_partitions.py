@@ -18,9 +18,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import authorized_operations
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.broker.admin_manager import topic_name_error
 from kafkalite.broker.partition import PartitionState
-from kafkalite.broker.replica_manager import INTERNAL_TOPICS, topic_name_error
+from kafkalite.broker.replica_manager import INTERNAL_TOPICS
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 MAX_PARTITIONS_PER_RESPONSE = 2000  # Kafka's max.request.partition.size.limit default
 

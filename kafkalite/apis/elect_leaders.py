@@ -22,7 +22,7 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make, millis
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.broker_connection import BrokerConnection, ConnectionLost
 from kafkalite.broker.controller_api import (
     NOT_CONTROLLER,
@@ -32,6 +32,7 @@ from kafkalite.broker.controller_api import (
     NotController,
     TopicPartition,
 )
+from kafkalite.protocol.entities import NO_THROTTLE, make, millis
 
 log = logging.getLogger(__name__)
 FORWARDED = "kafkalite-forwarded"  # client id of a forwarded request: never forwarded again

@@ -18,11 +18,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make, millis
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.leader_hint import current_leader, node_endpoints
 from kafkalite.broker.delayed import FetchInfo, FetchParams
 from kafkalite.broker.delayed_wait import complete_or_expire
 from kafkalite.broker.partition import LogReadResult
+from kafkalite.protocol.entities import NO_THROTTLE, make, millis
 
 READ_UNCOMMITTED = 0
 MAX_BYTES_UNLIMITED = 2**31 - 1

@@ -12,10 +12,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.cluster_metadata import Endpoint
 from kafkalite.broker.replica_manager import OFFSETS_TOPIC
 from kafkalite.coordinator import group_partition
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 GROUP, TRANSACTION = 0, 1
 Found = tuple[int, Endpoint] | None  # (node id, endpoint) of the coordinator

@@ -2,7 +2,8 @@
 
 TOPIC resources (type 2): SET, DELETE, APPEND and SUBTRACT (the last two on list configs only)
 applied to the topic's overrides, the result validated as a whole and stored through the
-replica manager, which updates the partition logs; `validate_only` stops before storing.
+admin manager (the replica manager then updates the partition logs); `validate_only` stops
+before storing.
 Checks and messages follow Kafka's ConfigAdminManager.preprocess and the controller's
 ConfigurationControlManager. BROKER resources (type 4): this broker's id or "" (the cluster-wide
 default) get the same operations on their dynamic configs (broker/dynamic_config.py), validated
@@ -18,11 +19,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.broker.admin_manager import OK, Outcome, topic_name_error
 from kafkalite.broker.dynamic_config import DEFAULT_ENTITY, DynamicConfigError
-from kafkalite.broker.replica_manager import OK, Outcome, topic_name_error
 from kafkalite.broker.topic_config import TOPIC_CONFIGS, InvalidConfig, validate_topic_configs
 from kafkalite.config import TYPE_LIST
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -82,8 +84,7 @@ def alter_topic(
     reason = topic_name_error(name)
     if reason:
         return Outcome(ErrorCode.invalid_topic_exception, reason)
-    manager = ctx.broker.replica_manager
-    topic = manager.topics.get(name)
+    topic = ctx.broker.replica_manager.topics.get(name)
     current = topic.metadata.configs if topic is not None else {}
     outcome, altered = change(current)
     if not outcome.ok:
@@ -97,7 +98,7 @@ def alter_topic(
         return Outcome(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
     if validate_only:
         return OK
-    return manager.set_topic_configs(name, normalised)
+    return ctx.broker.admin_manager.set_topic_configs(name, normalised)
 
 
 async def alter_broker(

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make, millis
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.coordinator import JoinGroupRequest, Protocol
+from kafkalite.protocol.entities import NO_THROTTLE, make, millis
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

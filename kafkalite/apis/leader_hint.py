@@ -9,7 +9,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import RequestContext, make
+from kafkalite.apis.base import RequestContext
+from kafkalite.protocol.entities import make
 
 REDIRECTING_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
 

@@ -15,8 +15,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.partition import NOT_FOUND
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 CONSUMER_REPLICA_ID = -1
 

@@ -18,10 +18,12 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import authorized_operations
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.broker.admin_manager import topic_name_error
 from kafkalite.broker.cluster_metadata import TopicMetadata
 from kafkalite.broker.partition import PartitionState
-from kafkalite.broker.replica_manager import INTERNAL_TOPICS, OFFSETS_TOPIC, topic_name_error
+from kafkalite.broker.replica_manager import INTERNAL_TOPICS, OFFSETS_TOPIC
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 ZERO_UUID = uuid.UUID(int=0)
 BY_ID_FROM = 12
@@ -71,7 +73,6 @@ def _error_topic(
 
 
 def _lookup(ctx: RequestContext, requested: Any, auto_create: bool, operations: int) -> Any:
-    manager = ctx.broker.replica_manager
     metadata = ctx.broker.metadata
     topic_id = getattr(requested, "topic_id", None) or ZERO_UUID
     name = requested.name
@@ -96,7 +97,7 @@ def _lookup(ctx: RequestContext, requested: Any, auto_create: bool, operations: 
         if created is None:
             return _error_topic(ctx, name, ZERO_UUID, ErrorCode.coordinator_not_available)
         return _topic(ctx, created, operations)
-    outcome, _ = manager.create_topic(name)
+    outcome, _ = ctx.broker.admin_manager.create_topic(name)
     created = metadata.topics.get(name)
     if created is None:
         return _error_topic(ctx, name, ZERO_UUID, outcome.error)

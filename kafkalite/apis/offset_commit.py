@@ -17,9 +17,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make, millis
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.topic_ids import topic_name
 from kafkalite.coordinator import OffsetCommitRequest, PartitionCommit
+from kafkalite.protocol.entities import NO_THROTTLE, make, millis
 
 NO_RETENTION = -1
 

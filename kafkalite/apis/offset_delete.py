@@ -9,9 +9,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.coordinator import TopicPartition
 from kafkalite.coordinator.offset_commit import OffsetDeleteResponse
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -17,9 +17,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.topic_ids import ZERO_UUID, topic_id, topic_name
 from kafkalite.coordinator import FetchedOffset, OffsetFetchResponse, TopicPartition
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 BATCHED_FROM = 8
 

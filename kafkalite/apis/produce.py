@@ -17,11 +17,12 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import produce_legacy
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make, millis
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.leader_hint import current_leader, node_endpoints
 from kafkalite.apis.topic_ids import topic_name
 from kafkalite.broker.delayed import ProduceResult, TopicPartition
 from kafkalite.broker.delayed_wait import complete_or_expire
+from kafkalite.protocol.entities import NO_THROTTLE, make, millis
 from kafkalite.storage.batch import HEADER_SIZE, LOG_OVERHEAD, parse_header, peek_offset_and_size
 from kafkalite.storage.errors import RecordError
 

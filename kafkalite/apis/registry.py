@@ -5,6 +5,8 @@ ApiVersions advertises exactly this table; there is no second list.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kafkalite.apis import (
     add_offsets_to_txn,
     add_partitions_to_txn,
@@ -61,7 +63,6 @@ _MODULES = (
     fetch,
     list_offsets,
     metadata,
-    api_versions,
     init_producer_id,
     offset_for_leader_epoch,
     create_topics,
@@ -107,3 +108,13 @@ _MODULES = (
 )
 
 HANDLERS: dict[int, ApiHandler] = {module.API.api_key: module.API for module in _MODULES}
+HANDLERS[api_versions.API_KEY] = api_versions.api(HANDLERS)  # advertises this table
+
+
+def api_names(handlers: Mapping[int, ApiHandler]) -> dict[int, str]:
+    """Kafka's ApiKeys names (the metrics' `request` label), from the handlers' modules."""
+    return {key: _camel_case(handler.handle.__module__) for key, handler in handlers.items()}
+
+
+def _camel_case(module: str) -> str:
+    return "".join(part.capitalize() for part in module.rsplit(".", 1)[-1].split("_"))

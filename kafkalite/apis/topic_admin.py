@@ -9,7 +9,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.broker.replica_manager import OK, Outcome
+from kafkalite.broker.admin_manager import OK, Outcome
 
 DUPLICATE_NAME = Outcome(ErrorCode.invalid_request, "Duplicate topic name.")
 TIMED_OUT = Outcome(ErrorCode.request_timed_out)

@@ -16,7 +16,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.txn_common import txn_service
 from kafkalite.broker.replica_manager import OFFSETS_TOPIC
 from kafkalite.coordinator import OffsetCommitRequest, group_partition
@@ -27,6 +27,7 @@ from kafkalite.coordinator.offsets import (
     OffsetChange,
     TopicPartition,
 )
+from kafkalite.protocol.entities import NO_THROTTLE, make
 
 
 def _request(ctx: RequestContext, request: Any) -> OffsetCommitRequest:

@@ -13,8 +13,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis.base import NO_THROTTLE, ApiHandler, RequestContext, has_field, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker import features
+from kafkalite.protocol.entities import NO_THROTTLE, has_field, make
 
 
 def _upgrade_type(update: Any) -> int:

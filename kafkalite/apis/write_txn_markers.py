@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkalite.apis.base import ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.txn_marker_writer import TxnMarker, write_txn_markers
+from kafkalite.protocol.entities import make
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

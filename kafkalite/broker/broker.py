@@ -1,4 +1,5 @@
-"""The broker as handlers see it: config, identity, metadata, controller and partitions."""
+"""The broker as handlers see it: config, identity, metadata, controller, partitions
+(ReplicaManager) and topic administration (AdminManager)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from kafkalite.broker.admin_manager import AdminManager
 from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, Endpoint
 from kafkalite.broker.controller_api import ControllerApi
 from kafkalite.broker.dynamic_config import DynamicBrokerConfig, FileDynamicConfigStore
@@ -17,8 +19,7 @@ from kafkalite.broker.single_node_controller import SingleNodeController
 from kafkalite.broker.topic_config import log_config_for
 from kafkalite.broker.txn_coordinator_service import TransactionCoordinatorService
 from kafkalite.config import BrokerConfig, Listener
-from kafkalite.metrics import BrokerMetrics
-from kafkalite.storage.cleaner_process import CLEANER_POOL
+from kafkalite.metrics.counters import BrokerMetrics
 from kafkalite.storage.log_dirs import LogDirs
 
 DYNAMIC_CONFIGS_FILE = "dynamic-broker-configs.json"
@@ -40,6 +41,7 @@ class Broker:
     config: BrokerConfig
     metadata: ClusterMetadata
     replica_manager: ReplicaManager
+    admin_manager: AdminManager
     groups: GroupCoordinatorService
     controller: ControllerApi
     clock_ms: Callable[[], int] = wall_clock_ms
@@ -68,6 +70,8 @@ class Broker:
         metadata.load(config.broker_id, config.str("cluster.id"))
         log_dirs = LogDirs.for_dirs(config.log_dirs, background_io=True)  # see log_maintenance
         replica_manager = ReplicaManager(config, metadata, log_dirs, clock_ms)
+        admin_manager = AdminManager(config, metadata, lambda: replica_manager.partition_count)
+        replica_manager.admin_manager = admin_manager
         fetchers = replica_manager.fetchers = ReplicaFetcherManager(config, metadata, clock_ms)
         replica_manager.load()
         groups = GroupCoordinatorService(config, replica_manager)
@@ -78,6 +82,7 @@ class Broker:
             config,
             metadata,
             replica_manager,
+            admin_manager,
             groups,
             controller,
             clock_ms,
@@ -98,6 +103,7 @@ class Broker:
         """Apply a new effective config (dynamic broker configs) to everything holding one;
         every partition log gets its topic's log config again."""
         self.config = self.replica_manager.config = self.groups.config = config
+        self.admin_manager.config = config
         if self.txn is not None:
             self.txn.config = config
         for topic in self.replica_manager.topics.values():
@@ -124,5 +130,4 @@ class Broker:
         return info.endpoint(self.advertised_listener.name) if info is not None else None
 
     def shutdown(self) -> None:
-        CLEANER_POOL.shutdown()
         self.replica_manager.shutdown()

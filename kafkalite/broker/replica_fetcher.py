@@ -30,11 +30,11 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
-from kafkalite.apis.base import make
 from kafkalite.broker.broker_connection import BrokerConnection, ConnectionLost
 from kafkalite.broker.cluster_metadata import Endpoint
 from kafkalite.broker.delayed import TopicPartition
 from kafkalite.broker.partition import EARLIEST, Partition
+from kafkalite.protocol.entities import make
 from kafkalite.storage.errors import StorageError
 
 log = logging.getLogger("kafkalite.replica_fetcher")

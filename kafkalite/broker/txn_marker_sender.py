@@ -27,23 +27,25 @@ import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
-from kafkalite.apis.base import make
 from kafkalite.broker.broker_connection import BrokerConnections, ConnectionLost
 from kafkalite.broker.cluster_metadata import ClusterMetadata, Endpoint
 from kafkalite.broker.delayed import TopicPartition
 from kafkalite.broker.replica_fetcher_manager import inter_broker_endpoint
 from kafkalite.broker.txn_marker_writer import TxnMarker, write_txn_markers
-from kafkalite.txn.coordinator import MarkerJob, TxnState
+from kafkalite.protocol.entities import make
+from kafkalite.txn.coordinator import MarkerJob, TransactionCoordinator, TxnState
 
 if TYPE_CHECKING:
-    from kafkalite.broker.txn_coordinator_service import TransactionCoordinatorService
+    from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
+    from kafkalite.broker.replica_manager import ReplicaManager
+    from kafkalite.config import BrokerConfig
 
 log = logging.getLogger("kafkalite.txn.markers")
 
@@ -259,13 +261,31 @@ def _one_txn_per_producer(
     return out
 
 
+class MarkerOwner(Protocol):
+    """What the channel needs of the transaction coordinator service (which imports this
+    module, so it is described here rather than imported)."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def metadata(self) -> ClusterMetadata: ...
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+    @property
+    def coordinator(self) -> TransactionCoordinator: ...
+    @property
+    def groups(self) -> GroupCoordinatorService: ...
+    def markers_acknowledged(self, job: MarkerJob) -> None: ...
+    def coordinator_epoch_for(self, transactional_id: str) -> int: ...
+
+
 class MarkerChannel:
     """The transaction coordinator service's side of the sender (Kafka's
     TransactionMarkerChannelManager): every transaction's markers go through it, to the
     partitions led here as to those led elsewhere, and the transaction completes when the
     last is replicated."""
 
-    def __init__(self, service: TransactionCoordinatorService) -> None:
+    def __init__(self, service: MarkerOwner) -> None:
         self.service = service
         config = service.config
         self.sender = TxnMarkerSender(

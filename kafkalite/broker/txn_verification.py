@@ -23,10 +23,10 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
-from kafkalite.apis.base import make
 from kafkalite.broker.broker_connection import BrokerConnections, ConnectionLost
 from kafkalite.broker.cluster_metadata import Endpoint
 from kafkalite.broker.delayed import TopicPartition
+from kafkalite.protocol.entities import make
 
 log = logging.getLogger("kafkalite.txn.verification")
 

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
-
-import trio
 
 from kafkalite.cluster import controlled_shutdown as cs
 from kafkalite.cluster import zk_data as zd
@@ -33,10 +30,7 @@ from kafkalite.cluster.leader_election import (
     partitions_to_rebalance,
     unknown_partition,
 )
-from kafkalite.cluster.zk_client import NoNode, ZkClient, ZkError, ZkWatch
-
-if TYPE_CHECKING:
-    from kafkalite.cluster.controller import Controller
+from kafkalite.cluster.zk_client import NoNode, ZkClient, ZkWatch
 
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
@@ -183,28 +177,3 @@ async def rebalance(zk: ZkClient, epoch: ControllerEpoch, imbalance_percentage: 
         ):
             moved += 1
     return moved
-
-
-class LeaderRebalancer:
-    """`auto.leader.rebalance.enable`: every `leader.imbalance.check.interval.seconds`, while
-    this broker is the controller, leaders go back to their preferred replicas."""
-
-    def __init__(self, controller: Controller, interval_s: float, imbalance_percentage: int):
-        self.controller = controller
-        self.interval_s = interval_s
-        self.imbalance_percentage = imbalance_percentage
-
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        while True:
-            await trio.sleep(self.interval_s)
-            epoch = self.controller.epoch
-            if epoch is None:
-                continue
-            try:
-                moved = await rebalance(self.controller.zk, epoch, self.imbalance_percentage)
-            except (ZkError, zd.ZkDataError) as exc:  # ControllerMoved, ZooKeeper out of reach
-                log.info("leader rebalance check skipped: %s", exc)
-                continue
-            if moved:
-                log.info("leader rebalance: %d partition(s) back on their preferred replica", moved)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kafkalite.cluster.zookeeper_server import ZooKeeperServer, stop_signals, wait_for
 from kafkalite.maven_dist import ProvisionError
-from kafkalite.testing import BrokerProcess, stop_all
+from kafkalite.process import BrokerProcess, stop_all
 
 DEFAULT_DATA_DIR = Path("data/cluster")
 MAX_BROKERS = 32

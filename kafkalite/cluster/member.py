@@ -23,7 +23,7 @@ from kafkalite.cluster import meta_properties
 from kafkalite.cluster.broker_liveness import BrokerLiveness, LivenessSettings
 from kafkalite.cluster.controlled_shutdown_zk import Follower, controlled_shutdown
 from kafkalite.cluster.controller import Controller
-from kafkalite.cluster.election_zk import LeaderRebalancer
+from kafkalite.cluster.leader_rebalancer import LeaderRebalancer
 from kafkalite.cluster.zk_client import ZkClient
 from kafkalite.cluster.zk_controller_api import ZkControllerApi
 from kafkalite.cluster.zk_metadata import ZkMetadata

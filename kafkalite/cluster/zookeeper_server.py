@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from kafkalite.maven_dist import MavenDist, ProvisionError, java_executable
-from kafkalite.testing import free_ports
+from kafkalite.process import free_ports
 
 HERE = Path(__file__).resolve().parent
 ZOOKEEPER = MavenDist(

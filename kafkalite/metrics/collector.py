@@ -9,7 +9,7 @@ graph next to the broker's. Runs on the trio thread, so broker state is read con
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import (
@@ -20,7 +20,6 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from kafkalite.apis.registry import HANDLERS
 from kafkalite.coordinator.states import GroupState
 from kafkalite.metrics.counters import LATENCY_BUCKETS_MS
 
@@ -46,23 +45,15 @@ _GROUP_STATES = {
 }
 
 
-def api_name(api_key: int) -> str:
-    """Kafka's ApiKeys name (the `request` label), from the handler's module name."""
-    handler = HANDLERS.get(api_key)
-    if handler is None:
-        return str(api_key)
-    module = handler.handle.__module__.rsplit(".", 1)[-1]
-    return "".join(part.capitalize() for part in module.split("_"))
-
-
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, value=value)
 
 
 class BrokerCollector(Collector):
-    def __init__(self, broker: Broker, listener: str) -> None:
+    def __init__(self, broker: Broker, listener: str, api_names: Mapping[int, str]) -> None:
         self.broker = broker
         self.listener = listener
+        self.api_names = api_names  # API key -> Kafka's name (the `request` label)
         self._generations: dict[str, int] = {}
         self._rebalances = 0
 
@@ -73,6 +64,9 @@ class BrokerCollector(Collector):
         yield from self._replica_manager()
         yield from self._logs()
         yield from self._groups()
+
+    def _api_name(self, api_key: int) -> str:
+        return self.api_names.get(api_key, str(api_key))
 
     # -- counters from the request path -------------------------------------------------
 
@@ -96,7 +90,7 @@ class BrokerCollector(Collector):
             labels=["request", "version"],
         )
         for (key, version), count in sorted(metrics.requests.items()):
-            rate.add_metric([api_name(key), str(version)], count)
+            rate.add_metric([self._api_name(key), str(version)], count)
         yield rate
         latency = HistogramMetricFamily(
             "kafka_network_requestmetrics_totaltimems",
@@ -109,7 +103,7 @@ class BrokerCollector(Collector):
             for bound, count in zip(bounds, histogram.counts, strict=True):
                 cumulative += count
                 buckets.append(("+Inf" if bound == float("inf") else str(bound), cumulative))
-            latency.add_metric([api_name(key)], buckets, histogram.sum_ms)
+            latency.add_metric([self._api_name(key)], buckets, histogram.sum_ms)
         yield latency
 
     def _network(self) -> Iterator[Metric]:

@@ -12,25 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalite.metrics import topic_traffic
+from kafkalite.metrics.topic_traffic import TopicStats
 
 log = logging.getLogger("kafkalite.metrics")
 
 # Request latency buckets in milliseconds (Kafka's RequestMetrics TotalTimeMs is in ms).
 LATENCY_BUCKETS_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
-
-
-@dataclass(slots=True)
-class TopicStats:
-    """Kafka's BrokerTopicMetrics meters, as cumulative counts."""
-
-    messages_in: int = 0
-    bytes_in: int = 0
-    bytes_out: int = 0
-    bytes_rejected: int = 0
-    failed_produce_requests: int = 0
-    failed_fetch_requests: int = 0
-    total_produce_requests: int = 0
-    total_fetch_requests: int = 0
 
 
 @dataclass(slots=True)

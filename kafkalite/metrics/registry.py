@@ -7,7 +7,7 @@ thread so a large scrape never stalls the loop for its whole duration.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
@@ -33,8 +33,10 @@ class _Collected(Collector):
 class Exposition:
     content_type = CONTENT_TYPE_LATEST
 
-    def __init__(self, broker: Broker) -> None:
-        self.collector = BrokerCollector(broker, broker.config.listeners[0].name)
+    def __init__(self, broker: Broker, api_names: Mapping[int, str]) -> None:
+        """`api_names`: API key -> Kafka's name, for the `request` label (from the server's
+        handler table)."""
+        self.collector = BrokerCollector(broker, broker.config.listeners[0].name, api_names)
 
     def collect(self) -> list[Metric]:
         """On the trio thread."""

@@ -13,12 +13,10 @@ partition since Produce v3), so no record is decoded. As in Kafka's ReplicaManag
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from kafkalite.metrics.counters import BrokerMetrics
 
 PRODUCE, FETCH = 0, 1
 _RECORDS_COUNT = struct.Struct(">i")
@@ -48,6 +46,28 @@ _EXPECTED_FETCH_ERRORS = frozenset(
         ErrorCode.offset_out_of_range,
     }
 )
+
+
+@dataclass(slots=True)
+class TopicStats:
+    """Kafka's BrokerTopicMetrics meters, as cumulative counts."""
+
+    messages_in: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    bytes_rejected: int = 0
+    failed_produce_requests: int = 0
+    failed_fetch_requests: int = 0
+    total_produce_requests: int = 0
+    total_fetch_requests: int = 0
+
+
+class TopicMeters(Protocol):
+    """Where the meters go (counters.BrokerMetrics): all topics', and one topic's."""
+
+    @property
+    def all_topics(self) -> TopicStats: ...
+    def topic(self, name: str) -> TopicStats: ...
 
 
 def record_count(records: bytes | memoryview) -> int:
@@ -82,7 +102,7 @@ def _produce_errors(broker: Any, response: Any) -> dict[tuple[str | None, int], 
     }
 
 
-def count_produce(metrics: BrokerMetrics, broker: Any, request: Any, response: Any) -> None:
+def count_produce(metrics: TopicMeters, broker: Any, request: Any, response: Any) -> None:
     errors = _produce_errors(broker, response)
     total = metrics.all_topics
     for topic in request.topic_data:
@@ -102,7 +122,7 @@ def count_produce(metrics: BrokerMetrics, broker: Any, request: Any, response: A
                     target.failed_produce_requests += 1
 
 
-def count_fetch(metrics: BrokerMetrics, broker: Any, request: Any, response: Any) -> None:
+def count_fetch(metrics: TopicMeters, broker: Any, request: Any, response: Any) -> None:
     del request  # the answer names every partition read
     total = metrics.all_topics
     for topic in response.responses:

@@ -1,18 +1,25 @@
-"""Log compaction (cleanup.policy=compact) of one UnifiedLog, after Kafka's LogCleaner.
+"""Log compaction (cleanup.policy=compact) of one log, after Kafka's Cleaner.
+
+The algorithm works on a `CleanJob`: the log directory, the cleanable segments as the log saw
+them (sizes, offsets, index entries) and config numbers, nothing else. So it needs no
+UnifiedLog and runs the same in the broker's cleaner process (storage/log_cleaner.py) as in
+the calling thread (`UnifiedLog.compact`).
 
 One cleaning:
-1. `find_cleanable`: the cleanable range is whole segments from the log start up to the
-   first uncleanable offset: the active segment's base, the high watermark, the first open
-   transaction and (min.compaction.lag.ms) the first segment holding a too recent record.
-   Segments below the first dirty offset (where the last cleaning stopped) are "clean".
-2. `build_offset_map`: key -> latest offset over the dirty records, from the first dirty
-   offset up to the high watermark, so newer values in uncleanable segments (the active
-   one too) also make older copies redundant.
-3. `_clean_group`: adjacent cleanable segments are grouped up to segment.bytes, so cleaned
-   segments merge instead of shrinking forever; each group is rewritten into one
-   `<base>.log.cleaned` keeping every record that is the latest for its key, has a null key
-   (Kafka rejects those on compacted topics; they are kept, not dropped), or is a tombstone
-   younger than delete.retention.ms (judged by its source segment's largest timestamp).
+1. `find_cleanable` (called by `UnifiedLog.plan_compaction`): the cleanable range is whole
+   segments from the log start up to the first uncleanable offset: the active segment's base,
+   the high watermark, the first open transaction and (min.compaction.lag.ms) the first
+   segment holding a too recent record. Segments below the first dirty offset (where the last
+   cleaning stopped) are "clean".
+2. `UnifiedLog.clean_job` describes it as a `CleanJob`.
+3. `clean_segments`: `_build_offset_map` maps key -> latest offset over the dirty records,
+   from the first dirty offset up to the high watermark, so newer values in uncleanable
+   segments (the active one too) also make older copies redundant. Then `_clean_group`
+   groups adjacent cleanable segments up to segment.bytes, so cleaned segments merge instead
+   of shrinking forever; each group is rewritten into one flushed `<base>.log.cleaned`
+   keeping every record that is the latest for its key, has a null key (Kafka rejects those
+   on compacted topics; they are kept, not dropped), or is a tombstone younger than
+   delete.retention.ms (judged by its source segment's largest timestamp).
    Offsets are preserved: a batch keeps its base offset and lastOffsetDelta and only its
    retained records; an emptied batch is dropped unless it holds its producer's last
    sequence (Kafka's RETAIN_EMPTY keeps the header so idempotence state survives a reload).
@@ -20,24 +27,20 @@ One cleaning:
    transactions are removed (and never mapped); a marker is removed once no batch of its
    transaction is left and its segment is older than delete.retention.ms; the cleaned
    segment's `.txnindex` keeps the aborted transactions whose markers stay.
-4. `UnifiedLog.replace_segments` swaps each group in crash-safely (`.cleaned` -> `.swap` ->
-   final names; a restart completes a `.swap`, discards a `.cleaned`).
+4. `UnifiedLog.swap_cleaned` swaps each written group in crash-safely (`.cleaned` -> `.swap`
+   -> final names; a restart completes a `.swap`, discards a `.cleaned`).
 
-Synchronous. In the broker steps 2-3 run in a cleaner process (storage/cleaner_process.py,
-which reuses `filter_batch` and `segment_batches`), or as `clean_log` on a worker thread
-where no process can start (broker/log_maintenance.py): either reads only segments below the
-active one, which appends never touch, while the log holds their deletion back
-(`UnifiedLog.cleaning`), and the swap happens through `UnifiedLog.replace_segments_from_worker`.
+Only segments below the active one are read, which appends never touch, and the log holds
+their deletion back while a cleaning runs (`UnifiedLog.cleaning`).
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from kafkalite.storage.batch import (
     HEADER_SIZE,
@@ -49,21 +52,21 @@ from kafkalite.storage.batch import (
 from kafkalite.storage.cleaned_txns import CleanedTransactions
 from kafkalite.storage.errors import KafkaStorageError
 from kafkalite.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
-from kafkalite.storage.producer_state import ProducerStateManager
 from kafkalite.storage.records import Record, decode_records, encode_record_batch
-from kafkalite.storage.segment import CLEANED_SUFFIX, INT32_MAX, MIN_BATCH_LENGTH, LogSegment
+from kafkalite.storage.segment import (
+    CLEANED_SUFFIX,
+    INT32_MAX,
+    MIN_BATCH_LENGTH,
+    LogSegment,
+    segment_paths,
+)
 from kafkalite.storage.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkalite.storage.txn_index import AbortedTxn
 
-if TYPE_CHECKING:
-    from kafkalite.storage.log import LogConfig, UnifiedLog
-
-logger = logging.getLogger("kafkalite.storage")
-
 READ_CHUNK = 1 << 20
 OffsetMap = dict[bytes, int]
-Swap = Callable[[LogSegment, list[LogSegment], list[AbortedTxn]], None]
 LastSequence = Callable[[int], int | None]  # producer id -> its last sequence, if known
+Pause = Callable[[], None]  # runs between batches; may raise to stop the cleaning
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,18 +100,84 @@ class CleanResult:
         return self.bytes_before - self.bytes_after
 
 
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """One segment as the log saw it when the job was planned (segments below the active one
+    never change)."""
+
+    base_offset: int
+    size: int  # bytes to read: for the active segment, its size when the job was planned
+    next_offset: int
+    map_position: int  # where mapping starts (offset index lookup of the first dirty offset)
+    index_entries: int
+    time_index_entries: int
+    largest_timestamp: int
+
+    @classmethod
+    def of(cls, segment: LogSegment, map_position: int = 0) -> SegmentInfo:
+        return cls(
+            base_offset=segment.base_offset,
+            size=segment.size,
+            next_offset=segment.next_offset,
+            map_position=map_position,
+            index_entries=len(segment.offset_index),
+            time_index_entries=len(segment.time_index),
+            largest_timestamp=segment.largest_timestamp(),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CleanJob:
+    """One cleaning as plain data: what a cleaner process receives."""
+
+    dir: str
+    sources: list[SegmentInfo]  # the cleanable segments, in order
+    mapped: list[SegmentInfo]  # the segments holding [first_dirty_offset, map_end_offset)
+    first_dirty_offset: int
+    map_end_offset: int
+    now_ms: int
+    segment_bytes: int
+    segment_index_bytes: int
+    index_interval_bytes: int
+    max_message_bytes: int
+    delete_retention_ms: int
+    last_sequences: dict[int, int] = field(default_factory=dict)  # producer id -> last seq
+    aborted_txns: list[AbortedTxn] = field(default_factory=list)  # the log's aborted index
+
+
+@dataclass(frozen=True, slots=True)
+class CleanedGroup:
+    first: int  # index into CleanJob.sources
+    count: int
+    written: bool  # False: one segment with nothing to drop, left as it is
+    txn_index: list[AbortedTxn] = field(default_factory=list)  # the cleaned segment's
+
+
+@dataclass(frozen=True, slots=True)
+class CleanedSegments:
+    """What `clean_segments` wrote: flushed `.cleaned` segments for the log to swap in."""
+
+    groups: list[CleanedGroup]
+    pid: int  # the process that cleaned
+
+
 # ---- the cleanable range ---------------------------------------------------------------------
 
 
 def find_cleanable(
-    log: UnifiedLog, first_dirty_offset: int, now_ms: int, high_watermark: int | None = None
+    segments: list[LogSegment],
+    first_dirty: int,
+    stable_end: int,
+    now_ms: int,
+    min_compaction_lag_ms: int,
 ) -> Cleanable | None:
-    """The range to clean, or None when no segment below the active one is cleanable."""
-    segments = log.segments
-    first_dirty = _valid_first_dirty(log, first_dirty_offset)
-    stable_end = _stable_end(log, high_watermark)
+    """The range to clean, or None when no segment below the active one is cleanable.
+
+    `first_dirty` is where the last cleaning stopped (within the log), `stable_end` the first
+    offset that may still be truncated or aborted (high watermark, first open transaction).
+    """
     limit = min(segments[-1].base_offset, stable_end)
-    lag_limit = _compaction_lag_limit(segments, first_dirty, now_ms, log.config)
+    lag_limit = _compaction_lag_limit(segments, first_dirty, now_ms, min_compaction_lag_ms)
     if lag_limit is not None:
         limit = min(limit, lag_limit)
     count = sum(1 for segment in segments[1:] if segment.base_offset <= limit)
@@ -130,32 +199,16 @@ def find_cleanable(
     )
 
 
-def _valid_first_dirty(log: UnifiedLog, offset: int) -> int:
-    """Kafka's cleanableOffsets: below the log start means the log start; beyond the log end
-    (the log was truncated or replaced) the checkpoint is stale, so start over."""
-    if offset < log.log_start_offset or offset > log.log_end_offset:
-        return log.log_start_offset
-    return offset
-
-
-def _stable_end(log: UnifiedLog, high_watermark: int | None) -> int:
-    """Nothing at or above the high watermark or the first open transaction is used: it may
-    still be truncated or aborted."""
-    end = log.log_end_offset if high_watermark is None else min(high_watermark, log.log_end_offset)
-    unstable = log.first_unstable_offset
-    return end if unstable is None else min(end, unstable)
-
-
 def _compaction_lag_limit(
-    segments: list[LogSegment], first_dirty: int, now_ms: int, config: LogConfig
+    segments: list[LogSegment], first_dirty: int, now_ms: int, min_compaction_lag_ms: int
 ) -> int | None:
     """Base of the first dirty segment holding a record newer than min.compaction.lag.ms."""
-    if config.min_compaction_lag_ms <= 0:
+    if min_compaction_lag_ms <= 0:
         return None
     for i, segment in enumerate(segments[:-1]):
         if segments[i + 1].base_offset <= first_dirty:
             continue
-        if segment.largest_timestamp() > now_ms - config.min_compaction_lag_ms:
+        if segment.largest_timestamp() > now_ms - min_compaction_lag_ms:
             return segment.base_offset
     return None
 
@@ -163,76 +216,73 @@ def _compaction_lag_limit(
 # ---- cleaning ----------------------------------------------------------------------------------
 
 
-def _keep_going() -> None:
-    pass
+def keep_going() -> None:
+    """The default `Pause`: never stops."""
 
 
-def clean_log(
-    log: UnifiedLog,
-    cleanable: Cleanable,
-    now_ms: int,
-    *,
-    segments: list[LogSegment] | None = None,
-    swap: Swap | None = None,
-    pause: Callable[[], None] = _keep_going,
-) -> CleanResult:
-    """Rewrite the cleanable segments group by group; see the module docstring.
+def clean_segments(job: CleanJob, pause: Pause = keep_going) -> CleanedSegments:
+    """Build the offset map and write one flushed `.cleaned` segment per group that changed.
 
-    `segments` are the cleanable segments as planned (default: taken from the log now),
-    `swap` puts a cleaned segment in for its group (default: `log.replace_segments`), and
-    `pause` runs between batches: it may raise to stop (a worker thread's cancellation) and
-    yield the GIL so the event loop thread is not starved.
-    """
-    offset_map = build_offset_map(
-        log, cleanable.first_dirty_offset, cleanable.map_end_offset, pause
-    )
-    pending = list(segments if segments is not None else log.segments[: cleanable.segment_count])
-    swap = swap or log.replace_segments
-    txns = CleanedTransactions.over(
-        log.aborted_txns, pending[0].base_offset, pending[-1].next_offset
-    )
-    cleaned = written = before = after = 0
-    while pending:
-        group, new = _clean_group(log, pending, offset_map, now_ms, swap, pause, txns)
-        del pending[: len(group)]
-        if new is not None:
-            cleaned += len(group)
-            written += 1
-            before += sum(segment.size for segment in group)
-            after += new.size
-    result = CleanResult(cleanable.end_offset, cleaned, written, before, after)
-    if cleaned:
-        logger.info(
-            "%s: cleaned %d segments into %d below offset %d, %d bytes reclaimed",
-            log.dir,
-            cleaned,
-            written,
-            cleanable.end_offset,
-            result.bytes_reclaimed,
-        )
-    return result
+    On an error no `.cleaned` file of this job is left behind (a killed process leaves them:
+    `discard_cleaned`, and a log's load, removes those)."""
+    directory = Path(job.dir)
+    try:
+        offset_map = _build_offset_map(directory, job, pause)
+        start, end = job.sources[0].base_offset, job.sources[-1].next_offset
+        txns = CleanedTransactions.over(job.aborted_txns, start, end)
+        groups: list[CleanedGroup] = []
+        first = 0
+        while first < len(job.sources):
+            group = _clean_group(directory, job, first, offset_map, pause, txns)
+            groups.append(group)
+            first += group.count
+    except BaseException:
+        discard_cleaned(job)
+        raise
+    return CleanedSegments(groups, os.getpid())
 
 
-def build_offset_map(
-    log: UnifiedLog, start: int, end: int, pause: Callable[[], None] = _keep_going
-) -> OffsetMap:
-    """key -> offset of its latest record in [start, end). Control records carry no data
-    keys, and records of aborted transactions are skipped, as in Kafka's buildOffsetMap."""
+def discard_cleaned(job: CleanJob) -> None:
+    """Remove the `.cleaned` files a cleaning of `job` may have written: never part of the log."""
+    for info in job.sources:
+        for path in segment_paths(Path(job.dir), info.base_offset, CLEANED_SUFFIX):
+            path.unlink(missing_ok=True)
+
+
+@dataclass(slots=True)
+class _Source:
+    """A read-only view of a segment file for `segment_batches`."""
+
+    dir: Path
+    base_offset: int
+    size: int
+    fd: int
+
+
+def _open_source(directory: Path, info: SegmentInfo) -> _Source:
+    fd = os.open(segment_paths(directory, info.base_offset)[0], os.O_RDONLY)
+    return _Source(directory, info.base_offset, info.size, fd)
+
+
+def _build_offset_map(directory: Path, job: CleanJob, pause: Pause) -> OffsetMap:
+    """key -> offset of its latest record in [first_dirty_offset, map_end_offset). Control
+    records carry no data keys, and records of aborted transactions are skipped, as in
+    Kafka's buildOffsetMap."""
+    start, end = job.first_dirty_offset, job.map_end_offset
     offsets: OffsetMap = {}
-    txns = CleanedTransactions.over(log.aborted_txns, start, end)
-    for segment in list(log.segments):  # a copy: appends may roll meanwhile
-        pause()
-        if segment.base_offset >= end:
-            break
-        if segment.next_offset <= start:
-            continue
-        for header, batch in segment_batches(segment, segment.offset_index.lookup(start)):
-            pause()
-            if header.base_offset >= end:
-                break
-            if header.last_offset < start:
-                continue
-            map_batch(offsets, header, batch, start, end, txns)
+    txns = CleanedTransactions.over(job.aborted_txns, start, end)
+    for info in job.mapped:
+        source = _open_source(directory, info)
+        try:
+            for header, batch in segment_batches(source, info.map_position):
+                pause()
+                if header.base_offset >= end:
+                    break
+                if header.last_offset < start:
+                    continue
+                map_batch(offsets, header, batch, start, end, txns)
+        finally:
+            os.close(source.fd)
     return offsets
 
 
@@ -256,72 +306,84 @@ def map_batch(
 
 
 def _clean_group(
-    log: UnifiedLog,
-    pending: list[LogSegment],
+    directory: Path,
+    job: CleanJob,
+    first: int,
     offset_map: OffsetMap,
-    now_ms: int,
-    swap: Swap,
-    pause: Callable[[], None],
+    pause: Pause,
     txns: CleanedTransactions,
-) -> tuple[list[LogSegment], LogSegment | None]:
-    """Clean the next segments of `pending` into one `.cleaned` segment and swap it in.
+) -> CleanedGroup:
+    """Clean the next segments of the job into one flushed `.cleaned` segment.
 
     Like Kafka's groupSegmentsBySize, segments join while the result fits in segment.bytes
     (and its indexes and int32 relative offsets fit), but judged by the cleaned size so
     far rather than the sources' sizes, so segments emptied by cleaning merge at once.
-    Returns (group, new segment), the segment None when nothing changed (one segment with
-    nothing to drop): swapping in a copy would only cost I/O.
+    Nothing is written when nothing changed (one segment with nothing to drop): swapping
+    in a copy would only cost I/O.
     """
-    new = log.open_cleaned_segment(pending[0].base_offset, now_ms)
-    group: list[LogSegment] = []
+    base = job.sources[first].base_offset
+    for path in segment_paths(directory, base, CLEANED_SUFFIX):
+        path.unlink(missing_ok=True)
+    new = LogSegment.open(
+        directory,
+        base,
+        index_interval_bytes=job.index_interval_bytes,
+        max_index_bytes=job.segment_index_bytes,
+        now_ms=job.now_ms,
+        suffix=CLEANED_SUFFIX,
+    )
+    count = 0
     try:
         changed = False
-        for source in pending:
-            if group and not _fits(new, source, log.config):
+        mtime_ns = 0
+        for info in job.sources[first:]:
+            if count and not _fits(new, info, job):
                 break
-            pause()
-            changed |= _copy_retained(log, source, new, offset_map, now_ms, pause, txns)
-            group.append(source)
+            source = _open_source(directory, info)
+            try:
+                changed |= _copy_retained(source, info, new, offset_map, job, pause, txns)
+                mtime_ns = max(mtime_ns, os.fstat(source.fd).st_mtime_ns)
+            finally:
+                os.close(source.fd)
+            count += 1
         kept_txns = txns.take_index()
-        if not changed and len(group) == 1:
+        if not changed and count == 1:
             new.delete()
-            return group, None
+            return CleanedGroup(first, 1, written=False)
         new.on_become_inactive()
         new.flush()
         # Keep the newest source mtime: time retention falls back to it without timestamps.
-        mtime_ns = max(os.fstat(segment.fd).st_mtime_ns for segment in group)
         os.utime(new.fd, ns=(mtime_ns, mtime_ns))
-        swap(new, group, kept_txns)
+        new.close_files()
     except BaseException:
-        if new.suffix == CLEANED_SUFFIX:  # not committed yet: the log is untouched
-            new.delete()
+        new.delete()
         raise
-    return group, new
+    return CleanedGroup(first, count, written=True, txn_index=kept_txns)
 
 
-def _fits(new: LogSegment, source: LogSegment, config: LogConfig) -> bool:
-    """Whether all of `source` surely fits into the cleaned segment `new`."""
-    index_bytes = (len(new.offset_index) + len(source.offset_index)) * OFFSET_ENTRY_SIZE
-    time_bytes = (len(new.time_index) + len(source.time_index)) * TIME_ENTRY_SIZE
+def _fits(new: LogSegment, info: SegmentInfo, job: CleanJob) -> bool:
+    """Whether all of the segment `info` surely fits into the cleaned segment `new`."""
+    index_bytes = (len(new.offset_index) + info.index_entries) * OFFSET_ENTRY_SIZE
+    time_bytes = (len(new.time_index) + info.time_index_entries) * TIME_ENTRY_SIZE
     return (
-        new.size + source.size <= config.segment_bytes
-        and index_bytes <= config.segment_index_bytes
-        and time_bytes <= config.segment_index_bytes
-        and source.next_offset - 1 - new.base_offset <= INT32_MAX
+        new.size + info.size <= job.segment_bytes
+        and index_bytes <= job.segment_index_bytes
+        and time_bytes <= job.segment_index_bytes
+        and info.next_offset - 1 - new.base_offset <= INT32_MAX
     )
 
 
 def _copy_retained(
-    log: UnifiedLog,
-    source: LogSegment,
+    source: _Source,
+    info: SegmentInfo,
     dest: LogSegment,
     offset_map: OffsetMap,
-    now_ms: int,
-    pause: Callable[[], None],
+    job: CleanJob,
+    pause: Pause,
     txns: CleanedTransactions,
 ) -> bool:
     """Append what `source` retains to `dest`; True if anything was dropped or rewritten."""
-    retain_deletes = source.largest_timestamp() > now_ms - log.config.delete_retention_ms
+    retain_deletes = info.largest_timestamp > job.now_ms - job.delete_retention_ms
     changed = False
     for header, batch in segment_batches(source):
         pause()
@@ -330,8 +392,8 @@ def _copy_retained(
             batch,
             offset_map,
             retain_deletes,
-            last_sequence_of(log.producer_state),
-            log.config.max_message_bytes,
+            job.last_sequences.get,
+            job.max_message_bytes,
             txns,
         )
         changed |= out is not batch
@@ -386,14 +448,6 @@ def _holds_last_sequence(header: BatchHeader, last_sequence: LastSequence) -> bo
     """Kafka's RETAIN_EMPTY: the producer's newest batch stays (as a bare header) so a reload
     that replays the log still knows its last sequence."""
     return header.has_producer_id and last_sequence(header.producer_id) == header.last_sequence
-
-
-def last_sequence_of(producer_state: ProducerStateManager) -> LastSequence:
-    def last_sequence(producer_id: int) -> int | None:
-        entry = producer_state.last_entry(producer_id)
-        return None if entry is None else entry.last_seq
-
-    return last_sequence
 
 
 def rebuild_batch(header: BatchHeader, records: list[Record]) -> bytes:

@@ -25,7 +25,15 @@ from kafkalite.storage.batch import (
     parse_header,
     validate_batches,
 )
-from kafkalite.storage.cleaner import Cleanable, CleanResult, clean_log, find_cleanable
+from kafkalite.storage.cleaner import (
+    Cleanable,
+    CleanedSegments,
+    CleanJob,
+    CleanResult,
+    SegmentInfo,
+    clean_segments,
+    find_cleanable,
+)
 from kafkalite.storage.control_batch import EndTxnMarker, decode_marker, encode_marker
 from kafkalite.storage.durable_files import fsync_dir
 from kafkalite.storage.errors import (
@@ -814,7 +822,8 @@ class UnifiedLog:
         high_watermark: int | None = None,
         min_dirty_ratio: float = 0.0,
     ) -> CleanResult | None:
-        """Clean the segments below the active one (see cleaner.py).
+        """Clean the segments below the active one in this thread (see cleaner.py; the broker
+        cleans in a worker process: broker/log_maintenance.py).
 
         `first_dirty_offset` is where the last cleaning stopped (default: the log start).
         None when no cleanable segment is dirty or the dirty ratio (dirty bytes over the
@@ -827,7 +836,13 @@ class UnifiedLog:
             high_watermark=high_watermark,
             min_dirty_ratio=min_dirty_ratio,
         )
-        return None if cleanable is None else clean_log(self, cleanable, now_ms)
+        return None if cleanable is None else self.clean(cleanable, now_ms)
+
+    def clean(self, cleanable: Cleanable, now_ms: int) -> CleanResult:
+        """Clean what `plan_compaction` planned, in this thread."""
+        segments = self.segments[: cleanable.segment_count]
+        cleaned = clean_segments(self.clean_job(cleanable, segments, now_ms))
+        return self.swap_cleaned(cleanable, segments, cleaned, now_ms)
 
     def plan_compaction(
         self,
@@ -840,18 +855,98 @@ class UnifiedLog:
         """What `compact` would clean, or None (see there)."""
         self._now_ms = max(self._now_ms, now_ms)
         first_dirty = self.log_start_offset if first_dirty_offset is None else first_dirty_offset
-        cleanable = find_cleanable(self, first_dirty, now_ms, high_watermark)
+        cleanable = find_cleanable(
+            self.segments,
+            self._valid_first_dirty(first_dirty),
+            self._stable_end(high_watermark),
+            now_ms,
+            self.config.min_compaction_lag_ms,
+        )
         if cleanable is None or not cleanable.dirty_bytes:
             return None
         if cleanable.dirty_ratio < min_dirty_ratio:
             return None
         return cleanable
 
-    def open_cleaned_segment(self, base_offset: int, now_ms: int) -> LogSegment:
-        """A fresh `<base>.log.cleaned` (+ indexes) for the cleaner to write into."""
-        for path in segment_paths(self.dir, base_offset, CLEANED_SUFFIX):
-            path.unlink(missing_ok=True)
-        return self._open_segment(base_offset, now_ms, CLEANED_SUFFIX)
+    def _valid_first_dirty(self, offset: int) -> int:
+        """Kafka's cleanableOffsets: below the log start means the log start; beyond the log
+        end (the log was truncated or replaced) the checkpoint is stale, so start over."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            return self.log_start_offset
+        return offset
+
+    def _stable_end(self, high_watermark: int | None) -> int:
+        """Nothing at or above the high watermark or the first open transaction is cleaned
+        on: it may still be truncated or aborted."""
+        end = self.log_end_offset
+        if high_watermark is not None:
+            end = min(high_watermark, end)
+        unstable = self.first_unstable_offset
+        return end if unstable is None else min(end, unstable)
+
+    def clean_job(self, cleanable: Cleanable, segments: list[LogSegment], now_ms: int) -> CleanJob:
+        """Everything a cleaning of `segments` (the cleanable ones) needs, as plain data."""
+        start, end = cleanable.first_dirty_offset, cleanable.map_end_offset
+        mapped = [
+            SegmentInfo.of(segment, segment.offset_index.lookup(start))
+            for segment in self.segments
+            if segment.base_offset < end and segment.next_offset > start
+        ]
+        config = self.config
+        return CleanJob(
+            dir=str(self.dir),
+            sources=[SegmentInfo.of(segment) for segment in segments],
+            mapped=mapped,
+            first_dirty_offset=start,
+            map_end_offset=end,
+            now_ms=now_ms,
+            segment_bytes=config.segment_bytes,
+            segment_index_bytes=config.segment_index_bytes,
+            index_interval_bytes=config.index_interval_bytes,
+            max_message_bytes=config.max_message_bytes,
+            delete_retention_ms=config.delete_retention_ms,
+            last_sequences={
+                pid: entry.last_seq for pid, entry in self.producer_state.producers.items()
+            },
+            aborted_txns=list(self.aborted_txns),
+        )
+
+    def swap_cleaned(
+        self,
+        cleanable: Cleanable,
+        segments: list[LogSegment],
+        cleaned: CleanedSegments,
+        now_ms: int,
+        on_loop: Callable[[Callable[[], None]], None] | None = None,
+    ) -> CleanResult:
+        """Swap in, in order, each `.cleaned` segment a cleaning of `segments` wrote. From a
+        worker thread pass `on_loop` (see `replace_segments_from_worker`)."""
+        count = written = before = after = 0
+        for group in cleaned.groups:
+            if not group.written:
+                continue
+            old = segments[group.first : group.first + group.count]
+            new = self.open_written_cleaned_segment(old[0].base_offset, now_ms)
+            before += sum(segment.size for segment in old)
+            after += new.size
+            if on_loop is None:
+                self.replace_segments(new, old, group.txn_index)
+            else:
+                self.replace_segments_from_worker(new, old, on_loop, group.txn_index)
+            count += len(old)
+            written += 1
+        result = CleanResult(cleanable.end_offset, count, written, before, after, cleaned.pid)
+        if count:
+            log.info(
+                "%s: cleaned %d segments into %d below offset %d in process %d, %d bytes reclaimed",
+                self.dir,
+                count,
+                written,
+                cleanable.end_offset,
+                cleaned.pid,
+                result.bytes_reclaimed,
+            )
+        return result
 
     def open_written_cleaned_segment(self, base_offset: int, now_ms: int) -> LogSegment:
         """The `.cleaned` segment a cleaner process wrote and flushed, opened to swap it in."""

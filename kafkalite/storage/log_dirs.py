@@ -23,12 +23,13 @@ import shutil
 import uuid
 from collections import ChainMap
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalite.storage.durable_files import fsync_dir
 from kafkalite.storage.errors import KafkaStorageError
 from kafkalite.storage.log import LogConfig, UnifiedLog
+from kafkalite.storage.log_cleaner import LogCleaner
 from kafkalite.storage.log_manager import LogManager, TopicPartition, parse_partition_dir
 
 log = logging.getLogger("kafkalite.storage")
@@ -43,6 +44,7 @@ class DuplicateLogError(ValueError):
 @dataclass(eq=False)
 class LogDirs:
     managers: list[LogManager]
+    cleaner: LogCleaner = field(default_factory=LogCleaner)  # where the broker's cleanings run
 
     @classmethod
     def for_dirs(cls, dirs: Sequence[Path], background_io: bool = False) -> LogDirs:
@@ -172,6 +174,7 @@ class LogDirs:
         return sum(manager.clean_logs(now_ms, high_watermarks) for manager in self.managers)
 
     def shutdown(self) -> None:
+        self.cleaner.shutdown()
         for manager in self.managers:
             manager.shutdown()
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalite.storage import disk_health
-from kafkalite.storage.cleaner import Cleanable, CleanResult, clean_log
+from kafkalite.storage.cleaner import Cleanable, CleanResult
 from kafkalite.storage.durable_files import fsync_dir, write_atomically
 from kafkalite.storage.errors import StorageError
 from kafkalite.storage.log import DiskWork, LogConfig, UnifiedLog
@@ -288,7 +288,7 @@ class LogManager:
             if cleanable is None:
                 continue
             try:
-                result = clean_log(self.logs[tp], cleanable, now_ms)
+                result = self.logs[tp].clean(cleanable, now_ms)
             except StorageError:
                 self.cleaning_failed(tp)
                 continue

@@ -9,8 +9,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import create_acls, delete_acls, describe_acls
-from kafkalite.apis.base import make
 from kafkalite.broker.broker import Broker
+from kafkalite.protocol.entities import make
 
 from .harness import call
 

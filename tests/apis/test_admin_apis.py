@@ -22,7 +22,6 @@ from kafkalite.apis import (
     describe_configs,
     incremental_alter_configs,
 )
-from kafkalite.apis.base import make
 from kafkalite.apis.registry import HANDLERS
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.dynamic_config import DYNAMIC
@@ -32,6 +31,7 @@ from kafkalite.broker.topic_config import (
     SOURCE_TOPIC,
     TOPIC_CONFIGS,
 )
+from kafkalite.protocol.entities import make
 
 from .harness import call, record_batch
 

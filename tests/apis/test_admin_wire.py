@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 from kio.serial import entity_writer
 
-from kafkalite.apis.base import RequestContext, make
+from kafkalite.apis.base import RequestContext
 from kafkalite.apis.registry import HANDLERS
 from kafkalite.broker.broker import Broker
 from kafkalite.protocol.codec import DecodedRequest, decode_request
+from kafkalite.protocol.entities import make
 
 from .harness import request_module, roundtrip, run_handler
 
@@ -140,7 +141,7 @@ def request_frame(api_key: int, version: int, body: Any, correlation_id: int) ->
 @pytest.mark.parametrize(("api_key", "version"), CASES)
 def test_admin_request_frame_round_trip(broker: Broker, api_key: int, version: int) -> None:
     manager = broker.replica_manager
-    outcome, _ = manager.create_topic("wire", 1, 1, {})
+    outcome, _ = broker.admin_manager.create_topic("wire", 1, 1, {})
     assert outcome.ok
     body = BUILDERS[api_key](request_module(api_key, version))
     decoded = decode_request(request_frame(api_key, version, body, 42), HANDLERS)

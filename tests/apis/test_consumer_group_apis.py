@@ -12,10 +12,10 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import consumer_group_describe, consumer_group_heartbeat
-from kafkalite.apis.base import make
 from kafkalite.apis.registry import HANDLERS
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
+from kafkalite.protocol.entities import make
 
 from .harness import call
 
@@ -27,7 +27,7 @@ VERSIONS = (0, 1)
 @pytest.fixture
 def broker(broker_factory: Callable[..., Broker]) -> Broker:
     broker = broker_factory(**{"offsets.topic.num.partitions": "1"})
-    assert broker.replica_manager.create_topic(TOPIC, 3, 1)[0].ok
+    assert broker.admin_manager.create_topic(TOPIC, 3, 1)[0].ok
     return broker
 
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from kafkalite.apis import authorized_operations, describe_topic_partitions
-from kafkalite.apis.base import make
 from kafkalite.broker.broker import Broker
+from kafkalite.protocol.entities import make
 
 from .harness import call
 
@@ -16,7 +16,7 @@ from .harness import call
 @pytest.fixture
 def topics(broker: Broker) -> Broker:
     for name, partitions in (("b", 2), ("a", 3)):
-        outcome, _ = broker.replica_manager.create_topic(name, partitions)
+        outcome, _ = broker.admin_manager.create_topic(name, partitions)
         assert outcome.ok
     return broker
 

@@ -11,10 +11,10 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import alter_configs
-from kafkalite.apis.base import make
 from kafkalite.broker.broker import DYNAMIC_CONFIGS_FILE, Broker
 from kafkalite.broker.dynamic_config import SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT
 from kafkalite.broker.topic_config import SOURCE_DEFAULT, SOURCE_STATIC_BROKER
+from kafkalite.protocol.entities import make
 
 from .conftest import open_broker
 from .harness import call

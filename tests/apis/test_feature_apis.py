@@ -8,8 +8,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import api_versions, update_features
-from kafkalite.apis.base import make
+from kafkalite.apis.registry import HANDLERS
 from kafkalite.broker.broker import Broker
+from kafkalite.protocol.entities import make
 
 from .harness import call
 
@@ -22,7 +23,7 @@ def build_api_versions(m: Any) -> Any:
 
 @pytest.mark.parametrize("version", [3, 4])
 def test_api_versions_carries_the_features(broker: Broker, version: int) -> None:
-    response = call(broker, api_versions.API, version, build_api_versions)
+    response = call(broker, HANDLERS[api_versions.API_KEY], version, build_api_versions)
     supported = {f.name: (f.min_version, f.max_version) for f in response.supported_features}
     assert supported == {
         "eligible.leader.replicas.version": (0, 0),
@@ -100,6 +101,8 @@ def test_any_other_level_fails_the_whole_request(
 
 @pytest.mark.parametrize("version", [0, 1, 2])
 def test_api_versions_before_v3_has_no_features(broker: Broker, version: int) -> None:
-    response = call(broker, api_versions.API, version, lambda m: make(m.ApiVersionsRequest))
+    response = call(
+        broker, HANDLERS[api_versions.API_KEY], version, lambda m: make(m.ApiVersionsRequest)
+    )
     assert response.error_code == ErrorCode.none
     assert not hasattr(response, "supported_features")

@@ -9,9 +9,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import find_coordinator
-from kafkalite.apis.base import make
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.group_coordinator_service import OFFSETS_TOPIC
+from kafkalite.protocol.entities import make
 
 from .harness import call
 

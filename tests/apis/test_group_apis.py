@@ -42,7 +42,7 @@ from kafkalite.apis import (
     offset_fetch,
     sync_group,
 )
-from kafkalite.apis.base import ApiHandler, RequestContext, make
+from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.delayed import ProduceResult
 from kafkalite.broker.group_coordinator_service import (
@@ -54,6 +54,7 @@ from kafkalite.config import build_config
 from kafkalite.coordinator import OffsetAndMetadata, TopicPartition, group_partition
 from kafkalite.coordinator.consumer_protocol import subscribed_topics
 from kafkalite.coordinator.records import GroupMetadataKey, OffsetCommitKey, decode_key
+from kafkalite.protocol.entities import make
 
 from .harness import request_module, roundtrip
 
@@ -115,7 +116,7 @@ def open_broker(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
         broker = open_group_broker(tmp_path / f"broker-{len(opened)}", overrides)
         opened.append(broker)
         for name, partitions in ((TOPIC, 3), (OTHER_TOPIC, 1)):
-            outcome, _ = broker.replica_manager.create_topic(name, partitions, 1)
+            outcome, _ = broker.admin_manager.create_topic(name, partitions, 1)
             assert outcome.ok, outcome.message
         return broker
 
@@ -1462,7 +1463,7 @@ def test_reloaded_broker_serves_the_offsets(tmp_path: Path) -> None:
     broker = open_group_broker(tmp_path)
     try:
         for name, partitions in ((TOPIC, 3), (OTHER_TOPIC, 1)):
-            assert broker.replica_manager.create_topic(name, partitions, 1)[0].ok
+            assert broker.admin_manager.create_topic(name, partitions, 1)[0].ok
 
         async def first_life() -> None:
             await commit_sample(broker)

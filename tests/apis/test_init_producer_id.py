@@ -10,8 +10,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import init_producer_id
-from kafkalite.apis.base import make
 from kafkalite.broker.broker import Broker
+from kafkalite.protocol.entities import make
 
 from .harness import call
 

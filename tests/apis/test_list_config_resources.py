@@ -8,8 +8,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import list_config_resources
-from kafkalite.apis.base import make
 from kafkalite.broker.broker import Broker
+from kafkalite.protocol.entities import make
 
 from .harness import call
 
@@ -27,7 +27,7 @@ def listed(broker: Broker, version: int, *types: int) -> tuple[ErrorCode, list[t
 
 @pytest.fixture
 def with_topic(broker: Broker) -> Broker:
-    assert broker.replica_manager.create_topic("t")[0].ok
+    assert broker.admin_manager.create_topic("t")[0].ok
     return broker
 
 

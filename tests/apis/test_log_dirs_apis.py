@@ -9,9 +9,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import alter_replica_log_dirs, describe_log_dirs
-from kafkalite.apis.base import make
 from kafkalite.broker.broker import Broker
 from kafkalite.config import build_config
+from kafkalite.protocol.entities import make
 
 from .harness import call, record_batch
 
@@ -28,7 +28,7 @@ def open_jbod(dirs: list[Path]) -> Broker:
 @pytest.fixture
 def jbod(dirs: list[Path]) -> Any:
     broker = open_jbod(dirs)
-    assert broker.replica_manager.create_topic("t", 4)[0].ok
+    assert broker.admin_manager.create_topic("t", 4)[0].ok
     for index in range(4):
         batch = record_batch([b"v"] * (index + 1))
         results, _ = broker.replica_manager.append_records({("t", index): batch}, 1)

@@ -42,7 +42,7 @@ def test_commits_are_compacted_to_the_latest_value_per_key(
     broker_factory: Callable[..., Broker],
 ) -> None:
     broker = broker_factory(**OVERRIDES)
-    broker.replica_manager.create_topic("t", 2)
+    broker.admin_manager.create_topic("t", 2)
     for offset in range(200):
         commit(broker, offset % 2, offset, metadata=f"m{offset}")
     before = len(offsets_records(broker))
@@ -70,7 +70,7 @@ def test_a_deleted_group_leaves_only_tombstones_that_replay_to_nothing(
     broker_factory: Callable[..., Broker],
 ) -> None:
     broker = broker_factory(**OVERRIDES)
-    broker.replica_manager.create_topic("t", 2)
+    broker.admin_manager.create_topic("t", 2)
     for offset in range(100):
         commit(broker, offset % 2, offset)
     deleted = broker.groups.call(lambda c, now: c.delete_groups([GROUP], now))

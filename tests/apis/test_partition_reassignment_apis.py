@@ -11,9 +11,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import alter_partition_reassignments, list_partition_reassignments
-from kafkalite.apis.base import make
 from kafkalite.broker.broker import Broker
 from kafkalite.config import build_config
+from kafkalite.protocol.entities import make
 
 from .harness import call
 
@@ -21,7 +21,7 @@ from .harness import call
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
     broker = Broker.open(build_config({"log.dirs": str(tmp_path)}))
-    assert broker.replica_manager.create_topic("t", 1)[0].ok
+    assert broker.admin_manager.create_topic("t", 1)[0].ok
     yield broker
     broker.shutdown()
 

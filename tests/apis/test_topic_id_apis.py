@@ -8,8 +8,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import offset_commit, offset_fetch
-from kafkalite.apis.base import make
 from kafkalite.broker.broker import Broker
+from kafkalite.protocol.entities import make
 
 from .harness import call
 
@@ -54,7 +54,7 @@ def fetch(broker: Broker, topic_id: uuid.UUID) -> Any:
 
 
 def test_commit_and_fetch_by_topic_id(broker: Broker) -> None:
-    _, topic = broker.replica_manager.create_topic("by-id", 1)
+    _, topic = broker.admin_manager.create_topic("by-id", 1)
     assert topic is not None
     (committed,) = commit(broker, topic.topic_id, 42).topics
     assert committed.topic_id == topic.topic_id

@@ -26,10 +26,11 @@ from kafkalite.apis import (
     txn_offset_commit,
     write_txn_markers,
 )
-from kafkalite.apis.base import RequestContext, make
+from kafkalite.apis.base import RequestContext
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.partition import READ_COMMITTED, PartitionState
 from kafkalite.coordinator.offsets import TopicPartition
+from kafkalite.protocol.entities import make
 from kafkalite.storage.batch import TRANSACTIONAL_FLAG
 from kafkalite.storage.records import encode_batch
 from kafkalite.storage.txn_index import AbortedTxn
@@ -158,7 +159,7 @@ def committed(broker: Broker) -> int | None:
 
 def new_broker(broker_factory: Callable[..., Broker]) -> Broker:
     broker = broker_factory()
-    broker.replica_manager.create_topic(TOPIC, 1, 1, {})
+    broker.admin_manager.create_topic(TOPIC, 1, 1, {})
     return broker
 
 
@@ -235,7 +236,7 @@ def test_write_txn_markers_api(broker_factory: Callable[..., Broker]) -> None:
 
 def test_prepared_commit_is_finished_after_a_restart(tmp_path: Path) -> None:
     broker = open_broker(tmp_path)
-    broker.replica_manager.create_topic(TOPIC, 1, 1, {})
+    broker.admin_manager.create_topic(TOPIC, 1, 1, {})
     pid, epoch = init(broker)
     add_partitions(broker, pid, epoch)
     produce_txn(broker, pid, epoch, 0, [b"a", b"b"])
@@ -264,7 +265,7 @@ def test_prepared_commit_is_finished_after_a_restart(tmp_path: Path) -> None:
 
 def test_transactional_offsets_replay_follows_markers(tmp_path: Path) -> None:
     broker = open_broker(tmp_path)
-    broker.replica_manager.create_topic(TOPIC, 1, 1, {})
+    broker.admin_manager.create_topic(TOPIC, 1, 1, {})
     pid, epoch = init(broker)
     assert send_offsets(broker, pid, epoch, 5) is ErrorCode.none
     assert end(broker, pid, epoch, False) is ErrorCode.none  # aborted: never visible

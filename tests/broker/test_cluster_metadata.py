@@ -14,13 +14,14 @@ from partition_fixtures import batch
 
 from kafkalite.apis import describe_cluster, fetch, find_coordinator, metadata
 from kafkalite.apis import produce as produce_api
-from kafkalite.apis.base import RequestContext, make
+from kafkalite.apis.base import RequestContext
 from kafkalite.broker.broker import Broker, local_broker_info
 from kafkalite.broker.cluster_metadata import BrokerInfo, Endpoint, TopicMetadata
 from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.partition import PartitionState
 from kafkalite.config import build_config
 from kafkalite.coordinator import group_partition
+from kafkalite.protocol.entities import make
 from tests.apis.harness import call, request_module, roundtrip
 
 OTHER = BrokerInfo(2, (Endpoint("PLAINTEXT", "other.example", 9999),), rack="r2")
@@ -127,7 +128,7 @@ def cluster_broker(tmp_path):
 def test_replica_manager_follows_metadata_changes(cluster_broker) -> None:
     broker, store = cluster_broker
     manager = broker.replica_manager
-    manager.create_topic("t", 1, 1)
+    broker.admin_manager.create_topic("t", 1, 1)
     store.move_leader("t", 0, leader=2, epoch=3)
     partition = manager.partition("t", 0)
     assert (partition.is_leader, partition.leader_epoch) == (False, 3)
@@ -141,7 +142,7 @@ def test_replica_manager_follows_metadata_changes(cluster_broker) -> None:
 
 def test_metadata_and_describe_cluster_answer_from_the_cluster_metadata(cluster_broker) -> None:
     broker, store = cluster_broker
-    broker.replica_manager.create_topic("t", 2, 1)
+    broker.admin_manager.create_topic("t", 2, 1)
     store.move_leader("t", 1, leader=2, epoch=1)
     response = call(
         broker,
@@ -200,7 +201,7 @@ def test_find_coordinator_names_the_leader_of_the_group_partition(cluster_broker
 def test_fetch_answers_a_follower_its_diverging_epoch_on_the_wire(cluster_broker) -> None:
     broker, store = cluster_broker
     manager = broker.replica_manager
-    manager.create_topic("t", 1, 1)
+    broker.admin_manager.create_topic("t", 1, 1)
     manager.append_records({("t", 0): batch(2)}, 1)
     store.move_leader("t", 0, leader=1, epoch=3)  # broker 2 follows this broker from epoch 3
 
@@ -249,7 +250,7 @@ def test_acks_all_waits_for_the_follower_then_times_out(tmp_path) -> None:
     )
     store = TwoBrokers(tmp_path, local_broker_info(config))
     broker = Broker.open(config, metadata=store)
-    broker.replica_manager.create_topic("t", 1, 1)
+    broker.admin_manager.create_topic("t", 1, 1)
     store.move_leader("t", 0, leader=1, epoch=1)  # ISR {1, 2}: broker 2 never fetches
 
     def build(m):
@@ -303,7 +304,7 @@ def test_single_node_alter_isr_applies_a_current_change_and_answers_a_stale_one(
 def test_a_non_leader_names_the_current_leader_and_its_endpoint(cluster_broker) -> None:
     """KIP-951: Produce v10+ and Fetch v12+ (endpoints from v16) redirect the client."""
     broker, store = cluster_broker
-    broker.replica_manager.create_topic("t", 1, 1)
+    broker.admin_manager.create_topic("t", 1, 1)
     store.move_leader("t", 0, leader=2, epoch=3)
 
     def produce(m):

@@ -18,7 +18,7 @@ TP = ("t", 0)
 
 def open_broker(tmp_path, **overrides: str) -> Broker:
     broker = Broker.open(build_config({"log.dirs": str(tmp_path), **overrides}))
-    outcome, _ = broker.replica_manager.create_topic("t", 2, 1)
+    outcome, _ = broker.admin_manager.create_topic("t", 2, 1)
     assert outcome.ok
     return broker
 
@@ -37,7 +37,7 @@ def test_acks_all_on_a_single_node_completes_at_once(tmp_path) -> None:
 def test_append_checks_internal_topics_and_caps_min_insync_at_the_replicas(tmp_path) -> None:
     broker = open_broker(tmp_path, **{"min.insync.replicas": "2"})
     manager = broker.replica_manager
-    manager.create_topic("__consumer_offsets", 1, 1)
+    broker.admin_manager.create_topic("__consumer_offsets", 1, 1)
     results, _ = manager.append_records({("__consumer_offsets", 0): batch()}, 1)
     assert results[("__consumer_offsets", 0)].error is ErrorCode.invalid_topic_exception
     results, _ = manager.append_records(
@@ -100,7 +100,7 @@ def test_parked_fetch_is_woken_by_an_append_to_its_partition_only(tmp_path) -> N
 def test_retention_keeps_segments_at_or_above_the_high_watermark(tmp_path) -> None:
     broker = open_broker(tmp_path, **{"broker.id": "0"})
     manager = broker.replica_manager
-    manager.set_topic_configs("t", {"retention.ms": "0", "segment.bytes": "100"})
+    broker.admin_manager.set_topic_configs("t", {"retention.ms": "0", "segment.bytes": "100"})
     for _ in range(3):
         manager.append_records({TP: batch()}, 1)
     partition = manager.partition(*TP)
@@ -124,7 +124,7 @@ def test_parked_requests_answer_when_their_topic_is_deleted(tmp_path) -> None:
     params = FetchParams(max_wait_ms=60_000, min_bytes=1, max_bytes=1 << 20)
     fetch = manager.fetch_messages(params, [FetchInfo("t", 0, 1, 1 << 20)])
     assert manager.fetch_purgatory.try_complete_else_watch(fetch) is False
-    assert manager.delete_topic("t").ok
+    assert broker.admin_manager.delete_topic("t").ok
     assert produce.results[TP].error is ErrorCode.unknown_topic_or_partition
     assert fetch.read_result.results[0].error is ErrorCode.unknown_topic_or_partition
     assert (manager.produce_purgatory.watched(), manager.fetch_purgatory.watched()) == (0, 0)

@@ -13,7 +13,6 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
-from kafkalite.apis.base import make
 from kafkalite.broker.txn_marker_sender import (
     PendingMarkers,
     _one_txn_per_producer,
@@ -21,6 +20,7 @@ from kafkalite.broker.txn_marker_sender import (
     route,
     write_txn_markers_request,
 )
+from kafkalite.protocol.entities import make
 from kafkalite.txn.coordinator import MarkerJob
 
 

@@ -14,10 +14,10 @@ import pytest
 import trio
 
 from kafkalite.broker.cluster_metadata import BrokerInfo, Endpoint, TopicMetadata
+from kafkalite.broker.replica_assignment import assign_replicas
 from kafkalite.cluster import zk_data as zd
 from kafkalite.cluster.controller import Controller
 from kafkalite.cluster.kafka_zk import ControllerMoved, KafkaZkClient
-from kafkalite.cluster.replica_assignment import assign_replicas
 from kafkalite.cluster.zk_client import ZkClient
 from kafkalite.cluster.zk_metadata import ZkMetadata
 

@@ -8,13 +8,13 @@ from collections import Counter
 
 import pytest
 
-from kafkalite.cluster import zk_data as zd
-from kafkalite.cluster.controller_decisions import PartitionView, StateWrite, decide
-from kafkalite.cluster.replica_assignment import (
+from kafkalite.broker.replica_assignment import (
     InvalidReplicaAssignment,
     assign_replicas,
     rack_alternated,
 )
+from kafkalite.cluster import zk_data as zd
+from kafkalite.cluster.controller_decisions import PartitionView, StateWrite, decide
 
 NO_RACKS = {b: None for b in range(5)}
 

@@ -595,7 +595,7 @@ def compact_and_crash(
     that far), then reopen the log as a restart would."""
     steps: list[int] = []
     cleaned: list[LogSegment] = []
-    real = LogSegment.delete, LogSegment.change_suffix, UnifiedLog.open_cleaned_segment
+    real = LogSegment.delete, LogSegment.change_suffix, UnifiedLog.open_written_cleaned_segment
 
     def step(real_method):
         def method(segment: LogSegment, *args: object) -> None:
@@ -611,14 +611,14 @@ def compact_and_crash(
         return cleaned[-1]
 
     LogSegment.delete, LogSegment.change_suffix = step(real[0]), step(real[1])
-    UnifiedLog.open_cleaned_segment = open_cleaned
+    UnifiedLog.open_written_cleaned_segment = open_cleaned
     try:
         log.compact(now_ms=now)
     except Crash:
         pass
     finally:
         LogSegment.delete, LogSegment.change_suffix = real[0], real[1]
-        UnifiedLog.open_cleaned_segment = real[2]
+        UnifiedLog.open_written_cleaned_segment = real[2]
     for segment in cleaned:
         if segment not in log.segments and not segment.closed:
             log.segments.append(segment)  # so drop_fds closes it too

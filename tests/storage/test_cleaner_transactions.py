@@ -212,7 +212,7 @@ def transactional_broker(log_dir: Path) -> Broker:
     """A compacted topic `c` with a committed and an aborted transaction, rolled."""
     broker = Broker.open(build_config({"log.dirs": str(log_dir)}))
     manager = broker.replica_manager
-    assert manager.create_topic("c", 1, 1, {"cleanup.policy": "compact"})[0].ok
+    assert broker.admin_manager.create_topic("c", 1, 1, {"cleanup.policy": "compact"})[0].ok
     tp = ("c", 0)
 
     def append(batch: bytes) -> None:

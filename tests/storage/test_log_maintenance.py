@@ -14,6 +14,8 @@ from kafkalite.broker import log_maintenance
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.partition import Partition
 from kafkalite.config import build_config
+from kafkalite.storage.cleaner import CleanedSegments, CleanJob, Pause, clean_segments
+from kafkalite.storage.log_cleaner import LogCleaner
 from kafkalite.storage.records import decode_records
 
 COMPACTED = {"cleanup.policy": "compact", "segment.bytes": "1000"}
@@ -46,10 +48,10 @@ def table(partition: Partition) -> dict[bytes, tuple[int, bytes]]:
 
 
 def test_cleaning_runs_on_a_worker_thread_while_the_loop_appends_and_rolls(
-    tmp_path: Path, monkeypatch
+    tmp_path: Path,
 ) -> None:
     broker = open_broker(tmp_path)
-    assert broker.replica_manager.create_topic("c", 1, 1, COMPACTED)[0].ok
+    assert broker.admin_manager.create_topic("c", 1, 1, COMPACTED)[0].ok
     partition = broker.replica_manager.partition("c", 0)
     assert partition is not None
     expected = {}
@@ -66,17 +68,14 @@ def test_cleaning_runs_on_a_worker_thread_while_the_loop_appends_and_rolls(
         seen["segments"] = len(partition.log.segments)
         seen["log_start"] = partition.log.delete_records_before(10)
 
-    real_clean_log = log_maintenance.clean_log
-
-    def clean_log(*args, **kwargs):
+    def clean(job: CleanJob, pause: Pause) -> CleanedSegments:
         seen["thread"] = threading.current_thread()
         trio.from_thread.run_sync(during_cleaning)
-        return real_clean_log(*args, **kwargs)
+        return clean_segments(job, pause)
 
-    monkeypatch.setattr(log_maintenance, "clean_log", clean_log)
-    monkeypatch.setattr(log_maintenance, "CLEAN_IN_PROCESS", False)  # the thread fallback
+    on_a_thread = LogCleaner(worker_process=False, work=clean)  # where no process can start
     try:
-        reclaimed = trio.run(log_maintenance.clean_logs, broker.replica_manager)
+        reclaimed = trio.run(log_maintenance.clean_logs, broker.replica_manager, on_a_thread)
         assert seen["thread"] is not threading.main_thread()
         assert reclaimed > 0
         # The appends rolled new segments; DeleteRecords moved the log start but deleted no
@@ -100,7 +99,7 @@ def test_cleaning_runs_on_a_worker_thread_while_the_loop_appends_and_rolls(
 
 def test_a_roll_fsync_and_retention_unlinks_wait_for_the_worker(tmp_path: Path) -> None:
     broker = open_broker(tmp_path)
-    assert broker.replica_manager.create_topic("d", 1, 1, {"segment.bytes": "1000"})[0].ok
+    assert broker.admin_manager.create_topic("d", 1, 1, {"segment.bytes": "1000"})[0].ok
     partition = broker.replica_manager.partition("d", 0)
     assert partition is not None
     log = partition.log
@@ -123,12 +122,12 @@ def test_a_roll_fsync_and_retention_unlinks_wait_for_the_worker(tmp_path: Path) 
 
 def test_a_deleted_topics_directories_are_removed_by_the_worker(tmp_path: Path) -> None:
     broker = open_broker(tmp_path)
-    assert broker.replica_manager.create_topic("gone", 3, 1, {})[0].ok
+    assert broker.admin_manager.create_topic("gone", 3, 1, {})[0].ok
     partition = broker.replica_manager.partition("gone", 0)
     assert partition is not None
     try:
         put(broker, partition, b"k", b"v")
-        broker.replica_manager.delete_topic("gone")
+        broker.admin_manager.delete_topic("gone")
         leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("gone-"))
         assert len(leftovers) == 3 and all(name.endswith("-delete") for name in leftovers)
 

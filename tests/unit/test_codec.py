@@ -63,7 +63,7 @@ def test_bad_frames_raise(frame: bytes) -> None:
 
 
 def test_api_versions_response_header_has_no_tagged_fields() -> None:
-    encoded = encode_response(7, api_versions_response(3))
+    encoded = encode_response(7, api_versions_response(HANDLERS, 3))
     size, correlation_id = struct.unpack_from(">ii", encoded)
     assert size == len(encoded) - 4 and correlation_id == 7
     # Body starts right after the correlation id: error code 0 then the compact api array.
@@ -71,7 +71,7 @@ def test_api_versions_response_header_has_no_tagged_fields() -> None:
 
 
 def test_api_versions_advertises_the_handler_table() -> None:
-    response = api_versions_response(3)
+    response = api_versions_response(HANDLERS, 3)
     advertised = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert advertised == {h.api_key: (h.min_version, h.max_version) for h in HANDLERS.values()}
     assert advertised[0][0] == 0  # Produce min version 0 for librdkafka's compression check
@@ -93,7 +93,7 @@ def test_produce_v2_is_refused_per_partition() -> None:
 
 
 def test_response_round_trips_through_kio() -> None:
-    response = api_versions_response(3)
+    response = api_versions_response(HANDLERS, 3)
     encoded = encode_response(1, response)
     decoded, _ = entity_reader(type(response))(encoded, 8)
     assert decoded.api_keys == response.api_keys
