@@ -217,15 +217,15 @@ class CoordinatorRuntime:
 
     def _revert(self, index: int) -> None:
         """An append failed outright: reload the partition from its log (which lacks the
-        failed write), or drop it if this broker no longer leads it."""
-        epoch = self.partitions.epoch(index)
+        failed write) in the current leader epoch, or drop it if this broker no longer leads
+        it."""
         if not self.partitions.resign(index):
             return
         self._unload(index)
         partition = self.replica_manager.partition(self.topic, index)
-        if partition is not None and partition.is_leader and partition.leader_epoch == epoch:
-            self.partitions.elect(index, epoch)
-            self.loader.start(index, epoch)
+        if partition is not None and partition.is_leader:
+            self.partitions.elect(index, partition.leader_epoch)
+            self.loader.start(index, partition.leader_epoch)
 
     # -- writes ----------------------------------------------------------------------------
 

@@ -563,5 +563,7 @@ def test_a_write_refused_outright_leaves_nothing_in_memory(tmp_path) -> None:
             assert await commit(groups, 6) == [ErrorCode.coordinator_not_available]
             await until(lambda: groups.check_group(GROUP) is ErrorCode.none)
             assert committed(groups) == 5
+            # Reloaded in the leader epoch the partition has now.
+            assert groups.partitions.epoch(0) == cluster.states[(OFFSETS_TOPIC, 0)].leader_epoch
 
     trio.run(main)
