@@ -113,15 +113,22 @@ def java_copier(bootstrap: str, source: str, target: str, records: int) -> CopyR
     run = uuid.uuid4().hex[:8]
     cmd = java_copier_command(bootstrap, source, target, records, f"copier-{run}", f"copy-{run}")
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=COPY_TIMEOUT_S)
-    statuses = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    loops = [s for s in statuses if s.get("stage") == "ProcessLoop"]
-    # Kafka 4.3 marks the exit line with stage ShutdownComplete, earlier versions with a key.
-    done = [s for s in statuses if s.get("stage") == "ShutdownComplete" or "shutdown_complete" in s]
-    if result.returncode != 0 or not loops or not done:
+    if result.returncode != 0:
         raise RuntimeError(
             f"TransactionalMessageCopier exited {result.returncode}: "
             f"{(result.stderr or result.stdout)[-2000:]}"
         )
+    return java_copier_result(result.stdout, records)
+
+
+def java_copier_result(stdout: str, records: int) -> CopyResult:
+    """The copier's figures from its status lines (one per loop, one at exit)."""
+    statuses = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    loops = [s for s in statuses if s.get("stage") == "ProcessLoop"]
+    # Kafka 4.3 marks the exit line with stage ShutdownComplete, earlier versions with a key.
+    done = [s for s in statuses if s.get("stage") == "ShutdownComplete" or "shutdown_complete" in s]
+    if not loops or not done:
+        raise RuntimeError(f"TransactionalMessageCopier printed no progress: {stdout[-2000:]}")
     copied = int(done[-1]["totalProcessed"])
     if copied != records:
         raise RuntimeError(f"TransactionalMessageCopier copied {copied} of {records} records")
