@@ -281,8 +281,8 @@ def rebalance_round(bootstrap: str, consumers: int) -> float:
         ]
         members.wait_settled(first, partitions, SETTLE_TIMEOUT_S)
         last = members.spawn(f"m{consumers - 1}", bootstrap, group, [topic], MEMBER_CONF)
-        members.wait_for(lambda: last.last("ready"), SETTLE_TIMEOUT_S, "the last subscribe")
-        subscribed = last.last("ready")["t"]  # type: ignore[index]
+        ready = members.wait_for(lambda: last.last("ready"), SETTLE_TIMEOUT_S, "its subscribe")
+        subscribed = ready["t"]
         everyone = [*first, last]
         members.wait_for(
             lambda: all(m.of_kind("assigned", since=subscribed) for m in everyone),
@@ -328,7 +328,8 @@ def run(target: str, base: Path, args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-def get(results: dict[str, Any], *path: str) -> float | None:
+def get(results: dict[str, Any], *path: str) -> Any:
+    """The figure at `path`, None where that run has none."""
     value: Any = results
     for key in path:
         if not isinstance(value, dict) or key not in value:
@@ -339,6 +340,7 @@ def get(results: dict[str, Any], *path: str) -> float | None:
 
 def rows(ours: dict[str, Any], theirs: dict[str, Any], consumers: int) -> list[Row]:
     table = []
+    path: tuple[str, ...]
     for key, name in (
         ("join_sync", "JoinGroup+SyncGroup round trip"),
         ("join", "  of which JoinGroup"),
@@ -369,10 +371,11 @@ def rows(ours: dict[str, Any], theirs: dict[str, Any], consumers: int) -> list[R
 def markdown(table: list[Row], args: argparse.Namespace, results: dict[str, Any]) -> str:
     with open("/proc/loadavg") as loadavg:
         load = " ".join(loadavg.read().split()[:3])
+    copiers = "both copiers" if args.copier == "both" else f"the {args.copier} copier"
     lines = [
         f"3 brokers, replication factor 3, min.insync.replicas=2, same machine, one run each "
         f"({args.join_cycles} join cycles, {args.commits} commits, {args.rebalance_rounds} "
-        f"rebalance rounds, {args.copy_records} records copied by the {args.copier} copier); "
+        f"rebalance rounds, {args.copy_records} records copied by {copiers}); "
         f"load average at the end {load}",
         "",
         "| measure | kafkalite | Apache Kafka | kafkalite/Kafka | |",
@@ -387,7 +390,7 @@ def markdown(table: list[Row], args: argparse.Namespace, results: dict[str, Any]
     for target, figures in results.items():
         steps = get(figures, "copy_python", "steps") or {}
         if steps:
-            parts = [f"{name} p50 {s['p50_ms']:.1f} ms" for name, s in steps.items()]  # type: ignore[union-attr]
+            parts = [f"{name} p50 {s['p50_ms']:.1f} ms" for name, s in steps.items()]
             lines.append(f"\n{target}, one transaction step by step: " + ", ".join(parts))
     return "\n".join(lines) + "\n"
 

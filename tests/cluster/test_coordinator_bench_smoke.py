@@ -55,16 +55,16 @@ def test_the_coordinator_benchmark_measures_groups_a_rebalance_and_a_copy(
         {
             "min.insync.replicas": "2",
             "group.initial.rebalance.delay.ms": "0",
-            "offsets.topic.num.partitions": "3",
-            "transaction.state.log.num.partitions": "3",
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.num.partitions": "1",
         }
     )
     bootstrap = ",".join(b.bootstrap for b in brokers.values())
 
-    group = measure_group(bootstrap, cycles=5, commits=10)
-    assert [group[k]["samples"] for k in ("join_sync", "join", "sync")] == [5, 5, 5]
-    assert group["offset_commit"]["samples"] == 10
-    rebalance = measure_rebalance(bootstrap, consumers=3, rounds=1)
+    group = measure_group(bootstrap, cycles=3, commits=5)
+    assert [group[k]["samples"] for k in ("join_sync", "join", "sync")] == [3, 3, 3]
+    assert group["offset_commit"]["samples"] == 5
+    rebalance = measure_rebalance(bootstrap, consumers=2, rounds=1)
     assert len(rebalance["rounds_ms"]) == 1 and rebalance["median_ms"] > 0
     copy = measure_copy(bootstrap, 400, "python")
     assert copy["records"] == 400 and copy["transactions"] >= 2  # up to 200 per transaction
