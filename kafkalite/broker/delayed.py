@@ -338,11 +338,11 @@ class DelayedFetch(DelayedOperation):
         return partition.log.offset_metadata(info.fetch_offset)
 
     def _can_answer(self) -> bool:
-        """Kafka's DelayedFetch.tryComplete: a partition that cannot be fetched here any more,
-        a fetch offset on an older segment than the readable end (or the end on an older one:
-        truncated), or a diverging epoch answers at once; otherwise the bytes available
-        between each fetch offset and its readable end (at most the partition's max_bytes)
-        must add up to min_bytes."""
+        """Kafka's DelayedFetch.tryComplete: a partition that cannot be fetched here any more
+        (cases A-E), a fetch offset past the readable end or on an older segment (F), or a
+        diverging epoch (H) answers at once; otherwise the bytes between each fetch offset
+        and its readable end (at most the partition's max_bytes) must add up to min_bytes
+        (G)."""
         assert self._start is not None
         accumulated = 0
         for info, start in self._start:
@@ -356,10 +356,12 @@ class DelayedFetch(DelayedOperation):
             )
             if isinstance(end, ErrorCode):
                 return True
-            if end.message_offset != start.message_offset:
-                if end.on_older_segment(start) or start.on_older_segment(end):
-                    return True
-                if start.message_offset < end.message_offset:
+            if start.message_offset > end.message_offset:
+                return True  # the log was truncated below the fetch offset
+            if start.message_offset < end.message_offset:
+                if start.on_older_segment(end):
+                    return True  # behind the active segment, or it just rolled
+                if start.on_same_segment(end):
                     accumulated += min(end.position_diff(start), info.max_bytes)
             if self._diverged(partition, info):
                 return True
