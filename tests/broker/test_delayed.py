@@ -15,8 +15,11 @@ from kafkalite.broker.delayed import (
     ProduceResult,
     Purgatory,
 )
-from kafkalite.broker.partition import Partition
+from kafkalite.broker.partition import READ_COMMITTED, Partition
+from kafkalite.storage.batch import TRANSACTIONAL_FLAG
+from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.log import LogConfig
+from kafkalite.storage.records import encode_batch
 
 TP = (TOPIC, 0)
 
@@ -147,6 +150,25 @@ def test_follower_fetch_counts_bytes_to_the_log_end(tmp_path) -> None:
     partition.append_records_to_leader(batch(2), -1, min_isr=2, now_ms=0)
     assert purgatory.check_and_complete(TP) == 1  # the high watermark is still 0
     assert (fetch.reads, fetch.delayed.read_result.bytes_read) == (2, len(batch(2)))
+
+
+def test_read_committed_fetch_counts_bytes_below_the_last_stable_offset_only(tmp_path) -> None:
+    partition = leader(tmp_path)
+    txn = encode_batch(
+        [(None, b"t0")], timestamp=1_000, producer_id=7, producer_epoch=0, base_sequence=0,
+        attributes=TRANSACTIONAL_FLAG,
+    )  # fmt: skip
+    partition.append_records_to_leader(txn, 1, min_isr=1, now_ms=0)  # open: stable offset 0
+    params = FetchParams(500, min_bytes=1, max_bytes=1 << 20, isolation_level=READ_COMMITTED)
+    fetch = CountedFetch(partition, params, 0)
+    purgatory = Purgatory("Fetch")
+    assert purgatory.try_complete_else_watch(fetch.delayed) is False
+    partition.append_records_to_leader(batch(), 1, min_isr=1, now_ms=0)
+    assert purgatory.check_and_complete(TP) == 0  # below the high watermark, not stable
+    partition.append_txn_marker(7, 0, EndTxnMarker(True, 0), now_ms=0)
+    assert partition.last_stable_offset == 3
+    assert purgatory.check_and_complete(TP) == 1
+    assert fetch.reads == 2
 
 
 def test_fetch_answers_at_once_on_a_segment_roll(tmp_path) -> None:
