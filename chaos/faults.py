@@ -12,13 +12,15 @@ import signal
 import time
 from pathlib import Path
 
+from chaos import coordinator_kill
+from chaos.coordinator_kill import WorkloadClients
 from chaos.schedule import Fault
 from chaos.targets import Target, signal_group
 
 
 def resolve(target: Target, role: str, topic: str, rng: random.Random) -> tuple[int, str]:
     """The broker id playing `role` now, and how it was found."""
-    live = sorted(i for i, n in target.nodes.items() if n.process and n.process.poll() is None)
+    live = _live(target)
     if not live:
         raise RuntimeError("no broker is running")
     if role in ("any", "all") or len(target.nodes) == 1:
@@ -41,21 +43,35 @@ def resolve(target: Target, role: str, topic: str, rng: random.Random) -> tuple[
     return rng.choice(live), f"no {role} for {topic}-{partition.id}; any live broker"
 
 
-def _metadata(target: Target, topic: str):
+def _admin(target: Target):
     from confluent_kafka.admin import AdminClient
 
     direct = ",".join(f"127.0.0.1:{p.target_port}" for p in target.proxies.values())
-    admin = AdminClient({"bootstrap.servers": direct, "log_level": 0})
-    return admin.list_topics(topic, timeout=5)
+    return AdminClient({"bootstrap.servers": direct, "log_level": 0})
+
+
+def _metadata(target: Target, topic: str):
+    return _admin(target).list_topics(topic, timeout=5)
+
+
+def _live(target: Target) -> list[int]:
+    return sorted(i for i, n in target.nodes.items() if n.process and n.process.poll() is None)
 
 
 def apply(
-    fault: Fault, target: Target, topic: str, rng: random.Random, disks: dict[int, Path]
+    fault: Fault,
+    target: Target,
+    topic: str,
+    rng: random.Random,
+    disks: dict[int, Path],
+    clients: WorkloadClients | None = None,
 ) -> dict:
     """Inject `fault`, hold it, heal it; the record of what happened."""
     record: dict = {"kind": fault.kind, "role": fault.role, "params": fault.params}
     if fault.kind == "zookeeper":
         return _zookeeper(fault, target, record)
+    if fault.kind == "coordinator-kill":
+        return _coordinator_kill(fault, target, rng, clients, record)
     if fault.kind == "rolling":
         return _rolling(target, record)
     if fault.kind == "disk" and not disks:
@@ -102,6 +118,43 @@ def apply(
             os.remove(filler)
     else:
         raise ValueError(f"unknown fault kind {fault.kind!r}")
+    record["heal"] = time.time()
+    return record
+
+
+def _coordinator_kill(
+    fault: Fault,
+    target: Target,
+    rng: random.Random,
+    clients: WorkloadClients | None,
+    record: dict,
+) -> dict:
+    """SIGKILL the workload's group or transaction coordinator at its next answer to a client
+    (chaos/coordinator_kill.py), start it again after `hold` s."""
+    chosen = coordinator_kill.plan(fault.role, clients, rng) if clients else None
+    if chosen is None:
+        return {**record, "start": time.time(), "heal": time.time(),
+                "skipped": "the workload has no group or transaction coordinator"}  # fmt: skip
+    assert clients is not None
+    try:
+        node_id = coordinator_kill.find_coordinator(_admin(target), chosen)
+        how = f"{chosen.role} of {chosen.key}"
+    except Exception as exc:  # no coordinator known (a fault alongside): still kill one
+        node_id, how = -1, f"{chosen.role} of {chosen.key} unresolved ({exc})"
+    if node_id not in target.nodes:
+        node_id, how = rng.choice(_live(target)), f"{how}; any live broker"
+    watch = coordinator_kill.AnswerWatch(clients.logs, chosen.files)  # answers from now on
+    answer = watch.next_answer(chosen.events, coordinator_kill.ANSWER_TIMEOUT_S)
+    record["start"] = time.time()
+    target.nodes[node_id].stop(signal.SIGKILL)
+    record.update(node=node_id, resolved=", ".join(filter(None, (how, chosen.note))))
+    if answer is None:
+        record["answer"] = f"none within {coordinator_kill.ANSWER_TIMEOUT_S} s"
+    else:
+        record["answer"] = {key: answer[key] for key in ("file", "ev", "t")}
+        record["killed_after_answer_ms"] = round((record["start"] - answer["t"]) * 1000, 1)
+    time.sleep(fault.hold)
+    target.nodes[node_id].start()
     record["heal"] = time.time()
     return record
 

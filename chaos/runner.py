@@ -22,12 +22,15 @@ from pathlib import Path
 
 from chaos import faults as fault_ops
 from chaos.checker import check, summary
+from chaos.coordinator_kill import WorkloadClients
 from chaos.plot import plot_run
 from chaos.schedule import make_schedule, usable_kinds
 from chaos.targets import CHAOS_TIMEOUTS, Target, signal_group, start_kafka, start_kafkalite
+from chaos.workload import transactional_id
 
 TOPIC = "chaos"
 OUT_TOPIC = "chaos-out"  # the transactional workload's output
+CONSUMER_GROUP, TXN_GROUP = "chaos", "chaos-txn"
 
 
 class TargetError(RuntimeError):
@@ -180,13 +183,14 @@ def _start_clients(clients: Clients, options: Options, target: Target, run_dir: 
     if options.workload == "produce-consume":
         for i in range(options.consumers):
             clients.launch(f"consumer-{i}", [
-                "consumer", *common, "--out", str(logs / f"consumer-c{i}.jsonl"),
+                "consumer", *common, "--group", CONSUMER_GROUP,
+                "--out", str(logs / f"consumer-c{i}.jsonl"),
                 "--stop-file", str(run_dir / "stop-consumers"),
             ], logs / f"consumer-c{i}.log")  # fmt: skip
     if options.workload == "txn":
         for i in range(options.consumers):
             clients.launch(f"transform-{i}", [
-                "transform", *common, "--out-topic", OUT_TOPIC, "--group", "chaos-txn",
+                "transform", *common, "--out-topic", OUT_TOPIC, "--group", TXN_GROUP,
                 "--name", f"t{i}", "--out", str(logs / f"transform-t{i}.jsonl"),
                 "--stop-file", str(run_dir / "stop-consumers"),
             ], logs / f"transform-t{i}.log")  # fmt: skip
@@ -195,12 +199,13 @@ def _start_clients(clients: Clients, options: Options, target: Target, run_dir: 
 def _apply_schedule(schedule, target, options, run_dir, disks, log) -> None:
     started = time.monotonic()
     running: list[threading.Thread] = []  # faults applied alongside the next one
+    clients = workload_clients(options, run_dir)
     with open(run_dir / "faults.jsonl", "a") as out:
         lock = threading.Lock()
 
         def apply(index: int, fault) -> None:
             rng = random.Random(options.seed * 1000 + index)  # the same broker choices per seed
-            record = fault_ops.apply(fault, target, TOPIC, rng, disks)
+            record = fault_ops.apply(fault, target, TOPIC, rng, disks, clients)
             record = {"index": index, "at": fault.at, "hold": fault.hold, **record}
             with lock:
                 out.write(json.dumps(record) + "\n")
@@ -223,6 +228,17 @@ def _apply_schedule(schedule, target, options, run_dir, disks, log) -> None:
             thread.join()
     # Time to recover after the last fault, also when slow restarts made the faults overrun.
     _sleep_until(max(started + options.duration, time.monotonic() + options.duration / 4))
+
+
+def workload_clients(options: Options, run_dir: Path) -> WorkloadClients:
+    """The clients a coordinator-kill fault watches, and whose coordinators it finds."""
+    logs = run_dir / "logs"
+    if options.workload == "txn":
+        ids = {f"transform-t{i}.jsonl": transactional_id(TXN_GROUP, f"t{i}")
+               for i in range(options.consumers)}  # fmt: skip
+        return WorkloadClients(logs, options.workload, TXN_GROUP, ids)
+    group = CONSUMER_GROUP if options.workload == "produce-consume" else None
+    return WorkloadClients(logs, options.workload, group)
 
 
 def _sleep_until(moment: float) -> None:
@@ -254,7 +270,7 @@ def _finish_clients(clients: Clients, options: Options, run_dir: Path, log) -> N
 
 def _drain(target: Target, options: Options, run_dir: Path, role: str = "drain") -> None:
     log = run_dir / "logs" / f"{role}.log"
-    group = ["--group", "chaos-txn", "--out-topic", OUT_TOPIC] if role == "drain-output" else []
+    group = ["--group", TXN_GROUP, "--out-topic", OUT_TOPIC] if role == "drain-output" else []
     with open(log, "ab") as out:
         result = subprocess.run(
             [sys.executable, "-m", "chaos.workload", role, "--bootstrap", target.bootstrap,

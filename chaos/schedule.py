@@ -14,6 +14,9 @@ Kinds:
   blackhole   one direction through a broker's proxy stops for `hold` s
   partition   a broker cut off from the other brokers (clients still reach it) (clusters only)
   disk        the broker's log dir (a small tmpfs) filled up for `hold` s
+  coordinator-kill  SIGKILL the workload's group coordinator or (txn workload) a transform's
+              transaction coordinator right after it answered a commit, restart it after
+              `hold` s (chaos/coordinator_kill.py)
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ import random
 from dataclasses import asdict, dataclass, field, replace
 
 KINDS = ("kill", "pause", "term", "rolling", "zookeeper", "drop", "latency", "blackhole",
-         "partition", "disk")  # fmt: skip
-SINGLE_NODE_KINDS = ("kill", "pause", "term", "drop", "latency", "blackhole", "disk")
+         "partition", "disk", "coordinator-kill")  # fmt: skip
+SINGLE_NODE_KINDS = ("kill", "pause", "term", "drop", "latency", "blackhole", "disk",
+                     "coordinator-kill")  # fmt: skip
 CLUSTER_ONLY = {"zookeeper", "partition", "rolling"}
 NETWORK = {"drop", "latency", "blackhole", "partition"}
-PROCESS = {"kill", "pause", "term", "zookeeper"}
+PROCESS = {"kill", "pause", "term", "zookeeper", "coordinator-kill"}
 ROLES = ("leader", "follower", "controller", "any")
+COORDINATOR_ROLES = ("group-coordinator", "txn-coordinator")  # see chaos/coordinator_kill.py
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,9 @@ def make_schedule(
 
 def _settle(kind: str, brokers: int) -> float:
     """Rough seconds a fault's healing takes (a restart), so faults do not pile up."""
-    return {"kill": 4.0, "term": 6.0, "rolling": 6.0 * brokers, "zookeeper": 4.0}.get(kind, 0.0)
+    settle = {"kill": 4.0, "coordinator-kill": 4.0, "term": 6.0, "rolling": 6.0 * brokers,
+              "zookeeper": 4.0}  # fmt: skip
+    return settle.get(kind, 0.0)
 
 
 def _role(rng: random.Random, brokers: int) -> str:
@@ -118,6 +125,8 @@ def _fault(
         return Fault(at, kind, round(rng.uniform(2.0, timeout * 1.5), 2), _role(rng, brokers))
     if kind == "disk":
         return Fault(at, kind, round(rng.uniform(2.0, 6.0), 2), _role(rng, brokers))
+    if kind == "coordinator-kill":
+        return Fault(at, kind, round(rng.uniform(0.5, 4.0), 2), rng.choice(COORDINATOR_ROLES))
     raise ValueError(f"unknown fault kind {kind!r}")
 
 

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import threading
 
 import pytest
 
+from chaos.coordinator_kill import (
+    AnswerWatch,
+    Plan,
+    java_string_hash,
+    partition_for,
+    plan,
+)
 from chaos.proxy import TcpProxy, peer_process
-from chaos.schedule import KINDS, make_schedule, usable_kinds
+from chaos.runner import Options, workload_clients
+from chaos.schedule import COORDINATOR_ROLES, KINDS, make_schedule, usable_kinds
 
 TIMEOUTS = {"session": 6.0, "replica.lag.time.max": 5.0}
 
@@ -29,6 +38,64 @@ def test_a_schedule_cycles_through_every_kind_and_leaves_time_to_recover():
     assert all(f.at + f.hold <= 450 for f in schedule)  # the last quarter is fault-free
     pauses = {f.hold for f in schedule if f.kind == "pause"}
     assert pauses <= {3.0, 9.0}  # half and one and a half times the longest timeout
+
+
+def test_coordinator_kills_are_scheduled_for_both_coordinators_reproducibly():
+    schedule = make_schedule(7, 300, ["coordinator-kill", "kill"], 3, TIMEOUTS)
+    assert schedule == make_schedule(7, 300, ["coordinator-kill", "kill"], 3, TIMEOUTS)
+    kills = [f for f in schedule if f.kind == "coordinator-kill"]
+    assert len(kills) >= 4
+    assert {f.role for f in kills} == set(COORDINATOR_ROLES)
+    assert all(0.5 <= f.hold <= 4.0 for f in kills)
+    assert usable_kinds(["coordinator-kill"], 1) == (["coordinator-kill"], [])
+
+
+def test_the_coordinator_partition_is_kafkas():
+    assert java_string_hash("hello") == 99162322  # Java's "hello".hashCode()
+    assert java_string_hash("Aa") == java_string_hash("BB") == 2112  # Java's collision
+    assert java_string_hash("polygenelubricants") == -(2**31)  # Utils.abs(MIN_VALUE) is 0
+    assert partition_for("polygenelubricants", 50) == 0
+    assert java_string_hash("hellohello") < 0
+    assert partition_for("hellohello", 50) == abs(java_string_hash("hellohello")) % 50
+
+
+def test_a_coordinator_kill_watches_the_clients_that_coordinator_answers(tmp_path):
+    rng = random.Random(1)
+    txn = workload_clients(Options(workload="txn", consumers=2), tmp_path)
+    assert txn.transactional_ids == {
+        "transform-t0.jsonl": "chaos-chaos-txn-t0", "transform-t1.jsonl": "chaos-chaos-txn-t1",
+    }  # fmt: skip
+    chosen = plan("txn-coordinator", txn, rng)
+    assert chosen is not None and chosen.role == "txn-coordinator"
+    assert chosen.files == (next(k for k, v in txn.transactional_ids.items() if v == chosen.key),)
+    assert chosen.events == {"txn_commit"}
+    group = plan("group-coordinator", txn, rng)
+    assert group == Plan("group-coordinator", "chaos-txn", ("transform-*.jsonl",),
+                         frozenset({"txn_commit"}))  # fmt: skip
+    consumers = workload_clients(Options(workload="produce-consume"), tmp_path)
+    assert plan("txn-coordinator", consumers, rng) == Plan(
+        "group-coordinator", "chaos", ("consumer-*.jsonl",), frozenset({"commit"}),
+        "no transactional workload: the group coordinator",
+    )  # fmt: skip
+    assert plan("group-coordinator", workload_clients(Options(workload="produce"), tmp_path),
+                rng) is None  # fmt: skip
+
+
+def test_the_answer_watch_sees_only_new_whole_answer_lines(tmp_path):
+    old = tmp_path / "consumer-c0.jsonl"
+    old.write_text('{"t": 1, "ev": "commit", "offsets": {}}\n')
+    watch = AnswerWatch(tmp_path, ("consumer-*.jsonl",))
+    with open(old, "a") as out:
+        out.write('{"t": 2, "ev": "read", "partition": 0}\n{"t": 3, "ev": "com')
+    (tmp_path / "consumer-c1.jsonl").write_text('{"t": 4, "ev": "read"}\n')
+    assert watch.next_answer(frozenset({"commit"}), timeout=0.05) is None
+    with open(old, "a") as out:
+        out.write('mit", "offsets": {"0": 5}}\n{"t": 6, "ev": "commit"}\n')
+    answer = watch.next_answer(frozenset({"commit"}), timeout=5)
+    assert answer == {"file": "consumer-c0.jsonl", "t": 3, "ev": "commit", "offsets": {"0": 5}}
+    assert watch.next_answer(frozenset({"commit"}), timeout=5) == {
+        "file": "consumer-c0.jsonl", "t": 6, "ev": "commit",
+    }  # fmt: skip
 
 
 def test_no_kinds_give_a_fault_free_baseline_run():  # --faults ""

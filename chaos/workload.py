@@ -294,6 +294,10 @@ def run_transform(args: argparse.Namespace, out: TextIO) -> int:
         time.sleep(0.5)
 
 
+def transactional_id(group: str, name: str) -> str:
+    return f"chaos-{group}-{name}"
+
+
 def _transform_clients(args: argparse.Namespace, out: TextIO) -> tuple[Producer, Consumer]:
     common = {
         "bootstrap.servers": args.bootstrap,
@@ -303,7 +307,7 @@ def _transform_clients(args: argparse.Namespace, out: TextIO) -> tuple[Producer,
     }
     while True:
         producer = Producer({
-            **common, "transactional.id": f"chaos-{args.group}-{args.name}", "linger.ms": 5,
+            **common, "transactional.id": transactional_id(args.group, args.name), "linger.ms": 5,
             "transaction.timeout.ms": args.transaction_timeout_ms, "request.timeout.ms": 10000,
         })  # fmt: skip
         try:

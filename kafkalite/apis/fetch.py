@@ -2,7 +2,8 @@
 
 Through the replica manager's fetch_messages. Long poll: answer once `min_bytes` are
 available or `max_wait_ms` has passed; a waiting fetch is parked in the fetch purgatory under
-its partitions and re-read when an append lands on one of them. Followers (replica_id >= 0)
+its partitions, counts the bytes that arrive there by log position (broker/delayed.py) and
+reads them once, when it answers. Followers (replica_id >= 0)
 read to the log end, consumers to the high watermark (read_committed: to the last stable
 offset, with the aborted transactions in the fetched range). Whole batches only, within
 `max_bytes` and each partition's `partition_max_bytes` (the first batch is returned whole

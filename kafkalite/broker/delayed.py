@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.broker.partition import LogReadResult, Partition
+from kafkalite.broker.partition import UNDEFINED_EPOCH, UNKNOWN_OFFSET, LogReadResult, Partition
 from kafkalite.storage.errors import RecordError
+from kafkalite.storage.offset_metadata import LogOffsetMetadata
 
 TopicPartition = tuple[str, int]
 
@@ -279,17 +280,29 @@ class FetchRead:
 
 
 class DelayedFetch(DelayedOperation):
-    """A fetch below min_bytes, retried when one of its partitions gets data (Kafka's
-    DelayedFetch); at expiry it answers whatever there is."""
+    """A fetch below min_bytes (Kafka's fetchMessages and DelayedFetch).
+
+    The first `try_complete` reads (the fetch's own read); when that is short of min_bytes
+    the fetch parks with the position of each fetch offset. Retries then read nothing: they
+    compare those positions with where each partition's readable end now is (log end,
+    high watermark or last stable offset) and add up the bytes in between. The records are
+    read once more, when the fetch completes or expires."""
 
     def __init__(
-        self, params: FetchParams, infos: Iterable[FetchInfo], read: Callable[[], FetchRead]
+        self,
+        params: FetchParams,
+        infos: Iterable[FetchInfo],
+        read: Callable[[], FetchRead],
+        partition: Callable[[TopicPartition], Partition | None],
     ) -> None:
-        infos = tuple(infos)
-        super().__init__(dict.fromkeys(info.tp for info in infos))
+        self.infos = tuple(infos)
+        super().__init__(dict.fromkeys(info.tp for info in self.infos))
         self.params = params
         self._read = read
+        self._partition = partition
         self.read_result = FetchRead()
+        # Where each fetch offset sits; None until the first read came back short.
+        self._start: tuple[tuple[FetchInfo, LogOffsetMetadata], ...] | None = None
 
     def satisfied(self, read: FetchRead) -> bool:
         """Kafka's fetchMessages: answer at once on errors or a diverging epoch, or once
@@ -303,11 +316,70 @@ class DelayedFetch(DelayedOperation):
         )
 
     def try_complete(self) -> bool:
-        read = self._read()
-        if not self.satisfied(read):
+        if self._start is None:
+            read = self._read()
+            if self.satisfied(read):
+                self.read_result = read
+                return self.force_complete()
+            self._start = tuple((info, self._start_metadata(info)) for info in self.infos)
             return False
-        self.read_result = read
-        return self.force_complete()
+        if self._can_answer():
+            return self.force_complete()
+        return False
 
-    def on_expiration(self) -> None:
-        self.read_result = self._read()
+    def on_complete(self) -> None:
+        if self._start is not None:  # parked: read what there is now
+            self.read_result = self._read()
+
+    def _start_metadata(self, info: FetchInfo) -> LogOffsetMetadata:
+        partition = self._partition(info.tp)
+        if partition is None:
+            return LogOffsetMetadata(info.fetch_offset)
+        return partition.log.offset_metadata(info.fetch_offset)
+
+    def _can_answer(self) -> bool:
+        """Kafka's DelayedFetch.tryComplete: a partition that cannot be fetched here any more
+        (cases A-E), a fetch offset past the readable end or on an older segment (F), or a
+        diverging epoch (H) answers at once; otherwise the bytes between each fetch offset
+        and its readable end (at most the partition's max_bytes) must add up to min_bytes
+        (G)."""
+        assert self._start is not None
+        accumulated = 0
+        for info, start in self._start:
+            if start.message_offset_only:
+                continue
+            partition = self._partition(info.tp)
+            if partition is None:
+                return True
+            end = partition.fetch_upper_bound_metadata(
+                info.current_leader_epoch, self.params.replica_id, self.params.isolation_level
+            )
+            if isinstance(end, ErrorCode):
+                return True
+            if start.message_offset > end.message_offset:
+                return True  # the log was truncated below the fetch offset
+            if start.message_offset < end.message_offset:
+                if start.on_older_segment(end):
+                    return True  # behind the active segment, or it just rolled
+                if start.on_same_segment(end):
+                    accumulated += min(end.position_diff(start), info.max_bytes)
+            if self._diverged(partition, info):
+                return True
+        return accumulated >= self.params.min_bytes
+
+    @staticmethod
+    def _diverged(partition: Partition, info: FetchInfo) -> bool:
+        """Kafka's case H: a follower's last fetched epoch no longer ends at or after its
+        fetch offset here (the leader's log changed while the fetch was parked)."""
+        if info.last_fetched_epoch < 0:
+            return False
+        error, epoch, end_offset = partition.last_offset_for_leader_epoch(
+            info.current_leader_epoch, info.last_fetched_epoch
+        )
+        return (
+            error is not ErrorCode.none
+            or epoch == UNDEFINED_EPOCH
+            or end_offset == UNKNOWN_OFFSET
+            or epoch < info.last_fetched_epoch
+            or end_offset < info.fetch_offset
+        )

@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.errors import OffsetOutOfRangeError, StorageError
 from kafkalite.storage.log import AppendResult, UnifiedLog
+from kafkalite.storage.offset_metadata import LogOffsetMetadata
 from kafkalite.storage.txn_index import AbortedTxn
 
 NO_LEADER = -1
@@ -381,7 +382,8 @@ class Partition:
         """Kafka's fetchRecords: followers read to the log end, consumers to the high
         watermark (read_committed: the last stable offset). A follower whose last fetched
         epoch ends earlier here gets the diverging epoch instead of records (KIP-595's
-        truncation detection); its fetch position is not recorded then."""
+        truncation detection). Only reads: a follower's position is recorded once per
+        request, before (`record_follower_fetch`), not on a parked fetch's final read."""
         error = self.check_leader(current_leader_epoch)
         if error is not ErrorCode.none:
             return LogReadResult(error)
@@ -391,12 +393,7 @@ class Partition:
             diverging = self._diverging_epoch(fetch_offset, last_fetched_epoch)
             if diverging is not None:
                 return self._read_result(b"", diverging)
-            self.update_follower_fetch_state(replica_id, fetch_offset, now_ms)
-            max_offset = self.log_end_offset
-        elif isolation_level == READ_COMMITTED:
-            max_offset = self.last_stable_offset
-        else:
-            max_offset = self.high_watermark
+        max_offset = self._fetch_upper_bound(replica_id, isolation_level)
         try:
             records = self.log.read(fetch_offset, max_bytes, max_offset, min_one_batch)
         except OffsetOutOfRangeError:
@@ -406,6 +403,24 @@ class Partition:
             aborted = self.log.collect_aborted(fetch_offset, max_offset) if records else []
             result = replace(result, aborted_transactions=tuple(aborted))
         return result
+
+    def _fetch_upper_bound(self, replica_id: int, isolation_level: int) -> int:
+        """Kafka's FetchIsolation: LOG_END, TXN_COMMITTED or HIGH_WATERMARK."""
+        if replica_id >= 0:
+            return self.log_end_offset
+        if isolation_level == READ_COMMITTED:
+            return self.last_stable_offset
+        return self.high_watermark
+
+    def fetch_upper_bound_metadata(
+        self, current_leader_epoch: int, replica_id: int, isolation_level: int
+    ) -> LogOffsetMetadata | ErrorCode:
+        """Kafka's fetchOffsetSnapshot for a parked fetch: where the offset it may read up
+        to sits in the log (no records read), or why it cannot fetch here any more."""
+        error = self.check_leader(current_leader_epoch)
+        if error is not ErrorCode.none:
+            return error
+        return self.log.offset_metadata(self._fetch_upper_bound(replica_id, isolation_level))
 
     def _read_result(
         self, records: bytes, diverging_epoch: tuple[int, int] | None = None

@@ -437,12 +437,15 @@ class ReplicaManager:
     def fetch_messages(self, params: FetchParams, infos: Sequence[FetchInfo]) -> DelayedFetch:
         """Kafka's fetchMessages: a fetch to complete at once or park until data arrives
         (run it through the fetch purgatory, as broker/delayed_wait.py does). A follower's
-        positions are taken first, once per request: the high watermark may move (parked
-        acks=all produces complete) and the follower may rejoin the ISR."""
+        positions are recorded here, once per request (never by the reads or retries of
+        the DelayedFetch): the high watermark may move (parked acks=all produces complete)
+        and the follower may rejoin the ISR."""
         if params.is_from_follower:
             for info in infos:
                 self._update_follower_fetch_state(params.replica_id, info)
-        return DelayedFetch(params, infos, lambda: self.read_from_local_log(params, infos))
+        return DelayedFetch(
+            params, infos, lambda: self.read_from_local_log(params, infos), self._partition_of
+        )
 
     def _update_follower_fetch_state(self, replica_id: int, info: FetchInfo) -> None:
         partition = self._partition_of(info.tp)

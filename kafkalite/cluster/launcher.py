@@ -1,6 +1,8 @@
 """`kafkalite cluster --brokers N`: a local cluster, a real ZooKeeper and N brokers.
 
-PREVIEW: the brokers are started with `zookeeper.connect` but do not replicate yet.
+The brokers replicate as Kafka's do: every partition has a leader and followers that fetch
+from it, an ISR the leader shrinks and expands through the controller, acks=all answered once
+the ISR has the records, and a new leader elected from the ISR when a broker goes.
 
 Under `--data-dir` (default `data/cluster`): `zookeeper/` (the server's data and logs), and
 per broker `broker-<id>/` (its log dir) and `broker-<id>.out` (its output). ZooKeeper comes

@@ -49,6 +49,7 @@ from kafkalite.storage.errors import (
     from_invalid_batch,
 )
 from kafkalite.storage.leader_epoch import LeaderEpochCache
+from kafkalite.storage.offset_metadata import LogOffsetMetadata
 from kafkalite.storage.producer_state import BatchMetadata, ProducerStateManager
 from kafkalite.storage.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, decode_records, recompress
 from kafkalite.storage.segment import (
@@ -78,6 +79,7 @@ LONG_MAX = 2**63 - 1
 LOG_APPEND_TIME = "LogAppendTime"
 TOPIC_CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
 TEMPORARY_SUFFIXES = (".tmp", DELETED_SUFFIX, CLEANED_SUFFIX)
+OFFSET_METADATA_CACHE_SIZE = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +142,9 @@ class UnifiedLog:
     _doomed: list[LogSegment] = field(default_factory=list, repr=False)
     # Aborted transactions (the `.txnindex` files' entries), by abort marker offset.
     aborted_txns: list[AbortedTxn] = field(default_factory=list, repr=False)
+    # Positions of offsets below the log end that parked fetches asked for (high watermark,
+    # last stable offset, fetch offsets); dropped when batches move.
+    _offset_metadata: dict[int, LogOffsetMetadata] = field(default_factory=dict, repr=False)
 
     # ---- opening and loading ---------------------------------------------------------------
 
@@ -371,6 +376,29 @@ class UnifiedLog:
     @property
     def size_in_bytes(self) -> int:
         return sum(segment.size for segment in self.segments)
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        active = self.active_segment
+        return LogOffsetMetadata(active.next_offset, active.base_offset, active.size)
+
+    def offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Where `offset` sits (Kafka's convertToOffsetMetadataOrThrow): the log end costs
+        nothing; another offset is found by its batch header once, then cached until a
+        truncation or a cleaned segment moves batches. Offset only when out of range."""
+        if offset >= self.log_end_offset:
+            return self.log_end_offset_metadata
+        if offset < self.log_start_offset:
+            return LogOffsetMetadata(offset)
+        cached = self._offset_metadata.get(offset)
+        if cached is not None:
+            return cached
+        segment = self.segments[self._segment_index(offset)]
+        found = LogOffsetMetadata(offset, segment.base_offset, segment.batch_position(offset))
+        if len(self._offset_metadata) >= OFFSET_METADATA_CACHE_SIZE:
+            self._offset_metadata.clear()
+        self._offset_metadata[offset] = found
+        return found
 
     def _segment_index(self, offset: int) -> int:
         """Index of the segment whose range holds `offset` (the first one if below all)."""
@@ -976,6 +1004,7 @@ class UnifiedLog:
                 segment.delete()
             self.segments[first : first + len(old)] = [new]
             self._bases_key = None  # a middle segment changed: the cache key cannot tell
+            self._offset_metadata.clear()
             fsync_dir(self.dir)
             new.change_suffix("")
             fsync_dir(self.dir)
@@ -1047,6 +1076,7 @@ class UnifiedLog:
             segment.close_files()  # deferred while the worker still holds them
         self.segments[first : first + len(old)] = [new]
         self._bases_key = None
+        self._offset_metadata.clear()
 
     # ---- configuration, flushing and lifecycle ---------------------------------------------
 
@@ -1100,6 +1130,7 @@ class UnifiedLog:
         """Drop everything at or beyond `offset` (follower truncation)."""
         if offset >= self.log_end_offset:
             return
+        self._offset_metadata.clear()
         now_ms = self._now_ms
         if offset < self.segments[0].base_offset:
             self._truncate_fully_and_start_at(offset, now_ms)
@@ -1126,6 +1157,7 @@ class UnifiedLog:
         self._load_producer_state(self._now_ms)
 
     def _truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
+        self._offset_metadata.clear()
         for segment in self.segments:
             segment.delete()
         self.segments = [self._open_segment(offset, now_ms)]

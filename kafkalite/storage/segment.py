@@ -319,6 +319,14 @@ class LogSegment:
                 return (position, header) if header.base_offset <= offset else None
         return None
 
+    def batch_position(self, offset: int) -> int:
+        """Position of the batch holding `offset` (of the first one after it), or the size
+        when no batch here reaches it: headers only, from the offset index's floor."""
+        for position, header in scan_headers(self.fd, self.offset_index.lookup(offset), self.size):
+            if header.last_offset >= offset:
+                return position
+        return self.size
+
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
         return os.pread(self.fd, header.size, position)
 

@@ -29,10 +29,11 @@ def pair(tmp_path) -> tuple[Partition, Partition]:
 
 
 def replicate(leader: Partition, follower: Partition, now_ms: int = 1) -> None:
-    """One fetch round of the follower (Kafka's ReplicaFetcherThread, without the network)."""
-    read = leader.fetch_records(
-        follower.log_end_offset, 1 << 20, replica_id=follower.local_broker_id, now_ms=now_ms
-    )
+    """One fetch round of the follower (Kafka's ReplicaFetcherThread, without the network):
+    the leader records its position, then reads (as ReplicaManager.fetch_messages does)."""
+    replica_id, offset = follower.local_broker_id, follower.log_end_offset
+    leader.record_follower_fetch(replica_id, offset, now_ms=now_ms)
+    read = leader.fetch_records(offset, 1 << 20, replica_id=replica_id, now_ms=now_ms)
     assert read.error is ErrorCode.none
     if read.records:
         assert follower.append_records_to_follower(read.records, now_ms) is ErrorCode.none
@@ -148,16 +149,18 @@ def test_fetch_from_a_diverged_follower_answers_the_diverging_epoch(tmp_path) ->
     leader.make_leader(state(A, 2, BOTH), now_ms=1)
     leader.append_records_to_leader(batch(2), 1, min_isr=1, now_ms=1)  # epoch 2: 3-4
     # The follower ends at 4 in epoch 1, which this leader never had: epoch 0 ended at 3.
+    assert leader.record_follower_fetch(B, 4, last_fetched_epoch=1, now_ms=2) is False
+    assert leader.remote_replicas[B].log_end_offset == -1  # its position is not taken
     diverged = leader.fetch_records(4, 1 << 20, replica_id=B, last_fetched_epoch=1, now_ms=2)
     assert (diverged.error, diverged.records, diverged.diverging_epoch) == (
         ErrorCode.none,
         b"",
         (0, 3),
     )
-    assert leader.remote_replicas[B].log_end_offset == -1  # its position is not taken
+    leader.record_follower_fetch(B, 3, last_fetched_epoch=0, now_ms=3)
+    assert leader.remote_replicas[B].log_end_offset == 3
     consistent = leader.fetch_records(3, 1 << 20, replica_id=B, last_fetched_epoch=0, now_ms=3)
     assert consistent.diverging_epoch is None and consistent.records
-    assert leader.remote_replicas[B].log_end_offset == 3
 
 
 def reopened(partition: Partition, *, crash: bool) -> Partition:

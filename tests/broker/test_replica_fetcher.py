@@ -4,13 +4,17 @@ with each partition's answer."""
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
+import trio
+import trio.testing
 from kio.schema.errors import ErrorCode
 from partition_fixtures import batch, open_partition, state
 
 from kafkalite.broker.replica_fetcher import (
     FetchSettings,
     Outcome,
+    ReplicaFetcher,
     apply_partition_response,
     fetch_request,
 )
@@ -85,3 +89,39 @@ def test_a_diverging_epoch_truncates_by_leader_epoch(tmp_path) -> None:
     diverging = SimpleNamespace(epoch=4, end_offset=2)  # the leader's epoch 4 ends at 2
     outcome = apply_partition_response(partition, answer(diverging=diverging), 1)
     assert (outcome, partition.log_end_offset) == (Outcome.TRUNCATED, 2)
+
+
+def test_after_records_the_next_fetch_goes_out_at_once(tmp_path) -> None:
+    # The next fetch carries the new log end: the leader advances its high watermark (and
+    # answers acks=all produces) one round trip after the records, not a max wait later.
+    partition = follower(tmp_path)
+    leader = open_partition(tmp_path, broker_id=A)
+    leader.make_leader(state(A, 4, (A, B)), now_ms=0)
+    leader.append_records_to_leader(batch(3), 1, min_isr=1, now_ms=0)
+    records = leader.log.read(0, 1 << 20, 3)
+    fetcher = ReplicaFetcher(A, SETTINGS, lambda _: None, lambda: 0, lambda _: None)
+    sent: list[tuple[float, int]] = []
+
+    async def connect() -> object:
+        return object()
+
+    async def request(_connection: object, fetch: Any) -> Any:
+        sent.append((trio.current_time(), fetch.topics[0].partitions[0].fetch_offset))
+        if len(sent) > 1:
+            await trio.sleep_forever()  # parked on the leader
+        data = SimpleNamespace(partition_index=0, **vars(answer(records=records)))
+        topic = SimpleNamespace(topic_id=partition.topic_id, partitions=[data])
+        return SimpleNamespace(error_code=ErrorCode.none, responses=[topic])
+
+    fetcher._connect = connect  # type: ignore[method-assign]
+    fetcher._request = request  # type: ignore[method-assign]
+    fetcher.add(partition)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fetcher.run)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock())
+    assert sent == [(0.0, 0), (0.0, 3)]

@@ -8,9 +8,9 @@ from kio.schema.errors import ErrorCode
 from partition_fixtures import batch
 
 from kafkalite.broker.broker import Broker
-from kafkalite.broker.delayed import FetchInfo, FetchParams
+from kafkalite.broker.delayed import DelayedFetch, FetchInfo, FetchParams
 from kafkalite.broker.delayed_wait import complete_or_expire
-from kafkalite.broker.partition import PartitionState
+from kafkalite.broker.partition import PartitionState, Replica
 from kafkalite.config import build_config
 
 TP = ("t", 0)
@@ -128,4 +128,85 @@ def test_parked_requests_answer_when_their_topic_is_deleted(tmp_path) -> None:
     assert produce.results[TP].error is ErrorCode.unknown_topic_or_partition
     assert fetch.read_result.results[0].error is ErrorCode.unknown_topic_or_partition
     assert (manager.produce_purgatory.watched(), manager.fetch_purgatory.watched()) == (0, 0)
+    broker.shutdown()
+
+
+def _follower_fetch(manager, offset: int) -> DelayedFetch:
+    params = FetchParams(max_wait_ms=60_000, min_bytes=1, max_bytes=1 << 20, replica_id=2)
+    epoch = manager.partition(*TP).leader_epoch
+    return manager.fetch_messages(params, [FetchInfo("t", 0, offset, 1 << 20, epoch)])
+
+
+def test_a_follower_fetch_records_its_position_once(tmp_path, monkeypatch) -> None:
+    # Kafka's fetchMessages records a follower's fetch once per request; neither the
+    # fetch's reads nor the parked fetch's retries record it again.
+    broker = open_broker(tmp_path, **{"broker.id": "0"})
+    manager = broker.replica_manager
+    _hold_back_high_watermark(broker)
+    recorded: list[int] = []
+    original = Replica.update_fetch_state
+
+    def counting(replica: Replica, fetch_offset: int, *args: int) -> None:
+        recorded.append(fetch_offset)
+        original(replica, fetch_offset, *args)
+
+    monkeypatch.setattr(Replica, "update_fetch_state", counting)
+    fetch = _follower_fetch(manager, 0)
+    assert manager.fetch_purgatory.try_complete_else_watch(fetch) is False
+    manager.append_records({TP: batch()}, 1)
+    assert fetch.completed and fetch.read_result.bytes_read > 0
+    assert recorded == [0]
+    broker.shutdown()
+
+
+def test_a_parked_fetch_reads_once_more_on_completion_only(tmp_path, monkeypatch) -> None:
+    broker = open_broker(tmp_path)
+    manager = broker.replica_manager
+    reads: list[int] = []
+    original = manager.read_from_local_log
+
+    def counting(*args):
+        reads.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(manager, "read_from_local_log", counting)
+    size = len(batch())
+    params = FetchParams(max_wait_ms=60_000, min_bytes=3 * size, max_bytes=1 << 20)
+    fetch = manager.fetch_messages(params, [FetchInfo("t", 0, 0, 1 << 20)])
+    assert manager.fetch_purgatory.try_complete_else_watch(fetch) is False
+    for _ in range(2):
+        manager.append_records({TP: batch()}, 1)
+    assert not fetch.completed and len(reads) == 1  # retries read nothing
+    manager.append_records({TP: batch()}, 1)
+    assert fetch.completed and len(reads) == 2
+    assert fetch.read_result.bytes_read == 3 * size
+    broker.shutdown()
+
+
+def test_a_parked_follower_fetch_is_woken_by_an_append(tmp_path) -> None:
+    # Kafka's appendRecords completes delayed fetches of the partition: the follower learns of
+    # new data at once, not after its max wait; its next fetch completes the acks=all produce.
+    broker = open_broker(tmp_path, **{"broker.id": "0"})
+    manager = broker.replica_manager
+    _hold_back_high_watermark(broker)
+
+    async def main() -> None:
+        fetch = _follower_fetch(manager, 0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(complete_or_expire, manager.fetch_purgatory, fetch, 60_000)
+            await trio.testing.wait_all_tasks_blocked()
+            assert manager.fetch_purgatory.watched(TP) == 1
+            _, produce = manager.append_records({TP: batch(2)}, -1)
+            assert produce is not None
+            assert manager.produce_purgatory.try_complete_else_watch(produce) is False
+        assert fetch.completed and not fetch.expired
+        assert trio.current_time() == 0  # woken by the append, not by the clock
+        (result,) = fetch.read_result.results
+        assert (result.error, result.high_watermark) == (ErrorCode.none, 0)
+        assert result.records == manager.partition(*TP).log.read(0, 1 << 20, 2)
+        next_fetch = _follower_fetch(manager, 2)  # what the follower sends next, at once
+        assert produce.completed and produce.results[TP].error is ErrorCode.none
+        assert manager.fetch_purgatory.try_complete_else_watch(next_fetch) is False
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     broker.shutdown()

@@ -652,3 +652,40 @@ def test_records_stamped_too_far_ahead_are_named_by_index(tmp_path) -> None:
     )
     assert str(info.value) == "One or more records have been rejected due to invalid timestamp"
     log.close()
+
+
+def test_offset_metadata_finds_batch_positions_without_reading_records(tmp_path) -> None:
+    log = open_log(tmp_path)
+    appended = fill(log, 8)  # 3 records a batch; SMALL rolls segments of 1000 bytes
+    assert len(log.segments) > 1
+    for result in appended:
+        for offset in (result.first_offset, result.last_offset):
+            found = log.offset_metadata(offset)
+            segment = log.segments[log._segment_index(offset)]
+            start = segment.batch_position(result.first_offset)
+            assert (found.segment_base_offset, found.relative_position) == (
+                segment.base_offset,
+                start,
+            )
+            (header,) = [h for _, h in iter_batches(log.read(offset, 1, log.log_end_offset))]
+            assert header.base_offset == result.first_offset
+    end = log.offset_metadata(log.log_end_offset)
+    assert end == log.log_end_offset_metadata
+    assert (end.segment_base_offset, end.relative_position) == (
+        log.active_segment.base_offset,
+        log.active_segment.size,
+    )
+    assert log.offset_metadata(-1).message_offset_only
+
+
+def test_offset_metadata_is_not_stale_after_a_truncation(tmp_path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 2, records=3)
+    before = log.offset_metadata(4)  # in the second batch: cached
+    log.truncate_to(3)
+    assert log.offset_metadata(3) == log.log_end_offset_metadata
+    log.append_as_leader(make_batch(1, value_size=200), 0, now_ms=5)  # offset 3, larger
+    log.append_as_leader(make_batch(2, value_size=20), 0, now_ms=5)  # offsets 4-5
+    moved = log.offset_metadata(4)
+    assert moved.relative_position > before.relative_position
+    assert moved.relative_position == log.active_segment.batch_position(4)
