@@ -77,12 +77,12 @@ async def do_controlled_shutdowns(
 ) -> list[ZkWatch]:
     """One pass of the controller's round: the stopping brokers' partitions moved, their
     requests answered; the watch on the requests."""
-    brokers = await registrations(zk)
     requests, watch = await read_requests(zk)
-    stopping = {r.broker_id for r in requests if brokers.get(r.broker_id) == r.request.broker_epoch}
     pending = [r for r in requests if not _answered(r, epoch)]
     if not pending:
         return [watch]
+    brokers = await registrations(zk)
+    stopping = {r.broker_id for r in requests if brokers.get(r.broker_id) == r.request.broker_epoch}
     views = await move_off(zk, epoch, set(live), stopping) if stopping else {}
     available = set(live) - stopping
     for request in pending:
