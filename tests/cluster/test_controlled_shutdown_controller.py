@@ -18,7 +18,7 @@ from kafkalite.cluster import zk_data as zd
 from kafkalite.cluster.controlled_shutdown_controller import do_controlled_shutdowns
 from kafkalite.cluster.controlled_shutdown_zk import ask_controller, request_controlled_shutdown
 from kafkalite.cluster.kafka_zk import ControllerEpoch, KafkaZkClient
-from kafkalite.cluster.zk_client import ZkClient
+from kafkalite.cluster.zk_client import NoNode, ZkClient
 
 pytestmark = pytest.mark.slow
 WAIT = 30
@@ -131,9 +131,10 @@ async def until_asked(zk: ZkClient, attempt: int) -> None:
     """Until broker 1's request of `attempt` is in ZooKeeper."""
     with trio.fail_after(WAIT):
         while True:
-            stat = await zk.exists(cs.request_path(1))
-            data = (await zk.get(cs.request_path(1)))[0] if stat else b""
-            request = cs.decode(data)
+            try:
+                request = cs.decode((await zk.get(cs.request_path(1)))[0])
+            except NoNode:  # not yet, or the broker replacing its previous request
+                request = None
             if request is not None and request.attempt == attempt:
                 return
             await trio.sleep(0.01)
