@@ -125,13 +125,8 @@ def slow_controller_scenario(
     after = states(zk_connect, "slow")
     assert [p for p, state in after.items() if state.leader == 2] == []
     assert [p for p, state in after.items() if 2 in state.isr] == []
-    for partition in led:  # the stopped broker saw each move before it exited
-        state = after[partition]
-        assert state.leader_epoch == before[partition].leader_epoch + 1  # one move
-        assert (
-            f"slow-{partition}: leader {state.leader} at epoch {state.leader_epoch} "
-            f"(was 2 at epoch {before[partition].leader_epoch})"
-        ) in output
+    for partition in led:
+        assert after[partition].leader_epoch == before[partition].leader_epoch + 1  # one move
     proxy.faults.latency_s = 0
 
     producer.wait_for_acks(600)
