@@ -7,8 +7,11 @@ request for the controller (cluster/controlled_shutdown.py) and waits for the co
 answer: sent once the controller has moved its leaderships to other ISR members and taken it
 out of the ISR of the others, however long that takes (Kafka's broker waits for the response
 to its ControlledShutdown request). Then it waits, up to the backoff, for its own metadata to
-show the moves. An attempt fails when the controller answers that partitions remain, or when the
-controller changes or goes, or this broker's ZooKeeper connection is lost before the answer:
+show the moves. An attempt also ends well as soon as its own metadata shows nothing left to
+move (kafkalite's addition: when every broker stops at once, the controller among them, the
+others need no answer from a controller that is gone). An attempt fails when the controller
+answers that partitions remain, or when the controller changes or goes, or this broker's
+ZooKeeper connection is lost before the answer:
 up to `controlled.shutdown.max.retries` attempts, `controlled.shutdown.retry.backoff.ms` apart;
 after the last one it shuts down anyway, as Kafka does ("unclean shutdown").
 """
@@ -19,6 +22,7 @@ import contextlib
 import logging
 import math
 from collections.abc import Set
+from dataclasses import dataclass
 from typing import Protocol
 
 import trio
@@ -117,12 +121,48 @@ async def ask_controller(zk: ZkClient, broker_id: int, attempt: int) -> cs.Answe
         await request_changed.wait()
 
 
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How an attempt ended: the controller's answer (None: no answer, the controller or the
+    connection lost), or `moved` first: this broker's own metadata shows nothing left to
+    move (the moves seen, or nobody left to take over, as when every broker stops at once,
+    the controller too)."""
+
+    answer: cs.Answer | None = None
+    moved: bool = False
+
+
+async def attempt_once(zk: ZkClient, metadata: ZkMetadata, attempt: int) -> Outcome:
+    outcome = Outcome()
+    async with trio.open_nursery() as nursery:
+
+        async def ask() -> None:
+            nonlocal outcome
+            try:
+                outcome = Outcome(await ask_controller(zk, metadata.node_id, attempt))
+            except ZkError as exc:  # the connection or the session lost
+                log.warning("Error during controlled shutdown: %s", exc)
+            nursery.cancel_scope.cancel()
+
+        async def see_moved() -> None:
+            nonlocal outcome
+            with contextlib.suppress(ZkError):  # then the answer decides
+                await wait_until_moved(zk, metadata, math.inf)
+                outcome = Outcome(moved=True)
+                nursery.cancel_scope.cancel()
+
+        nursery.start_soon(ask)
+        nursery.start_soon(see_moved)
+    return outcome
+
+
 async def controlled_shutdown(
     config: BrokerConfig, zk: ZkClient, metadata: ZkMetadata, follower: Follower
 ) -> bool:
-    """True once the controller answered that nothing is left to move; False after the last
-    attempt (or when disabled). An attempt ends with the controller's answer, or when the
-    controller or this broker's ZooKeeper connection is lost; a slow controller is waited for."""
+    """True once nothing is left to move (the controller's answer, or this broker's metadata);
+    False after the last attempt (or when disabled). An attempt ends with the controller's
+    answer, or when the controller or this broker's ZooKeeper connection is lost; a slow
+    controller is waited for."""
     if not config.bool("controlled.shutdown.enable"):
         return False
     attempts = config.int("controlled.shutdown.max.retries")
@@ -131,12 +171,11 @@ async def controlled_shutdown(
     follower.stop_following()
     for attempt in range(1, attempts + 1):
         started = trio.current_time()
-        try:
-            answer = await ask_controller(zk, metadata.node_id, attempt)
-        except ZkError as exc:  # the connection or the session lost
-            log.warning("Error during controlled shutdown: %s", exc)
-            answer = None
-        took_ms = (trio.current_time() - started) * 1000
+        outcome = await attempt_once(zk, metadata, attempt)
+        answer, took_ms = outcome.answer, (trio.current_time() - started) * 1000
+        if outcome.moved:
+            log.info("Controlled shutdown succeeded after %.0fms: nothing left to move", took_ms)
+            return True
         if answer is not None and answer.error is not ErrorCode.none:
             log.info("Controlled shutdown request returned with error %s", answer.error.name)
         elif answer is not None and not answer.remaining:

