@@ -24,9 +24,10 @@ from chaos.proxy import TcpProxy
 from kafkalite.testing import free_ports
 
 _STARTED = re.compile(r"kafkalite started: ")
-# A broker restarted within the ZooKeeper session timeout of its killed predecessor finds its id
-# still registered and exits, as Kafka does; a supervisor starts it again until the old
-# session has expired.
+# A broker restarted within the ZooKeeper session timeout of its killed predecessor waits for
+# the old registration to go (kafka_zk.register_broker); one whose id another live session
+# holds under other endpoints exits, as Kafka does, and is started again until that session
+# has expired.
 _OLD_SESSION = re.compile(r"is registered by another session")
 
 

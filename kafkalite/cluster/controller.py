@@ -29,8 +29,8 @@ import trio
 from kafkalite.cluster import reassignment_zk
 from kafkalite.cluster import zk_data as zd
 from kafkalite.cluster.broker_liveness import BrokerLiveness, depose_dead_controller
+from kafkalite.cluster.controlled_shutdown_controller import do_controlled_shutdowns
 from kafkalite.cluster.controller_decisions import PartitionView, StateWrite, decide
-from kafkalite.cluster.election_zk import move_off_stopping_brokers
 from kafkalite.cluster.kafka_zk import (
     ControllerEpoch,
     ControllerMoved,
@@ -181,7 +181,7 @@ class Controller:
         stale = False
         for write in decide(views, live, epoch.epoch):
             stale |= not await self._write(write, epoch)
-        watches += await move_off_stopping_brokers(self.zk, epoch)  # controlled shutdowns
+        watches += await do_controlled_shutdowns(self.zk, epoch, live)
         watches += await reassignment_zk.advance(self.zk, epoch, live)
         return [] if stale else watches
 

@@ -3,7 +3,8 @@
 After Kafka's KafkaZkClient: every operation is one or a few requests on a `ZkClient`, with
 the fencing Kafka relies on:
 - Broker registration: an ephemeral `/brokers/ids/<id>`, created "checked" (a node left by this
-  same session counts as ours), re-created by `keep_broker_registered` on every new session.
+  same session counts as ours; one left by this broker's previous run, killed before its
+  session expired, is waited for), re-created by `keep_broker_registered` on every new session.
 - Controller election: an atomic multi creates the ephemeral `/controller` and bumps
   `/controller_epoch` conditionally on the version read; the winner keeps that znode version
   (`ControllerEpoch.zk_version`) and puts a CheckOp on it in front of each of its writes, so
@@ -40,6 +41,9 @@ from kafkalite.cluster.zk_client import (
 )
 
 log = logging.getLogger(__name__)
+# Beyond zookeeper.session.timeout.ms * 1.5 (ZooKeeper expires a session up to a tick late, a
+# tick being at most half the timeout): the server's own delays under load.
+SESSION_EXPIRY_MARGIN_MS = 2000
 
 
 class BrokerIdInUse(ZkError):
@@ -97,25 +101,61 @@ class KafkaZkClient:
     # -- brokers ----------------------------------------------------------------------------
 
     async def register_broker(self, info: zd.BrokerInfo) -> int:
-        """Create the ephemeral registration; returns its czxid (Kafka's broker epoch)."""
-        try:
-            await self.zk.create(info.path, info.encode(), ephemeral=True)
-        except NodeExists:
-            pass  # ours from a request retried after a connection loss, or another broker's
-        except NoNode:
-            await self.zk.ensure_path(zd.BROKER_IDS)
-            return await self.register_broker(info)
-        try:
-            _, stat = await self.zk.get(info.path)
-        except NoNode:  # the other session expired meanwhile: try again
-            return await self.register_broker(info)
-        if stat.ephemeral_owner != self.zk.session_id:
+        """Create the ephemeral registration; returns its czxid (Kafka's broker epoch).
+
+        A registration of another session is this broker's own previous one (its process was
+        killed and restarted before ZooKeeper expired the old session) when it names the same
+        endpoints; then the broker waits for it to go, up to the session timeout plus a margin
+        (ZooKeeper expires sessions a tick late at most; the old session's clock started
+        before this process did). The rule is sound because this process holds the lock of
+        every log dir and listens on its endpoints before it registers: no other live broker
+        can serve these endpoints or this data from this host, so a live broker with this id
+        elsewhere names other endpoints and is refused at once (BrokerIdInUse, as Kafka).
+        One advertising the very same endpoints from another host (a misconfiguration) is
+        refused too, after the wait, as its session never expires. Kafka refuses at once in
+        both cases (KAFKA-7165)."""
+        waited_until: float | None = None
+        while True:
+            try:
+                await self.zk.create(info.path, info.encode(), ephemeral=True)
+            except NodeExists:
+                pass  # ours from a request retried after a connection loss, or another's
+            except NoNode:
+                await self.zk.ensure_path(zd.BROKER_IDS)
+                continue
+            try:
+                data, stat, gone = await self.zk.get_watch(info.path)
+            except NoNode:  # the other session expired meanwhile: try again
+                continue
+            if stat.ephemeral_owner == self.zk.session_id:
+                return stat.czxid
+            if not _same_endpoints(info, data):
+                raise BrokerIdInUse(
+                    f"broker id {info.broker_id} is registered by another session"
+                    f" (0x{stat.ephemeral_owner:x})",
+                    info.path,
+                )
+            if waited_until is None:
+                wait_ms = self.zk.session_timeout_ms * 3 // 2 + SESSION_EXPIRY_MARGIN_MS
+                log.warning(
+                    "broker id %d is registered by session 0x%x with this broker's endpoints,"
+                    " taken for its previous run: waiting up to %d ms for that session to expire",
+                    info.broker_id,
+                    stat.ephemeral_owner,
+                    wait_ms,
+                )
+                waited_until = trio.current_time() + wait_ms / 1000
+            with trio.move_on_at(waited_until):
+                try:
+                    await gone.wait()
+                except ConnectionLost:
+                    await self.zk.wait_connected()
+                continue
             raise BrokerIdInUse(
                 f"broker id {info.broker_id} is registered by another session"
-                f" (0x{stat.ephemeral_owner:x})",
+                f" (0x{stat.ephemeral_owner:x}), which did not expire within {wait_ms} ms",
                 info.path,
             )
-        return stat.czxid
 
     async def live_brokers(self) -> dict[int, zd.BrokerInfo]:
         brokers = {}
@@ -311,6 +351,14 @@ class KafkaZkClient:
             except BadVersion:
                 continue  # another broker took this block: read the newer one and go on
             return block
+
+
+def _same_endpoints(info: zd.BrokerInfo, registered: bytes) -> bool:
+    try:
+        other = zd.BrokerInfo.decode(info.broker_id, registered)
+    except zd.ZkDataError:
+        return False
+    return set(other.endpoints) == set(info.endpoints)
 
 
 async def keep_broker_registered(

@@ -30,6 +30,7 @@ from kafkalite.cluster.zookeeper_server import ZooKeeperServer
 
 pytestmark = pytest.mark.slow
 WAIT = 30  # seconds: the bound of every wait on a watch or state change
+WAITING = "taken for its previous run: waiting up to"
 
 
 def broker_info(broker_id: int, rack: str | None = None) -> zd.BrokerInfo:
@@ -78,14 +79,60 @@ def test_broker_registration_is_ephemeral_and_unique_per_id(zk_connect: str) -> 
                 assert epoch == (await observer_zk.get("/brokers/ids/1"))[1].czxid
                 assert await one.register_broker(broker_info(1, rack="r1")) == epoch  # ours
                 await two.register_broker(broker_info(2))
+                elsewhere = zd.BrokerInfo(1, (zd.Endpoint("PLAINTEXT", "10.0.0.1", 9092),))
                 with pytest.raises(BrokerIdInUse, match="broker id 1 is registered"):
-                    await two.register_broker(broker_info(1))
+                    await two.register_broker(elsewhere)  # another live broker: at once
                 live = await observer.live_brokers()
                 assert live == {1: broker_info(1, rack="r1"), 2: broker_info(2)}
                 _, left = await observer_zk.children_watch(zd.BROKER_IDS)
             with trio.fail_after(WAIT):
                 assert await left.wait() == WatchEvent("child", zd.BROKER_IDS)
             assert await observer.live_brokers() == {}
+
+    trio.run(main)
+
+
+def test_the_registration_of_a_previous_run_is_waited_for(
+    zk_connect: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Same endpoints: taken for this broker's previous run, whose session is about to expire
+    (here: is closed), so the broker waits for the znode to go and registers."""
+
+    async def main() -> None:
+        async with ZkClient.open(zk_connect, 4000) as zk:
+            restarted = KafkaZkClient(zk)
+            await restarted.create_top_level_paths()
+            previous = ZkClient(zk_connect, 4000)
+            await previous.start()
+            try:
+                await KafkaZkClient(previous).register_broker(broker_info(1))
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(restarted.register_broker, broker_info(1))
+                    with trio.fail_after(WAIT):
+                        while WAITING not in caplog.text:
+                            await trio.sleep(0.01)  # polling the captured log
+                    await previous.close()  # as when ZooKeeper expires its session
+            finally:
+                await previous.close()
+            assert (await zk.exists(zd.broker_path(1))).ephemeral_owner == zk.session_id
+        assert caplog.text.count(WAITING) == 1
+
+    trio.run(main)
+
+
+def test_a_live_registration_with_our_endpoints_is_refused_after_the_wait(
+    zk_connect: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def main() -> None:
+        async with ZkClient.open(zk_connect) as zk1, ZkClient.open(zk_connect, 1000) as zk2:
+            live = KafkaZkClient(zk1)
+            await live.create_top_level_paths()
+            await live.register_broker(broker_info(1))
+            started = trio.current_time()
+            with pytest.raises(BrokerIdInUse, match="did not expire within 3500 ms"):
+                await KafkaZkClient(zk2).register_broker(broker_info(1))
+            assert trio.current_time() - started >= 3.5
+        assert caplog.text.count(WAITING) == 1
 
     trio.run(main)
 
