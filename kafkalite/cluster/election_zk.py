@@ -1,5 +1,6 @@
-"""The controller's elections on request, against ZooKeeper: ElectLeaders, the automatic
-preferred-leader rebalance and the moves of a controlled shutdown.
+"""The controller's elections on request, against ZooKeeper: ElectLeaders and the automatic
+preferred-leader rebalance (the moves of a controlled shutdown:
+controlled_shutdown_controller.py).
 
 Each reads what it needs from ZooKeeper (live registrations with their broker epochs, the
 controlled-shutdown requests, assignments and partition states with their versions), decides
@@ -25,7 +26,6 @@ from kafkalite.cluster.kafka_zk import (
 from kafkalite.cluster.leader_election import (
     PREFERRED,
     Election,
-    controlled_shutdown_writes,
     elect,
     partitions_to_rebalance,
     unknown_partition,
@@ -106,26 +106,6 @@ async def write_state(zk: ZkClient, write: StateWrite, epoch: ControllerEpoch, w
         list(state.isr),
     )
     return True
-
-
-# -- controlled shutdown (the controller's side) ------------------------------------------------
-
-
-async def move_off_stopping_brokers(zk: ZkClient, epoch: ControllerEpoch) -> list[ZkWatch]:
-    """One pass of the controller's round: leadership and ISR membership moved off the brokers
-    in controlled shutdown; the watch on the requests."""
-    for _ in range(MAX_ATTEMPTS):
-        brokers = await registrations(zk)
-        stopping, watch = await shutdown_requests(zk, brokers)
-        if not stopping:
-            return [watch]
-        views = await read_views(zk, await zk.children(zd.TOPICS))
-        writes = controlled_shutdown_writes(views.values(), set(brokers), stopping, epoch.epoch)
-        why = f"controlled shutdown of {sorted(stopping)}"
-        results = [await write_state(zk, write, epoch, why) for write in writes]
-        if all(results):
-            return [watch]
-    return [watch]
 
 
 # -- ElectLeaders ------------------------------------------------------------------------------

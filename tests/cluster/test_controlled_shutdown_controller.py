@@ -14,10 +14,12 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kafkalite.cluster import controlled_shutdown as cs
+from kafkalite.cluster import election_zk
 from kafkalite.cluster import zk_data as zd
 from kafkalite.cluster.controlled_shutdown_controller import do_controlled_shutdowns
 from kafkalite.cluster.controlled_shutdown_zk import ask_controller, request_controlled_shutdown
 from kafkalite.cluster.kafka_zk import ControllerEpoch, KafkaZkClient
+from kafkalite.cluster.leader_election import PREFERRED
 from kafkalite.cluster.zk_client import NoNode, ZkClient
 
 pytestmark = pytest.mark.slow
@@ -79,6 +81,9 @@ def test_moves_then_answers_the_live_registrations_request_only(zk_connect: str)
         assert await state(zk, "u", 1) == (2, 4, (2,))
         assert await answer(zk, 1) == cs.Answer(epoch.epoch, ErrorCode.none, ())
         assert [w.path for w in watches] == [cs.REQUESTS]
+        # While broker 1 stops it is no candidate: the preferred election is refused.
+        results = await election_zk.elect_leaders(zk, epoch, PREFERRED, [("t", 2)])
+        assert results[("t", 2)].error is ErrorCode.preferred_leader_not_available
 
         # Answered: a later round neither writes nor answers again.
         answered = await zk.get(cs.request_path(1))

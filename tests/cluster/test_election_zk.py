@@ -1,6 +1,6 @@
 """The controller's elections on request against a real ZooKeeper (znodes written by hand, no
-broker processes): ElectLeaders' outcomes and writes, controlled-shutdown requests honoured only
-for the live registration's epoch, the automatic rebalance, and a deposed controller fenced."""
+broker processes): ElectLeaders' outcomes and writes, the automatic rebalance, and a deposed
+controller fenced (the controlled shutdown's moves: test_controlled_shutdown_controller.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,8 @@ import pytest
 import trio
 from kio.schema.errors import ErrorCode
 
-from kafkalite.cluster import controlled_shutdown as cs
 from kafkalite.cluster import election_zk
 from kafkalite.cluster import zk_data as zd
-from kafkalite.cluster.controlled_shutdown_zk import request_controlled_shutdown
 from kafkalite.cluster.kafka_zk import ControllerEpoch, ControllerMoved, KafkaZkClient
 from kafkalite.cluster.leader_election import PREFERRED, UNCLEAN
 from kafkalite.cluster.zk_client import ZkClient
@@ -78,28 +76,6 @@ def test_elect_leaders_preferred_and_unclean(zk_connect: str) -> None:
         }
         assert await state(zk, "u", 0) == (1, 5, (1,))
         assert await state(zk, "u", 1) == (-1, 4, (3,))
-
-    run(zk_connect, scenario)
-
-
-def test_controlled_shutdown_request_of_the_live_registration_only(zk_connect: str) -> None:
-    async def scenario(zk: ZkClient, epoch: ControllerEpoch) -> None:
-        await zk.ensure_path(cs.REQUESTS)
-        await zk.create(cs.request_path(1), cs.encode_request(12345), ephemeral=True)  # stale
-        await election_zk.move_off_stopping_brokers(zk, epoch)
-        assert await state(zk, "t", 2) == (1, 4, (1, 2))
-
-        await zk.delete(cs.request_path(1))
-        await request_controlled_shutdown(zk, 1)
-        watches = await election_zk.move_off_stopping_brokers(zk, epoch)
-        assert await state(zk, "t", 0) == (2, 5, (2,))  # broker 1 left the ISR
-        assert await state(zk, "t", 1) == (2, 5, (2,))
-        assert await state(zk, "t", 2) == (2, 5, (2,))  # leadership moved to broker 2
-        assert await state(zk, "u", 0) == (-1, 4, (3,))  # no leader: the rounds' business
-        # While broker 1 stops it is no candidate: the preferred election is refused.
-        results = await election_zk.elect_leaders(zk, epoch, PREFERRED, [("t", 2)])
-        assert results[("t", 2)].error is ErrorCode.preferred_leader_not_available
-        assert [w.path for w in watches] == [cs.REQUESTS]
 
     run(zk_connect, scenario)
 
