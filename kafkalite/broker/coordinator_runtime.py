@@ -175,18 +175,20 @@ class CoordinatorRuntime:
 
     # -- leadership (Kafka's onElection / onResignation, called by the ReplicaManager) -----
 
-    def start(self) -> int:
-        """At startup: load the partitions this broker leads, then follow leadership."""
-        loaded = 0
-        topic = self.replica_manager.topics.get(self.topic)
-        if topic is not None:
-            self._num_partitions = topic.metadata.num_partitions
-            for partition in topic.partitions.values():
-                index, epoch = partition.index, partition.leader_epoch
-                if partition.is_leader and self.partitions.elect(index, epoch):
-                    batches = [b for chunk in log_chunks(partition.log) for b in chunk]
-                    loaded += self._install(index, epoch, batches, False)
+    def start(self) -> int | None:
+        """At startup: load the partitions this broker leads, then follow leadership.
+        Returns the records loaded (None: this broker has no replica of the topic)."""
         self.replica_manager.coordinators.append(self)
+        topic = self.replica_manager.topics.get(self.topic)
+        if topic is None:
+            return None
+        loaded = 0
+        self._num_partitions = topic.metadata.num_partitions
+        for partition in topic.partitions.values():
+            index, epoch = partition.index, partition.leader_epoch
+            if partition.is_leader and self.partitions.elect(index, epoch):
+                batches = [b for chunk in log_chunks(partition.log) for b in chunk]
+                loaded += self._install(index, epoch, batches, False)
         return loaded
 
     def on_election(self, topic: str, index: int, leader_epoch: int) -> None:

@@ -183,7 +183,8 @@ class GroupCoordinatorService:
         """At startup: load the `__consumer_offsets` partitions this broker leads, then
         follow leadership changes."""
         loaded = self.runtime.start()
-        log.info("loaded %d record(s) from %s", loaded, OFFSETS_TOPIC)
+        if loaded is not None:
+            log.info("loaded %d record(s) from %s", loaded, OFFSETS_TOPIC)
 
     def unload(self, index: int) -> None:
         count = self.runtime.partition_count()

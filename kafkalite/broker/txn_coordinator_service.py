@@ -133,7 +133,8 @@ class TransactionCoordinatorService:
         """At startup: load the `__transaction_state` partitions this broker leads (each
         finishes what a restart interrupted), then follow leadership changes."""
         loaded = self.runtime.start()
-        log.info("loaded %d record(s) from %s", loaded, TXN_STATE_TOPIC)
+        if loaded is not None:
+            log.info("loaded %d record(s) from %s", loaded, TXN_STATE_TOPIC)
 
     def replay(self, index: int, batches: list[Batch]) -> int:
         """Replay a loaded partition, then finish its transactions left in PrepareCommit /
