@@ -26,13 +26,12 @@ from kio.schema.errors import ErrorCode
 from kafkalite.broker.partition import PartitionState
 from kafkalite.cluster import controlled_shutdown as cs
 from kafkalite.cluster import zk_data as zd
-from kafkalite.cluster.controller_decisions import PartitionView, StateWrite
-from kafkalite.cluster.election_zk import registrations
+from kafkalite.cluster.controller_decisions import PartitionView
+from kafkalite.cluster.election_zk import registrations, write_state
 from kafkalite.cluster.kafka_zk import (
     ControllerEpoch,
     ControllerMoved,
     KafkaZkClient,
-    StalePartitionState,
 )
 from kafkalite.cluster.leader_election import controlled_shutdown_writes
 from kafkalite.cluster.zk_client import (
@@ -165,30 +164,6 @@ async def read_state(zk: ZkClient, view: PartitionView) -> PartitionView:
     if current is None:
         return replace(view, state=None, zk_version=-1)
     return replace(view, state=current.state, zk_version=current.zk_version)
-
-
-async def write_state(
-    zk: ZkClient, epoch: ControllerEpoch, write: StateWrite, why: str
-) -> int | None:
-    """The state znode's new version; None when the state moved on since it was read."""
-    assert write.expected_version is not None
-    try:
-        version = await KafkaZkClient(zk).set_partition_state(
-            write.topic, write.partition, write.state, write.expected_version, epoch
-        )
-    except (StalePartitionState, NoNode):
-        return None
-    state = write.state
-    log.info(
-        "%s-%d (%s): leader %d, leader epoch %d, ISR %s",
-        write.topic,
-        write.partition,
-        why,
-        state.leader,
-        state.leader_epoch,
-        list(state.isr),
-    )
-    return version
 
 
 async def answer_request(

@@ -86,15 +86,17 @@ async def read_views(zk: ZkClient, topics: Iterable[str]) -> dict[TopicPartition
     return views
 
 
-async def write_state(zk: ZkClient, write: StateWrite, epoch: ControllerEpoch, why: str) -> bool:
-    """False when the state moved on since it was read."""
+async def write_state(
+    zk: ZkClient, epoch: ControllerEpoch, write: StateWrite, why: str
+) -> int | None:
+    """The state znode's new version; None when the state moved on since it was read."""
     assert write.expected_version is not None
     try:
-        await KafkaZkClient(zk).set_partition_state(
+        version = await KafkaZkClient(zk).set_partition_state(
             write.topic, write.partition, write.state, write.expected_version, epoch
         )
     except (StalePartitionState, NoNode):
-        return False
+        return None
     state = write.state
     log.info(
         "%s-%d (%s): leader %d, leader epoch %d, ISR %s",
@@ -105,7 +107,7 @@ async def write_state(zk: ZkClient, write: StateWrite, epoch: ControllerEpoch, w
         state.leader_epoch,
         list(state.isr),
     )
-    return True
+    return version
 
 
 # -- ElectLeaders ------------------------------------------------------------------------------
@@ -134,7 +136,7 @@ async def elect_leaders(
             result = elect(election_type, view, live, stopping, epoch.epoch)
             if result.write is None:
                 break
-            if await write_state(zk, result.write, epoch, "leader election"):
+            if await write_state(zk, epoch, result.write, "leader election") is not None:
                 break
             view = (await read_views(zk, [tp[0]]))[tp]
         results[tp] = result
@@ -152,8 +154,8 @@ async def rebalance(zk: ZkClient, epoch: ControllerEpoch, imbalance_percentage: 
     live, moved = set(brokers), 0
     for view in partitions_to_rebalance(views.values(), live, stopping, imbalance_percentage):
         result = elect(PREFERRED, view, live, stopping, epoch.epoch)
-        if result.write is not None and await write_state(
-            zk, result.write, epoch, "preferred leader rebalance"
-        ):
+        if result.write is None:
+            continue
+        if await write_state(zk, epoch, result.write, "preferred leader rebalance") is not None:
             moved += 1
     return moved

@@ -3,12 +3,13 @@ conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import trio
 
-from kafkalite.cluster.kafka_zk import KafkaZkClient
+from kafkalite.cluster import zk_data as zd
+from kafkalite.cluster.kafka_zk import ControllerEpoch, KafkaZkClient
 from kafkalite.cluster.zk_client import ZkClient
 from kafkalite.testing import BrokerProcess
 from tests.integration.e2e_helpers import wait_until
@@ -32,3 +33,45 @@ def zk_read(zk_connect: str, read: Callable[[KafkaZkClient], Any]) -> Any:
             return await read(KafkaZkClient(zk))
 
     return trio.run(main)
+
+
+# -- partition states written by hand (controller tests without broker processes) -------------
+
+Layout = Mapping[str, list[tuple[tuple[int, ...], int, tuple[int, ...]]]]
+
+
+def run_on_layout(
+    zk_connect: str,
+    layout: Layout,
+    scenario: Callable[[ZkClient, ControllerEpoch], Awaitable[Any]],
+) -> Any:
+    """Brokers 1 and 2 registered, broker 1 the controller, and `layout`'s topics (per
+    partition: replicas, leader, ISR, at leader epoch 4) written; then `scenario`."""
+
+    async def main() -> Any:
+        async with ZkClient.open(zk_connect) as zk:
+            kafka_zk = KafkaZkClient(zk)
+            await kafka_zk.create_top_level_paths()
+            for broker_id in (1, 2):
+                endpoint = zd.Endpoint("PLAINTEXT", "127.0.0.1", 9000 + broker_id)
+                await kafka_zk.register_broker(zd.BrokerInfo(broker_id, (endpoint,)))
+            epoch = await kafka_zk.try_become_controller(1)
+            assert epoch is not None
+            for topic, partitions in layout.items():
+                assignment = {p: zd.ReplicaAssignment(r) for p, (r, _, _) in enumerate(partitions)}
+                await kafka_zk.create_topic(topic, zd.TopicAssignment(assignment))
+                for p, (_, leader, isr) in enumerate(partitions):
+                    state = zd.PartitionState(leader, 4, isr, epoch.epoch)
+                    await kafka_zk.create_partition_state(topic, p, state, epoch)
+            return await scenario(zk, epoch)
+
+    return trio.run(main)
+
+
+async def partition_state(
+    zk: ZkClient, topic: str, partition: int
+) -> tuple[int, int, tuple[int, ...]]:
+    """(leader, leader epoch, ISR) of a partition, as ZooKeeper has it."""
+    found = await KafkaZkClient(zk).partition_state(topic, partition)
+    assert found is not None
+    return found.state.leader, found.state.leader_epoch, found.state.isr

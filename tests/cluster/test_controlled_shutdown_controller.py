@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import trio
+from cluster_helpers import partition_state, run_on_layout
 from kio.schema.errors import ErrorCode
 
 from kafkalite.cluster import controlled_shutdown as cs
@@ -32,30 +33,10 @@ LAYOUT = {
 
 
 def run(zk_connect: str, scenario: Callable[[ZkClient, ControllerEpoch], Awaitable[Any]]) -> Any:
-    async def main() -> Any:
-        async with ZkClient.open(zk_connect) as zk:
-            kafka_zk = KafkaZkClient(zk)
-            await kafka_zk.create_top_level_paths()
-            for broker_id in (1, 2):
-                endpoint = zd.Endpoint("PLAINTEXT", "127.0.0.1", 9000 + broker_id)
-                await kafka_zk.register_broker(zd.BrokerInfo(broker_id, (endpoint,)))
-            epoch = await kafka_zk.try_become_controller(1)
-            assert epoch is not None
-            for topic, partitions in LAYOUT.items():
-                assignment = {p: zd.ReplicaAssignment(r) for p, (r, _, _) in enumerate(partitions)}
-                await kafka_zk.create_topic(topic, zd.TopicAssignment(assignment))
-                for p, (_, leader, isr) in enumerate(partitions):
-                    state = zd.PartitionState(leader, 4, isr, epoch.epoch)
-                    await kafka_zk.create_partition_state(topic, p, state, epoch)
-            return await scenario(zk, epoch)
-
-    return trio.run(main)
+    return run_on_layout(zk_connect, LAYOUT, scenario)
 
 
-async def state(zk: ZkClient, topic: str, partition: int) -> tuple[int, int, tuple[int, ...]]:
-    found = await KafkaZkClient(zk).partition_state(topic, partition)
-    assert found is not None
-    return found.state.leader, found.state.leader_epoch, found.state.isr
+state = partition_state
 
 
 async def answer(zk: ZkClient, broker_id: int) -> cs.Answer | None:
