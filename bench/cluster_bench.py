@@ -41,7 +41,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import workloads
-from bench.compare import RESULTS_DIR, Row, _fmt
+from bench.compare import RESULTS_DIR, Row, ratio_table
 
 SETTINGS = {"min.insync.replicas": "2", "default.replication.factor": "3"}
 LATENCY_RATE, LATENCY_SECONDS = 1000.0, 5.0
@@ -252,15 +252,8 @@ def markdown(table: list[Row], chosen: list[Workload], results: dict[str, Any]) 
         f"3 brokers, replication factor 3, min.insync.replicas=2, same machine, one run each "
         f"({sizes})",
         "",
-        "| measure | kafkalite | Apache Kafka | kafkalite/Kafka | |",
-        "|---|---|---|---|---|",
+        *ratio_table(table),
     ]
-    for row in table:
-        ratio = "n/a" if row.ratio is None else f"{row.ratio:.2f}"
-        lines.append(
-            f"| {row.measure} ({row.unit}) | {_fmt(row.kafkalite)} | {_fmt(row.kafka)} "
-            f"| {ratio} | {row.verdict} |"
-        )
     for target, figures in results.items():
         failover = figures.get("failover", {})
         if failover:

@@ -181,15 +181,9 @@ def rows(ours: dict[str, Any], theirs: dict[str, Any]) -> list[Row]:
     return table
 
 
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:,.1f}"
-
-
-def markdown(table: list[Row], args: argparse.Namespace) -> str:
+def ratio_table(table: list[Row]) -> list[str]:
+    """The markdown table of kafkalite's and Kafka's figures with their ratio."""
     lines = [
-        f"kafkalite vs Apache Kafka, {datetime.date.today()}: 1 partition, "
-        f"{args.messages:,} x {args.size} B messages, linger.ms=5, same machine, one run each",
-        "",
         "| measure | kafkalite | Apache Kafka | kafkalite/Kafka | |",
         "|---|---|---|---|---|",
     ]
@@ -199,6 +193,20 @@ def markdown(table: list[Row], args: argparse.Namespace) -> str:
             f"| {row.measure} ({row.unit}) | {_fmt(row.kafkalite)} | {_fmt(row.kafka)} "
             f"| {ratio} | {row.verdict} |"
         )
+    return lines
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.1f}"
+
+
+def markdown(table: list[Row], args: argparse.Namespace) -> str:
+    lines = [
+        f"kafkalite vs Apache Kafka, {datetime.date.today()}: 1 partition, "
+        f"{args.messages:,} x {args.size} B messages, linger.ms=5, same machine, one run each",
+        "",
+        *ratio_table(table),
+    ]
     return "\n".join(lines) + "\n"
 
 

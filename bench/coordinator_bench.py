@@ -45,7 +45,7 @@ from typing import Any
 
 from bench import txn_copy
 from bench.cluster_bench import create_topic, kafka_cluster, kafkalite_cluster
-from bench.compare import RESULTS_DIR, Row, _fmt
+from bench.compare import RESULTS_DIR, Row, ratio_table
 from bench.workloads import Latencies
 from protocol_tests.raw_client import RawClient, build
 
@@ -378,15 +378,8 @@ def markdown(table: list[Row], args: argparse.Namespace, results: dict[str, Any]
         f"rebalance rounds, {args.copy_records} records copied by {copiers}); "
         f"load average at the end {load}",
         "",
-        "| measure | kafkalite | Apache Kafka | kafkalite/Kafka | |",
-        "|---|---|---|---|---|",
+        *ratio_table(table),
     ]
-    for row in table:
-        ratio = "n/a" if row.ratio is None else f"{row.ratio:.2f}"
-        lines.append(
-            f"| {row.measure} ({row.unit}) | {_fmt(row.kafkalite)} | {_fmt(row.kafka)} "
-            f"| {ratio} | {row.verdict} |"
-        )
     for target, figures in results.items():
         steps = get(figures, "copy_python", "steps") or {}
         if steps:
