@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -41,7 +40,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import workloads
-from bench.compare import RESULTS_DIR, Row, ratio_table
+from bench.compare import RESULTS_DIR, Row, ratio_table, write_results
 
 SETTINGS = {"min.insync.replicas": "2", "default.replication.factor": "3"}
 LATENCY_RATE, LATENCY_SECONDS = 1000.0, 5.0
@@ -281,10 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     table = rows(results.get("kafkalite", {}), results.get("kafka", {}), chosen)
     text = markdown(table, chosen, results)
     print(text)
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"cluster-{args.target}"
-    stem.with_suffix(".md").write_text(text)
-    stem.with_suffix(".json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    stem = write_results(args.out, f"cluster-{args.target}", text, results)
     log(f"written {stem}.md and .json")
     return 0
 

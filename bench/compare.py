@@ -107,15 +107,26 @@ def kafka_cold_start(base: Path, runs: int) -> dict[str, Any]:
     return {"runs_ms": times, "median_ms": statistics.median(times)}
 
 
-def rows(ours: dict[str, Any], theirs: dict[str, Any]) -> list[Row]:
-    def get(results: dict[str, Any], *path: str) -> float | None:
-        value: Any = results
-        for key in path:
-            if not isinstance(value, dict) or key not in value:
-                return None
-            value = value[key]
-        return value
+def get(results: dict[str, Any], *path: str) -> Any:
+    """The figure at `path`, None where that run has none."""
+    value: Any = results
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
 
+
+def write_results(out: Path, stem_name: str, text: str, results: dict[str, Any]) -> Path:
+    """`<stem_name>.md` (the table) and `.json` (every figure) under `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / stem_name
+    stem.with_suffix(".md").write_text(text)
+    stem.with_suffix(".json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    return stem
+
+
+def rows(ours: dict[str, Any], theirs: dict[str, Any]) -> list[Row]:
     table = []
     for acks in ("1", "all"):
         table.append(

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import json
 import statistics
 import struct
 import sys
@@ -45,7 +44,7 @@ from typing import Any
 
 from bench import txn_copy
 from bench.cluster_bench import create_topic, kafka_cluster, kafkalite_cluster
-from bench.compare import RESULTS_DIR, Row, ratio_table
+from bench.compare import RESULTS_DIR, Row, get, ratio_table, write_results
 from bench.workloads import Latencies
 from protocol_tests.raw_client import RawClient, build
 
@@ -328,16 +327,6 @@ def run(target: str, base: Path, args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-def get(results: dict[str, Any], *path: str) -> Any:
-    """The figure at `path`, None where that run has none."""
-    value: Any = results
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return None
-        value = value[key]
-    return value
-
-
 def rows(ours: dict[str, Any], theirs: dict[str, Any], consumers: int) -> list[Row]:
     table = []
     path: tuple[str, ...]
@@ -407,10 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     table = rows(results.get("kafkalite", {}), results.get("kafka", {}), args.consumers)
     text = markdown(table, args, results)
     print(text)
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"coordinator-{args.target}"
-    stem.with_suffix(".md").write_text(text)
-    stem.with_suffix(".json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    stem = write_results(args.out, f"coordinator-{args.target}", text, results)
     log(f"written {stem}.md and .json")
     return 0
 
