@@ -89,12 +89,6 @@ def decode(data: bytes) -> ShutdownRequest | None:
         return None
 
 
-def decode_request(data: bytes) -> int | None:
-    """The broker epoch of a request; None when the znode is not one."""
-    request = decode(data)
-    return None if request is None else request.broker_epoch
-
-
 def remaining(
     broker_id: int, states: Iterable[PartitionState], available: Set[int]
 ) -> list[TopicPartition]:

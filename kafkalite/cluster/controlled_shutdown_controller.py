@@ -16,22 +16,28 @@ pipelines them), as Kafka's controller batches its ZooKeeper requests.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Set
-from dataclasses import dataclass, replace
-from typing import TypeVar
+from collections.abc import Iterable, Set
+from dataclasses import replace
 
-import trio
 from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.partition import PartitionState
 from kafkalite.cluster import controlled_shutdown as cs
 from kafkalite.cluster import zk_data as zd
 from kafkalite.cluster.controller_decisions import PartitionView
-from kafkalite.cluster.election_zk import registrations, write_state
+from kafkalite.cluster.election_zk import (
+    PendingRequest,
+    gather,
+    read_requests,
+    read_state,
+    read_views,
+    registrations,
+    stopping_brokers,
+    write_state,
+)
 from kafkalite.cluster.kafka_zk import (
     ControllerEpoch,
     ControllerMoved,
-    KafkaZkClient,
 )
 from kafkalite.cluster.leader_election import controlled_shutdown_writes
 from kafkalite.cluster.zk_client import (
@@ -46,29 +52,6 @@ from kafkalite.cluster.zk_client import (
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 MAX_ATTEMPTS = 10  # per round, when leaders' ISR changes keep coming first
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-@dataclass(frozen=True, slots=True)
-class PendingRequest:
-    broker_id: int
-    request: cs.ShutdownRequest
-    zk_version: int  # of the request znode: the answer is written only onto this request
-
-
-async def gather(function: Callable[[T], Awaitable[R]], items: Iterable[T]) -> list[R]:
-    """`function` on every item at once (ZooKeeper requests pipelined), results in order."""
-    items = list(items)
-    results: list[R | None] = [None] * len(items)
-
-    async def one(index: int, item: T) -> None:
-        results[index] = await function(item)
-
-    async with trio.open_nursery() as nursery:
-        for index, item in enumerate(items):
-            nursery.start_soon(one, index, item)
-    return results  # type: ignore[return-value]  # every slot is filled
 
 
 async def do_controlled_shutdowns(
@@ -81,7 +64,7 @@ async def do_controlled_shutdowns(
     if not pending:
         return [watch]
     brokers = await registrations(zk)
-    stopping = {r.broker_id for r in requests if brokers.get(r.broker_id) == r.request.broker_epoch}
+    stopping = stopping_brokers(requests, brokers)
     views = await move_off(zk, epoch, set(live), stopping) if stopping else {}
     available = set(live) - stopping
     for request in pending:
@@ -100,32 +83,12 @@ def _answered(pending: PendingRequest, epoch: ControllerEpoch) -> bool:
     return answer is not None and answer.controller_epoch == epoch.epoch
 
 
-async def read_requests(zk: ZkClient) -> tuple[list[PendingRequest], ZkWatch]:
-    while True:
-        try:
-            names, watch = await zk.children_watch(cs.REQUESTS)
-            break
-        except NoNode:
-            await zk.ensure_path(cs.REQUESTS)
-
-    async def read(broker_id: int) -> PendingRequest | None:
-        try:
-            data, stat = await zk.get(cs.request_path(broker_id))
-        except NoNode:
-            return None  # the broker stopped (or asked again) meanwhile
-        request = cs.decode(data)
-        return None if request is None else PendingRequest(broker_id, request, stat.version)
-
-    found = await gather(read, [int(name) for name in names if name.isdigit()])
-    return [r for r in found if r is not None], watch
-
-
 async def move_off(
     zk: ZkClient, epoch: ControllerEpoch, live: set[int], stopping: set[int]
 ) -> dict[TopicPartition, PartitionView]:
     """Leaderships and ISR memberships moved off `stopping`; the partitions they hold a
     replica of, as they are now."""
-    views = await read_views(zk, stopping)
+    views = await read_views(zk, brokers=stopping)
     why = f"controlled shutdown of {sorted(stopping)}"
     for _ in range(MAX_ATTEMPTS):
         writes = controlled_shutdown_writes(views.values(), live, stopping, epoch.epoch)
@@ -142,28 +105,6 @@ async def move_off(
         for view in await gather(lambda tp: read_state(zk, views[tp]), stale):
             views[(view.topic, view.partition)] = view
     return views
-
-
-async def read_views(zk: ZkClient, brokers: Set[int]) -> dict[TopicPartition, PartitionView]:
-    """The partitions with a replica on `brokers`, with their states and znode versions."""
-    topics = await zk.children(zd.TOPICS)
-    assignments = await gather(KafkaZkClient(zk).topic_assignment, topics)
-    placed = [
-        PartitionView(topic, index, replicas.replicas, None)
-        for topic, assignment in zip(topics, assignments, strict=True)
-        if assignment is not None
-        for index, replicas in sorted(assignment.partitions.items())
-        if set(replicas.replicas) & brokers
-    ]
-    found = await gather(lambda view: read_state(zk, view), placed)
-    return {(v.topic, v.partition): v for v in found}
-
-
-async def read_state(zk: ZkClient, view: PartitionView) -> PartitionView:
-    current = await KafkaZkClient(zk).partition_state(view.topic, view.partition)
-    if current is None:
-        return replace(view, state=None, zk_version=-1)
-    return replace(view, state=current.state, zk_version=current.zk_version)
 
 
 async def answer_request(

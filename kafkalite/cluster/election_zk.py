@@ -13,7 +13,11 @@ controller's write raises ControllerMoved.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence, Set
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+import trio
 
 from kafkalite.cluster import controlled_shutdown as cs
 from kafkalite.cluster import zk_data as zd
@@ -31,6 +35,9 @@ from kafkalite.cluster.leader_election import (
     unknown_partition,
 )
 from kafkalite.cluster.zk_client import NoNode, ZkClient, ZkWatch
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
@@ -50,40 +57,79 @@ async def registrations(zk: ZkClient) -> dict[int, int]:
 async def shutdown_requests(zk: ZkClient, brokers: dict[int, int]) -> tuple[set[int], ZkWatch]:
     """The brokers in controlled shutdown (a request of their live registration's epoch), and
     a watch on the requests."""
+    requests, watch = await read_requests(zk)
+    return stopping_brokers(requests, brokers), watch
+
+
+def stopping_brokers(requests: Iterable[PendingRequest], brokers: dict[int, int]) -> set[int]:
+    """Those whose request carries the epoch of their live registration."""
+    return {r.broker_id for r in requests if brokers.get(r.broker_id) == r.request.broker_epoch}
+
+
+async def read_requests(zk: ZkClient) -> tuple[list[PendingRequest], ZkWatch]:
     while True:
         try:
             names, watch = await zk.children_watch(cs.REQUESTS)
             break
         except NoNode:
             await zk.ensure_path(cs.REQUESTS)
-    stopping = set()
-    for name in filter(str.isdigit, names):
+
+    async def read(broker_id: int) -> PendingRequest | None:
         try:
-            data, _ = await zk.get(cs.request_path(int(name)))
+            data, stat = await zk.get(cs.request_path(broker_id))
         except NoNode:
-            continue
-        if brokers.get(int(name)) == cs.decode_request(data):
-            stopping.add(int(name))
-    return stopping, watch
+            return None  # the broker stopped (or asked again) meanwhile
+        request = cs.decode(data)
+        return None if request is None else PendingRequest(broker_id, request, stat.version)
+
+    found = await gather(read, [int(name) for name in names if name.isdigit()])
+    return [r for r in found if r is not None], watch
 
 
-async def read_views(zk: ZkClient, topics: Iterable[str]) -> dict[TopicPartition, PartitionView]:
-    kafka_zk = KafkaZkClient(zk)
-    views = {}
-    for topic in topics:
-        assignment = await kafka_zk.topic_assignment(topic)
-        if assignment is None:
-            continue
-        for index, replicas in sorted(assignment.partitions.items()):
-            current = await kafka_zk.partition_state(topic, index)
-            views[(topic, index)] = PartitionView(
-                topic,
-                index,
-                replicas.replicas,
-                current.state if current else None,
-                current.zk_version if current else -1,
-            )
-    return views
+async def read_views(
+    zk: ZkClient, topics: Iterable[str] | None = None, brokers: Set[int] | None = None
+) -> dict[TopicPartition, PartitionView]:
+    """The partitions of `topics` (None: every topic), only those with a replica on
+    `brokers` if given, with their states and znode versions (read all at once)."""
+    names = list(topics) if topics is not None else await zk.children(zd.TOPICS)
+    assignments = await gather(KafkaZkClient(zk).topic_assignment, names)
+    placed = [
+        PartitionView(topic, index, replicas.replicas, None)
+        for topic, assignment in zip(names, assignments, strict=True)
+        if assignment is not None
+        for index, replicas in sorted(assignment.partitions.items())
+        if brokers is None or set(replicas.replicas) & brokers
+    ]
+    found = await gather(lambda view: read_state(zk, view), placed)
+    return {(v.topic, v.partition): v for v in found}
+
+
+async def read_state(zk: ZkClient, view: PartitionView) -> PartitionView:
+    current = await KafkaZkClient(zk).partition_state(view.topic, view.partition)
+    if current is None:
+        return replace(view, state=None, zk_version=-1)
+    return replace(view, state=current.state, zk_version=current.zk_version)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRequest:
+    broker_id: int
+    request: cs.ShutdownRequest
+    zk_version: int  # of the request znode: the answer is written only onto this request
+
+
+async def gather(function: Callable[[T], Awaitable[R]], items: Iterable[T]) -> list[R]:
+    """`function` on every item at once (ZooKeeper requests pipelined), results in order."""
+    items = list(items)
+    results: list[R | None] = [None] * len(items)
+
+    async def one(index: int, item: T) -> None:
+        results[index] = await function(item)
+
+    async with trio.open_nursery() as nursery:
+        for index, item in enumerate(items):
+            nursery.start_soon(one, index, item)
+    return results  # type: ignore[return-value]  # every slot is filled
 
 
 async def write_state(
@@ -138,7 +184,7 @@ async def elect_leaders(
                 break
             if await write_state(zk, epoch, result.write, "leader election") is not None:
                 break
-            view = (await read_views(zk, [tp[0]]))[tp]
+            view = await read_state(zk, view)
         results[tp] = result
     return results
 
@@ -150,7 +196,7 @@ async def rebalance(zk: ZkClient, epoch: ControllerEpoch, imbalance_percentage: 
     """One check of Kafka's auto leader rebalance; the partitions moved back."""
     brokers = await registrations(zk)
     stopping, _ = await shutdown_requests(zk, brokers)
-    views = await read_views(zk, await zk.children(zd.TOPICS))
+    views = await read_views(zk)
     live, moved = set(brokers), 0
     for view in partitions_to_rebalance(views.values(), live, stopping, imbalance_percentage):
         result = elect(PREFERRED, view, live, stopping, epoch.epoch)
