@@ -356,13 +356,14 @@ class DelayedFetch(DelayedOperation):
             )
             if isinstance(end, ErrorCode):
                 return True
-            if start.message_offset > end.message_offset:
-                return True  # the log was truncated below the fetch offset
+            if end.on_older_segment(start):
+                return True  # the log was truncated below the fetch offset's segment
+            if start.on_older_segment(end):
+                return True  # behind the active segment, or it just rolled
             if start.message_offset < end.message_offset:
-                if start.on_older_segment(end):
-                    return True  # behind the active segment, or it just rolled
-                if start.on_same_segment(end):
-                    accumulated += min(end.position_diff(start), info.max_bytes)
+                accumulated += min(end.position_diff(start), info.max_bytes)
+            # A fetch offset past the bound in the same segment (a new leader's high
+            # watermark catching up) waits, as Kafka's: answering it would loop the client.
             if self._diverged(partition, info):
                 return True
         return accumulated >= self.params.min_bytes

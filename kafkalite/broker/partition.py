@@ -376,7 +376,6 @@ class Partition:
         replica_id: int = -1,
         isolation_level: int = READ_UNCOMMITTED,
         min_one_batch: bool = True,
-        now_ms: int = 0,
         last_fetched_epoch: int = -1,
     ) -> LogReadResult:
         """Kafka's fetchRecords: followers read to the log end, consumers to the high

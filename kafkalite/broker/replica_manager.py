@@ -507,7 +507,6 @@ class ReplicaManager:
                 replica_id=params.replica_id,
                 isolation_level=params.isolation_level,
                 min_one_batch=first,
-                now_ms=self.clock_ms(),
                 last_fetched_epoch=info.last_fetched_epoch,
             )
             if result.records:

@@ -141,6 +141,21 @@ def test_consumer_fetch_counts_bytes_below_the_high_watermark_only(tmp_path) -> 
     assert (result.high_watermark, result.records) == (3, partition.log.read(0, 1 << 20, 3))
 
 
+def test_consumer_fetch_past_the_high_watermark_waits_for_it(tmp_path) -> None:
+    """A fetch offset above the high watermark but in the log (a new leader's high watermark
+    catching up) waits, as Kafka's case F does only across segments: answering it at the
+    next append would send the client into a tight fetch loop."""
+    partition = replicated(tmp_path)  # 3 records, high watermark 0
+    fetch = CountedFetch(partition, FetchParams(500, min_bytes=1, max_bytes=1 << 20), 2)
+    purgatory = Purgatory("Fetch")
+    assert purgatory.try_complete_else_watch(fetch.delayed) is False
+    partition.append_records_to_leader(batch(), -1, min_isr=2, now_ms=0)
+    assert purgatory.check_and_complete(TP) == 0
+    partition.update_follower_fetch_state(2, 6, now_ms=1)  # the high watermark passes it
+    assert purgatory.check_and_complete(TP) == 1
+    assert fetch.reads == 2
+
+
 def test_follower_fetch_counts_bytes_to_the_log_end(tmp_path) -> None:
     partition = replicated(tmp_path)
     params = FetchParams(500, min_bytes=1, max_bytes=1 << 20, replica_id=2)

@@ -33,7 +33,7 @@ def replicate(leader: Partition, follower: Partition, now_ms: int = 1) -> None:
     the leader records its position, then reads (as ReplicaManager.fetch_messages does)."""
     replica_id, offset = follower.local_broker_id, follower.log_end_offset
     leader.record_follower_fetch(replica_id, offset, now_ms=now_ms)
-    read = leader.fetch_records(offset, 1 << 20, replica_id=replica_id, now_ms=now_ms)
+    read = leader.fetch_records(offset, 1 << 20, replica_id=replica_id)
     assert read.error is ErrorCode.none
     if read.records:
         assert follower.append_records_to_follower(read.records, now_ms) is ErrorCode.none
@@ -59,7 +59,7 @@ def test_follower_appends_the_leaders_batches_unchanged(tmp_path) -> None:
 def test_follower_refuses_batches_below_its_log_end(tmp_path) -> None:
     leader, follower = pair(tmp_path)
     leader.append_records_to_leader(batch(2), 1, min_isr=1, now_ms=0)
-    records = leader.fetch_records(0, 1 << 20, replica_id=B, now_ms=1).records
+    records = leader.fetch_records(0, 1 << 20, replica_id=B).records
     assert follower.append_records_to_follower(records, 1) is ErrorCode.none
     refused = follower.append_records_to_follower(records, 2)
     assert isinstance(refused, UnexpectedAppendOffsetError)
@@ -151,7 +151,7 @@ def test_fetch_from_a_diverged_follower_answers_the_diverging_epoch(tmp_path) ->
     # The follower ends at 4 in epoch 1, which this leader never had: epoch 0 ended at 3.
     assert leader.record_follower_fetch(B, 4, last_fetched_epoch=1, now_ms=2) is False
     assert leader.remote_replicas[B].log_end_offset == -1  # its position is not taken
-    diverged = leader.fetch_records(4, 1 << 20, replica_id=B, last_fetched_epoch=1, now_ms=2)
+    diverged = leader.fetch_records(4, 1 << 20, replica_id=B, last_fetched_epoch=1)
     assert (diverged.error, diverged.records, diverged.diverging_epoch) == (
         ErrorCode.none,
         b"",
@@ -159,7 +159,7 @@ def test_fetch_from_a_diverged_follower_answers_the_diverging_epoch(tmp_path) ->
     )
     leader.record_follower_fetch(B, 3, last_fetched_epoch=0, now_ms=3)
     assert leader.remote_replicas[B].log_end_offset == 3
-    consistent = leader.fetch_records(3, 1 << 20, replica_id=B, last_fetched_epoch=0, now_ms=3)
+    consistent = leader.fetch_records(3, 1 << 20, replica_id=B, last_fetched_epoch=0)
     assert consistent.diverging_epoch is None and consistent.records
 
 

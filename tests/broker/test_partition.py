@@ -119,7 +119,7 @@ def test_consumers_read_to_the_high_watermark_followers_to_the_log_end(tmp_path)
     consumer = partition.fetch_records(0, 10_000)
     assert (consumer.error, consumer.records, consumer.high_watermark) == (ErrorCode.none, b"", 0)
     assert partition.fetch_records(0, 10_000, isolation_level=READ_COMMITTED).records == b""
-    follower = partition.fetch_records(0, 10_000, replica_id=2, now_ms=5)
+    follower = partition.fetch_records(0, 10_000, replica_id=2)
     assert follower.records != b""
     assert partition.fetch_offset_for_timestamp(LATEST) == (ErrorCode.none, (0, -1, 0))
     partition.update_follower_fetch_state(2, 4, now_ms=6)
