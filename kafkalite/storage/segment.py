@@ -312,20 +312,24 @@ class LogSegment:
             pos += size + LOG_OVERHEAD
         return None
 
-    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
-        """(position, header) of the batch holding `offset`, if this segment has it."""
+    def _first_batch_reaching(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose last offset >= `offset`: headers
+        only, from the offset index's floor."""
         for position, header in scan_headers(self.fd, self.offset_index.lookup(offset), self.size):
             if header.last_offset >= offset:
-                return (position, header) if header.base_offset <= offset else None
+                return position, header
         return None
+
+    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the batch holding `offset`, if this segment has it."""
+        found = self._first_batch_reaching(offset)
+        return found if found is not None and found[1].base_offset <= offset else None
 
     def batch_position(self, offset: int) -> int:
         """Position of the batch holding `offset` (of the first one after it), or the size
-        when no batch here reaches it: headers only, from the offset index's floor."""
-        for position, header in scan_headers(self.fd, self.offset_index.lookup(offset), self.size):
-            if header.last_offset >= offset:
-                return position
-        return self.size
+        when no batch here reaches it."""
+        found = self._first_batch_reaching(offset)
+        return self.size if found is None else found[0]
 
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
         return os.pread(self.fd, header.size, position)
