@@ -114,7 +114,7 @@ class DynamicBrokerConfig:
         config. Values that no longer parse are skipped with a warning, as Kafka skips
         invalid dynamic configs."""
         for entity in (DEFAULT_ENTITY, self.node_entity):
-            self._take(entity, stored.get(entity, {}))
+            self.apply(entity, stored.get(entity, {}))
         return self.effective()
 
     def apply(self, entity: str, configs: Mapping[str, str]) -> bool:
@@ -132,14 +132,6 @@ class DynamicBrokerConfig:
             return False
         self.entities[entity] = dict(configs)
         return True
-
-    def _take(self, entity: str, configs: Mapping[str, str]) -> None:
-        try:
-            self._check(configs)
-        except DynamicConfigError as exc:
-            log.warning("ignoring dynamic broker configs of %s: %s", entity, exc)
-            return
-        self.entities[entity] = dict(configs)
 
     def configs(self, entity: str) -> dict[str, str]:
         return dict(self.entities.get(entity, {}))
