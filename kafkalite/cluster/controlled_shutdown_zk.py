@@ -10,10 +10,11 @@ to its ControlledShutdown request). Then it waits, up to the backoff, for its ow
 show the moves. An attempt also ends well as soon as its own metadata shows nothing left to
 move (kafkalite's addition: when every broker stops at once, the controller among them, the
 others need no answer from a controller that is gone). An attempt fails when the controller
-answers that partitions remain, or when the controller changes or goes, or this broker's
-ZooKeeper connection is lost before the answer:
-up to `controlled.shutdown.max.retries` attempts, `controlled.shutdown.retry.backoff.ms` apart;
-after the last one it shuts down anyway, as Kafka does ("unclean shutdown").
+answers that partitions remain, when there is no controller to ask, or when this broker's
+ZooKeeper connection is lost before the answer (a controller that changes meanwhile fails
+nothing: its successor answers the request): up to `controlled.shutdown.max.retries`
+attempts, `controlled.shutdown.retry.backoff.ms` apart; after the last one it shuts down
+anyway, as Kafka does ("unclean shutdown").
 """
 
 from __future__ import annotations
@@ -101,9 +102,10 @@ async def request_controlled_shutdown(zk: ZkClient, broker_id: int, attempt: int
 
 async def ask_controller(zk: ZkClient, broker_id: int, attempt: int) -> cs.Answer | None:
     """Kafka's ControlledShutdown request: the controller's answer, however long its moves
-    take; None when there is no controller or it goes before answering (a new one would
-    answer a request of its own time: ask again)."""
-    controller, controller_gone = await zk.exists_watch(zd.CONTROLLER)
+    take; None when there is no controller to ask. A controller that goes before answering
+    is not waited out for a backoff: its successor answers the pending requests it finds
+    when elected (with moves of its own), so the request stays and its answer is awaited."""
+    controller, controller_changed = await zk.exists_watch(zd.CONTROLLER)
     if controller is None:
         log.info("No controller to ask for a controlled shutdown")
         return None
@@ -113,17 +115,18 @@ async def ask_controller(zk: ZkClient, broker_id: int, attempt: int) -> cs.Answe
         request = cs.decode(data)
         if request is not None and request.attempt == attempt and request.answer is not None:
             return request.answer
-        await wait_any([request_changed, controller_gone])
-        if controller_gone.fired:
-            await controller_gone.wait()  # ConnectionLost if the connection dropped
-            log.info("The controller changed before answering the controlled shutdown request")
-            return None
-        await request_changed.wait()
+        await wait_any([request_changed, controller_changed])
+        if controller_changed.fired:
+            await controller_changed.wait()  # ConnectionLost if the connection dropped
+            log.info("The controller changed before answering: waiting for the new one's answer")
+            _, controller_changed = await zk.exists_watch(zd.CONTROLLER)
+        else:
+            await request_changed.wait()
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """How an attempt ended: the controller's answer (None: no answer, the controller or the
+    """How an attempt ended: the controller's answer (None: no answer, no controller or the
     connection lost), or `moved` first: this broker's own metadata shows nothing left to
     move (the moves seen, or nobody left to take over, as when every broker stops at once,
     the controller too)."""
@@ -161,8 +164,8 @@ async def controlled_shutdown(
 ) -> bool:
     """True once nothing is left to move (the controller's answer, or this broker's metadata);
     False after the last attempt (or when disabled). An attempt ends with the controller's
-    answer, or when the controller or this broker's ZooKeeper connection is lost; a slow
-    controller is waited for."""
+    answer (or its successor's), or when there is no controller or this broker's ZooKeeper
+    connection is lost; a slow controller is waited for."""
     if not config.bool("controlled.shutdown.enable"):
         return False
     attempts = config.int("controlled.shutdown.max.retries")

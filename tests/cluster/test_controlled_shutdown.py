@@ -256,4 +256,4 @@ def test_rolling_restart_under_acks_all_load_loses_nothing(
         assert process.wait(WAIT) == 0  # a second signal would cut the shutdown short
         broker.stop()  # reaps it and its output
         last_run = broker.output().rpartition("Starting controlled shutdown")[2]
-        assert succeeded_at_once(last_run)
+        assert succeeded_at_once(last_run), last_run[-4000:]

@@ -87,7 +87,7 @@ def test_a_partition_nobody_can_take_over_yet_is_answered_as_remaining(zk_connec
     run(zk_connect, scenario)
 
 
-def test_the_broker_waits_for_the_answer_and_asks_again_when_the_controller_goes(
+def test_the_broker_waits_for_the_answer_also_across_a_change_of_controller(
     zk_connect: str,
 ) -> None:
     async def scenario(zk: ZkClient, epoch: ControllerEpoch) -> None:
@@ -99,12 +99,18 @@ def test_the_broker_waits_for_the_answer_and_asks_again_when_the_controller_goes
             await do_controlled_shutdowns(zk, epoch, {1, 2})
         assert answers == [cs.Answer(epoch.epoch, ErrorCode.none, ())]
 
-        # The controller going before it answers ends the attempt.
+        # The controller goes before it answers (it stops too, as when every broker of a
+        # cluster gets SIGTERM at once): the attempt goes on, and its successor answers the
+        # request it finds, with no backoff in between.
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ask, zk, 2, answers)
             await until_asked(zk, 2)
             await zk.delete(zd.CONTROLLER)
-        assert answers[1:] == [None]
+            successor = await KafkaZkClient(zk).try_become_controller(2)
+            assert successor is not None and successor.epoch == epoch.epoch + 1
+            assert answers[1:] == []
+            await do_controlled_shutdowns(zk, successor, {1, 2})
+        assert answers[1:] == [cs.Answer(successor.epoch, ErrorCode.none, ())]
 
     run(zk_connect, scenario)
 
