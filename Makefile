@@ -10,7 +10,7 @@ serve: setup
 # The console's browser tests need Debian's chromium and chromium-driver (installed if missing).
 test: setup
 	./scripts/install_chromium.sh
-	.venv/bin/python -m pytest -q
+	.venv/bin/python -m pytest -q --durations=30
 
 test-fast: setup
 	./scripts/install_chromium.sh

@@ -46,6 +46,13 @@ def _partition(ctx: RequestContext, state: PartitionState, live: set[int]) -> An
 
 def _topic(ctx: RequestContext, topic: TopicMetadata, operations: int) -> Any:
     metadata = ctx.broker.metadata
+    states = metadata.partition_states(topic.name)
+    if len(states) < topic.num_partitions:
+        # Some partitions' states are not known here yet (the controller writes them one by
+        # one; this broker reads them as they come). Kafka's cache holds a topic with all its
+        # partitions or not at all, and answers one being created LEADER_NOT_AVAILABLE: a
+        # client shown fewer partitions would refuse records for the others.
+        return _error_topic(ctx, topic.name, topic.topic_id, ErrorCode.leader_not_available)
     live = {b.broker_id for b in metadata.brokers()}
     return make(
         ctx.schema.MetadataResponseTopic,
@@ -53,7 +60,7 @@ def _topic(ctx: RequestContext, topic: TopicMetadata, operations: int) -> Any:
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.name in INTERNAL_TOPICS,
-        partitions=tuple(_partition(ctx, s, live) for s in metadata.partition_states(topic.name)),
+        partitions=tuple(_partition(ctx, s, live) for s in states),
         topic_authorized_operations=operations,
     )
 

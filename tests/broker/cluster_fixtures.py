@@ -127,7 +127,8 @@ class MetadataView:
     def partition_states(self, topic: str) -> list[PartitionState]:
         meta = self.cluster.topics.get(topic)
         count = meta.num_partitions if meta is not None else 0
-        return [self.cluster.states[(topic, i)] for i in range(count)]
+        states = (self.cluster.states.get((topic, i)) for i in range(count))
+        return [state for state in states if state is not None]
 
     def brokers(self) -> list[BrokerInfo]:
         return [self.cluster.brokers[i] for i in sorted(self.cluster.brokers)]
