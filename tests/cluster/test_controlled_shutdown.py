@@ -154,6 +154,7 @@ class NumberedProducer:
         self.topic = topic
         self.acked: dict[int, list[int]] = defaultdict(list)
         self.failed: list[Any] = []
+        self.error: Exception | None = None
         self._stop = threading.Event()
         self._producer = Producer(
             {
@@ -173,6 +174,13 @@ class NumberedProducer:
             self.acked[message.partition()].append(int(message.value()))
 
     def _run(self) -> None:
+        try:
+            self._produce()
+        except Exception as exc:  # the test's wait fails with it, not 60 s later
+            self.error = exc
+            raise
+
+    def _produce(self) -> None:
         number = 0
         while not self._stop.is_set():
             partition = number % PARTITIONS
@@ -190,7 +198,11 @@ class NumberedProducer:
         return self
 
     def wait_for_acks(self, count: int) -> None:
-        poll(lambda: sum(map(len, self.acked.values())) >= count, f"{count} acks")
+        poll(
+            lambda: self.error is not None or sum(map(len, self.acked.values())) >= count,
+            f"{count} acks",
+        )
+        assert self.error is None
 
     def stop(self) -> None:
         self._stop.set()
