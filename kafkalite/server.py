@@ -4,16 +4,22 @@ Per connection a reader task splits frames and decodes requests into a bounded c
 processor answers them one at a time, in order (pipelined requests queue in the channel,
 like Kafka's one-in-flight-per-connection processing). A bad frame closes only its own
 connection.
+
+Each listener has a security protocol (kafkalite/security/): on SSL and SASL_SSL listeners
+the connection first completes a TLS handshake, on SASL ones the SASL exchange
+(security/sasl_authenticator.py), both within kafkalite.authentication.timeout.ms; a failure
+costs one log line and that connection.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import trio
 from kio.schema.errors import ErrorCode
@@ -36,6 +42,9 @@ from kafkalite.protocol.codec import (
 from kafkalite.protocol.errors import FrameError
 from kafkalite.protocol.frames import FrameReader
 from kafkalite.protocol.request_memory import ConnectionMemory, RequestMemoryPool
+from kafkalite.security.listener_security import ListenerSecurity, listener_security
+from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal, ssl_principal
+from kafkalite.security.sasl_authenticator import SaslServerAuthenticator, SaslState
 
 log = logging.getLogger("kafkalite.server")
 
@@ -46,15 +55,14 @@ Queued = DecodedRequest | UnsupportedApiVersions | bytes
 
 
 async def _read_requests(
-    stream: trio.SocketStream,
+    stream: trio.abc.Stream,
     peer: str,
-    max_frame_bytes: int,
+    reader: FrameReader,
     handlers: Mapping[int, ApiHandler],
     queue: trio.MemorySendChannel[Queued],
     metrics: BrokerMetrics,
     memory: ConnectionMemory,
 ) -> None:
-    reader = FrameReader(max_frame_bytes)
     async with queue:
         while True:
             try:
@@ -85,10 +93,20 @@ def _answer_legacy(handler: ApiHandler, request: LegacyRequest) -> bytes:
     return handler.legacy(request.api_version, request.correlation_id, request.frame)
 
 
+@dataclass(frozen=True, slots=True)
+class Channel:
+    """Who is at the other end of a connection, and on which listener (Kafka's KafkaChannel)."""
+
+    peer: str
+    client_host: str  # "/127.0.0.1", as Kafka reports it
+    listener: str
+    principal: KafkaPrincipal = ANONYMOUS
+
+
 async def _process(
     broker: Broker,
-    stream: trio.SocketStream,
-    client_host: str,
+    stream: trio.abc.Stream,
+    channel: Channel,
     handlers: Mapping[int, ApiHandler],
     queue: trio.MemoryReceiveChannel[Queued],
     memory: ConnectionMemory,
@@ -110,7 +128,9 @@ async def _process(
             item.api_version,
             item.correlation_id,
             item.client_id,
-            client_host,
+            channel.client_host,
+            channel.listener,
+            channel.principal,
         )
         if handler.is_async:
             response = await handler.handle(ctx, item.body)
@@ -125,25 +145,38 @@ async def _process(
 
 
 async def handle_connection(
-    broker: Broker, stream: trio.SocketStream, pool: RequestMemoryPool | None = None
+    broker: Broker,
+    stream: trio.SocketStream,
+    pool: RequestMemoryPool | None = None,
+    security: ListenerSecurity | None = None,
 ) -> None:
     try:
         host, port = stream.socket.getpeername()[:2]
     except OSError:
         host, port = "?", 0
     peer = f"{host}:{port}"
-    max_frame = broker.config.int("socket.request.max.bytes")
+    security = security or _plaintext(broker)
+    channel = Channel(peer, f"/{host}", security.name)
+    reader = FrameReader(broker.config.int("socket.request.max.bytes"))
     send, receive = trio.open_memory_channel[Queued](MAX_QUEUED_REQUESTS)
     memory = (pool or RequestMemoryPool(-1)).connection()
     broker.metrics.connections += 1
     broker.metrics.connections_created += 1
     try:
-        async with stream, trio.open_nursery() as nursery:
-            nursery.start_soon(
-                _read_requests, stream, peer, max_frame, HANDLERS, send, broker.metrics, memory
-            )
-            await _process(broker, stream, f"/{host}", HANDLERS, receive, memory)
-            nursery.cancel_scope.cancel()
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(stream)
+            secured = await _secure(broker, stream, channel, reader, security)
+            if secured is None:
+                return
+            channel, transport = secured
+            if transport is not stream:
+                await stack.enter_async_context(transport)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(
+                    _read_requests, transport, peer, reader, HANDLERS, send, broker.metrics, memory
+                )
+                await _process(broker, transport, channel, HANDLERS, receive, memory)
+                nursery.cancel_scope.cancel()
     # The nursery wraps whatever its tasks raise in an ExceptionGroup.
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         log.debug("connection from %s dropped", peer)
@@ -152,6 +185,102 @@ async def handle_connection(
     finally:
         memory.close()
         broker.metrics.connections -= 1
+
+
+def _plaintext(broker: Broker) -> ListenerSecurity:
+    return ListenerSecurity(broker.advertised_listener.name, "PLAINTEXT")
+
+
+async def _secure(
+    broker: Broker,
+    stream: trio.SocketStream,
+    channel: Channel,
+    reader: FrameReader,
+    security: ListenerSecurity,
+) -> tuple[Channel, trio.abc.Stream] | None:
+    """TLS handshake and SASL exchange as the listener's protocol asks, within the
+    authentication timeout: the channel with its principal and the stream to serve, or None
+    when the connection is to be closed (already logged)."""
+    transport: trio.abc.Stream = stream
+    with trio.move_on_after(security.timeout_s) as deadline:
+        if security.ssl_context is not None:
+            tls = trio.SSLStream(stream, security.ssl_context, server_side=True)
+            try:
+                await tls.do_handshake()
+            except trio.BrokenResourceError as exc:
+                log.warning(
+                    "TLS handshake with %s on %s failed: %s",
+                    channel.peer,
+                    channel.listener,
+                    exc.__cause__ or exc,
+                )
+                return None
+            transport = tls
+            peer_certificate = tls.getpeercert()
+            channel = replace(channel, principal=ssl_principal(peer_certificate))
+        if security.sasl is not None:
+            principal = await _sasl_authenticate(broker, transport, channel, reader, security)
+            if principal is None:
+                return None
+            channel = replace(channel, principal=principal)
+    if deadline.cancelled_caught:
+        log.warning(
+            "closing connection from %s on %s: not authenticated within %.0f ms",
+            channel.peer,
+            channel.listener,
+            security.timeout_s * 1000,
+        )
+        return None
+    return channel, transport
+
+
+async def _sasl_authenticate(
+    broker: Broker,
+    stream: trio.abc.Stream,
+    channel: Channel,
+    reader: FrameReader,
+    security: ListenerSecurity,
+) -> KafkaPrincipal | None:
+    """Run the SASL state machine until it completes (the principal) or fails (None, after
+    connection.failed.authentication.delay.ms when Kafka delays)."""
+    assert security.sasl is not None
+    authenticator = SaslServerAuthenticator(
+        security.sasl,
+        HANDLERS,
+        lambda version, error: api_versions_response(HANDLERS, version, error),
+        broker.scram_credential,
+    )
+    served_max = reader.max_frame_bytes
+    reader.max_frame_bytes = security.sasl.max_receive_size
+    while authenticator.state not in (SaslState.COMPLETE, SaslState.FAILED):
+        try:
+            frame = reader.next_frame()
+        except FrameError:
+            authenticator.fail_oversized(reader.frame_size)
+            break
+        if frame is None:
+            data = await stream.receive_some(reader.bytes_wanted)
+            if not data:
+                return None
+            reader.feed(data)
+            broker.metrics.network_bytes_in += len(data)
+            continue
+        response = authenticator.receive(frame)
+        if response is not None:
+            await stream.send_all(response)
+            broker.metrics.network_bytes_out += len(response)
+    reader.max_frame_bytes = served_max
+    if authenticator.state is SaslState.COMPLETE:
+        return authenticator.principal
+    log.info(
+        "failed authentication with %s on %s (%s)",
+        channel.peer,
+        channel.listener,
+        authenticator.failure,
+    )
+    if authenticator.delay_close:
+        await trio.sleep(security.sasl.failed_delay_ms / 1000)
+    return None
 
 
 async def _maintenance(broker: Broker) -> None:
@@ -186,24 +315,41 @@ async def _isr_expiration(broker: Broker) -> None:
         broker.replica_manager.maybe_shrink_isrs()
 
 
-async def open_listeners(config: BrokerConfig) -> list[trio.SocketListener]:
-    listeners: list[trio.SocketListener] = []
+@dataclass(frozen=True, slots=True)
+class ListenerSocket:
+    """A listening socket, the listener it belongs to and that listener's security."""
+
+    listener: Listener
+    socket_listener: trio.SocketListener
+    security: ListenerSecurity
+
+    @property
+    def socket(self) -> trio.socket.SocketType:
+        return self.socket_listener.socket
+
+
+async def open_listeners(config: BrokerConfig) -> list[ListenerSocket]:
+    """Bind every listener (ConfigError when a listener's security cannot be set up)."""
+    securities = {lst.name: listener_security(config, lst.name) for lst in config.listeners}
+    listeners: list[ListenerSocket] = []
     for listener in config.listeners:
         host = listener.host or None
-        listeners.extend(await trio.open_tcp_listeners(listener.port, host=host))
+        for socket_listener in await trio.open_tcp_listeners(listener.port, host=host):
+            listeners.append(ListenerSocket(listener, socket_listener, securities[listener.name]))
     return listeners
 
 
-def bound_config(config: BrokerConfig, listeners: list[trio.SocketListener]) -> BrokerConfig:
-    """Advertise the real port when a listener asked for port 0 (tests use that)."""
-    configured = config.listeners[0]
-    if configured.port != 0:
+def bound_config(config: BrokerConfig, listeners: list[ListenerSocket]) -> BrokerConfig:
+    """Advertise the real ports of listeners that asked for port 0 (tests use that)."""
+    bound = {each.listener.name: each.socket.getsockname()[1] for each in listeners}
+    if all(lst.port != 0 for lst in config.listeners):
         return config
-    port = listeners[0].socket.getsockname()[1]
-    advertised = config.advertised_listeners[0]
-    real = Listener(advertised.name, advertised.host, port)
+    advertised = [
+        Listener(a.name, a.host, bound.get(a.name, a.port) if a.port == 0 else a.port)
+        for a in config.advertised_listeners
+    ]
     raw = dict(config.raw)
-    raw["advertised.listeners"] = f"{real.name}://{real.host}:{real.port}"
+    raw["advertised.listeners"] = ",".join(f"{a.name}://{a.host}:{a.port}" for a in advertised)
     return replace(config, raw=raw)
 
 
@@ -223,7 +369,7 @@ _NO_SIGNALS = _NoSignals()
 
 async def serve(
     broker: Broker,
-    listeners: list[trio.SocketListener],
+    listeners: list[ListenerSocket],
     metrics_listeners: list[trio.SocketListener] | None = None,
     *,
     handle_signals: bool = True,
@@ -256,9 +402,12 @@ async def serve(
             if broker.txn is not None:
                 await nursery.start(broker.txn.run)
             pool = RequestMemoryPool(broker.config.int("queued.max.request.bytes"))
-            await nursery.start(
-                trio.serve_listeners, lambda s: handle_connection(broker, s, pool), listeners
-            )
+            for each in listeners:
+                await nursery.start(
+                    trio.serve_listeners,
+                    functools.partial(handle_connection, broker, pool=pool, security=each.security),
+                    [each.socket_listener],
+                )
             if metrics_listeners:
                 from kafkalite.metrics.registry import Exposition  # imports prometheus_client
 

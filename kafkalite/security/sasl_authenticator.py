@@ -1,0 +1,237 @@
+"""Kafka's SaslServerAuthenticator as a sans-IO state machine: frames in, frames out.
+
+A SASL listener's connection passes through it before any other request is served:
+
+    INITIAL_REQUEST --ApiVersions--> HANDSHAKE_REQUEST --SaslHandshake--> AUTHENTICATE
+          |                                                                   |
+          +-------------------------SaslHandshake-----------------------------+
+    AUTHENTICATE --SaslAuthenticate (v1 handshake) or raw token (v0)...--> COMPLETE
+    anything else --> FAILED
+
+(INITIAL_REQUEST becomes HANDSHAKE_OR_VERSIONS_REQUEST once a request header was read; both
+serve the same requests.) `SERVED_IN` says which requests each state serves; the server
+sends what `receive` returns, then reads `state`. On FAILED it closes the connection, after
+connection.failed.authentication.delay.ms when `delay_close` (Kafka's AuthenticationException)
+and at once otherwise (Kafka's other errors: a second ApiVersions, an unparsable request).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.protocol.codec import (
+    DecodedRequest,
+    ServedApi,
+    UnsupportedApiVersions,
+    decode_request,
+    encode_response,
+)
+from kafkalite.protocol.entities import make, response_module
+from kafkalite.protocol.errors import FrameError
+from kafkalite.security import plain
+from kafkalite.security.listener_security import SaslSettings
+from kafkalite.security.principal import USER_TYPE, KafkaPrincipal
+from kafkalite.security.sasl_server import SaslAuthenticationError, SaslError, SaslServer
+from kafkalite.security.scram import CredentialLookup, ScramServer
+
+SASL_HANDSHAKE, API_VERSIONS, SASL_AUTHENTICATE = 17, 18, 36
+_HEADER = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+# (api version, error) -> an ApiVersions response
+ApiVersionsAnswer = Callable[[int, ErrorCode], Any]
+
+
+class SaslState(enum.Enum):
+    INITIAL_REQUEST = enum.auto()
+    HANDSHAKE_OR_VERSIONS_REQUEST = enum.auto()
+    HANDSHAKE_REQUEST = enum.auto()
+    AUTHENTICATE = enum.auto()
+    COMPLETE = enum.auto()
+    FAILED = enum.auto()
+
+
+# The Kafka requests each state serves; with a v0 handshake AUTHENTICATE takes raw tokens.
+SERVED_IN: dict[SaslState, frozenset[int]] = {
+    SaslState.INITIAL_REQUEST: frozenset({API_VERSIONS, SASL_HANDSHAKE}),
+    SaslState.HANDSHAKE_OR_VERSIONS_REQUEST: frozenset({API_VERSIONS, SASL_HANDSHAKE}),
+    SaslState.HANDSHAKE_REQUEST: frozenset({SASL_HANDSHAKE}),
+    SaslState.AUTHENTICATE: frozenset({SASL_AUTHENTICATE}),
+}
+
+
+class SaslServerAuthenticator:
+    def __init__(
+        self,
+        settings: SaslSettings,
+        served: Mapping[int, ServedApi],
+        api_versions: ApiVersionsAnswer,
+        scram_credentials: CredentialLookup,
+    ) -> None:
+        self.settings = settings
+        self.state = SaslState.INITIAL_REQUEST
+        self.principal: KafkaPrincipal | None = None
+        self.failure = ""  # why it failed, for the server's one log line
+        self.delay_close = False
+        self._served = served
+        self._api_versions = api_versions
+        self._scram_credentials = scram_credentials
+        self._server: SaslServer | None = None
+        self._kafka_headers = False  # SaslHandshake v1+: tokens travel in SaslAuthenticate
+
+    @property
+    def mechanism(self) -> str | None:
+        return self._server.mechanism if self._server is not None else None
+
+    def receive(self, frame: bytes) -> bytes | None:
+        """One frame from the client; returns the size-prefixed frame to send, if any."""
+        if self.state not in SERVED_IN:
+            raise RuntimeError(f"no frame is expected in state {self.state.name}")
+        if self.state is SaslState.AUTHENTICATE and not self._kafka_headers:
+            return self._raw_token(frame)
+        if len(frame) < _HEADER.size:
+            self._not_kafka_request(f"a frame of {len(frame)} bytes is no request")
+            return None
+        api_key, version, correlation_id = _HEADER.unpack_from(frame)
+        if api_key not in self._served:
+            self._not_kafka_request(f"unknown API key {api_key}")
+            return None
+        if self.state is SaslState.INITIAL_REQUEST:
+            self.state = SaslState.HANDSHAKE_OR_VERSIONS_REQUEST
+        if api_key not in SERVED_IN[self.state]:
+            return self._unexpected(api_key, version, correlation_id)
+        try:
+            request = decode_request(frame, self._served)
+        except FrameError as exc:
+            self._fail(str(exc), delay=False)
+            return None
+        if isinstance(request, UnsupportedApiVersions):
+            return _frame(
+                request.correlation_id, self._api_versions(0, ErrorCode.unsupported_version)
+            )
+        assert isinstance(request, DecodedRequest)  # these APIs have no legacy versions
+        if api_key == API_VERSIONS:
+            self.state = SaslState.HANDSHAKE_REQUEST
+            return _frame(correlation_id, self._api_versions(version, ErrorCode.none))
+        if api_key == SASL_HANDSHAKE:
+            return self._handshake(request)
+        return self._authenticate(request)
+
+    def fail_oversized(self, size: int | None) -> None:
+        """A frame above sasl.server.max.receive.size arrived (the server's frame reader)."""
+        self._fail(f"Failing SASL authentication due to invalid receive size ({size})")
+
+    def _not_kafka_request(self, why: str) -> None:
+        if self.state is SaslState.INITIAL_REQUEST:  # Kafka would try GSSAPI: not served here
+            self._fail(f"first SASL packet is no Kafka request ({why}) and GSSAPI is not supported")
+        else:
+            self._fail(why, delay=False)
+
+    def _unexpected(self, api_key: int, version: int, correlation_id: int) -> bytes | None:
+        if api_key == API_VERSIONS and self.state is SaslState.HANDSHAKE_REQUEST:
+            self._fail("a second ApiVersions request during SASL authentication", delay=False)
+            return None
+        self._fail(f"Unexpected Kafka request of type {api_key} during SASL {self.state.name}")
+        served = self._served[api_key]
+        if self.state is SaslState.AUTHENTICATE and served.accepts(version):
+            # Kafka answers it with ILLEGAL_SASL_STATE
+            return _illegal_state_response(api_key, version, correlation_id, self._api_versions)
+        return None
+
+    def _handshake(self, request: DecodedRequest) -> bytes | None:
+        mechanism = request.body.mechanism
+        self._kafka_headers = request.api_version >= 1
+        schema = response_module(SASL_HANDSHAKE, request.api_version)
+        enabled = self.settings.mechanisms
+        if mechanism not in enabled:
+            self._fail(f"Unsupported SASL mechanism {mechanism}")
+            error = ErrorCode.unsupported_sasl_mechanism
+        else:
+            self._server = self._create_server(mechanism)
+            self.state = SaslState.AUTHENTICATE
+            error = ErrorCode.none
+        response = make(schema.SaslHandshakeResponse, error_code=error, mechanisms=enabled)
+        return _frame(request.correlation_id, response)
+
+    def _create_server(self, mechanism: str) -> SaslServer:
+        if mechanism == plain.MECHANISM:
+            return plain.PlainServer(self.settings.plain_users)
+        return ScramServer(mechanism, self._scram_credentials)
+
+    def _authenticate(self, request: DecodedRequest) -> bytes:
+        schema = response_module(SASL_AUTHENTICATE, request.api_version)
+        try:
+            token = self._evaluate(request.body.auth_bytes)
+        except (SaslAuthenticationError, SaslError) as exc:
+            message = self._failure_message(exc)
+            self._fail(f"{message} ({exc})")
+            response = make(
+                schema.SaslAuthenticateResponse,
+                error_code=ErrorCode.sasl_authentication_failed,
+                error_message=message,
+                auth_bytes=b"",
+            )
+            return _frame(request.correlation_id, response)
+        response = make(
+            schema.SaslAuthenticateResponse,
+            error_code=ErrorCode.none,
+            error_message=None,
+            auth_bytes=token,
+        )  # session_lifetime_ms 0: no re-authentication (KIP-368) yet
+        return _frame(request.correlation_id, response)
+
+    def _raw_token(self, frame: bytes) -> bytes | None:
+        try:
+            token = self._evaluate(frame)
+        except SaslAuthenticationError as exc:
+            self._fail(str(exc))
+            return None
+        except SaslError as exc:
+            self._fail(str(exc), delay=False)
+            return None
+        return _SIZE.pack(len(token)) + token
+
+    def _evaluate(self, token: bytes) -> bytes:
+        assert self._server is not None
+        response = self._server.evaluate_response(token)
+        if self._server.complete:
+            self.principal = KafkaPrincipal(USER_TYPE, self._server.authorization_id)
+            self.state = SaslState.COMPLETE
+        return response
+
+    def _failure_message(self, exc: Exception) -> str:
+        """SaslException's reason may say whether the user exists: the client gets Kafka's
+        generic message instead."""
+        if isinstance(exc, SaslAuthenticationError):
+            return str(exc)
+        return (
+            "Authentication failed during authentication due to invalid credentials with SASL"
+            f" mechanism {self.mechanism}"
+        )
+
+    def _fail(self, why: str, *, delay: bool = True) -> None:
+        self.state = SaslState.FAILED
+        self.failure = why
+        self.delay_close = delay
+
+
+def _frame(correlation_id: int, response: Any) -> bytes:
+    return bytes(encode_response(correlation_id, response))
+
+
+def _illegal_state_response(
+    api_key: int, version: int, correlation_id: int, api_versions: ApiVersionsAnswer
+) -> bytes | None:
+    """The ILLEGAL_SASL_STATE answer Kafka builds for a request other than SaslAuthenticate
+    after the handshake (kafkalite builds it for the pre-authentication APIs)."""
+    error = ErrorCode.illegal_sasl_state
+    if api_key == API_VERSIONS:
+        return _frame(correlation_id, api_versions(version, error))
+    if api_key == SASL_HANDSHAKE:
+        schema = response_module(api_key, version)
+        return _frame(correlation_id, make(schema.SaslHandshakeResponse, error_code=error))
+    return None
