@@ -135,9 +135,9 @@ class SaslServerAuthenticator:
         if api_key == API_VERSIONS and self.state is SaslState.HANDSHAKE_REQUEST:
             self._fail("a second ApiVersions request during SASL authentication", delay=False)
             return None
-        self._fail(f"Unexpected Kafka request of type {api_key} during SASL {self.state.name}")
-        served = self._served[api_key]
-        if self.state is SaslState.AUTHENTICATE and served.accepts(version):
+        state = self.state
+        self._fail(f"Unexpected Kafka request of type {api_key} during SASL {state.name}")
+        if state is SaslState.AUTHENTICATE and self._served[api_key].accepts(version):
             # Kafka answers it with ILLEGAL_SASL_STATE
             return _illegal_state_response(api_key, version, correlation_id, self._api_versions)
         return None

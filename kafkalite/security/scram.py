@@ -15,12 +15,19 @@ from kafkalite.security.scram_credential import MECHANISMS, ScramCredential
 CredentialLookup = Callable[[str, str], ScramCredential | None]
 
 
-def _authorization_id(client_first: str) -> str:
-    """The gs2 header's `a=` (authzid), unescaped as a saslname; "" when absent."""
-    parts = client_first.split(",", 2)
-    if len(parts) < 3 or not parts[1].startswith("a="):
-        return ""
-    return parts[1][2:].replace("=2C", ",").replace("=3D", "=")
+def _saslname(text: str) -> str:
+    return text.replace("=2C", ",").replace("=3D", "=")
+
+
+def _names(client_first: str) -> tuple[str, str]:
+    """(authzid, username) of a client-first message: the gs2 header's `a=` ("" when absent)
+    and the bare message's `n=`."""
+    parts = client_first.split(",", 3)
+    if len(parts) < 3:
+        return "", ""
+    authzid = _saslname(parts[1][2:]) if parts[1].startswith("a=") else ""
+    username = _saslname(parts[2][2:]) if parts[2].startswith("n=") else ""
+    return authzid, username
 
 
 class ScramServer:
@@ -54,15 +61,17 @@ class ScramServer:
         return final.encode()
 
     def _client_first(self, message: str) -> bytes:
-        self._server.set_client_first(message)
-        if self._username is None:  # scramp did not ask: nothing to authenticate against
-            raise SaslError("Authentication failed: Invalid user credentials")
-        authorization_id = _authorization_id(message)
-        if authorization_id and authorization_id != self._username:
+        authorization_id, username = _names(message)
+        if authorization_id and authorization_id != username:
             raise SaslAuthenticationError(
                 "Authentication failed: Client requested an authorization id that is different"
                 " from username"
             )
+        # scramp refuses any authzid, even the user's own (Kafka accepts that one; neither
+        # librdkafka nor the Java client sends one)
+        self._server.set_client_first(message)
+        if self._username is None:  # scramp did not ask: nothing to authenticate against
+            raise SaslError("Authentication failed: Invalid user credentials")
         return self._server.get_server_first().encode()
 
     @property

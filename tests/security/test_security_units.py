@@ -1,0 +1,326 @@
+"""The sans-IO parts of kafkalite/security and the SCRAM credential store: JAAS parsing,
+RFC 2253 principals (also from a real TLS handshake), SCRAM credentials as Kafka stores
+them, Alter/DescribeUserScramCredentials' per-user errors, the SASL state machine driven
+frame by frame, and the configs Kafka (or kafkalite) refuses."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import scramp
+import trio
+import trio.testing
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.api_versions import api_versions_response
+from kafkalite.apis.registry import HANDLERS
+from kafkalite.broker.cluster_metadata import BrokerInfo
+from kafkalite.broker.metadata_store import SingleNodeMetadata
+from kafkalite.broker.scram_credentials import Deletion, ScramCredentials, Upsertion
+from kafkalite.config import ConfigError, build_config, is_password
+from kafkalite.security.jaas import JaasConfigError, parse_jaas_config
+from kafkalite.security.listener_security import SaslSettings, listener_security
+from kafkalite.security.principal import ANONYMOUS, rfc2253, ssl_principal
+from kafkalite.security.sasl_authenticator import SaslServerAuthenticator, SaslState
+from kafkalite.security.scram_credential import SCRAM_SHA_256, SCRAM_SHA_512, ScramCredential
+from kafkalite.security.ssl_context import server_ssl_context
+from protocol_tests.raw_client import api_versions_request, build, decode_response, encode_request
+from protocol_tests.raw_client import response_class as response_cls
+from tests.security.conftest import JAAS, Pki, secure_overrides
+
+# -- JAAS --------------------------------------------------------------------------------------
+
+
+def test_jaas_config_as_kafka_parses_it() -> None:
+    (module,) = parse_jaas_config(JAAS)
+    assert module.name == "org.apache.kafka.common.security.plain.PlainLoginModule"
+    assert module.flag == "required"
+    assert module.options == {
+        "username": "admin",
+        "password": "admin-secret",
+        "user_alice": "alice-secret",
+        "user_admin": "admin-secret",
+    }
+    (quoted,) = parse_jaas_config('m.Login required a="x \\"y\\" ;z" b=plain;')
+    assert quoted.options == {"a": 'x "y" ;z', "b": "plain"}
+
+
+@pytest.mark.parametrize("text", ["", "m.Login", "m.Login maybe a=b;", 'm.Login required a="b"'])
+def test_malformed_jaas_config(text: str) -> None:
+    with pytest.raises(JaasConfigError):
+        parse_jaas_config(text)
+
+
+# -- principals ----------------------------------------------------------------------------------
+
+
+def test_rfc2253_is_most_specific_first_with_escapes() -> None:
+    subject = (
+        (("countryName", "US"),),
+        (("organizationName", "Acme, Inc."),),
+        (("organizationalUnitName", "eng"), ("organizationalUnitName", "ops")),
+        (("commonName", "#alice "),),
+        (("emailAddress", "a@b.c"),),
+    )
+    assert rfc2253(subject) == (
+        "1.2.840.113549.1.9.1=#16056140622e63,CN=\\#alice\\ ,OU=eng+OU=ops,O=Acme\\, Inc.,C=US"
+    )
+    assert ssl_principal(None) == ANONYMOUS
+    assert ssl_principal({}) == ANONYMOUS
+
+
+def _server_context(pki: Pki, client_auth: str) -> Any:
+    config = build_config({**secure_overrides(pki), "ssl.client.auth": client_auth})
+    return server_ssl_context(config, "SSL", client_auth)
+
+
+def _client_context(pki: Pki, with_certificate: bool) -> Any:
+    import ssl
+
+    context = ssl.create_default_context(cafile=str(pki.ca_file))
+    if with_certificate:
+        context.load_cert_chain(pki.client_cert_file, pki.client_key_file)
+    return context
+
+
+async def _handshake(pki: Pki, client_auth: str, with_certificate: bool) -> dict[str, Any] | None:
+    server_end, client_end = trio.testing.memory_stream_pair()
+    server = trio.SSLStream(server_end, _server_context(pki, client_auth), server_side=True)
+    client = trio.SSLStream(
+        client_end, _client_context(pki, with_certificate), server_hostname="localhost"
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(client.do_handshake)
+        await server.do_handshake()
+    return server.getpeercert()
+
+
+def test_principal_from_a_client_certificate(pki: Pki) -> None:
+    certificate = trio.run(_handshake, pki, "requested", True)
+    assert str(ssl_principal(certificate)) == "User:CN=client,OU=eng,O=Acme\\, Inc."
+    assert ssl_principal(trio.run(_handshake, pki, "requested", False)) == ANONYMOUS
+
+
+def test_required_client_certificate_refuses_a_client_without_one(pki: Pki) -> None:
+    with pytest.raises(BaseException) as caught:  # the nursery's group of both ends' errors
+        trio.run(_handshake, pki, "required", False)
+    assert "BrokenResourceError" in repr(caught.value)
+
+
+# -- SCRAM credentials ---------------------------------------------------------------------------
+
+
+def test_credential_as_kafka_stores_it_and_as_scramp_derives_it() -> None:
+    salt = b"0123456789abcdef"
+    credential = ScramCredential.from_password(SCRAM_SHA_512, "secret", salt, 4096)
+    expected = scramp.ScramMechanism("SCRAM-SHA-512").make_auth_info("secret", 4096, salt)
+    assert (credential.salt, credential.stored_key, credential.server_key) == expected[:3]
+    text = credential.to_string()
+    assert text.startswith(f"salt={base64.b64encode(salt).decode()},stored_key=")
+    assert text.endswith(",iterations=4096")
+    assert ScramCredential.from_string(text) == credential
+    with pytest.raises(ValueError, match="Credentials not valid"):
+        ScramCredential.from_string("salt=AA==,iterations=4096")
+
+
+def _upsertion(user: str, mechanism: int = 1, iterations: int = 4096) -> Upsertion:
+    salt = os.urandom(16)
+    salted = hashlib.pbkdf2_hmac("sha256", b"pw", salt, iterations)
+    return Upsertion(user, mechanism, iterations, salt, salted)
+
+
+def _store(tmp_path: Path) -> SingleNodeMetadata:
+    metadata = SingleNodeMetadata(tmp_path, BrokerInfo(0, ()))
+    metadata.load(0, None)
+    return metadata
+
+
+def test_alter_user_scram_credentials_per_user_errors(tmp_path: Path) -> None:
+    scram = ScramCredentials(_store(tmp_path))
+    scram.alter([], [_upsertion("dup")])
+    results = scram.alter(
+        [Deletion("ghost", 1), Deletion("dup", 1), Deletion("dup", 2), Deletion("", 1)],
+        [
+            _upsertion("ok"),
+            _upsertion("low", iterations=4095),
+            _upsertion("high", iterations=16385),
+            _upsertion("mech", mechanism=3),
+            _upsertion("dup"),
+        ],
+    )
+    assert [(r.user, r.error, r.message) for r in results] == [
+        ("ok", ErrorCode.none, None),
+        (
+            "ghost",
+            ErrorCode.resource_not_found,
+            "Attempt to delete a user credential that does not exist",
+        ),
+        (
+            "dup",
+            ErrorCode.duplicate_resource,
+            "A user credential cannot be altered twice in the same request",
+        ),
+        ("", ErrorCode.unacceptable_credential, "Username must not be empty"),
+        ("low", ErrorCode.unacceptable_credential, "Too few iterations"),
+        ("high", ErrorCode.unacceptable_credential, "Too many iterations"),
+        ("mech", ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"),
+    ]
+    assert scram.credential("ok", "SCRAM-SHA-256") is not None
+    assert scram.credential("dup", "SCRAM-SHA-256") is not None  # the whole user failed
+
+
+def test_describe_user_scram_credentials_and_restart(tmp_path: Path) -> None:
+    scram = ScramCredentials(_store(tmp_path))
+    scram.alter([], [_upsertion("u1"), _upsertion("u2", mechanism=2, iterations=8192)])
+    scram.alter([], [_upsertion("u1", mechanism=2)])
+    error, _, results = scram.describe(["u1", "ghost", "u2", "u2"])
+    assert error == ErrorCode.none
+    assert [(r.user, r.error, r.credentials) for r in results] == [
+        ("u1", ErrorCode.none, ((1, 4096), (2, 4096))),
+        ("ghost", ErrorCode.resource_not_found, ()),
+        ("u2", ErrorCode.duplicate_resource, ()),
+    ]
+    reopened = ScramCredentials(_store(tmp_path))  # kept in the metadata file
+    assert [r.user for r in reopened.describe(None)[2]] == ["u1", "u2"]
+    assert reopened.alter([Deletion("u1", 1)], [])[0].error == ErrorCode.none
+    assert [r.credentials for r in reopened.describe(["u1"])[2]] == [((2, 4096),)]
+
+
+def test_cluster_mode_refuses_scram_alterations() -> None:
+    scram = ScramCredentials(None)
+    assert [r.error for r in scram.alter([], [_upsertion("u")])] == [ErrorCode.unsupported_version]
+    assert scram.describe(None)[0] == ErrorCode.unsupported_version
+
+
+# -- the SASL state machine ----------------------------------------------------------------------
+
+
+def _authenticator(mechanisms: tuple[str, ...], credential: ScramCredential | None = None) -> Any:
+    return SaslServerAuthenticator(
+        SaslSettings(mechanisms, {"alice": "alice-secret"}),
+        HANDLERS,
+        lambda version, error: api_versions_response(HANDLERS, version, error),
+        lambda user, mechanism: credential if user == "bob" else None,
+    )
+
+
+def _exchange(authenticator: Any, request: Any) -> Any:
+    response = authenticator.receive(encode_request(request, 7))
+    if response is None:
+        return None
+    api_key, version = type(request).__api_key__, type(request).__version__
+    _, body = decode_response(response[4:], response_cls(api_key, version))
+    return body
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_exchange_with_scramp_client(mechanism: str) -> None:
+    scram = SCRAM_SHA_256 if mechanism == "SCRAM-SHA-256" else SCRAM_SHA_512
+    credential = ScramCredential.from_password(scram, "bob-secret", os.urandom(16), 4096)
+    authenticator = _authenticator(("PLAIN", mechanism), credential)
+    assert _exchange(authenticator, api_versions_request()).error_code == ErrorCode.none
+    assert authenticator.state is SaslState.HANDSHAKE_REQUEST
+    handshake = build(17, 1, "SaslHandshakeRequest", mechanism=mechanism)
+    assert _exchange(authenticator, handshake).error_code == ErrorCode.none
+    client = scramp.ScramClient([mechanism], "bob", "bob-secret")
+    first = build(36, 2, "SaslAuthenticateRequest", auth_bytes=client.get_client_first().encode())
+    client.set_server_first(_exchange(authenticator, first).auth_bytes.decode())
+    assert authenticator.state is SaslState.AUTHENTICATE
+    final = build(36, 2, "SaslAuthenticateRequest", auth_bytes=client.get_client_final().encode())
+    client.set_server_final(_exchange(authenticator, final).auth_bytes.decode())  # verifies it
+    assert authenticator.state is SaslState.COMPLETE
+    assert str(authenticator.principal) == "User:bob"
+
+
+def test_scram_wrong_proof_fails() -> None:
+    credential = ScramCredential.from_password(SCRAM_SHA_256, "bob-secret", os.urandom(16), 4096)
+    authenticator = _authenticator(("SCRAM-SHA-256",), credential)
+    _exchange(authenticator, build(17, 1, "SaslHandshakeRequest", mechanism="SCRAM-SHA-256"))
+    client = scramp.ScramClient(["SCRAM-SHA-256"], "bob", "wrong")
+    first = build(36, 2, "SaslAuthenticateRequest", auth_bytes=client.get_client_first().encode())
+    client.set_server_first(_exchange(authenticator, first).auth_bytes.decode())
+    final = build(36, 2, "SaslAuthenticateRequest", auth_bytes=client.get_client_final().encode())
+    response = _exchange(authenticator, final)
+    assert response.error_code == ErrorCode.sasl_authentication_failed
+    assert (authenticator.state, authenticator.delay_close) == (SaslState.FAILED, True)
+
+
+def test_scram_authorization_id_must_be_the_user() -> None:
+    credential = ScramCredential.from_password(SCRAM_SHA_256, "pw", os.urandom(16), 4096)
+    authenticator = _authenticator(("SCRAM-SHA-256",), credential)
+    _exchange(authenticator, build(17, 1, "SaslHandshakeRequest", mechanism="SCRAM-SHA-256"))
+    first = build(36, 2, "SaslAuthenticateRequest", auth_bytes=b"n,a=admin,n=bob,r=abcdefgh")
+    response = _exchange(authenticator, first)
+    assert response.error_message == (
+        "Authentication failed: Client requested an authorization id that is different from"
+        " username"
+    )
+
+
+def test_garbage_first_packet_fails_as_unsupported_gssapi() -> None:
+    authenticator = _authenticator(("PLAIN",))
+    assert authenticator.receive(b"\x60\x01") is None
+    assert (authenticator.state, authenticator.delay_close) == (SaslState.FAILED, True)
+
+
+# -- configuration ------------------------------------------------------------------------------
+
+
+def test_listener_overrides_and_passwords(pki: Pki) -> None:
+    config = build_config(secure_overrides(pki))
+    assert config.listener_str("SSL", "ssl.client.auth") == "requested"
+    assert config.listener_str("SASL_SSL", "ssl.client.auth") == "none"
+    assert listener_security(config, "SASL_SSL").ssl_context.verify_mode.name == "CERT_NONE"
+    assert listener_security(config, "SSL").ssl_context.verify_mode.name == "CERT_OPTIONAL"
+    assert listener_security(config, "PLAINTEXT").ssl_context is None
+    settings = listener_security(config, "SASL_PLAINTEXT").sasl
+    assert settings is not None and settings.plain_users["alice"] == "alice-secret"
+    assert is_password("listener.name.sasl_ssl.plain.sasl.jaas.config")
+    assert is_password("ssl.key.password") and not is_password("ssl.keystore.location")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"listeners": "PLAINTEXT://:0,PLAINTEXT://:1"}, "unique"),
+        ({"listeners": "INTERNAL://:0"}, "not in listener.security.protocol.map"),
+        (
+            {"listeners": "INTERNAL://:0", "listener.security.protocol.map": "INTERNAL:TLS"},
+            "is not one of",
+        ),
+        ({"listener.name.ssl.ssl.bogus": "x"}, "unknown property"),
+        ({"listener.name.ssl.log.dirs": "x"}, "unknown property"),
+        ({"ssl.client.auth": "maybe"}, "expected one of"),
+        (
+            {"listeners": "SASL_SSL://:0", "zookeeper.connect": "localhost:2181"},
+            "must be PLAINTEXT",
+        ),
+    ],
+)
+def test_configs_refused_at_startup(overrides: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        build_config(overrides)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"sasl.enabled.mechanisms": "GSSAPI"}, "GSSAPI not supported by kafkalite"),
+        ({"listener.name.sasl_plaintext.plain.sasl.jaas.config": "broken"}, "expected"),
+        ({"ssl.keystore.type": "JKS"}, "JKS is not supported"),
+        ({"ssl.keystore.location": "/nonexistent.pem"}, "cannot set up TLS"),
+        ({"ssl.enabled.protocols": "SSLv3"}, "SSLv3 is not one of"),
+    ],
+)
+def test_listener_security_refused_at_startup(
+    pki: Pki, overrides: dict[str, str], message: str
+) -> None:
+    config = build_config({**secure_overrides(pki), **overrides})
+    with pytest.raises(ConfigError, match=message):
+        for listener in config.listeners:
+            listener_security(config, listener.name)
