@@ -7,12 +7,12 @@ import ssl
 from dataclasses import dataclass, field
 
 from kafkalite.config import BrokerConfig, ConfigError
-from kafkalite.security import plain
-from kafkalite.security.jaas import JaasConfigError, parse_jaas_config
+from kafkalite.security import oauthbearer, plain
+from kafkalite.security.jaas import JaasConfigError, LoginModule, parse_jaas_config
 from kafkalite.security.scram_credential import MECHANISMS as SCRAM_MECHANISMS
 from kafkalite.security.ssl_context import server_ssl_context
 
-SUPPORTED_MECHANISMS = (plain.MECHANISM, *SCRAM_MECHANISMS)
+SUPPORTED_MECHANISMS = (plain.MECHANISM, *SCRAM_MECHANISMS, oauthbearer.MECHANISM)
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +21,7 @@ class SaslSettings:
     plain_users: dict[str, str] = field(default_factory=dict)
     max_receive_size: int = 524288  # sasl.server.max.receive.size
     failed_delay_ms: int = 100  # connection.failed.authentication.delay.ms
+    oauthbearer: oauthbearer.ValidatorOptions = field(default_factory=oauthbearer.ValidatorOptions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,19 +70,30 @@ def _sasl_settings(config: BrokerConfig, listener: str) -> SaslSettings:
         )
     users: dict[str, str] = {}
     if plain.MECHANISM in mechanisms:
-        name = "plain.sasl.jaas.config"
-        text = config.listener_str(listener, name)
-        if text is None:
-            raise ConfigError(
-                f"listener {listener}: PLAIN needs listener.name.{listener.lower()}.{name}"
-            )
+        users = plain.plain_users(_jaas(config, listener, plain.MECHANISM))
+    options = oauthbearer.ValidatorOptions()
+    if oauthbearer.MECHANISM in mechanisms:
+        modules = _jaas(config, listener, oauthbearer.MECHANISM)
         try:
-            users = plain.plain_users(parse_jaas_config(text))
-        except JaasConfigError as exc:
-            raise ConfigError(f"listener.name.{listener.lower()}.{name}: {exc}") from None
+            options = oauthbearer.validator_options(modules)
+        except ValueError as exc:
+            raise ConfigError(f"listener {listener}: OAUTHBEARER: {exc}") from None
     return SaslSettings(
         mechanisms,
         users,
         int(config.listener_str(listener, "sasl.server.max.receive.size") or "524288"),
         int(config.listener_str(listener, "connection.failed.authentication.delay.ms") or "100"),
+        options,
     )
+
+
+def _jaas(config: BrokerConfig, listener: str, mechanism: str) -> list[LoginModule]:
+    """The login modules of `listener.name.<l>.<mechanism>.sasl.jaas.config` (required)."""
+    name = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    text = config.raw.get(name)
+    if text is None:
+        raise ConfigError(f"listener {listener}: SASL mechanism {mechanism} needs {name}")
+    try:
+        return parse_jaas_config(text)
+    except JaasConfigError as exc:
+        raise ConfigError(f"{name}: {exc}") from None

@@ -33,7 +33,7 @@ from kafkalite.protocol.codec import (
 )
 from kafkalite.protocol.entities import make, response_module
 from kafkalite.protocol.errors import FrameError
-from kafkalite.security import plain
+from kafkalite.security import oauthbearer, plain
 from kafkalite.security.listener_security import SaslSettings
 from kafkalite.security.principal import USER_TYPE, KafkaPrincipal
 from kafkalite.security.sasl_server import SaslAuthenticationError, SaslError, SaslServer
@@ -160,6 +160,8 @@ class SaslServerAuthenticator:
     def _create_server(self, mechanism: str) -> SaslServer:
         if mechanism == plain.MECHANISM:
             return plain.PlainServer(self.settings.plain_users)
+        if mechanism == oauthbearer.MECHANISM:
+            return oauthbearer.OAuthBearerServer(self.settings.oauthbearer)
         return ScramServer(mechanism, self._scram_credentials)
 
     def _authenticate(self, request: DecodedRequest) -> bytes:

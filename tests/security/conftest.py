@@ -24,6 +24,12 @@ JAAS = (
     + "".join(f' user_{user}="{password}"' for user, password in PLAIN_USERS.items())
     + ";"
 )
+# OAUTHBEARER's unsecured JWS validator; tokens must carry the `kafka` scope.
+OAUTHBEARER_JAAS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+    ' unsecuredValidatorRequiredScope="kafka";'
+)
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 SCRAM_USERS = {"SCRAM-SHA-256": ("bob", "bob-secret"), "SCRAM-SHA-512": ("carol", "carol-secret")}
 FAILED_AUTH_DELAY_MS = 300
 
@@ -62,9 +68,11 @@ def secure_overrides(pki: Pki) -> dict[str, str]:
         "listeners": ",".join(
             f"{name}://127.0.0.1:0" for name in ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
         ),
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.enabled.mechanisms": ",".join(MECHANISMS),
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": OAUTHBEARER_JAAS,
+        "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": OAUTHBEARER_JAAS,
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(pki.keystore_file),
         "ssl.truststore.type": "PEM",

@@ -50,7 +50,15 @@ def _settings(
     }
     if listener.endswith("SSL"):
         settings["ssl.ca.location"] = str(pki.ca_file)
-    if mechanism is not None:
+    if mechanism == "OAUTHBEARER":  # librdkafka's own unsecured JWT, as Kafka's docs set it up
+        settings.update(
+            {
+                "sasl.mechanism": mechanism,
+                "enable.sasl.oauthbearer.unsecure.jwt": True,
+                "sasl.oauthbearer.config": "principal=alice scope=kafka",
+            }
+        )
+    elif mechanism is not None:
         user, password = (
             ("alice", PLAIN_USERS["alice"]) if mechanism == "PLAIN" else SCRAM_USERS[mechanism]
         )
@@ -90,6 +98,8 @@ def _round_trip(settings: dict[str, Any], topic: str) -> list[bytes]:
         ("SASL_PLAINTEXT", "SCRAM-SHA-512"),
         ("SASL_SSL", "PLAIN"),
         ("SASL_SSL", "SCRAM-SHA-512"),
+        ("SASL_PLAINTEXT", "OAUTHBEARER"),
+        ("SASL_SSL", "OAUTHBEARER"),
     ],
 )
 def test_produce_and_consume(
@@ -132,6 +142,22 @@ def test_wrong_password_is_an_authentication_error(
         assert "Invalid username or password" in errors[0].str()
     else:  # Kafka's generic message: it does not say whether the user exists
         assert "invalid credentials with SASL mechanism SCRAM-SHA-256" in errors[0].str()
+
+
+def test_oauthbearer_token_without_the_required_scope(
+    secure_broker: EmbeddedBroker, pki: Pki
+) -> None:
+    """The JSON error challenge, librdkafka's %x01 reply, then SASL_AUTHENTICATION_FAILED
+    carrying the challenge."""
+    errors: list[KafkaError] = []
+    settings = _settings(secure_broker, pki, "SASL_PLAINTEXT", "OAUTHBEARER")
+    settings["sasl.oauthbearer.config"] = "principal=alice scope=other"
+    producer = Producer({**settings, "error_cb": errors.append})
+    deadline = time.monotonic() + 15
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.2)
+    assert errors and errors[0].code() == KafkaError._AUTHENTICATION, errors
+    assert '{"status":"insufficient_scope", "scope":"[kafka]"}' in errors[0].str()
 
 
 def test_scram_user_admin(secure_broker: EmbeddedBroker, pki: Pki, scram_users: object) -> None:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +27,16 @@ from kafkalite.broker.scram_credentials import Deletion, ScramCredentials, Upser
 from kafkalite.config import ConfigError, build_config, is_password
 from kafkalite.security.jaas import JaasConfigError, parse_jaas_config
 from kafkalite.security.listener_security import SaslSettings, listener_security
+from kafkalite.security.oauthbearer import (
+    IllegalToken,
+    OAuthBearerServer,
+    ValidatorOptions,
+    validate_unsecured_jws,
+    validator_options,
+)
 from kafkalite.security.principal import ANONYMOUS, rfc2253, ssl_principal
 from kafkalite.security.sasl_authenticator import SaslServerAuthenticator, SaslState
+from kafkalite.security.sasl_server import SaslAuthenticationError, SaslError
 from kafkalite.security.scram_credential import SCRAM_SHA_256, SCRAM_SHA_512, ScramCredential
 from kafkalite.security.ssl_context import server_ssl_context
 from protocol_tests.raw_client import api_versions_request, build, decode_response, encode_request
@@ -324,3 +334,78 @@ def test_listener_security_refused_at_startup(
     with pytest.raises(ConfigError, match=message):
         for listener in config.listeners:
             listener_security(config, listener.name)
+
+
+# -- OAUTHBEARER (unsecured JWS) ---------------------------------------------------------------
+
+NOW_MS = 1_800_000_000_000
+
+
+def _jws(claims: dict[str, Any], header: dict[str, Any] | None = None, signature: str = "") -> str:
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+    return f"{part(header or {'alg': 'none'})}.{part(claims)}.{signature}"
+
+
+def _initial_response(token: str, authzid: str = "") -> bytes:
+    gs2 = f"n,a={authzid}," if authzid else "n,,"
+    return f"{gs2}\x01auth=Bearer {token}\x01\x01".encode()
+
+
+VALID = {"sub": "alice", "exp": NOW_MS / 1000 + 60, "iat": NOW_MS / 1000, "scope": "kafka"}
+
+
+@pytest.mark.parametrize(
+    ("token", "reason"),
+    [
+        (_jws({**VALID, "exp": NOW_MS / 1000}), "was on or after the Expiration Time"),
+        (_jws({k: v for k, v in VALID.items() if k != "exp"}), "No expiration time in JWT"),
+        (_jws({**VALID, "exp": "soon"}), "'exp' claim was not of type Number"),
+        (_jws({**VALID, "sub": " "}), "No principal name in JWT claim: sub"),
+        (_jws({**VALID, "iat": NOW_MS / 1000 + 1}), "Issued At value"),
+        (_jws(VALID, {"alg": "HS256"}), "must have 'none' for an algorithm"),
+        (_jws(VALID, signature="c2ln"), "must not contain a digital signature"),
+        ("a.b", "3 dot-separated"),
+        ("a..b", "contains '..'"),
+    ],
+)
+def test_unsecured_jws_refusals(token: str, reason: str) -> None:
+    with pytest.raises(IllegalToken, match=re.escape(reason)):
+        validate_unsecured_jws(token, ValidatorOptions(), NOW_MS)
+
+
+def test_unsecured_jws_options() -> None:
+    options = validator_options(
+        parse_jaas_config(
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+            ' unsecuredValidatorPrincipalClaimName="user" unsecuredValidatorRequiredScope="a b"'
+            ' unsecuredValidatorAllowableClockSkewMs="1000";'
+        )
+    )
+    assert options == ValidatorOptions("user", "scope", ("a", "b"), 1000)
+    token = _jws({"user": "bob", "exp": NOW_MS / 1000, "scope": ["a", "b", "c"]})
+    assert validate_unsecured_jws(token, options, NOW_MS) == "bob"  # within the clock skew
+    with pytest.raises(IllegalToken) as refused:
+        validate_unsecured_jws(_jws({**VALID, "user": "bob", "scope": "a"}), options, NOW_MS)
+    assert refused.value.scope == "[a, b]"
+
+
+def test_oauthbearer_exchange_and_two_round_failure() -> None:
+    server = OAuthBearerServer(ValidatorOptions(required_scope=("kafka",)), lambda: NOW_MS)
+    assert server.evaluate_response(_initial_response(_jws(VALID))) == b""
+    assert (server.complete, server.authorization_id) == (True, "alice")
+    failing = OAuthBearerServer(ValidatorOptions(), lambda: NOW_MS)
+    expired = _jws({**VALID, "exp": NOW_MS / 1000 - 1})
+    challenge = failing.evaluate_response(_initial_response(expired))
+    assert challenge == b'{"status":"invalid_token"}' and not failing.complete
+    with pytest.raises(SaslAuthenticationError, match='^{"status":"invalid_token"}$'):
+        failing.evaluate_response(b"\x01")
+
+
+def test_oauthbearer_malformed_and_other_authzid() -> None:
+    server = OAuthBearerServer(ValidatorOptions(), lambda: NOW_MS)
+    with pytest.raises(SaslError, match="Invalid OAUTHBEARER client first message"):
+        server.evaluate_response(b"n,,auth=Bearer x")
+    with pytest.raises(SaslAuthenticationError, match=r"authorization id \(bob\) that is"):
+        server.evaluate_response(_initial_response(_jws(VALID), authzid="bob"))

@@ -28,7 +28,7 @@ from protocol_tests.raw_client import (
     metadata_request,
     response_class,
 )
-from tests.security.conftest import FAILED_AUTH_DELAY_MS, Pki, secure_overrides
+from tests.security.conftest import FAILED_AUTH_DELAY_MS, MECHANISMS, Pki, secure_overrides
 
 DELAY_S = FAILED_AUTH_DELAY_MS / 1000
 
@@ -88,7 +88,7 @@ def test_handshake_v1_and_authenticate_then_requests_are_served(
     assert advertised[17] == (0, 1) and advertised[36] == (0, 2)
     handshake = sasl_client.request(_handshake("PLAIN"))
     assert handshake.error_code == ErrorCode.none
-    assert handshake.mechanisms == ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    assert handshake.mechanisms == MECHANISMS
     authenticated = sasl_client.request(_authenticate(_plain("alice", "alice-secret")))
     assert (authenticated.error_code, authenticated.error_message) == (ErrorCode.none, None)
     metadata = sasl_client.request(metadata_request([]))
@@ -107,7 +107,7 @@ def test_handshake_v0_takes_raw_tokens(sasl_client: RawClient) -> None:
 def test_unsupported_mechanism(sasl_client: RawClient) -> None:
     response = sasl_client.request(_handshake("GSSAPI"))
     assert response.error_code == ErrorCode.unsupported_sasl_mechanism
-    assert response.mechanisms == ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    assert response.mechanisms == MECHANISMS
     assert sasl_client.is_closed_by_peer()
 
 
