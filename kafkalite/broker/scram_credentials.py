@@ -1,6 +1,8 @@
 """SCRAM credentials of users: AlterUserScramCredentials and DescribeUserScramCredentials with
-Kafka's per-user errors (its ScramControlManager and ScramImage), and the lookup the SASL/SCRAM
-server authenticates against.
+Kafka's per-user errors as its ZooKeeper-era ZkAdminManager gives them (a user may change
+several mechanisms in one request: `kafka-configs --add-config
+'SCRAM-SHA-256=[...],SCRAM-SHA-512=[...]'`), and the lookup the SASL/SCRAM server
+authenticates against.
 
 Credentials are kept as Kafka keeps them (salt, stored key, server key, iterations: never the
 password; security/scram_credential.py), by the metadata store: on a single node in its
@@ -24,6 +26,8 @@ DESCRIBE_DUPLICATE = (
     "Cannot describe SCRAM credentials for the same user twice in a single request: "
 )
 DESCRIBE_MISSING = "Attempt to describe a user credential that does not exist: "
+MISSING_DELETION = "Attempt to delete a user credential that does not exist"
+EMPTY_USER = "Username must not be empty"
 NOT_STORED = "kafkalite keeps SCRAM credentials on a single node only (not yet in ZooKeeper)"
 
 
@@ -74,116 +78,100 @@ class ScramCredentials:
         self, users: Sequence[str] | None
     ) -> tuple[ErrorCode, str | None, list[UserResult]]:
         """The top-level error and message, and one result per distinct user asked for (every
-        user when none is named)."""
+        user with credentials, sorted, when none is named)."""
         if self._store is None:
             return ErrorCode.unsupported_version, NOT_STORED, []
         stored = self._store.scram_credentials()
-        named = list(users or stored)
+        if not users:
+            return ErrorCode.none, None, [self._described(user, stored) for user in sorted(stored)]
         results = []
-        for user in dict.fromkeys(named):
-            if named.count(user) > 1:
-                results.append(
-                    UserResult(user, ErrorCode.duplicate_resource, DESCRIBE_DUPLICATE + user)
-                )
+        for user in dict.fromkeys(users):
+            if not user:
+                results.append(UserResult(user, ErrorCode.resource_not_found, EMPTY_USER))
+            elif users.count(user) > 1:
+                message = DESCRIBE_DUPLICATE + user
+                results.append(UserResult(user, ErrorCode.duplicate_resource, message))
             elif not stored.get(user):
-                results.append(
-                    UserResult(user, ErrorCode.resource_not_found, DESCRIBE_MISSING + user)
-                )
+                message = DESCRIBE_MISSING + user
+                results.append(UserResult(user, ErrorCode.resource_not_found, message))
             else:
-                infos = tuple(
-                    (MECHANISMS[name].type, ScramCredential.from_string(text).iterations)
-                    for name, text in sorted(
-                        stored[user].items(), key=lambda m: MECHANISMS[m[0]].type
-                    )
-                )
-                results.append(UserResult(user, credentials=infos))
+                results.append(self._described(user, stored))
         return ErrorCode.none, None, results
+
+    @staticmethod
+    def _described(user: str, stored: Mapping[str, Mapping[str, str]]) -> UserResult:
+        infos = tuple(
+            (mechanism.type, ScramCredential.from_string(stored[user][name]).iterations)
+            for name, mechanism in MECHANISMS.items()
+            if name in stored[user]
+        )
+        return UserResult(user, credentials=infos)
 
     def alter(
         self, deletions: Sequence[Deletion], upsertions: Sequence[Upsertion]
     ) -> list[UserResult]:
-        """Kafka's alterCredentials: a user altered twice in one request fails as a whole."""
+        """Kafka's ZkAdminManager.alterUserScramCredentials: a user with any refused change
+        keeps its credentials; results list refusals first (illegal, duplicate, missing),
+        then the altered users."""
+        changes: list[Deletion | Upsertion] = [*deletions, *upsertions]
         if self._store is None:
-            users = dict.fromkeys([d.user for d in deletions] + [u.user for u in upsertions])
+            users = dict.fromkeys(change.user for change in changes)
             return [UserResult(u, ErrorCode.unsupported_version, NOT_STORED) for u in users]
         stored = self._store.scram_credentials()
-        to_delete: dict[str, Deletion] = {}
-        to_upsert: dict[str, Upsertion] = {}
-        errors: dict[str, UserResult] = {}
+        refused: dict[str, UserResult] = {}
+        for change in changes:  # an upsertion's reason wins over a deletion's, as in Kafka
+            if (illegal := _illegal(change)) is not None:
+                refused[change.user] = illegal
+        pairs = [(c.user, c.mechanism) for c in changes if c.user not in refused]
+        for user, mechanism in pairs:
+            if pairs.count((user, mechanism)) > 1 and user not in refused:
+                refused[user] = UserResult(user, ErrorCode.duplicate_resource, DUPLICATE_ALTERATION)
         for deletion in deletions:
-            user = deletion.user
-            if user in errors:
-                continue
-            if to_delete.pop(user, None) is not None:
-                errors[user] = UserResult(user, ErrorCode.duplicate_resource, DUPLICATE_ALTERATION)
-            elif (error := _check_deletion(deletion, stored)) is not None:
-                errors[user] = error
-            else:
-                to_delete[user] = deletion
-        for upsertion in upsertions:
-            user = upsertion.user
-            if user in errors:
-                continue
-            if to_delete.pop(user, None) is not None or to_upsert.pop(user, None) is not None:
-                errors[user] = UserResult(user, ErrorCode.duplicate_resource, DUPLICATE_ALTERATION)
-            elif (error := _check_upsertion(upsertion)) is not None:
-                errors[user] = error
-            else:
-                to_upsert[user] = upsertion
-        self._apply(stored, to_delete, to_upsert)
-        return [UserResult(user) for user in (*to_delete, *to_upsert)] + list(errors.values())
+            name = BY_TYPE.get(deletion.mechanism)
+            missing = name is not None and name.name not in stored.get(deletion.user, {})
+            if deletion.user not in refused and missing:
+                refused[deletion.user] = UserResult(
+                    deletion.user, ErrorCode.resource_not_found, MISSING_DELETION
+                )
+        altered = [user for user in dict.fromkeys(c.user for c in changes) if user not in refused]
+        self._apply(stored, altered, deletions, upsertions)
+        return [*refused.values(), *(UserResult(user) for user in altered)]
 
     def _apply(
         self,
         stored: Mapping[str, Mapping[str, str]],
-        to_delete: Mapping[str, Deletion],
-        to_upsert: Mapping[str, Upsertion],
+        users: Sequence[str],
+        deletions: Sequence[Deletion],
+        upsertions: Sequence[Upsertion],
     ) -> None:
+        """Deletions, then upsertions, of the users whose changes were all accepted."""
         assert self._store is not None
-        changes: dict[str, dict[str, str]] = {}
-        for user, deletion in to_delete.items():
-            changes[user] = dict(stored.get(user, {}))
-            changes[user].pop(BY_TYPE[deletion.mechanism].name, None)
-        for user, upsertion in to_upsert.items():
-            mechanism = BY_TYPE[upsertion.mechanism]
-            credential = ScramCredential.from_salted_password(
-                mechanism, upsertion.salt, upsertion.salted_password, upsertion.iterations
-            )
-            changes[user] = {**stored.get(user, {}), mechanism.name: credential.to_string()}
+        changes = {user: dict(stored.get(user, {})) for user in users}
+        for deletion in deletions:
+            if deletion.user in changes:
+                changes[deletion.user].pop(BY_TYPE[deletion.mechanism].name, None)
+        for upsertion in upsertions:
+            if upsertion.user in changes:
+                mechanism = BY_TYPE[upsertion.mechanism]
+                credential = ScramCredential.from_salted_password(
+                    mechanism, upsertion.salt, upsertion.salted_password, upsertion.iterations
+                )
+                changes[upsertion.user][mechanism.name] = credential.to_string()
         if changes:
             self._store.set_scram_credentials(changes)
 
 
-def _check_user_and_mechanism(user: str, mechanism: int) -> UserResult | None:
-    if not user:
-        return UserResult(user, ErrorCode.unacceptable_credential, "Username must not be empty")
-    if mechanism not in BY_TYPE:
-        return UserResult(user, ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism")
-    return None
-
-
-def _check_deletion(
-    deletion: Deletion, stored: Mapping[str, Mapping[str, str]]
-) -> UserResult | None:
-    error = _check_user_and_mechanism(deletion.user, deletion.mechanism)
-    if error is not None:
-        return error
-    if BY_TYPE[deletion.mechanism].name not in stored.get(deletion.user, {}):
+def _illegal(change: Deletion | Upsertion) -> UserResult | None:
+    if not change.user:
+        return UserResult(change.user, ErrorCode.unacceptable_credential, EMPTY_USER)
+    mechanism = BY_TYPE.get(change.mechanism)
+    if mechanism is None:
         return UserResult(
-            deletion.user,
-            ErrorCode.resource_not_found,
-            "Attempt to delete a user credential that does not exist",
+            change.user, ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"
         )
-    return None
-
-
-def _check_upsertion(upsertion: Upsertion) -> UserResult | None:
-    error = _check_user_and_mechanism(upsertion.user, upsertion.mechanism)
-    if error is not None:
-        return error
-    mechanism = BY_TYPE[upsertion.mechanism]
-    if upsertion.iterations < mechanism.min_iterations:
-        return UserResult(upsertion.user, ErrorCode.unacceptable_credential, "Too few iterations")
-    if upsertion.iterations > mechanism.max_iterations:
-        return UserResult(upsertion.user, ErrorCode.unacceptable_credential, "Too many iterations")
+    if isinstance(change, Upsertion):
+        if change.iterations > mechanism.max_iterations:
+            return UserResult(change.user, ErrorCode.unacceptable_credential, "Too many iterations")
+        if change.iterations < mechanism.min_iterations:
+            return UserResult(change.user, ErrorCode.unacceptable_credential, "Too few iterations")
     return None

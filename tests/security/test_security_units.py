@@ -164,36 +164,58 @@ def test_alter_user_scram_credentials_per_user_errors(tmp_path: Path) -> None:
         ],
     )
     assert [(r.user, r.error, r.message) for r in results] == [
-        ("ok", ErrorCode.none, None),
-        (
-            "ghost",
-            ErrorCode.resource_not_found,
-            "Attempt to delete a user credential that does not exist",
-        ),
+        ("", ErrorCode.unacceptable_credential, "Username must not be empty"),
+        ("low", ErrorCode.unacceptable_credential, "Too few iterations"),
+        ("high", ErrorCode.unacceptable_credential, "Too many iterations"),
+        ("mech", ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"),
         (
             "dup",
             ErrorCode.duplicate_resource,
             "A user credential cannot be altered twice in the same request",
         ),
-        ("", ErrorCode.unacceptable_credential, "Username must not be empty"),
-        ("low", ErrorCode.unacceptable_credential, "Too few iterations"),
-        ("high", ErrorCode.unacceptable_credential, "Too many iterations"),
-        ("mech", ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"),
+        (
+            "ghost",
+            ErrorCode.resource_not_found,
+            "Attempt to delete a user credential that does not exist",
+        ),
+        ("ok", ErrorCode.none, None),
     ]
     assert scram.credential("ok", "SCRAM-SHA-256") is not None
-    assert scram.credential("dup", "SCRAM-SHA-256") is not None  # the whole user failed
+    assert scram.credential("dup", "SCRAM-SHA-256") is not None  # a refused user keeps its own
+
+
+def test_one_request_may_change_several_mechanisms_of_a_user(tmp_path: Path) -> None:
+    """kafka-configs --add-config 'SCRAM-SHA-256=[...],SCRAM-SHA-512=[...]' (ZooKeeper-era
+    Kafka keys duplicates by user and mechanism)."""
+    scram = ScramCredentials(_store(tmp_path))
+    results = scram.alter([], [_upsertion("bob", 1), _upsertion("bob", 2)])
+    assert [(r.user, r.error) for r in results] == [("bob", ErrorCode.none)]
+    results = scram.alter([Deletion("bob", 2)], [_upsertion("bob", 1, iterations=8192)])
+    assert [(r.user, r.error) for r in results] == [("bob", ErrorCode.none)]
+    assert scram.describe(["bob"])[2][0].credentials == ((1, 8192),)
 
 
 def test_describe_user_scram_credentials_and_restart(tmp_path: Path) -> None:
     scram = ScramCredentials(_store(tmp_path))
     scram.alter([], [_upsertion("u1"), _upsertion("u2", mechanism=2, iterations=8192)])
     scram.alter([], [_upsertion("u1", mechanism=2)])
-    error, _, results = scram.describe(["u1", "ghost", "u2", "u2"])
+    error, _, results = scram.describe(["u1", "ghost", "u2", "u2", ""])
     assert error == ErrorCode.none
-    assert [(r.user, r.error, r.credentials) for r in results] == [
-        ("u1", ErrorCode.none, ((1, 4096), (2, 4096))),
-        ("ghost", ErrorCode.resource_not_found, ()),
-        ("u2", ErrorCode.duplicate_resource, ()),
+    assert [(r.user, r.error, r.message, r.credentials) for r in results] == [
+        ("u1", ErrorCode.none, None, ((1, 4096), (2, 4096))),
+        (
+            "ghost",
+            ErrorCode.resource_not_found,
+            "Attempt to describe a user credential that does not exist: ghost",
+            (),
+        ),
+        (
+            "u2",
+            ErrorCode.duplicate_resource,
+            "Cannot describe SCRAM credentials for the same user twice in a single request: u2",
+            (),
+        ),
+        ("", ErrorCode.resource_not_found, "Username must not be empty", ()),
     ]
     reopened = ScramCredentials(_store(tmp_path))  # kept in the metadata file
     assert [r.user for r in reopened.describe(None)[2]] == ["u1", "u2"]
