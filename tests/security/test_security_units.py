@@ -431,3 +431,90 @@ def test_oauthbearer_malformed_and_other_authzid() -> None:
         server.evaluate_response(b"n,,auth=Bearer x")
     with pytest.raises(SaslAuthenticationError, match=r"authorization id \(bob\) that is"):
         server.evaluate_response(_initial_response(_jws(VALID), authzid="bob"))
+
+
+# -- keystores ----------------------------------------------------------------------------------
+
+
+def _keystore_variants(pki: Pki, folder: Path) -> dict[str, dict[str, str]]:
+    """The same key and chain as PEM file, inline PEM, encrypted PEM and PKCS12."""
+    from cryptography.hazmat.primitives.serialization import (
+        BestAvailableEncryption,
+        Encoding,
+        PrivateFormat,
+        load_pem_private_key,
+        pkcs12,
+    )
+    from cryptography.x509 import load_pem_x509_certificates
+
+    pem = pki.keystore_file.read_bytes()
+    key = load_pem_private_key(pem, None)
+    chain = load_pem_x509_certificates(pem)
+    chain_pem = b"".join(c.public_bytes(Encoding.PEM) for c in chain).decode()
+    encrypted = folder / "encrypted.pem"
+    encrypted.write_bytes(
+        key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, BestAvailableEncryption(b"kpw"))
+        + chain_pem.encode()
+    )
+    store = folder / "broker.p12"
+    store.write_bytes(
+        pkcs12.serialize_key_and_certificates(
+            b"broker", key, chain[0], chain[1:], BestAvailableEncryption(b"spw")
+        )
+    )
+    inline_key = key.private_bytes(
+        Encoding.PEM, PrivateFormat.PKCS8, BestAvailableEncryption(b"kpw")
+    )
+    return {
+        "pem file": {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.keystore_file)},
+        "encrypted pem": {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(encrypted),
+            "ssl.key.password": "kpw",
+        },
+        "inline pem": {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.key": inline_key.decode(),
+            "ssl.keystore.certificate.chain": chain_pem,
+            "ssl.key.password": "kpw",
+        },
+        "pkcs12": {
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(store),
+            "ssl.keystore.password": "spw",
+        },
+        "inline truststore": {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(pki.keystore_file),
+            "ssl.truststore.location": "",
+            "ssl.truststore.certificates": pki.ca_file.read_text(),
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "variant", ["pem file", "encrypted pem", "inline pem", "pkcs12", "inline truststore"]
+)
+def test_keystore_forms(pki: Pki, tmp_path: Path, variant: str) -> None:
+    overrides = {**secure_overrides(pki), **_keystore_variants(pki, tmp_path)[variant]}
+    overrides = {k: v for k, v in overrides.items() if v != ""}
+    config = build_config(overrides)
+    context = server_ssl_context(config, "SSL", "required")
+
+    async def handshake() -> Any:
+        server_end, client_end = trio.testing.memory_stream_pair()
+        server = trio.SSLStream(server_end, context, server_side=True)
+        client = trio.SSLStream(client_end, _client_context(pki, True), server_hostname="127.0.0.1")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(client.do_handshake)
+            await server.do_handshake()
+        return server.getpeercert()
+
+    assert str(ssl_principal(trio.run(handshake))).startswith("User:CN=client,")
+
+
+def test_wrong_key_password_is_refused_at_startup(pki: Pki, tmp_path: Path) -> None:
+    variant = {**_keystore_variants(pki, tmp_path)["encrypted pem"], "ssl.key.password": "no"}
+    config = build_config({**secure_overrides(pki), **variant})
+    with pytest.raises(ConfigError, match="listener SSL: cannot set up TLS"):
+        server_ssl_context(config, "SSL", "none")

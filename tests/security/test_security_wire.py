@@ -201,3 +201,30 @@ def test_tls_handshake_has_a_timeout(pki: Pki) -> None:
             assert silent.recv(1) == b""  # closed by the broker, not by our timeout
             assert 0.25 <= time.monotonic() - started < 5
         assert [b.port for b in _tls_metadata(port, pki).brokers] == [port]
+
+
+def test_named_listeners_advertise_their_own_endpoints() -> None:
+    """listener.security.protocol.map names the listeners; each client is told the advertised
+    endpoint of the listener it came in on."""
+    overrides = {
+        "listeners": "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+        "advertised.listeners": "INTERNAL://internal.example:0,EXTERNAL://external.example:0",
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.external.plain.sasl.jaas.config": (
+            'org.apache.kafka.common.security.plain.PlainLoginModule required user_eve="pw";'
+        ),
+    }
+    with EmbeddedBroker(overrides=overrides) as broker:
+        internal, external = broker.listener_ports["INTERNAL"], broker.listener_ports["EXTERNAL"]
+        with RawClient("127.0.0.1", internal) as client:
+            brokers = client.request(metadata_request([])).brokers
+            assert [(b.host, b.port) for b in brokers] == [("internal.example", internal)]
+        with RawClient("127.0.0.1", external) as client:
+            client.send(metadata_request([]))
+            assert _closed_without_answer(client) >= 0  # SASL first
+        with RawClient("127.0.0.1", external) as client:
+            assert client.request(_handshake("PLAIN")).error_code == ErrorCode.none
+            assert client.request(_authenticate(_plain("eve", "pw"))).error_code == ErrorCode.none
+            brokers = client.request(metadata_request([])).brokers
+            assert [(b.host, b.port) for b in brokers] == [("external.example", external)]
