@@ -371,6 +371,9 @@ PROPERTIES: dict[str, Property] = {
         _choice("none", "requested", "required"), "none", "client certificates"
     ),
     "ssl.enabled.protocols": Property(_list, "TLSv1.2,TLSv1.3", "TLS versions", TYPE_LIST),
+    "ssl.principal.mapping.rules": Property(
+        _str, "DEFAULT", "client certificate subject -> principal name", TYPE_STRING
+    ),
     "sasl.enabled.mechanisms": Property(_list, "GSSAPI", "SASL mechanisms served", TYPE_LIST),
     "sasl.server.max.receive.size": Property(
         _int(1, I32_MAX), "524288", "largest SASL packet before authentication", TYPE_INT

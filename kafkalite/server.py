@@ -45,6 +45,7 @@ from kafkalite.protocol.request_memory import ConnectionMemory, RequestMemoryPoo
 from kafkalite.security.listener_security import ListenerSecurity, listener_security
 from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal, ssl_principal
 from kafkalite.security.sasl_authenticator import SaslServerAuthenticator, SaslState
+from kafkalite.security.ssl_principal_mapper import NoMatchingRule
 
 log = logging.getLogger("kafkalite.server")
 
@@ -216,8 +217,12 @@ async def _secure(
                 )
                 return None
             transport = tls
-            peer_certificate = tls.getpeercert()
-            channel = replace(channel, principal=ssl_principal(peer_certificate))
+            try:
+                principal = ssl_principal(tls.getpeercert(), security.principal_mapper)
+            except NoMatchingRule as exc:
+                log.warning("refusing %s on %s: %s", channel.peer, channel.listener, exc)
+                return None
+            channel = replace(channel, principal=principal)
         if security.sasl is not None:
             principal = await _sasl_authenticate(broker, transport, channel, reader, security)
             if principal is None:

@@ -3,6 +3,7 @@ settings, resolved once from the broker config (Kafka's ChannelBuilders per list
 
 from __future__ import annotations
 
+import re
 import ssl
 from dataclasses import dataclass, field
 
@@ -11,6 +12,7 @@ from kafkalite.security import oauthbearer, plain
 from kafkalite.security.jaas import JaasConfigError, LoginModule, parse_jaas_config
 from kafkalite.security.scram_credential import MECHANISMS as SCRAM_MECHANISMS
 from kafkalite.security.ssl_context import server_ssl_context
+from kafkalite.security.ssl_principal_mapper import SslPrincipalMapper
 
 SUPPORTED_MECHANISMS = (plain.MECHANISM, *SCRAM_MECHANISMS, oauthbearer.MECHANISM)
 
@@ -31,6 +33,7 @@ class ListenerSecurity:
     ssl_context: ssl.SSLContext | None = None
     sasl: SaslSettings | None = None
     timeout_s: float = 10.0  # kafkalite.authentication.timeout.ms
+    principal_mapper: SslPrincipalMapper = field(default_factory=SslPrincipalMapper)
 
 
 PLAINTEXT = ListenerSecurity("PLAINTEXT", "PLAINTEXT")
@@ -45,7 +48,12 @@ def listener_security(config: BrokerConfig, listener: str) -> ListenerSecurity:
         context = server_ssl_context(config, listener, _client_auth(config, listener, protocol))
     sasl = _sasl_settings(config, listener) if protocol.startswith("SASL_") else None
     timeout_s = config.int("kafkalite.authentication.timeout.ms") / 1000
-    return ListenerSecurity(listener, protocol, context, sasl, timeout_s)
+    rules = config.listener_str(listener, "ssl.principal.mapping.rules") or "DEFAULT"
+    try:
+        mapper = SslPrincipalMapper.from_rules(rules)
+    except (ValueError, re.error) as exc:
+        raise ConfigError(f"listener {listener}: ssl.principal.mapping.rules: {exc}") from None
+    return ListenerSecurity(listener, protocol, context, sasl, timeout_s, mapper)
 
 
 def _client_auth(config: BrokerConfig, listener: str, protocol: str) -> str:

@@ -1,11 +1,13 @@
 """Kafka principals (`User:alice`) and the TLS one: the client certificate's subject in
-RFC 2253 form, as Java's X500Principal.getName() writes it (DefaultKafkaPrincipalBuilder
-with ssl.principal.mapping.rules=DEFAULT)."""
+RFC 2253 form, as Java's X500Principal.getName() writes it, mapped by
+ssl.principal.mapping.rules (DefaultKafkaPrincipalBuilder)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from kafkalite.security.ssl_principal_mapper import SslPrincipalMapper
 
 USER_TYPE = "User"
 
@@ -71,9 +73,13 @@ def rfc2253(subject: Sequence[Rdn]) -> str:
     return ",".join("+".join(_attribute(n, v) for n, v in rdn) for rdn in reversed(subject))
 
 
-def ssl_principal(peer_certificate: dict[str, object] | None) -> KafkaPrincipal:
-    """`User:<subject DN>` for a verified client certificate; ANONYMOUS without one."""
+def ssl_principal(
+    peer_certificate: dict[str, object] | None, mapper: SslPrincipalMapper | None = None
+) -> KafkaPrincipal:
+    """`User:<name>` for a verified client certificate, its subject mapped by
+    ssl.principal.mapping.rules; ANONYMOUS without one. Raises NoMatchingRule."""
     subject = (peer_certificate or {}).get("subject")
     if not subject:
         return ANONYMOUS
-    return KafkaPrincipal(USER_TYPE, rfc2253(subject))  # type: ignore[arg-type]
+    name = rfc2253(subject)  # type: ignore[arg-type]
+    return KafkaPrincipal(USER_TYPE, mapper.name(name) if mapper is not None else name)

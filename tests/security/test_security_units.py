@@ -39,6 +39,7 @@ from kafkalite.security.sasl_authenticator import SaslServerAuthenticator, SaslS
 from kafkalite.security.sasl_server import SaslAuthenticationError, SaslError
 from kafkalite.security.scram_credential import SCRAM_SHA_256, SCRAM_SHA_512, ScramCredential
 from kafkalite.security.ssl_context import server_ssl_context
+from kafkalite.security.ssl_principal_mapper import NoMatchingRule, SslPrincipalMapper, parse_rules
 from protocol_tests.raw_client import api_versions_request, build, decode_response, encode_request
 from protocol_tests.raw_client import response_class as response_cls
 from tests.security.conftest import JAAS, Pki, secure_overrides
@@ -518,3 +519,65 @@ def test_wrong_key_password_is_refused_at_startup(pki: Pki, tmp_path: Path) -> N
     config = build_config({**secure_overrides(pki), **variant})
     with pytest.raises(ConfigError, match="listener SSL: cannot set up TLS"):
         server_ssl_context(config, "SSL", "none")
+
+
+# -- ssl.principal.mapping.rules (Kafka's SslPrincipalMapperTest cases) --------------------------
+
+
+def test_principal_mapping_rules() -> None:
+    mapper = SslPrincipalMapper.from_rules(
+        ", ".join(
+            [
+                "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L",
+                "RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L",
+                "RULE:^cn=(.*?),ou=(.*?),dc=(.*?),dc=(.*?)$/$1@$2/U",
+                "RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/U",
+                "DEFAULT",
+            ]
+        )
+    )
+    assert mapper.name("CN=Duke,OU=ServiceUsers,O=Org,C=US") == "duke"
+    assert mapper.name("CN=Duke,OU=SME,O=mycp,L=Fulton,ST=MD,C=US") == "duke@sme"
+    assert mapper.name("cn=duke,ou=sme,dc=mycp,dc=com") == "DUKE@SME"
+    assert mapper.name("cN=duke,OU=JavaSoft,O=Sun Microsystems") == "DUKE"
+    assert (
+        mapper.name("OU=JavaSoft,O=Sun Microsystems,C=US") == "OU=JavaSoft,O=Sun Microsystems,C=US"
+    )
+    commas = SslPrincipalMapper.from_rules(r"RULE:^CN=((\\, *|\w)+)(,.*|$)/$1/,DEFAULT")
+    assert commas.name(r"CN=Tkac\, Adam,OU=ITZ,DC=geodis,DC=cz") == r"Tkac\, Adam"
+    assert SslPrincipalMapper.from_rules("RULE:^CN=(.*)$/$1$2/").name("CN=x") == "x$2"
+    with pytest.raises(NoMatchingRule):
+        SslPrincipalMapper.from_rules("RULE:^CN=admin$/admin/").name("CN=eve")
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [
+        "default",
+        "DEFAUL",
+        "DEFAULT/L",
+        "DEFAULT/U",
+        "RULE:CN=(.*?),OU=ServiceUsers.*/$1",
+        "rule:^CN=(.*?),OU=ServiceUsers.*$/$1/",
+        "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L/U",
+        "RULE:^CN=(.*?),OU=ServiceUsers.*$/L",
+        "RULE:^CN=(.*?),OU=ServiceUsers.*$/U",
+        "RULE:^CN=(.*?),OU=ServiceUsers.*$/LU",
+    ],
+)
+def test_invalid_principal_mapping_rules(rules: str) -> None:
+    with pytest.raises(ValueError):
+        SslPrincipalMapper.from_rules(rules)
+
+
+@pytest.mark.parametrize(
+    ("text", "count"), [("", 0), (",   , , ,  ", 0), (",,RULE://,,,DEFAULT,,", 2), ("DEFAULT", 1)]
+)
+def test_principal_mapping_rules_splitting(text: str, count: int) -> None:
+    assert len(parse_rules(text)) == count
+
+
+def test_mapped_principal_from_a_client_certificate(pki: Pki) -> None:
+    certificate = trio.run(_handshake, pki, "requested", True)
+    mapper = SslPrincipalMapper.from_rules("RULE:^CN=(.*?),OU=(.*?),.*$/$1@$2/U,DEFAULT")
+    assert str(ssl_principal(certificate, mapper)) == "User:CLIENT@ENG"

@@ -228,3 +228,24 @@ def test_named_listeners_advertise_their_own_endpoints() -> None:
             assert client.request(_authenticate(_plain("eve", "pw"))).error_code == ErrorCode.none
             brokers = client.request(metadata_request([])).brokers
             assert [(b.host, b.port) for b in brokers] == [("external.example", external)]
+
+
+def test_certificate_no_mapping_rule_matches_is_refused(pki: Pki) -> None:
+    overrides = {
+        **secure_overrides(pki),
+        "listener.name.ssl.ssl.principal.mapping.rules": "RULE:^CN=(admin),.*$/$1/",
+    }
+    with EmbeddedBroker(overrides=overrides) as broker:
+        port = broker.listener_ports["SSL"]
+        context = ssl.create_default_context(cafile=str(pki.ca_file))
+        context.load_cert_chain(pki.client_cert_file, pki.client_key_file)  # CN=client
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            with context.wrap_socket(raw, server_hostname="localhost") as tls:
+                tls.settimeout(10)
+                try:
+                    closed = tls.recv(1) == b""
+                except (ssl.SSLError, ConnectionResetError):
+                    closed = True
+                assert closed
+        # without a certificate the principal is ANONYMOUS: no rule applies to it
+        assert [b.port for b in _tls_metadata(port, pki).brokers] == [port]
