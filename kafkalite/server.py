@@ -201,42 +201,41 @@ async def _secure(
 ) -> tuple[Channel, trio.abc.Stream] | None:
     """TLS handshake and SASL exchange as the listener's protocol asks, within the
     authentication timeout: the channel with its principal and the stream to serve, or None
-    when the connection is to be closed (already logged)."""
-    transport: trio.abc.Stream = stream
+    when the connection is to be closed (after one log line, Kafka's Selector's)."""
+    secured: tuple[Channel, trio.abc.Stream] | None = (channel, stream)
     with trio.move_on_after(security.timeout_s) as deadline:
         if security.ssl_context is not None:
-            tls = trio.SSLStream(stream, security.ssl_context, server_side=True)
-            try:
-                await tls.do_handshake()
-            except trio.BrokenResourceError as exc:
-                log.warning(
-                    "TLS handshake with %s on %s failed: %s",
-                    channel.peer,
-                    channel.listener,
-                    exc.__cause__ or exc,
-                )
-                return None
-            transport = tls
-            try:
-                principal = ssl_principal(tls.getpeercert(), security.principal_mapper)
-            except NoMatchingRule as exc:
-                log.warning("refusing %s on %s: %s", channel.peer, channel.listener, exc)
-                return None
-            channel = replace(channel, principal=principal)
-        if security.sasl is not None:
+            secured = await _tls_handshake(stream, channel, security)
+        if secured is not None and security.sasl is not None:
+            channel, transport = secured
             principal = await _sasl_authenticate(broker, transport, channel, reader, security)
-            if principal is None:
-                return None
-            channel = replace(channel, principal=principal)
+            secured = (replace(channel, principal=principal), transport) if principal else None
     if deadline.cancelled_caught:
-        log.warning(
-            "closing connection from %s on %s: not authenticated within %.0f ms",
-            channel.peer,
-            channel.listener,
-            security.timeout_s * 1000,
-        )
+        _failed(channel, f"not authenticated within {security.timeout_s * 1000:.0f} ms")
         return None
-    return channel, transport
+    return secured
+
+
+async def _tls_handshake(
+    stream: trio.SocketStream, channel: Channel, security: ListenerSecurity
+) -> tuple[Channel, trio.abc.Stream] | None:
+    assert security.ssl_context is not None
+    tls = trio.SSLStream(stream, security.ssl_context, server_side=True)
+    try:
+        await tls.do_handshake()
+    except trio.BrokenResourceError as exc:
+        _failed(channel, f"SSL handshake failed: {exc.__cause__ or exc}")
+        return None
+    try:
+        principal = ssl_principal(tls.getpeercert(), security.principal_mapper)
+    except NoMatchingRule as exc:
+        _failed(channel, str(exc))
+        return None
+    return replace(channel, principal=principal), tls
+
+
+def _failed(channel: Channel, reason: str) -> None:
+    log.info("Failed authentication with %s on %s (%s)", channel.peer, channel.listener, reason)
 
 
 async def _sasl_authenticate(
@@ -277,12 +276,7 @@ async def _sasl_authenticate(
     reader.max_frame_bytes = served_max
     if authenticator.state is SaslState.COMPLETE:
         return authenticator.principal
-    log.info(
-        "failed authentication with %s on %s (%s)",
-        channel.peer,
-        channel.listener,
-        authenticator.failure,
-    )
+    _failed(channel, authenticator.failure)
     if authenticator.delay_close:
         await trio.sleep(security.sasl.failed_delay_ms / 1000)
     return None

@@ -179,14 +179,14 @@ def test_failed_tls_handshake_costs_one_log_line_and_that_connection(
     secure_broker: EmbeddedBroker, pki: Pki, caplog: pytest.LogCaptureFixture
 ) -> None:
     port = secure_broker.listener_ports["SSL"]
-    caplog.set_level(logging.WARNING, logger="kafkalite.server")
+    caplog.set_level(logging.INFO, logger="kafkalite.server")
     with RawClient("127.0.0.1", port) as plaintext:
         plaintext.send(metadata_request([]))  # not TLS
         assert plaintext.is_closed_by_peer()
         local_port = plaintext.sock.getsockname()[1]
     lines = [r for r in caplog.records if f":{local_port}" in r.getMessage()]
-    assert [r.getMessage().partition(" failed: ")[0] for r in lines] == [
-        f"TLS handshake with 127.0.0.1:{local_port} on SSL"
+    assert [r.getMessage().partition(": ")[0] for r in lines] == [
+        f"Failed authentication with 127.0.0.1:{local_port} on SSL (SSL handshake failed"
     ]
     assert [b.port for b in _tls_metadata(port, pki).brokers] == [port]
 
