@@ -170,6 +170,7 @@ async def handle_connection(
             if secured is None:
                 return
             channel, transport = secured
+            broker.metrics.successful_authentications += 1
             if transport is not stream:
                 await stack.enter_async_context(transport)
             async with trio.open_nursery() as nursery:
@@ -205,36 +206,37 @@ async def _secure(
     secured: tuple[Channel, trio.abc.Stream] | None = (channel, stream)
     with trio.move_on_after(security.timeout_s) as deadline:
         if security.ssl_context is not None:
-            secured = await _tls_handshake(stream, channel, security)
+            secured = await _tls_handshake(broker, stream, channel, security)
         if secured is not None and security.sasl is not None:
             channel, transport = secured
             principal = await _sasl_authenticate(broker, transport, channel, reader, security)
             secured = (replace(channel, principal=principal), transport) if principal else None
     if deadline.cancelled_caught:
-        _failed(channel, f"not authenticated within {security.timeout_s * 1000:.0f} ms")
+        _failed(broker, channel, f"not authenticated within {security.timeout_s * 1000:.0f} ms")
         return None
     return secured
 
 
 async def _tls_handshake(
-    stream: trio.SocketStream, channel: Channel, security: ListenerSecurity
+    broker: Broker, stream: trio.SocketStream, channel: Channel, security: ListenerSecurity
 ) -> tuple[Channel, trio.abc.Stream] | None:
     assert security.ssl_context is not None
     tls = trio.SSLStream(stream, security.ssl_context, server_side=True)
     try:
         await tls.do_handshake()
     except trio.BrokenResourceError as exc:
-        _failed(channel, f"SSL handshake failed: {exc.__cause__ or exc}")
+        _failed(broker, channel, f"SSL handshake failed: {exc.__cause__ or exc}")
         return None
     try:
         principal = ssl_principal(tls.getpeercert(), security.principal_mapper)
     except NoMatchingRule as exc:
-        _failed(channel, str(exc))
+        _failed(broker, channel, str(exc))
         return None
     return replace(channel, principal=principal), tls
 
 
-def _failed(channel: Channel, reason: str) -> None:
+def _failed(broker: Broker, channel: Channel, reason: str) -> None:
+    broker.metrics.failed_authentications += 1
     log.info("Failed authentication with %s on %s (%s)", channel.peer, channel.listener, reason)
 
 
@@ -276,7 +278,7 @@ async def _sasl_authenticate(
     reader.max_frame_bytes = served_max
     if authenticator.state is SaslState.COMPLETE:
         return authenticator.principal
-    _failed(channel, authenticator.failure)
+    _failed(broker, channel, authenticator.failure)
     if authenticator.delay_close:
         await trio.sleep(security.sasl.failed_delay_ms / 1000)
     return None

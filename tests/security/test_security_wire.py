@@ -201,6 +201,8 @@ def test_tls_handshake_has_a_timeout(pki: Pki) -> None:
             assert silent.recv(1) == b""  # closed by the broker, not by our timeout
             assert 0.25 <= time.monotonic() - started < 5
         assert [b.port for b in _tls_metadata(port, pki).brokers] == [port]
+        metrics = broker.broker.metrics  # Kafka's failed-/successful-authentication-total
+        assert (metrics.failed_authentications, metrics.successful_authentications) == (1, 1)
 
 
 def test_named_listeners_advertise_their_own_endpoints() -> None:
