@@ -381,6 +381,9 @@ PROPERTIES: dict[str, Property] = {
     "connection.failed.authentication.delay.ms": Property(
         _int(0, I32_MAX), "100", "delay before closing a failed authentication", TYPE_INT
     ),
+    "connections.max.reauth.ms": Property(
+        _int(0), "0", "SASL session lifetime; clients re-authenticate (KIP-368)", TYPE_LONG
+    ),
     # Not a Kafka property (Kafka relies on connections.max.idle.ms): TLS handshake and SASL
     # exchange must finish within this, or the connection is closed.
     "kafkalite.authentication.timeout.ms": Property(
@@ -390,7 +393,9 @@ PROPERTIES: dict[str, Property] = {
 # The properties a listener may override (`listener.name.<listener>.<name>`), and the
 # per-mechanism JAAS config (`listener.name.<listener>.<mechanism>.sasl.jaas.config`).
 LISTENER_PROPERTIES = frozenset(
-    name for name in PROPERTIES if name.startswith(("ssl.", "sasl.", "connection.failed"))
+    name
+    for name in PROPERTIES
+    if name.startswith(("ssl.", "sasl.", "connection.failed", "connections.max.reauth"))
 )
 _LISTENER_PREFIXED = re.compile(r"listener\.name\.([a-z0-9_]+)\.(.+)")
 _JAAS_CONFIG = re.compile(r"[a-z0-9-]+\.sasl\.jaas\.config")

@@ -14,6 +14,7 @@ costs one log line and that connection.
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import logging
 import signal
@@ -44,7 +45,8 @@ from kafkalite.protocol.frames import FrameReader
 from kafkalite.protocol.request_memory import ConnectionMemory, RequestMemoryPool
 from kafkalite.security.listener_security import ListenerSecurity, listener_security
 from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal, ssl_principal
-from kafkalite.security.sasl_authenticator import SaslServerAuthenticator, SaslState
+from kafkalite.security.reauthentication import Reauthentication
+from kafkalite.security.sasl_authenticator import SaslServerAuthenticator, SaslState, Session
 from kafkalite.security.ssl_principal_mapper import NoMatchingRule
 
 log = logging.getLogger("kafkalite.server")
@@ -102,6 +104,7 @@ class Channel:
     client_host: str  # "/127.0.0.1", as Kafka reports it
     listener: str
     principal: KafkaPrincipal = ANONYMOUS
+    reauthentication: Reauthentication | None = None  # SASL sessions (KIP-368)
 
 
 async def _process(
@@ -122,6 +125,12 @@ async def _process(
             response = api_versions_response(HANDLERS, 0, error=ErrorCode.unsupported_version)
             await stream.send_all(encode_response(item.correlation_id, response))
             continue
+        if channel.reauthentication is not None:
+            step = await _session_step(broker, stream, channel, channel.reauthentication, item)
+            if step is _SessionStep.CLOSE:
+                return
+            if step is _SessionStep.ANSWERED:
+                continue
         handler = handlers[item.api_key]
         ctx = RequestContext(
             broker,
@@ -189,6 +198,45 @@ async def handle_connection(
         broker.metrics.connections -= 1
 
 
+class _SessionStep(enum.Enum):
+    SERVE = enum.auto()  # on to the request's handler
+    ANSWERED = enum.auto()  # part of a re-authentication, answered
+    CLOSE = enum.auto()  # the session ended, or re-authenticating failed
+
+
+async def _session_step(
+    broker: Broker,
+    stream: trio.abc.Stream,
+    channel: Channel,
+    reauthentication: Reauthentication,
+    request: DecodedRequest,
+) -> _SessionStep:
+    """What a SASL session (KIP-368) makes of a request, before any handler sees it."""
+    if not reauthentication.takes(request):  # a handshake may renew even an ended session
+        if reauthentication.expired:
+            log.debug("closing %s on %s: its SASL session ended", channel.peer, channel.listener)
+            return _SessionStep.CLOSE
+        return _SessionStep.SERVE
+    renewals = reauthentication.renewals
+    response = reauthentication.receive(request)
+    if response is not None:
+        await stream.send_all(response)
+    broker.metrics.successful_reauthentications += reauthentication.renewals - renewals
+    failed = reauthentication.failed
+    if failed is None:
+        return _SessionStep.ANSWERED
+    broker.metrics.failed_reauthentications += 1
+    log.info(
+        "Failed re-authentication with %s on %s (%s)",
+        channel.peer,
+        channel.listener,
+        failed.failure,
+    )
+    if failed.delay_close:
+        await trio.sleep(failed.settings.failed_delay_ms / 1000)
+    return _SessionStep.CLOSE
+
+
 def _plaintext(broker: Broker) -> ListenerSecurity:
     return ListenerSecurity(broker.advertised_listener.name, "PLAINTEXT")
 
@@ -209,8 +257,10 @@ async def _secure(
             secured = await _tls_handshake(broker, stream, channel, security)
         if secured is not None and security.sasl is not None:
             channel, transport = secured
-            principal = await _sasl_authenticate(broker, transport, channel, reader, security)
-            secured = (replace(channel, principal=principal), transport) if principal else None
+            session = await _sasl_authenticate(broker, transport, channel, reader, security)
+            secured = (
+                (_authenticated(broker, channel, security, session), transport) if session else None
+            )
     if deadline.cancelled_caught:
         _failed(broker, channel, f"not authenticated within {security.timeout_s * 1000:.0f} ms")
         return None
@@ -235,9 +285,32 @@ async def _tls_handshake(
     return replace(channel, principal=principal), tls
 
 
+def _authenticated(
+    broker: Broker, channel: Channel, security: ListenerSecurity, session: Session
+) -> Channel:
+    reauthentication = Reauthentication(
+        session, functools.partial(_authenticator, broker, security), broker.clock_ms
+    )
+    return replace(channel, principal=session.principal, reauthentication=reauthentication)
+
+
 def _failed(broker: Broker, channel: Channel, reason: str) -> None:
     broker.metrics.failed_authentications += 1
     log.info("Failed authentication with %s on %s (%s)", channel.peer, channel.listener, reason)
+
+
+def _authenticator(
+    broker: Broker, security: ListenerSecurity, previous: Session | None = None
+) -> SaslServerAuthenticator:
+    assert security.sasl is not None
+    return SaslServerAuthenticator(
+        security.sasl,
+        HANDLERS,
+        lambda version, error: api_versions_response(HANDLERS, version, error),
+        broker.scram_credential,
+        broker.clock_ms,
+        previous,
+    )
 
 
 async def _sasl_authenticate(
@@ -246,16 +319,10 @@ async def _sasl_authenticate(
     channel: Channel,
     reader: FrameReader,
     security: ListenerSecurity,
-) -> KafkaPrincipal | None:
-    """Run the SASL state machine until it completes (the principal) or fails (None, after
+) -> Session | None:
+    """Run the SASL state machine until it completes (the session) or fails (None, after
     connection.failed.authentication.delay.ms when Kafka delays)."""
-    assert security.sasl is not None
-    authenticator = SaslServerAuthenticator(
-        security.sasl,
-        HANDLERS,
-        lambda version, error: api_versions_response(HANDLERS, version, error),
-        broker.scram_credential,
-    )
+    authenticator = _authenticator(broker, security)
     served_max = reader.max_frame_bytes
     reader.max_frame_bytes = security.sasl.max_receive_size
     while authenticator.state not in (SaslState.COMPLETE, SaslState.FAILED):
@@ -276,8 +343,8 @@ async def _sasl_authenticate(
             await stream.send_all(response)
             broker.metrics.network_bytes_out += len(response)
     reader.max_frame_bytes = served_max
-    if authenticator.state is SaslState.COMPLETE:
-        return authenticator.principal
+    if authenticator.session is not None:
+        return authenticator.session
     _failed(broker, channel, authenticator.failure)
     if authenticator.delay_close:
         await trio.sleep(security.sasl.failed_delay_ms / 1000)

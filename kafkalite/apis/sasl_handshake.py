@@ -1,9 +1,10 @@
 """SaslHandshake (key 17), versions 0-1.
 
 On a SASL listener the handshake is served by the SASL authenticator before any other request
-(security/sasl_authenticator.py). What reaches this handler came after authentication, or on
-a listener without SASL: Kafka's KafkaApis answers ILLEGAL_SASL_STATE (re-authentication,
-KIP-368, is not supported yet).
+(security/sasl_authenticator.py), and one that renews a session by the re-authentication
+(security/reauthentication.py). What reaches this handler came on a listener without SASL,
+or on a session that has no end or was renewed less than a second ago: Kafka's KafkaApis
+answers ILLEGAL_SASL_STATE.
 """
 
 from __future__ import annotations

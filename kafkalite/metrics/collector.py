@@ -124,6 +124,16 @@ class BrokerCollector(Collector):
                 "Failed TLS handshakes and SASL authentications",
                 metrics.failed_authentications,
             ),
+            (
+                "successful_reauthentication",
+                "SASL sessions renewed (KIP-368)",
+                metrics.successful_reauthentications,
+            ),
+            (
+                "failed_reauthentication",
+                "SASL re-authentications failed",
+                metrics.failed_reauthentications,
+            ),
         ):
             family = CounterMetricFamily(prefix + name, doc, labels=list(labels))
             family.add_metric(list(labels.values()), value)

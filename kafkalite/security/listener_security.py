@@ -23,6 +23,7 @@ class SaslSettings:
     plain_users: dict[str, str] = field(default_factory=dict)
     max_receive_size: int = 524288  # sasl.server.max.receive.size
     failed_delay_ms: int = 100  # connection.failed.authentication.delay.ms
+    max_reauth_ms: int = 0  # connections.max.reauth.ms (0: sessions do not expire)
     oauthbearer: oauthbearer.ValidatorOptions = field(default_factory=oauthbearer.ValidatorOptions)
 
 
@@ -91,6 +92,7 @@ def _sasl_settings(config: BrokerConfig, listener: str) -> SaslSettings:
         users,
         int(config.listener_str(listener, "sasl.server.max.receive.size") or "524288"),
         int(config.listener_str(listener, "connection.failed.authentication.delay.ms") or "100"),
+        int(config.listener_str(listener, "connections.max.reauth.ms") or "0"),
         options,
     )
 

@@ -99,8 +99,14 @@ def _scope(claims: Mapping[str, Any], name: str) -> set[str]:
     return set()
 
 
-def validate_unsecured_jws(token: str, options: ValidatorOptions, now_ms: int) -> str:
-    """The principal name of a valid unsecured JWS; raises IllegalToken with Kafka's reasons."""
+@dataclass(frozen=True, slots=True)
+class ValidToken:
+    principal: str
+    lifetime_ms: int  # when it expires, epoch ms (`exp`)
+
+
+def validate_unsecured_jws(token: str, options: ValidatorOptions, now_ms: int) -> ValidToken:
+    """A valid unsecured JWS's principal and expiry; raises IllegalToken with Kafka's reasons."""
     if ".." in token:
         raise IllegalToken("Malformed compact serialization contains '..'")
     parts = token.split(".")
@@ -140,7 +146,7 @@ def validate_unsecured_jws(token: str, options: ValidatorOptions, now_ms: int) -
             raise IllegalToken(
                 f"The provided scope was missing a required scope ({required})", listed
             )
-    return principal
+    return ValidToken(principal, round(expiration * 1000))
 
 
 def _error_challenge(error: IllegalToken) -> str:
@@ -158,13 +164,13 @@ class OAuthBearerServer:
         self._options = options
         self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
         self._error: str | None = None  # the JSON challenge sent for an invalid token
-        self._principal: str | None = None
+        self._token: ValidToken | None = None
 
-    def evaluate_response(self, token: bytes) -> bytes:
-        if token == _CONTROL_A and self._error is not None:
+    def evaluate_response(self, response: bytes) -> bytes:
+        if response == _CONTROL_A and self._error is not None:
             raise SaslAuthenticationError(self._error)
         self._error = None
-        match = _INITIAL_RESPONSE.fullmatch(token.decode("utf-8", "replace"))
+        match = _INITIAL_RESPONSE.fullmatch(response.decode("utf-8", "replace"))
         if match is None:
             raise SaslError("Invalid OAUTHBEARER client first message")
         pairs = dict(p.split("=", 1) for p in match.group("kvpairs").split("\x01") if p)
@@ -172,24 +178,28 @@ class OAuthBearerServer:
         if auth is None or auth.group("scheme").lower() != "bearer":
             raise SaslError("Invalid OAUTHBEARER client first message: invalid 'auth'")
         try:
-            principal = validate_unsecured_jws(auth.group("token"), self._options, self._clock_ms())
+            token = validate_unsecured_jws(auth.group("token"), self._options, self._clock_ms())
         except IllegalToken as exc:
             self._error = _error_challenge(exc)
             return self._error.encode()
         authorization_id = match.group("authzid") or ""
-        if authorization_id and authorization_id != principal:
+        if authorization_id and authorization_id != token.principal:
             raise SaslAuthenticationError(
                 f"Authentication failed: Client requested an authorization id ({authorization_id})"
-                f" that is different from the token's principal name ({principal})"
+                f" that is different from the token's principal name ({token.principal})"
             )
-        self._principal = principal  # extensions are all accepted, as the unsecured validator does
+        self._token = token  # extensions are all accepted, as the unsecured validator does
         return b""
 
     @property
     def complete(self) -> bool:
-        return self._principal is not None
+        return self._token is not None
 
     @property
     def authorization_id(self) -> str:
-        assert self._principal is not None, "authentication has not completed"
-        return self._principal
+        assert self._token is not None, "authentication has not completed"
+        return self._token.principal
+
+    @property
+    def credential_expiration_ms(self) -> int | None:
+        return self._token.lifetime_ms if self._token is not None else None

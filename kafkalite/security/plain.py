@@ -26,6 +26,7 @@ def plain_users(modules: list[LoginModule]) -> dict[str, str]:
 
 class PlainServer:
     mechanism = MECHANISM
+    credential_expiration_ms = None  # passwords do not expire
 
     def __init__(self, users: Mapping[str, str]) -> None:
         self._users = users

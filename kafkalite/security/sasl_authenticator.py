@@ -9,17 +9,23 @@ A SASL listener's connection passes through it before any other request is serve
     anything else --> FAILED
 
 (INITIAL_REQUEST becomes HANDSHAKE_OR_VERSIONS_REQUEST once a request header was read; both
-serve the same requests.) `SERVED_IN` says which requests each state serves; the server
-sends what `receive` returns, then reads `state`. On FAILED it closes the connection, after
+serve the same requests.) Re-authentication (KIP-368) starts a new authenticator in
+REAUTH_PROCESS_HANDSHAKE with the handshake an authenticated connection sent; it must keep
+the mechanism (else REAUTH_BAD_MECHANISM fails the next token) and the principal.
+
+`SERVED_IN` says which requests each state serves; the server sends what `receive` returns,
+then reads `state`. On FAILED it closes the connection, after
 connection.failed.authentication.delay.ms when `delay_close` (Kafka's AuthenticationException)
 and at once otherwise (Kafka's other errors: a second ApiVersions, an unparsable request).
 """
 
 from __future__ import annotations
 
+import datetime
 import enum
 import struct
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -47,6 +53,8 @@ ApiVersionsAnswer = Callable[[int, ErrorCode], Any]
 
 
 class SaslState(enum.Enum):
+    REAUTH_PROCESS_HANDSHAKE = enum.auto()
+    REAUTH_BAD_MECHANISM = enum.auto()
     INITIAL_REQUEST = enum.auto()
     HANDSHAKE_OR_VERSIONS_REQUEST = enum.auto()
     HANDSHAKE_REQUEST = enum.auto()
@@ -57,11 +65,27 @@ class SaslState(enum.Enum):
 
 # The Kafka requests each state serves; with a v0 handshake AUTHENTICATE takes raw tokens.
 SERVED_IN: dict[SaslState, frozenset[int]] = {
+    SaslState.REAUTH_PROCESS_HANDSHAKE: frozenset({SASL_HANDSHAKE}),
+    SaslState.REAUTH_BAD_MECHANISM: frozenset({SASL_AUTHENTICATE}),
     SaslState.INITIAL_REQUEST: frozenset({API_VERSIONS, SASL_HANDSHAKE}),
     SaslState.HANDSHAKE_OR_VERSIONS_REQUEST: frozenset({API_VERSIONS, SASL_HANDSHAKE}),
     SaslState.HANDSHAKE_REQUEST: frozenset({SASL_HANDSHAKE}),
     SaslState.AUTHENTICATE: frozenset({SASL_AUTHENTICATE}),
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """An authenticated connection's session: what re-authentication must keep, and until
+    when it may serve (Kafka's ReauthInfo)."""
+
+    mechanism: str
+    principal: KafkaPrincipal
+    lifetime_ms: int = 0  # sent in SaslAuthenticate v1+; 0: the session does not expire
+    expires_at_ms: int | None = None
+
+    def expired(self, now_ms: int) -> bool:
+        return self.expires_at_ms is not None and now_ms >= self.expires_at_ms
 
 
 class SaslServerAuthenticator:
@@ -71,12 +95,17 @@ class SaslServerAuthenticator:
         served: Mapping[int, ServedApi],
         api_versions: ApiVersionsAnswer,
         scram_credentials: CredentialLookup,
+        clock_ms: Callable[[], int],
+        previous: Session | None = None,
     ) -> None:
         self.settings = settings
-        self.state = SaslState.INITIAL_REQUEST
-        self.principal: KafkaPrincipal | None = None
+        self.previous = previous  # re-authenticating this session
+        self.state = SaslState.REAUTH_PROCESS_HANDSHAKE if previous else SaslState.INITIAL_REQUEST
+        self.session: Session | None = None  # once COMPLETE
         self.failure = ""  # why it failed, for the server's one log line
         self.delay_close = False
+        self._clock_ms = clock_ms
+        self._bad_mechanism = ""
         self._served = served
         self._api_versions = api_versions
         self._scram_credentials = scram_credentials
@@ -86,6 +115,10 @@ class SaslServerAuthenticator:
     @property
     def mechanism(self) -> str | None:
         return self._server.mechanism if self._server is not None else None
+
+    @property
+    def principal(self) -> KafkaPrincipal | None:
+        return self.session.principal if self.session is not None else None
 
     def receive(self, frame: bytes) -> bytes | None:
         """One frame from the client; returns the size-prefixed frame to send, if any."""
@@ -114,6 +147,26 @@ class SaslServerAuthenticator:
                 request.correlation_id, self._api_versions(0, ErrorCode.unsupported_version)
             )
         assert isinstance(request, DecodedRequest)  # these APIs have no legacy versions
+        return self._dispatch(request)
+
+    def receive_request(self, request: DecodedRequest) -> bytes | None:
+        """A request the server's reader already decoded (re-authentication happens on a
+        serving connection); returns the size-prefixed frame to send, if any."""
+        if self.state not in SERVED_IN:
+            raise RuntimeError(f"no request is expected in state {self.state.name}")
+        if request.api_key not in SERVED_IN[self.state]:
+            return self._unexpected(request.api_key, request.api_version, request.correlation_id)
+        return self._dispatch(request)
+
+    def _dispatch(self, request: DecodedRequest) -> bytes | None:
+        api_key, version, correlation_id = (
+            request.api_key,
+            request.api_version,
+            request.correlation_id,
+        )
+        if self.state is SaslState.REAUTH_BAD_MECHANISM:
+            self._fail(self._bad_mechanism)
+            return None
         if api_key == API_VERSIONS:
             self.state = SaslState.HANDSHAKE_REQUEST
             return _frame(correlation_id, self._api_versions(version, ErrorCode.none))
@@ -150,6 +203,13 @@ class SaslServerAuthenticator:
         if mechanism not in enabled:
             self._fail(f"Unsupported SASL mechanism {mechanism}")
             error = ErrorCode.unsupported_sasl_mechanism
+        elif self.previous is not None and mechanism != self.previous.mechanism:
+            self.state = SaslState.REAUTH_BAD_MECHANISM  # Kafka answers the handshake first
+            self._bad_mechanism = (
+                f"SASL mechanism '{mechanism}' requested by client is not supported for"
+                f" re-authentication of mechanism '{self.previous.mechanism}'"
+            )
+            error = ErrorCode.none
         else:
             self._server = self._create_server(mechanism)
             self.state = SaslState.AUTHENTICATE
@@ -161,7 +221,7 @@ class SaslServerAuthenticator:
         if mechanism == plain.MECHANISM:
             return plain.PlainServer(self.settings.plain_users)
         if mechanism == oauthbearer.MECHANISM:
-            return oauthbearer.OAuthBearerServer(self.settings.oauthbearer)
+            return oauthbearer.OAuthBearerServer(self.settings.oauthbearer, self._clock_ms)
         return ScramServer(mechanism, self._scram_credentials)
 
     def _authenticate(self, request: DecodedRequest) -> bytes:
@@ -183,7 +243,10 @@ class SaslServerAuthenticator:
             error_code=ErrorCode.none,
             error_message=None,
             auth_bytes=token,
-        )  # session_lifetime_ms 0: no re-authentication (KIP-368) yet
+            session_lifetime=datetime.timedelta(
+                milliseconds=self.session.lifetime_ms if self.session else 0
+            ),
+        )
         return _frame(request.correlation_id, response)
 
     def _raw_token(self, frame: bytes) -> bytes | None:
@@ -201,17 +264,41 @@ class SaslServerAuthenticator:
         assert self._server is not None
         response = self._server.evaluate_response(token)
         if self._server.complete:
-            self.principal = KafkaPrincipal(USER_TYPE, self._server.authorization_id)
+            principal = KafkaPrincipal(USER_TYPE, self._server.authorization_id)
+            if self.previous is not None and principal != self.previous.principal:
+                was = self.previous.principal
+                raise SaslAuthenticationError(
+                    "Cannot change principals during re-authentication from"
+                    f" {was.principal_type}.{was.name}:"
+                    f" {principal.principal_type}.{principal.name}"
+                )
+            self.session = self._new_session(self._server.mechanism, principal)
             self.state = SaslState.COMPLETE
         return response
+
+    def _new_session(self, mechanism: str, principal: KafkaPrincipal) -> Session:
+        """Kafka's calcCompletionTimesAndReturnSessionLifetimeMs: the session ends with the
+        credential (an OAUTHBEARER token's `exp`) or after connections.max.reauth.ms,
+        whichever comes first; neither set: it never ends."""
+        now = self._clock_ms()
+        ends = [self.settings.max_reauth_ms] if self.settings.max_reauth_ms > 0 else []
+        assert self._server is not None
+        expiration = self._server.credential_expiration_ms
+        if expiration is not None:
+            ends.append(expiration - now)
+        if not ends:
+            return Session(mechanism, principal)
+        lifetime = max(0, min(ends))
+        return Session(mechanism, principal, lifetime, now + lifetime)
 
     def _failure_message(self, exc: Exception) -> str:
         """SaslException's reason may say whether the user exists: the client gets Kafka's
         generic message instead."""
         if isinstance(exc, SaslAuthenticationError):
             return str(exc)
+        during = "re-authentication" if self.previous is not None else "authentication"
         return (
-            "Authentication failed during authentication due to invalid credentials with SASL"
+            f"Authentication failed during {during} due to invalid credentials with SASL"
             f" mechanism {self.mechanism}"
         )
 

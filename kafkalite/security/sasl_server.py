@@ -31,3 +31,8 @@ class SaslServer(Protocol):
     def authorization_id(self) -> str:
         """The authenticated user, once complete."""
         ...
+
+    @property
+    def credential_expiration_ms(self) -> int | None:
+        """When the credential expires (epoch ms), once complete; None: it does not."""
+        ...

@@ -31,6 +31,8 @@ def _names(client_first: str) -> tuple[str, str]:
 
 
 class ScramServer:
+    credential_expiration_ms = None  # no delegation tokens: credentials do not expire
+
     def __init__(self, mechanism: str, lookup: CredentialLookup) -> None:
         self.mechanism = mechanism
         self._scram = MECHANISMS[mechanism]

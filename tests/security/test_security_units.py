@@ -6,6 +6,7 @@ frame by frame, and the configs Kafka (or kafkalite) refuses."""
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import json
 import os
@@ -25,6 +26,7 @@ from kafkalite.broker.cluster_metadata import BrokerInfo
 from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.scram_credentials import Deletion, ScramCredentials, Upsertion
 from kafkalite.config import ConfigError, build_config, is_password
+from kafkalite.protocol.codec import DecodedRequest, decode_request
 from kafkalite.security.jaas import JaasConfigError, parse_jaas_config
 from kafkalite.security.listener_security import SaslSettings, listener_security
 from kafkalite.security.oauthbearer import (
@@ -34,15 +36,24 @@ from kafkalite.security.oauthbearer import (
     validate_unsecured_jws,
     validator_options,
 )
-from kafkalite.security.principal import ANONYMOUS, rfc2253, ssl_principal
-from kafkalite.security.sasl_authenticator import SaslServerAuthenticator, SaslState
+from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal, rfc2253, ssl_principal
+from kafkalite.security.reauthentication import Reauthentication
+from kafkalite.security.sasl_authenticator import SaslServerAuthenticator, SaslState, Session
 from kafkalite.security.sasl_server import SaslAuthenticationError, SaslError
 from kafkalite.security.scram_credential import SCRAM_SHA_256, SCRAM_SHA_512, ScramCredential
 from kafkalite.security.ssl_context import server_ssl_context
 from kafkalite.security.ssl_principal_mapper import NoMatchingRule, SslPrincipalMapper, parse_rules
-from protocol_tests.raw_client import api_versions_request, build, decode_response, encode_request
+from protocol_tests.raw_client import (
+    api_versions_request,
+    build,
+    decode_response,
+    encode_request,
+    metadata_request,
+)
 from protocol_tests.raw_client import response_class as response_cls
 from tests.security.conftest import JAAS, Pki, secure_overrides
+
+NOW_MS = 1_800_000_000_000
 
 # -- JAAS --------------------------------------------------------------------------------------
 
@@ -239,6 +250,7 @@ def _authenticator(mechanisms: tuple[str, ...], credential: ScramCredential | No
         HANDLERS,
         lambda version, error: api_versions_response(HANDLERS, version, error),
         lambda user, mechanism: credential if user == "bob" else None,
+        lambda: NOW_MS,
     )
 
 
@@ -361,8 +373,6 @@ def test_listener_security_refused_at_startup(
 
 # -- OAUTHBEARER (unsecured JWS) ---------------------------------------------------------------
 
-NOW_MS = 1_800_000_000_000
-
 
 def _jws(claims: dict[str, Any], header: dict[str, Any] | None = None, signature: str = "") -> str:
     def part(value: dict[str, Any]) -> str:
@@ -408,7 +418,8 @@ def test_unsecured_jws_options() -> None:
     )
     assert options == ValidatorOptions("user", "scope", ("a", "b"), 1000)
     token = _jws({"user": "bob", "exp": NOW_MS / 1000, "scope": ["a", "b", "c"]})
-    assert validate_unsecured_jws(token, options, NOW_MS) == "bob"  # within the clock skew
+    valid = validate_unsecured_jws(token, options, NOW_MS)  # within the clock skew
+    assert (valid.principal, valid.lifetime_ms) == ("bob", NOW_MS)
     with pytest.raises(IllegalToken) as refused:
         validate_unsecured_jws(_jws({**VALID, "user": "bob", "scope": "a"}), options, NOW_MS)
     assert refused.value.scope == "[a, b]"
@@ -581,3 +592,125 @@ def test_mapped_principal_from_a_client_certificate(pki: Pki) -> None:
     certificate = trio.run(_handshake, pki, "requested", True)
     mapper = SslPrincipalMapper.from_rules("RULE:^CN=(.*?),OU=(.*?),.*$/$1@$2/U,DEFAULT")
     assert str(ssl_principal(certificate, mapper)) == "User:CLIENT@ENG"
+
+
+# -- re-authentication (KIP-368) ----------------------------------------------------------------
+
+ALICE = KafkaPrincipal("User", "alice")
+REAUTH_SETTINGS = SaslSettings(
+    ("PLAIN", "SCRAM-SHA-256"), {"alice": "pw", "admin": "pw"}, max_reauth_ms=5000
+)
+
+
+def _decoded(request: Any) -> DecodedRequest:
+    decoded = decode_request(encode_request(request, 9), HANDLERS)
+    assert isinstance(decoded, DecodedRequest)
+    return decoded
+
+
+def _answer(frame: bytes | None, api_key: int, version: int) -> Any:
+    assert frame is not None
+    return decode_response(frame[4:], response_cls(api_key, version))[1]
+
+
+def _reauthentication(clock: list[int], expires: bool = True) -> Reauthentication:
+    def new_authenticator(previous: Session | None) -> SaslServerAuthenticator:
+        return SaslServerAuthenticator(
+            REAUTH_SETTINGS,
+            HANDLERS,
+            lambda version, error: api_versions_response(HANDLERS, version, error),
+            lambda user, mechanism: None,
+            lambda: clock[0],
+            previous,
+        )
+
+    session = Session("PLAIN", ALICE, 5000, NOW_MS + 5000) if expires else Session("PLAIN", ALICE)
+    return Reauthentication(session, new_authenticator, lambda: clock[0])
+
+
+HANDSHAKE = build(17, 1, "SaslHandshakeRequest", mechanism="PLAIN")
+
+
+def _plain_token(user: str) -> Any:
+    return build(36, 2, "SaslAuthenticateRequest", auth_bytes=f"\0{user}\0pw".encode())
+
+
+def test_session_lifetime_is_connections_max_reauth_ms() -> None:
+    authenticator = SaslServerAuthenticator(
+        REAUTH_SETTINGS,
+        HANDLERS,
+        lambda version, error: api_versions_response(HANDLERS, version, error),
+        lambda user, mechanism: None,
+        lambda: NOW_MS,
+    )
+    _exchange(authenticator, HANDSHAKE)
+    response = _exchange(authenticator, _plain_token("alice"))
+    assert response.session_lifetime == datetime.timedelta(milliseconds=5000)
+    assert authenticator.session == Session("PLAIN", ALICE, 5000, NOW_MS + 5000)
+
+
+def test_reauthentication_renews_the_session() -> None:
+    clock = [NOW_MS + 4000]
+    reauth = _reauthentication(clock)
+    assert not reauth.takes(_decoded(metadata_request([])))
+    assert reauth.takes(_decoded(HANDSHAKE))
+    assert _answer(reauth.receive(_decoded(HANDSHAKE)), 17, 1).error_code == ErrorCode.none
+    token = _decoded(_plain_token("alice"))
+    assert reauth.takes(token)
+    response = _answer(reauth.receive(token), 36, 2)
+    assert (response.error_code, response.session_lifetime.total_seconds()) == (ErrorCode.none, 5)
+    assert (reauth.session.expires_at_ms, reauth.renewals, reauth.failed) == (
+        NOW_MS + 9000,
+        1,
+        None,
+    )
+    clock[0] += 999  # at most one re-authentication a second: this handshake goes to its handler
+    assert not reauth.takes(_decoded(HANDSHAKE))
+    clock[0] = NOW_MS + 9000
+    assert reauth.expired
+
+
+def test_reauthentication_keeps_the_principal() -> None:
+    reauth = _reauthentication([NOW_MS])
+    assert reauth.takes(_decoded(HANDSHAKE))
+    reauth.receive(_decoded(HANDSHAKE))
+    response = _answer(reauth.receive(_decoded(_plain_token("admin"))), 36, 2)
+    assert (response.error_code, response.error_message) == (
+        ErrorCode.sasl_authentication_failed,
+        "Cannot change principals during re-authentication from User.alice: User.admin",
+    )
+    assert reauth.failed is not None and reauth.failed.delay_close
+
+
+def test_reauthentication_keeps_the_mechanism() -> None:
+    reauth = _reauthentication([NOW_MS])
+    scram = _decoded(build(17, 1, "SaslHandshakeRequest", mechanism="SCRAM-SHA-256"))
+    assert reauth.takes(scram)
+    assert _answer(reauth.receive(scram), 17, 1).error_code == ErrorCode.none  # as Kafka
+    assert reauth.receive(_decoded(_plain_token("alice"))) is None
+    assert reauth.failed is not None
+    assert reauth.failed.failure == (
+        "SASL mechanism 'SCRAM-SHA-256' requested by client is not supported for"
+        " re-authentication of mechanism 'PLAIN'"
+    )
+
+
+def test_a_session_without_end_is_not_reauthenticated() -> None:
+    reauth = _reauthentication([NOW_MS], expires=False)
+    assert not reauth.takes(_decoded(HANDSHAKE))  # its handler answers ILLEGAL_SASL_STATE
+    assert not reauth.expired
+
+
+def test_oauthbearer_session_ends_with_the_token() -> None:
+    settings = SaslSettings(("OAUTHBEARER",), max_reauth_ms=600_000)
+    authenticator = SaslServerAuthenticator(
+        settings,
+        HANDLERS,
+        lambda version, error: api_versions_response(HANDLERS, version, error),
+        lambda user, mechanism: None,
+        lambda: NOW_MS,
+    )
+    _exchange(authenticator, build(17, 1, "SaslHandshakeRequest", mechanism="OAUTHBEARER"))
+    token = _initial_response(_jws(VALID))  # exp: 60 s from now
+    response = _exchange(authenticator, build(36, 2, "SaslAuthenticateRequest", auth_bytes=token))
+    assert response.session_lifetime == datetime.timedelta(seconds=60)

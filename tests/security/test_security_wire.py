@@ -93,7 +93,7 @@ def test_handshake_v1_and_authenticate_then_requests_are_served(
     assert (authenticated.error_code, authenticated.error_message) == (ErrorCode.none, None)
     metadata = sasl_client.request(metadata_request([]))
     assert [b.port for b in metadata.brokers] == [secure_broker.listener_ports["SASL_PLAINTEXT"]]
-    again = sasl_client.request(_handshake("PLAIN"))  # no re-authentication (KIP-368) yet
+    again = sasl_client.request(_handshake("PLAIN"))  # a session without end: not renewed
     assert again.error_code == ErrorCode.illegal_sasl_state
 
 
