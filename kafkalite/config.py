@@ -23,6 +23,9 @@ I32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 # Kafka's ConfigDef types as DescribeConfigs (v3+) reports them (ConfigEntry.ConfigType ordinal).
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = range(1, 8)
+TYPE_PASSWORD = 9  # DescribeConfigs hides the value and flags it sensitive
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
 
 
 class ConfigError(ValueError):
@@ -50,6 +53,35 @@ def parse_listeners(value: str) -> tuple[Listener, ...]:
     if not listeners:
         raise ConfigError("listeners must name at least one listener")
     return tuple(listeners)
+
+
+def parse_protocol_map(value: str) -> dict[str, str]:
+    """`listener.security.protocol.map`: `NAME:PROTOCOL,...` -> {NAME: PROTOCOL}."""
+    mapping: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        name, colon, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not colon or not name:
+            raise ValueError(f"{item!r} is not NAME:PROTOCOL")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"{protocol!r} is not one of {', '.join(SECURITY_PROTOCOLS)}")
+        if name in mapping:
+            raise ValueError(f"listener {name} is mapped twice")
+        mapping[name] = protocol
+    return mapping
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if value.strip().lower() not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return value.strip().lower()
+
+    return parse
+
+
+def _list(value: str) -> tuple[str, ...]:
+    return tuple(filter(None, (part.strip() for part in value.split(","))))
 
 
 def _bool(value: str) -> bool:
@@ -316,7 +348,79 @@ PROPERTIES: dict[str, Property] = {
     # /metrics, /health and /ready over HTTP; -1 disables, 0 takes a free port.
     "kafkalite.metrics.port": Property(_int(-1, 65535), "-1", "Prometheus HTTP port", TYPE_INT),
     "kafkalite.metrics.host": Property(_str, "127.0.0.1", "Prometheus HTTP address"),
+    # Security (kafkalite/security/): each may also be set per listener,
+    # `listener.name.<listener>.<property>`, as in Kafka.
+    "listener.security.protocol.map": Property(
+        parse_protocol_map, DEFAULT_PROTOCOL_MAP, "listener name -> security protocol"
+    ),
+    "ssl.keystore.type": Property(_choice("jks", "pem", "pkcs12"), "JKS", "PEM or PKCS12"),
+    "ssl.keystore.location": Property(_str, None, "key and certificate chain file"),
+    "ssl.keystore.password": Property(_str, None, "keystore password", TYPE_PASSWORD),
+    "ssl.keystore.key": Property(_str, None, "inline PEM private key", TYPE_PASSWORD),
+    "ssl.keystore.certificate.chain": Property(
+        _str, None, "inline PEM certificate chain", TYPE_PASSWORD
+    ),
+    "ssl.key.password": Property(_str, None, "private key password", TYPE_PASSWORD),
+    "ssl.truststore.type": Property(_choice("jks", "pem", "pkcs12"), "JKS", "PEM or PKCS12"),
+    "ssl.truststore.location": Property(_str, None, "trusted CA certificates file"),
+    "ssl.truststore.password": Property(_str, None, "truststore password", TYPE_PASSWORD),
+    "ssl.truststore.certificates": Property(
+        _str, None, "inline PEM trusted certificates", TYPE_PASSWORD
+    ),
+    "ssl.client.auth": Property(
+        _choice("none", "requested", "required"), "none", "client certificates"
+    ),
+    "ssl.enabled.protocols": Property(_list, "TLSv1.2,TLSv1.3", "TLS versions", TYPE_LIST),
+    "ssl.principal.mapping.rules": Property(
+        _str, "DEFAULT", "client certificate subject -> principal name", TYPE_STRING
+    ),
+    "sasl.enabled.mechanisms": Property(_list, "GSSAPI", "SASL mechanisms served", TYPE_LIST),
+    "sasl.server.max.receive.size": Property(
+        _int(1, I32_MAX), "524288", "largest SASL packet before authentication", TYPE_INT
+    ),
+    "connection.failed.authentication.delay.ms": Property(
+        _int(0, I32_MAX), "100", "delay before closing a failed authentication", TYPE_INT
+    ),
+    "connections.max.reauth.ms": Property(
+        _int(0), "0", "SASL session lifetime; clients re-authenticate (KIP-368)", TYPE_LONG
+    ),
+    # Not a Kafka property (Kafka relies on connections.max.idle.ms): TLS handshake and SASL
+    # exchange must finish within this, or the connection is closed.
+    "kafkalite.authentication.timeout.ms": Property(
+        _int(1, I32_MAX), "10000", "TLS handshake and SASL exchange deadline", TYPE_INT
+    ),
 }
+# The properties a listener may override (`listener.name.<listener>.<name>`), and the
+# per-mechanism JAAS config (`listener.name.<listener>.<mechanism>.sasl.jaas.config`).
+LISTENER_PROPERTIES = frozenset(
+    name
+    for name in PROPERTIES
+    if name.startswith(("ssl.", "sasl.", "connection.failed", "connections.max.reauth"))
+)
+_LISTENER_PREFIXED = re.compile(r"listener\.name\.([a-z0-9_]+)\.(.+)")
+_JAAS_CONFIG = re.compile(r"[a-z0-9-]+\.sasl\.jaas\.config")
+
+
+def listener_property(name: str) -> tuple[str, str] | None:
+    """(listener, property) of a `listener.name.<listener>.<property>` name Kafka accepts."""
+    match = _LISTENER_PREFIXED.fullmatch(name)
+    if match is None:
+        return None
+    listener, prop = match.groups()
+    if prop in LISTENER_PROPERTIES or _JAAS_CONFIG.fullmatch(prop):
+        return listener.upper(), prop
+    return None
+
+
+def is_password(name: str) -> bool:
+    """A property whose value is secret (never shown by DescribeConfigs or logs)."""
+    scoped = listener_property(name)
+    prop = scoped[1] if scoped else name
+    return prop.endswith("sasl.jaas.config") or (
+        prop in PROPERTIES and PROPERTIES[prop].config_type == TYPE_PASSWORD
+    )
+
+
 # Kafka's defaults that would stop a single node from working apply in cluster mode only,
 # so `kafkalite serve` without zookeeper.connect behaves as before.
 CLUSTER_MODE_DEFAULTS: dict[str, str] = {
@@ -394,6 +498,21 @@ class BrokerConfig:
     def consumer_assignors(self) -> tuple[str, ...]:
         return self._get("group.consumer.assignors")  # type: ignore[return-value]
 
+    @property
+    def protocol_map(self) -> dict[str, str]:
+        return self._get("listener.security.protocol.map")  # type: ignore[return-value]
+
+    def listener_str(self, listener: str, name: str) -> str | None:
+        """A property as `listener` sees it: its `listener.name.<l>.` override, else the
+        broker-wide value."""
+        value = self.raw.get(f"listener.name.{listener.lower()}.{name}")
+        if value is not None:
+            return value.strip()
+        if name not in PROPERTIES:  # a per-mechanism JAAS config is per listener only
+            return None
+        value = self.raw.get(name, self.default(name))
+        return None if value is None else value.strip()
+
     def int(self, name: str) -> int:
         return self._get(name)  # type: ignore[return-value]
 
@@ -402,6 +521,29 @@ class BrokerConfig:
 
     def str(self, name: str) -> str | None:
         return self._get(name)  # type: ignore[return-value]
+
+
+def _check_listeners(config: BrokerConfig) -> None:
+    """Kafka's listener checks: names unique and mapped to a protocol; advertised listeners
+    are listeners. A cluster's brokers talk to each other on the first listener, which
+    kafkalite only does in plaintext so far."""
+    names = [listener.name for listener in config.listeners]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"listeners: each listener name must be unique, got {names}")
+    mapping = config.protocol_map
+    for name in names:
+        if name not in mapping:
+            raise ConfigError(
+                f"listener {name} is not in listener.security.protocol.map ({mapping})"
+            )
+    for advertised in config.advertised_listeners:
+        if advertised.name not in names:
+            raise ConfigError(f"advertised listener {advertised.name} is not in listeners")
+    if config.cluster_mode and mapping[config.advertised_listeners[0].name] != "PLAINTEXT":
+        raise ConfigError(
+            "in cluster mode the first advertised listener carries inter-broker traffic and"
+            " must be PLAINTEXT (kafkalite has no secured inter-broker listener yet)"
+        )
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -440,7 +582,10 @@ def build_config(
     raw = dict(file_props)
     raw.update(overrides)
     for name, value in raw.items():
-        prop = PROPERTIES.get(name)
+        scoped = listener_property(name)
+        prop = PROPERTIES.get(scoped[1] if scoped else name)
+        if prop is None and scoped is not None:
+            continue  # a JAAS config: read by kafkalite/security/jaas.py
         if prop is None:
             raise ConfigError(f"unknown property {name!r}")
         try:
@@ -448,6 +593,7 @@ def build_config(
         except (ValueError, ConfigError) as exc:
             raise ConfigError(f"invalid value {value!r} for {name}: {exc}") from None
     config = BrokerConfig(raw)
+    _check_listeners(config)
     if config.int("replica.fetch.wait.max.ms") > config.int("replica.lag.time.max.ms"):
         raise ConfigError(  # Kafka's check, with its words
             "replica.fetch.wait.max.ms should always be less than or equal to"

@@ -4,16 +4,23 @@ Per connection a reader task splits frames and decodes requests into a bounded c
 processor answers them one at a time, in order (pipelined requests queue in the channel,
 like Kafka's one-in-flight-per-connection processing). A bad frame closes only its own
 connection.
+
+Each listener has a security protocol (kafkalite/security/): on SSL and SASL_SSL listeners
+the connection first completes a TLS handshake, on SASL ones the SASL exchange
+(security/sasl_authenticator.py), both within kafkalite.authentication.timeout.ms; a failure
+costs one log line and that connection.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
+import functools
 import logging
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import trio
 from kio.schema.errors import ErrorCode
@@ -36,6 +43,11 @@ from kafkalite.protocol.codec import (
 from kafkalite.protocol.errors import FrameError
 from kafkalite.protocol.frames import FrameReader
 from kafkalite.protocol.request_memory import ConnectionMemory, RequestMemoryPool
+from kafkalite.security.listener_security import ListenerSecurity, listener_security
+from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal, ssl_principal
+from kafkalite.security.reauthentication import Reauthentication
+from kafkalite.security.sasl_authenticator import SaslServerAuthenticator, SaslState, Session
+from kafkalite.security.ssl_principal_mapper import NoMatchingRule
 
 log = logging.getLogger("kafkalite.server")
 
@@ -46,15 +58,14 @@ Queued = DecodedRequest | UnsupportedApiVersions | bytes
 
 
 async def _read_requests(
-    stream: trio.SocketStream,
+    stream: trio.abc.Stream,
     peer: str,
-    max_frame_bytes: int,
+    reader: FrameReader,
     handlers: Mapping[int, ApiHandler],
     queue: trio.MemorySendChannel[Queued],
     metrics: BrokerMetrics,
     memory: ConnectionMemory,
 ) -> None:
-    reader = FrameReader(max_frame_bytes)
     async with queue:
         while True:
             try:
@@ -85,10 +96,21 @@ def _answer_legacy(handler: ApiHandler, request: LegacyRequest) -> bytes:
     return handler.legacy(request.api_version, request.correlation_id, request.frame)
 
 
+@dataclass(frozen=True, slots=True)
+class Channel:
+    """Who is at the other end of a connection, and on which listener (Kafka's KafkaChannel)."""
+
+    peer: str
+    client_host: str  # "/127.0.0.1", as Kafka reports it
+    listener: str
+    principal: KafkaPrincipal = ANONYMOUS
+    reauthentication: Reauthentication | None = None  # SASL sessions (KIP-368)
+
+
 async def _process(
     broker: Broker,
-    stream: trio.SocketStream,
-    client_host: str,
+    stream: trio.abc.Stream,
+    channel: Channel,
     handlers: Mapping[int, ApiHandler],
     queue: trio.MemoryReceiveChannel[Queued],
     memory: ConnectionMemory,
@@ -103,6 +125,12 @@ async def _process(
             response = api_versions_response(HANDLERS, 0, error=ErrorCode.unsupported_version)
             await stream.send_all(encode_response(item.correlation_id, response))
             continue
+        if channel.reauthentication is not None:
+            step = await _session_step(broker, stream, channel, channel.reauthentication, item)
+            if step is _SessionStep.CLOSE:
+                return
+            if step is _SessionStep.ANSWERED:
+                continue
         handler = handlers[item.api_key]
         ctx = RequestContext(
             broker,
@@ -110,7 +138,9 @@ async def _process(
             item.api_version,
             item.correlation_id,
             item.client_id,
-            client_host,
+            channel.client_host,
+            channel.listener,
+            channel.principal,
         )
         if handler.is_async:
             response = await handler.handle(ctx, item.body)
@@ -125,25 +155,39 @@ async def _process(
 
 
 async def handle_connection(
-    broker: Broker, stream: trio.SocketStream, pool: RequestMemoryPool | None = None
+    broker: Broker,
+    stream: trio.SocketStream,
+    pool: RequestMemoryPool | None = None,
+    security: ListenerSecurity | None = None,
 ) -> None:
     try:
         host, port = stream.socket.getpeername()[:2]
     except OSError:
         host, port = "?", 0
     peer = f"{host}:{port}"
-    max_frame = broker.config.int("socket.request.max.bytes")
+    security = security or _plaintext(broker)
+    channel = Channel(peer, f"/{host}", security.name)
+    reader = FrameReader(broker.config.int("socket.request.max.bytes"))
     send, receive = trio.open_memory_channel[Queued](MAX_QUEUED_REQUESTS)
     memory = (pool or RequestMemoryPool(-1)).connection()
     broker.metrics.connections += 1
     broker.metrics.connections_created += 1
     try:
-        async with stream, trio.open_nursery() as nursery:
-            nursery.start_soon(
-                _read_requests, stream, peer, max_frame, HANDLERS, send, broker.metrics, memory
-            )
-            await _process(broker, stream, f"/{host}", HANDLERS, receive, memory)
-            nursery.cancel_scope.cancel()
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(stream)
+            secured = await _secure(broker, stream, channel, reader, security)
+            if secured is None:
+                return
+            channel, transport = secured
+            broker.metrics.successful_authentications += 1
+            if transport is not stream:
+                await stack.enter_async_context(transport)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(
+                    _read_requests, transport, peer, reader, HANDLERS, send, broker.metrics, memory
+                )
+                await _process(broker, transport, channel, HANDLERS, receive, memory)
+                nursery.cancel_scope.cancel()
     # The nursery wraps whatever its tasks raise in an ExceptionGroup.
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         log.debug("connection from %s dropped", peer)
@@ -152,6 +196,159 @@ async def handle_connection(
     finally:
         memory.close()
         broker.metrics.connections -= 1
+
+
+class _SessionStep(enum.Enum):
+    SERVE = enum.auto()  # on to the request's handler
+    ANSWERED = enum.auto()  # part of a re-authentication, answered
+    CLOSE = enum.auto()  # the session ended, or re-authenticating failed
+
+
+async def _session_step(
+    broker: Broker,
+    stream: trio.abc.Stream,
+    channel: Channel,
+    reauthentication: Reauthentication,
+    request: DecodedRequest,
+) -> _SessionStep:
+    """What a SASL session (KIP-368) makes of a request, before any handler sees it."""
+    if not reauthentication.takes(request):  # a handshake may renew even an ended session
+        if reauthentication.expired:
+            log.debug("closing %s on %s: its SASL session ended", channel.peer, channel.listener)
+            return _SessionStep.CLOSE
+        return _SessionStep.SERVE
+    renewals = reauthentication.renewals
+    response = reauthentication.receive(request)
+    if response is not None:
+        await stream.send_all(response)
+    broker.metrics.successful_reauthentications += reauthentication.renewals - renewals
+    failed = reauthentication.failed
+    if failed is None:
+        return _SessionStep.ANSWERED
+    broker.metrics.failed_reauthentications += 1
+    log.info(
+        "Failed re-authentication with %s on %s (%s)",
+        channel.peer,
+        channel.listener,
+        failed.failure,
+    )
+    if failed.delay_close:
+        await trio.sleep(failed.settings.failed_delay_ms / 1000)
+    return _SessionStep.CLOSE
+
+
+def _plaintext(broker: Broker) -> ListenerSecurity:
+    return ListenerSecurity(broker.advertised_listener.name, "PLAINTEXT")
+
+
+async def _secure(
+    broker: Broker,
+    stream: trio.SocketStream,
+    channel: Channel,
+    reader: FrameReader,
+    security: ListenerSecurity,
+) -> tuple[Channel, trio.abc.Stream] | None:
+    """TLS handshake and SASL exchange as the listener's protocol asks, within the
+    authentication timeout: the channel with its principal and the stream to serve, or None
+    when the connection is to be closed (after one log line, Kafka's Selector's)."""
+    secured: tuple[Channel, trio.abc.Stream] | None = (channel, stream)
+    with trio.move_on_after(security.timeout_s) as deadline:
+        if security.ssl_context is not None:
+            secured = await _tls_handshake(broker, stream, channel, security)
+        if secured is not None and security.sasl is not None:
+            channel, transport = secured
+            session = await _sasl_authenticate(broker, transport, channel, reader, security)
+            secured = (
+                (_authenticated(broker, channel, security, session), transport) if session else None
+            )
+    if deadline.cancelled_caught:
+        _failed(broker, channel, f"not authenticated within {security.timeout_s * 1000:.0f} ms")
+        return None
+    return secured
+
+
+async def _tls_handshake(
+    broker: Broker, stream: trio.SocketStream, channel: Channel, security: ListenerSecurity
+) -> tuple[Channel, trio.abc.Stream] | None:
+    assert security.ssl_context is not None
+    tls = trio.SSLStream(stream, security.ssl_context, server_side=True)
+    try:
+        await tls.do_handshake()
+    except trio.BrokenResourceError as exc:
+        _failed(broker, channel, f"SSL handshake failed: {exc.__cause__ or exc}")
+        return None
+    try:
+        principal = ssl_principal(tls.getpeercert(), security.principal_mapper)
+    except NoMatchingRule as exc:
+        _failed(broker, channel, str(exc))
+        return None
+    return replace(channel, principal=principal), tls
+
+
+def _authenticated(
+    broker: Broker, channel: Channel, security: ListenerSecurity, session: Session
+) -> Channel:
+    reauthentication = Reauthentication(
+        session, functools.partial(_authenticator, broker, security), broker.clock_ms
+    )
+    return replace(channel, principal=session.principal, reauthentication=reauthentication)
+
+
+def _failed(broker: Broker, channel: Channel, reason: str) -> None:
+    broker.metrics.failed_authentications += 1
+    log.info("Failed authentication with %s on %s (%s)", channel.peer, channel.listener, reason)
+
+
+def _authenticator(
+    broker: Broker, security: ListenerSecurity, previous: Session | None = None
+) -> SaslServerAuthenticator:
+    assert security.sasl is not None
+    return SaslServerAuthenticator(
+        security.sasl,
+        HANDLERS,
+        lambda version, error: api_versions_response(HANDLERS, version, error),
+        broker.scram_credential,
+        broker.clock_ms,
+        previous,
+    )
+
+
+async def _sasl_authenticate(
+    broker: Broker,
+    stream: trio.abc.Stream,
+    channel: Channel,
+    reader: FrameReader,
+    security: ListenerSecurity,
+) -> Session | None:
+    """Run the SASL state machine until it completes (the session) or fails (None, after
+    connection.failed.authentication.delay.ms when Kafka delays)."""
+    authenticator = _authenticator(broker, security)
+    served_max = reader.max_frame_bytes
+    reader.max_frame_bytes = security.sasl.max_receive_size
+    while authenticator.state not in (SaslState.COMPLETE, SaslState.FAILED):
+        try:
+            frame = reader.next_frame()
+        except FrameError:
+            authenticator.fail_oversized(reader.frame_size)
+            break
+        if frame is None:
+            data = await stream.receive_some(reader.bytes_wanted)
+            if not data:
+                return None
+            reader.feed(data)
+            broker.metrics.network_bytes_in += len(data)
+            continue
+        response = authenticator.receive(frame)
+        if response is not None:
+            await stream.send_all(response)
+            broker.metrics.network_bytes_out += len(response)
+    reader.max_frame_bytes = served_max
+    if authenticator.session is not None:
+        return authenticator.session
+    _failed(broker, channel, authenticator.failure)
+    if authenticator.delay_close:
+        await trio.sleep(security.sasl.failed_delay_ms / 1000)
+    return None
 
 
 async def _maintenance(broker: Broker) -> None:
@@ -186,24 +383,41 @@ async def _isr_expiration(broker: Broker) -> None:
         broker.replica_manager.maybe_shrink_isrs()
 
 
-async def open_listeners(config: BrokerConfig) -> list[trio.SocketListener]:
-    listeners: list[trio.SocketListener] = []
+@dataclass(frozen=True, slots=True)
+class ListenerSocket:
+    """A listening socket, the listener it belongs to and that listener's security."""
+
+    listener: Listener
+    socket_listener: trio.SocketListener
+    security: ListenerSecurity
+
+    @property
+    def socket(self) -> trio.socket.SocketType:
+        return self.socket_listener.socket
+
+
+async def open_listeners(config: BrokerConfig) -> list[ListenerSocket]:
+    """Bind every listener (ConfigError when a listener's security cannot be set up)."""
+    securities = {lst.name: listener_security(config, lst.name) for lst in config.listeners}
+    listeners: list[ListenerSocket] = []
     for listener in config.listeners:
         host = listener.host or None
-        listeners.extend(await trio.open_tcp_listeners(listener.port, host=host))
+        for socket_listener in await trio.open_tcp_listeners(listener.port, host=host):
+            listeners.append(ListenerSocket(listener, socket_listener, securities[listener.name]))
     return listeners
 
 
-def bound_config(config: BrokerConfig, listeners: list[trio.SocketListener]) -> BrokerConfig:
-    """Advertise the real port when a listener asked for port 0 (tests use that)."""
-    configured = config.listeners[0]
-    if configured.port != 0:
+def bound_config(config: BrokerConfig, listeners: list[ListenerSocket]) -> BrokerConfig:
+    """Advertise the real ports of listeners that asked for port 0 (tests use that)."""
+    bound = {each.listener.name: each.socket.getsockname()[1] for each in listeners}
+    if all(lst.port != 0 for lst in config.listeners):
         return config
-    port = listeners[0].socket.getsockname()[1]
-    advertised = config.advertised_listeners[0]
-    real = Listener(advertised.name, advertised.host, port)
+    advertised = [
+        Listener(a.name, a.host, bound.get(a.name, a.port) if a.port == 0 else a.port)
+        for a in config.advertised_listeners
+    ]
     raw = dict(config.raw)
-    raw["advertised.listeners"] = f"{real.name}://{real.host}:{real.port}"
+    raw["advertised.listeners"] = ",".join(f"{a.name}://{a.host}:{a.port}" for a in advertised)
     return replace(config, raw=raw)
 
 
@@ -223,7 +437,7 @@ _NO_SIGNALS = _NoSignals()
 
 async def serve(
     broker: Broker,
-    listeners: list[trio.SocketListener],
+    listeners: list[ListenerSocket],
     metrics_listeners: list[trio.SocketListener] | None = None,
     *,
     handle_signals: bool = True,
@@ -256,9 +470,12 @@ async def serve(
             if broker.txn is not None:
                 await nursery.start(broker.txn.run)
             pool = RequestMemoryPool(broker.config.int("queued.max.request.bytes"))
-            await nursery.start(
-                trio.serve_listeners, lambda s: handle_connection(broker, s, pool), listeners
-            )
+            for each in listeners:
+                await nursery.start(
+                    trio.serve_listeners,
+                    functools.partial(handle_connection, broker, pool=pool, security=each.security),
+                    [each.socket_listener],
+                )
             if metrics_listeners:
                 from kafkalite.metrics.registry import Exposition  # imports prometheus_client
 

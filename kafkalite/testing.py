@@ -57,6 +57,7 @@ class EmbeddedBroker:
         }
         self.host = "127.0.0.1"
         self.port = 0
+        self.listener_ports: dict[str, int] = {}  # every advertised listener's port, by name
         self.broker: Any = None  # kafkalite.broker.broker.Broker while running
         self._thread: threading.Thread | None = None
         self._token: trio.lowlevel.TrioToken | None = None
@@ -67,6 +68,10 @@ class EmbeddedBroker:
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    def bootstrap_of(self, listener: str) -> str:
+        """host:port of a named listener (`listeners` may name several)."""
+        return f"{self.host}:{self.listener_ports[listener.upper()]}"
 
     def start(self, timeout: float = 30.0) -> EmbeddedBroker:
         if self._thread is not None:
@@ -108,6 +113,7 @@ class EmbeddedBroker:
                     )
                     advertised = config.advertised_listeners[0]
                     self.host, self.port = advertised.host, advertised.port
+                    self.listener_ports = {a.name: a.port for a in config.advertised_listeners}
                     self.broker = broker
                     self._ready.set()
         finally:

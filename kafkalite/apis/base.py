@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.entities import response_module
+from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from kafkalite.broker.broker import Broker
@@ -27,6 +28,8 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str = ""  # the peer's address, as Kafka reports it ("/127.0.0.1")
+    listener: str = ""  # the listener the request came in on ("": the first advertised one)
+    principal: KafkaPrincipal = ANONYMOUS  # who sent it (TLS certificate or SASL user)
 
     @property
     def schema(self) -> ModuleType:

@@ -70,7 +70,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             is_fenced=False,  # v2: only live (registered) brokers are listed
         )
         for info in broker.metadata.brokers()
-        if (endpoint := broker.endpoint_of(info.broker_id)) is not None
+        if (endpoint := broker.endpoint_of(info.broker_id, ctx.listener)) is not None
     )
     operations = authorized_operations.OMITTED
     if request.include_cluster_authorized_operations:

@@ -33,7 +33,7 @@ from kafkalite.broker.topic_config import (
     broker_synonyms,
     effective_value,
 )
-from kafkalite.config import PROPERTIES
+from kafkalite.config import PROPERTIES, is_password
 from kafkalite.protocol.entities import NO_THROTTLE, make
 
 RESOURCE_TOPIC = 2
@@ -55,10 +55,11 @@ def _synonym(ctx: RequestContext, name: str, value: str | None, source: int) -> 
 def _entry(
     ctx: RequestContext,
     name: str,
-    value: str,
+    value: str | None,
     source: int,
     *,
     read_only: bool,
+    sensitive: bool = False,
     synonyms: tuple[Any, ...],
     config_type: int,
     documentation: str | None,
@@ -69,7 +70,7 @@ def _entry(
         value=value,
         read_only=read_only,
         config_source=source,
-        is_sensitive=False,
+        is_sensitive=sensitive,
         synonyms=synonyms,
         config_type=config_type,
         documentation=documentation,
@@ -158,14 +159,18 @@ def _broker_entry(
     ctx: RequestContext, name: str, layers: list[tuple[str, int]], flags: _Flags
 ) -> Any:
     prop = PROPERTIES[name]
+    secret = is_password(name)  # Kafka never sends a password's value
     value, source = layers[0]
     return _entry(
         ctx,
         name,
-        value,
+        None if secret else value,
         source,
         read_only=name not in DYNAMIC,  # Kafka: what cannot be updated dynamically
-        synonyms=tuple(_synonym(ctx, name, v, s) for v, s in layers) if flags.synonyms else (),
+        sensitive=secret,
+        synonyms=tuple(_synonym(ctx, name, None if secret else v, s) for v, s in layers)
+        if flags.synonyms
+        else (),
         config_type=prop.config_type,
         documentation=prop.doc if flags.documentation else None,
     )

@@ -30,7 +30,7 @@ def _group_coordinator(ctx: RequestContext, group_id: str) -> tuple[ErrorCode, F
     metadata = ctx.broker.metadata
     topic = metadata.topics[OFFSETS_TOPIC]
     state = metadata.partition_state(OFFSETS_TOPIC, group_partition(group_id, topic.num_partitions))
-    endpoint = ctx.broker.endpoint_of(state.leader) if state is not None else None
+    endpoint = ctx.broker.endpoint_of(state.leader, ctx.listener) if state is not None else None
     if state is None or endpoint is None:
         return ErrorCode.coordinator_not_available, None
     return ErrorCode.none, (state.leader, endpoint)
@@ -42,7 +42,7 @@ def _txn_coordinator(ctx: RequestContext, transactional_id: str) -> tuple[ErrorC
     error, leader = ctx.broker.txn.coordinator_for(transactional_id)
     if error is not ErrorCode.none:
         return error, None
-    endpoint = ctx.broker.endpoint_of(leader)
+    endpoint = ctx.broker.endpoint_of(leader, ctx.listener)
     if endpoint is None:
         return ErrorCode.coordinator_not_available, None
     return ErrorCode.none, (leader, endpoint)

@@ -41,7 +41,7 @@ def node_endpoints(ctx: RequestContext, answers: list[Any]) -> tuple[Any, ...]:
     }
     endpoints = []
     for broker_id in sorted(ids):
-        endpoint = ctx.broker.endpoint_of(broker_id)
+        endpoint = ctx.broker.endpoint_of(broker_id, ctx.listener)
         info = ctx.broker.metadata.broker(broker_id)
         if endpoint is None or info is None:
             continue

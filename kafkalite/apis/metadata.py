@@ -135,7 +135,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             rack=info.rack,
         )
         for info in broker.metadata.brokers()
-        if (endpoint := broker.endpoint_of(info.broker_id)) is not None
+        if (endpoint := broker.endpoint_of(info.broker_id, ctx.listener)) is not None
     )
     return make(
         ctx.schema.MetadataResponse,

@@ -15,11 +15,13 @@ from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
 from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.replica_fetcher_manager import ReplicaFetcherManager
 from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.broker.scram_credentials import ScramCredentials
 from kafkalite.broker.single_node_controller import SingleNodeController
 from kafkalite.broker.topic_config import log_config_for
 from kafkalite.broker.txn_coordinator_service import TransactionCoordinatorService
 from kafkalite.config import BrokerConfig, Listener
 from kafkalite.metrics.counters import BrokerMetrics
+from kafkalite.security.scram_credential import ScramCredential
 from kafkalite.storage.log_dirs import LogDirs
 
 DYNAMIC_CONFIGS_FILE = "dynamic-broker-configs.json"
@@ -49,6 +51,7 @@ class Broker:
     dynamic: DynamicBrokerConfig | None = None  # dynamic broker configs (kafka-configs)
     fetchers: ReplicaFetcherManager | None = None  # followers' fetchers (run by the server)
     txn: TransactionCoordinatorService | None = None  # set by open()
+    scram: ScramCredentials = field(default_factory=lambda: ScramCredentials(None))
 
     @classmethod
     def open(
@@ -89,6 +92,7 @@ class Broker:
             dynamic=dynamic,
             fetchers=fetchers,
             txn=txn,
+            scram=ScramCredentials(metadata if isinstance(metadata, SingleNodeMetadata) else None),
         )
         controller.subscribe(broker)
         return broker
@@ -119,15 +123,20 @@ class Broker:
     def cluster_id(self) -> str:
         return self.metadata.cluster_id
 
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """What a SASL/SCRAM exchange checks the client's proof against."""
+        return self.scram.credential(user, mechanism)
+
     @property
     def advertised_listener(self) -> Listener:
         return self.config.advertised_listeners[0]
 
-    def endpoint_of(self, broker_id: int) -> Endpoint | None:
-        """Where clients reach `broker_id`: its endpoint on the listener they use here
-        (kafkalite advertises one listener)."""
+    def endpoint_of(self, broker_id: int, listener: str = "") -> Endpoint | None:
+        """Where clients reach `broker_id`: its endpoint on `listener`, the one they use here
+        (Kafka answers each client on its own listener); by default the first advertised
+        listener, which brokers use between themselves."""
         info = self.metadata.broker(broker_id)
-        return info.endpoint(self.advertised_listener.name) if info is not None else None
+        return info.endpoint(listener or self.advertised_listener.name) if info else None
 
     def shutdown(self) -> None:
         self.replica_manager.shutdown()

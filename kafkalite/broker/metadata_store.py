@@ -84,6 +84,8 @@ class SingleNodeMetadata:
         self._listeners: list[MetadataListener] = []
         self.next_producer_id = 0
         self.cluster_id = ""
+        # user -> SCRAM mechanism -> credential text (broker/scram_credentials.py)
+        self._scram: dict[str, dict[str, str]] = {}
         # ISR changes a leader made (in memory: a single node's ISR is itself after a restart).
         self._isr: dict[tuple[str, int], tuple[tuple[int, ...], int]] = {}
 
@@ -100,6 +102,7 @@ class SingleNodeMetadata:
             return
         data = json.loads(path.read_text(encoding="utf-8"))
         self.next_producer_id = data.get("next_producer_id", 0)
+        self._scram = data.get("scram_credentials", {})
         for raw in data.get("topics", []):
             topic = TopicMetadata(**{**raw, "topic_id": uuid.UUID(raw["topic_id"])})
             self._topics[topic.name] = topic
@@ -126,8 +129,23 @@ class SingleNodeMetadata:
         topics = [
             {**asdict(topic), "topic_id": str(topic.topic_id)} for topic in self._topics.values()
         ]
-        data = {"next_producer_id": self.next_producer_id, "topics": topics}
+        data = {
+            "next_producer_id": self.next_producer_id,
+            "topics": topics,
+            "scram_credentials": self._scram,
+        }
         write_atomically(self.log_dir / METADATA_FILE, json.dumps(data, indent=1))
+
+    def scram_credentials(self) -> Mapping[str, Mapping[str, str]]:
+        return self._scram
+
+    def set_scram_credentials(self, changes: Mapping[str, Mapping[str, str]]) -> None:
+        for user, credentials in changes.items():
+            if credentials:
+                self._scram[user] = dict(credentials)
+            else:
+                self._scram.pop(user, None)
+        self.save()
 
     def allocate_producer_id(self) -> int:
         """A fresh producer id; persisted before use so a restart never hands it out again."""

@@ -114,6 +114,26 @@ class BrokerCollector(Collector):
             ("incoming_byte", "Bytes received from clients", metrics.network_bytes_in),
             ("outgoing_byte", "Bytes sent to clients", metrics.network_bytes_out),
             ("connection_creation", "Connections accepted", metrics.connections_created),
+            (
+                "successful_authentication",
+                "Connections authenticated (TLS, SASL, or plaintext at once)",
+                metrics.successful_authentications,
+            ),
+            (
+                "failed_authentication",
+                "Failed TLS handshakes and SASL authentications",
+                metrics.failed_authentications,
+            ),
+            (
+                "successful_reauthentication",
+                "SASL sessions renewed (KIP-368)",
+                metrics.successful_reauthentications,
+            ),
+            (
+                "failed_reauthentication",
+                "SASL re-authentications failed",
+                metrics.failed_reauthentications,
+            ),
         ):
             family = CounterMetricFamily(prefix + name, doc, labels=list(labels))
             family.add_metric(list(labels.values()), value)

@@ -40,6 +40,11 @@ class BrokerMetrics:
     network_bytes_out: int = 0
     connections: int = 0
     connections_created: int = 0
+    # Kafka's successful-/failed-authentication-total (a plaintext connection succeeds at once)
+    successful_authentications: int = 0
+    failed_authentications: int = 0
+    successful_reauthentications: int = 0  # KIP-368
+    failed_reauthentications: int = 0
     ready: bool = False
 
     def topic(self, name: str) -> TopicStats:

@@ -53,6 +53,8 @@ LAYERS: list[tuple[str, ...]] = [
         "kafkalite.maven_dist",
         "kafkalite.metrics.counters",
         "kafkalite.metrics.topic_traffic",
+        # sans-IO security: TLS contexts, SASL state machines, principals, SCRAM credentials
+        "kafkalite.security",
     ),
 ]
 
