@@ -35,6 +35,7 @@ from kafkalite.broker.delayed import (
     Purgatory,
     TopicPartition,
 )
+from kafkalite.broker.delayed_delivery_manager import DelayedDelivery
 from kafkalite.broker.partition import (
     NO_LEADER,
     NOT_FOUND,
@@ -119,6 +120,8 @@ class ReplicaManager:
         self.isr_expands = 0
         self._following = True  # False once a controlled shutdown began (stop_following)
         self.admin_manager: AdminManager | None = None  # set by the Broker; see create_topic
+        # Held records of topics that opted in to delayed delivery, per partition.
+        self.delayed_delivery = DelayedDelivery(lambda: self.config)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -137,6 +140,10 @@ class ReplicaManager:
         for meta in topics.values():
             for state in self.metadata.partition_states(meta.name):
                 self.on_partition_state_changed(meta, state)
+        self.delayed_delivery.load(
+            {(t.name, i): p for t in self.topics.values() for i, p in t.partitions.items()},
+            self.clock_ms(),
+        )
         self.metadata.subscribe(self)
 
     # -- metadata changes (a MetadataListener, see broker/cluster_metadata.py) --------------
@@ -234,6 +241,7 @@ class ReplicaManager:
         if self.fetchers is not None:
             self.fetchers.remove_partition((name, index))
         self._notify_coordinators(partition, removed=True)
+        self.delayed_delivery.forget((name, index))
         self.log_manager.delete_log(name, index)
         self._complete_delayed((name, index))
 
@@ -254,6 +262,7 @@ class ReplicaManager:
             if self.fetchers is not None:
                 self.fetchers.remove_partition((name, partition.index))
             self._notify_coordinators(partition, removed=True)
+            self.delayed_delivery.forget((name, partition.index))
             self.log_manager.delete_log(name, partition.index)
             self._complete_delayed((name, partition.index))  # they answer an unknown partition
 
@@ -273,6 +282,7 @@ class ReplicaManager:
                     self.fetchers.remove_partition((topic.name, partition.index))
 
     def shutdown(self) -> None:
+        self.delayed_delivery.close()
         self.log_manager.shutdown()
 
     # -- lookup ----------------------------------------------------------------------------
@@ -359,13 +369,24 @@ class ReplicaManager:
         if partition is None:
             return ProduceResult(self.missing_partition_error(tp)), -1
         high_watermark = partition.high_watermark
-        appended = partition.append_records_to_leader(
-            records,
-            required_acks,
-            self.min_insync_replicas(tp),
-            self.clock_ms(),
-            coordinator=coordinator,
-        )
+        settings = self.delayed_delivery.settings(tp[0], self.topics[tp[0]].metadata.configs)
+        if settings.active and not coordinator:
+            appended = self.delayed_delivery.append(
+                partition,
+                records,
+                settings,
+                required_acks,
+                self.min_insync_replicas(tp),
+                self.clock_ms(),
+            )
+        else:
+            appended = partition.append_records_to_leader(
+                records,
+                required_acks,
+                self.min_insync_replicas(tp),
+                self.clock_ms(),
+                coordinator=coordinator,
+            )
         if isinstance(appended, ErrorCode):
             return ProduceResult(appended), -1
         if isinstance(appended, StorageError):
@@ -433,6 +454,14 @@ class ReplicaManager:
         if high_watermark_moved:
             self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
+
+    def release_delayed(self) -> int:
+        """Append the due held records (delayed delivery); parked fetches of their partitions
+        may now answer. Returns the records held still."""
+        released = self.delayed_delivery.release_due(self._partition_of, self.clock_ms())
+        for tp in released:
+            self._after_append(tp, True)
+        return self.delayed_delivery.held
 
     def fetch_messages(self, params: FetchParams, infos: Sequence[FetchInfo]) -> DelayedFetch:
         """Kafka's fetchMessages: a fetch to complete at once or park until data arrives

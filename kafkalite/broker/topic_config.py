@@ -257,6 +257,24 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             None,
             None,
         ),
+        # Delayed delivery (broker/delayed_delivery.py); kafkalite's own, not Kafka's.
+        TopicConfigDef(
+            "kafkalite.delayed.delivery.enable",
+            _bool,
+            TYPE_BOOLEAN,
+            "false",
+            "kafkalite.delayed.delivery.enable",
+            None,
+        ),
+        TopicConfigDef("kafkalite.delivery.delay.ms", _long(0), TYPE_LONG, "0", None, None),
+        TopicConfigDef(
+            "kafkalite.delayed.delivery.max.ms",
+            _long(0),
+            TYPE_LONG,
+            str(7 * 24 * HOUR_MS),
+            "kafkalite.delayed.delivery.max.ms",
+            None,
+        ),
     )
 }
 

@@ -1,0 +1,259 @@
+"""Delayed delivery's part of the data path: a produce to a topic that opted in, and the
+release of due records (broker/delayed_delivery.py says what is held; the partitions' delay
+stores, broker/delayed_delivery_store.py, keep it).
+
+A produced batch of an opted-in topic is decoded (topics that did not opt in never get here).
+It is appended to its partition as sent when none of its records waits and its producer is
+not idempotent. Otherwise it is appended to the partition's delay store first (its producer
+state deduplicates idempotent retries, so every batch of an idempotent producer goes there,
+keeping its sequence numbers in one place), and its records already due are released at
+once, in the same step. Held records are released by `release_due`, which the server calls
+at least every `kafkalite.delayed.delivery.precision.ms`.
+
+Not yet: delayed records inside transactions and in partitions with several replicas (the
+store is not replicated yet) are refused with INVALID_RECORD; their batches without delayed
+records take the ordinary path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.broker.delayed_delivery import (
+    DelaySettings,
+    due_times,
+    encode_held,
+    encode_released,
+    settings_for,
+)
+from kafkalite.broker.delayed_delivery_store import DelayStore, store_dir
+from kafkalite.broker.partition import Partition
+from kafkalite.config import BrokerConfig
+from kafkalite.storage.batch import InvalidBatch, validate_batches
+from kafkalite.storage.errors import InvalidRecordError, StorageError, from_invalid_batch
+from kafkalite.storage.log import AppendResult
+from kafkalite.storage.records import decode_records
+
+log = logging.getLogger("kafkalite.delayed_delivery")
+
+TopicPartition = tuple[str, int]
+Appended = AppendResult | StorageError | ErrorCode
+MAX_RELEASE_RECORDS = 500  # records per released batch
+# Errors of a released batch that a retry cannot cure: its records are dropped (logged).
+_UNRELEASABLE = (ErrorCode.invalid_record, ErrorCode.invalid_timestamp, ErrorCode.corrupt_message)
+
+
+@dataclass
+class DelayedDelivery:
+    config: Callable[[], BrokerConfig]  # the broker's current config (dynamic configs)
+    stores: dict[TopicPartition, DelayStore] = field(default_factory=dict)
+    released: int = 0  # records released since start
+    dropped: int = 0  # due records their partition refused (logged)
+    _settings: dict[str, tuple[object, object, DelaySettings]] = field(default_factory=dict)
+
+    # -- settings ---------------------------------------------------------------------------
+
+    def settings(self, topic: str, overrides: Mapping[str, str]) -> DelaySettings:
+        """The topic's settings, recomputed only when its configs or the broker's change."""
+        broker = self.config()
+        cached = self._settings.get(topic)
+        if cached is not None and cached[0] is overrides and cached[1] is broker:
+            return cached[2]
+        settings = settings_for(broker, overrides)
+        self._settings[topic] = (overrides, broker, settings)
+        return settings
+
+    # -- stores -----------------------------------------------------------------------------
+
+    def load(self, partitions: Mapping[TopicPartition, Partition], now_ms: int) -> None:
+        """Open the stores partitions already have (before the broker serves: a release
+        interrupted by a crash is resolved against the partition's log end)."""
+        for tp, partition in partitions.items():
+            if store_dir(partition.log.dir).is_dir():
+                self._open(tp, partition, now_ms)
+        held = sum(len(store.held) for store in self.stores.values())
+        if self.stores:
+            log.info("%d delay stores opened, %d records held", len(self.stores), held)
+
+    def _open(self, tp: TopicPartition, partition: Partition, now_ms: int) -> DelayStore:
+        store = self.stores.get(tp)
+        if store is None:
+            store = DelayStore.open(
+                partition.log.dir, partition.log.config, now_ms, partition.log_end_offset
+            )
+            self.stores[tp] = store
+        return store
+
+    def forget(self, tp: TopicPartition) -> None:
+        """The partition is deleted here: its held records go with it."""
+        store = self.stores.pop(tp, None)
+        if store is not None:
+            store.delete()
+
+    def close(self) -> None:
+        for store in self.stores.values():
+            store.close()
+        self.stores.clear()
+
+    @property
+    def held(self) -> int:
+        return sum(len(store.held) for store in self.stores.values())
+
+    def next_due_ms(self) -> int | None:
+        dues = [store.next_due_ms for store in self.stores.values() if not store.failed]
+        return min((due for due in dues if due is not None), default=None)
+
+    # -- produce ----------------------------------------------------------------------------
+
+    def append(
+        self,
+        partition: Partition,
+        records: bytes,
+        settings: DelaySettings,
+        required_acks: int,
+        min_isr: int,
+        now_ms: int,
+    ) -> Appended:
+        """A produce to an opted-in topic: held, released at once, or appended as sent."""
+
+        def as_sent() -> Appended:
+            return partition.append_records_to_leader(records, required_acks, min_isr, now_ms)
+
+        if not partition.is_leader:
+            return ErrorCode.not_leader_or_follower
+        try:
+            headers = validate_batches(records, partition.log.config.max_message_bytes)
+        except InvalidBatch as exc:
+            return from_invalid_batch(exc)
+        header = headers[0]
+        if len(headers) != 1 or header.is_control:
+            return as_sent()  # refused there, as for any topic
+        try:
+            decoded = decode_records(records)
+            dues = due_times(decoded, settings, now_ms)
+        except StorageError as exc:
+            return exc
+        delayed = any(due > now_ms for due in dues)
+        if not delayed and not header.has_producer_id:
+            return as_sent()
+        refusal = _refusal(partition, header.is_transactional)
+        if refusal is not None:
+            return InvalidRecordError(refusal) if delayed else as_sent()
+        if required_acks == -1 and len(partition.isr) < partition.effective_min_isr(min_isr):
+            return ErrorCode.not_enough_replicas
+        store = self._open((partition.topic, partition.index), partition, now_ms)
+        try:
+            held = store.hold(
+                encode_held(header, decoded, dues), partition.leader_epoch, now_ms, dues
+            )
+        except StorageError as exc:
+            return exc
+        if held.duplicate:
+            return AppendResult(-1, -1, -1, partition.log_start_offset, duplicate=True)
+        placed = self._release(partition, store, now_ms)
+        return _answer(partition, held, placed)
+
+    # -- release ----------------------------------------------------------------------------
+
+    def release_due(
+        self, partitions: Callable[[TopicPartition], Partition | None], now_ms: int
+    ) -> list[TopicPartition]:
+        """Release every due record of the partitions this broker leads; returns the
+        partitions appended to."""
+        appended = []
+        for tp, store in list(self.stores.items()):
+            partition = partitions(tp)
+            if partition is None or not partition.is_leader or store.failed:
+                continue
+            if self._release(partition, store, now_ms):
+                appended.append(tp)
+            store.trim()
+        return appended
+
+    def _release(self, partition: Partition, store: DelayStore, now_ms: int) -> dict[int, int]:
+        """Due records of one partition, batch by batch; store offset -> partition offset."""
+        placed: dict[int, int] = {}
+        while taken := store.take_due(now_ms, MAX_RELEASE_RECORDS):
+            released = self._release_batch(partition, store, taken, now_ms)
+            if released is None:
+                break
+            placed.update(released)
+        return placed
+
+    def _release_batch(
+        self,
+        partition: Partition,
+        store: DelayStore,
+        taken: list[tuple[int, int]],
+        now_ms: int,
+    ) -> dict[int, int] | None:
+        """Intent, then partition append (then a cancellation if it failed). None: stop."""
+        records = store.read_held(sorted(offset for _, offset in taken))
+        offsets = [record.offset for record in records]
+        if len(offsets) < len(taken):  # not in the store: nothing to release for them
+            log.error("%s: %d held records not found", store.log.dir, len(taken) - len(offsets))
+            store.confirm([o for _, o in taken if o not in set(offsets)])
+            if not records:
+                return {}
+        target = partition.log_end_offset
+        try:
+            intent = store.write_intent(target, offsets, now_ms)
+        except StorageError as exc:
+            log.warning("%s: cannot write a release intent: %s", store.log.dir, exc)
+            store.restore(taken)
+            return None
+        # acks=1: the answer (if any) waited for the held record, not for its release.
+        appended = partition.append_records_to_leader(encode_released(records), 1, 1, now_ms)
+        if isinstance(appended, AppendResult):
+            store.confirm(offsets)
+            self.released += len(offsets)
+            return {offset: appended.first_offset + i for i, offset in enumerate(offsets)}
+        error = appended if isinstance(appended, ErrorCode) else appended.error_code
+        if error in _UNRELEASABLE:  # the intent stays: these records are done with
+            log.warning(
+                "%s-%d: dropping %d due records the partition refused: %s",
+                partition.topic,
+                partition.index,
+                len(offsets),
+                appended,
+            )
+            store.confirm(offsets)
+            self.dropped += len(offsets)
+            return {}
+        self._cancel(store, intent, taken, now_ms)
+        return None
+
+    def _cancel(
+        self, store: DelayStore, intent: int, taken: list[tuple[int, int]], now_ms: int
+    ) -> None:
+        store.restore(taken)
+        try:
+            store.write_cancel(intent, now_ms)
+        except StorageError as exc:
+            # Another intent after this one would pass it for done: stop until a restart.
+            log.error("%s: cannot cancel a release, releases stop: %s", store.log.dir, exc)
+            store.failed = True
+
+
+def _refusal(partition: Partition, transactional: bool) -> str | None:
+    """Why delayed records cannot be held for this partition yet, if they cannot."""
+    if transactional:
+        return "delayed records inside a transaction are not supported yet"
+    if len(partition.replicas) > 1:
+        return "delayed records need a partition with a single replica (not replicated yet)"
+    return None
+
+
+def _answer(partition: Partition, held: AppendResult, placed: Mapping[int, int]) -> AppendResult:
+    """The produce answer of a held batch: its offsets when all its records were released
+    at once in one run, else -1 (offsets are given at release)."""
+    count = held.last_offset - held.first_offset + 1
+    offsets = [placed.get(held.first_offset + i) for i in range(count)]
+    first = offsets[0]
+    if first is None or offsets != list(range(first, first + count)):
+        return AppendResult(-1, -1, -1, partition.log_start_offset)
+    return AppendResult(first, first + count - 1, -1, partition.log_start_offset)

@@ -1,0 +1,213 @@
+"""One partition's delay store: its held records, durably, until they are due (RocketMQ's
+schedule topic, one per partition).
+
+The store is a UnifiedLog in the partition's directory (`<topic>-<p>/delayed/`), written with
+the partition's log config: the same validation, segments and crash recovery, and its
+producer state deduplicates idempotent retries as the partition's would. It holds:
+
+- held records: the produced batch re-encoded with each record's due time as its last header
+  (broker/delayed_delivery.py);
+- release intents: "these held records go to the partition at offset T" (T: the partition's
+  log end), written just before the partition append, in the same synchronous step;
+- cancellations: the partition append of the previous intent failed.
+
+So every intent but the last one with no cancellation after it was appended; the last one was
+iff the partition's log end is beyond T (nothing else writes the partition between the two
+writes, and a restart checks this before the broker serves). A record is thus released once,
+also when the broker dies between the two writes. What is due is found through an in-memory
+heap of (due time, store offset) rebuilt from the store on open; the store's prefix whose
+records were all released is deleted as the log start moves.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from kafkalite.broker.delayed_delivery import (
+    Intent,
+    decode_marker,
+    encode_cancel,
+    encode_intent,
+    held_due,
+)
+from kafkalite.storage.batch import iter_batches
+from kafkalite.storage.log import AppendResult, LogConfig, UnifiedLog
+from kafkalite.storage.records import Record, decode_records
+
+log = logging.getLogger("kafkalite.delayed_delivery")
+
+STORE_DIR = "delayed"
+STORE_SEGMENT_BYTES = 64 * 1024**2
+STORE_MAX_BATCH_BYTES = 2**31 - 1  # produced batches are checked against the topic's limit
+_READ_BYTES = 1024**2
+_HELD_READ_BYTES = 16 * 1024  # the batch holding a due record (at least that one)
+
+
+def store_config(topic_config: LogConfig) -> LogConfig:
+    """The partition's config (validation as for the partition), never retained by time or
+    size: only released records go, by the store's own log start."""
+    return replace(
+        topic_config,
+        retention_ms=-1,
+        retention_bytes=-1,
+        segment_bytes=min(topic_config.segment_bytes, STORE_SEGMENT_BYTES),
+        max_message_bytes=STORE_MAX_BATCH_BYTES,
+        compression_type="producer",
+    )
+
+
+def store_dir(partition_dir: Path) -> Path:
+    return partition_dir / STORE_DIR
+
+
+@dataclass(eq=False)
+class DelayStore:
+    log: UnifiedLog
+    heap: list[tuple[int, int]] = field(default_factory=list)  # (due ms, store offset)
+    held: dict[int, int] = field(default_factory=dict)  # store offset -> due ms
+    released: int = 0  # records released since opened
+    failed: bool = False  # a cancellation could not be written: no more releases here
+
+    @classmethod
+    def open(
+        cls, partition_dir: Path, topic_config: LogConfig, now_ms: int, target_log_end: int
+    ) -> DelayStore:
+        store_log = UnifiedLog.open(
+            store_dir(partition_dir), store_config(topic_config), now_ms=now_ms
+        )
+        store = cls(store_log)
+        store._load(target_log_end)
+        return store
+
+    # -- loading ----------------------------------------------------------------------------
+
+    def _batches(self, offset: int, max_bytes: int) -> Iterator[memoryview]:
+        """Whole batches from the one holding `offset` on, up to the store's log end."""
+        end = self.log.log_end_offset
+        while offset < end:
+            data = memoryview(self.log.read(offset, max_bytes, end))
+            before = offset
+            for position, header in iter_batches(data):
+                yield data[position : position + header.size]
+                offset = header.next_offset
+            if offset == before:
+                return
+
+    def _records(self) -> Iterator[Record]:
+        start = self.log.log_start_offset
+        for batch in self._batches(start, _READ_BYTES):
+            for record in decode_records(batch):
+                if record.offset >= start:
+                    yield record
+
+    def _load(self, target_log_end: int) -> None:
+        held: dict[int, int] = {}
+        last: Intent | None = None
+        pending: dict[int, int] = {}  # the last intent's records, with their due times
+        for record in self._records():
+            due = held_due(record)
+            if due is not None:
+                held[record.offset] = due
+                continue
+            marker = decode_marker(record)
+            if isinstance(marker, Intent):
+                last = marker
+                pending = {o: held.pop(o) for o in marker.store_offsets if o in held}
+            elif last is not None and marker == last.offset:
+                held.update(pending)
+                last = None
+        if last is not None and target_log_end <= last.target_offset:
+            log.info(
+                "%s: release at %d did not reach the partition (log end %d): held again",
+                self.log.dir,
+                last.target_offset,
+                target_log_end,
+            )
+            held.update(pending)
+        self.held = held
+        self.heap = [(due, offset) for offset, due in held.items()]
+        heapq.heapify(self.heap)
+
+    # -- holding ----------------------------------------------------------------------------
+
+    def hold(
+        self, batch: bytes, leader_epoch: int, now_ms: int, dues: Sequence[int]
+    ) -> AppendResult:
+        """Append a held batch (raises a StorageError); a deduplicated retry holds nothing."""
+        result = self.log.append_as_leader(batch, leader_epoch, now_ms)
+        if not result.duplicate:
+            for index, due in enumerate(dues):
+                offset = result.first_offset + index
+                self.held[offset] = due
+                heapq.heappush(self.heap, (due, offset))
+        return result
+
+    @property
+    def next_due_ms(self) -> int | None:
+        self._drop_stale_top()
+        return self.heap[0][0] if self.heap else None
+
+    def _drop_stale_top(self) -> None:
+        heap, held = self.heap, self.held
+        while heap and held.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+
+    def take_due(self, now_ms: int, max_records: int) -> list[tuple[int, int]]:
+        """Up to `max_records` due (due, offset) entries, earliest first, off the heap (give
+        them back with `restore`, or mark them released with `confirm`)."""
+        taken: list[tuple[int, int]] = []
+        while len(taken) < max_records:
+            self._drop_stale_top()
+            if not self.heap or self.heap[0][0] > now_ms:
+                break
+            taken.append(heapq.heappop(self.heap))
+        return taken
+
+    def read_held(self, offsets: Sequence[int]) -> list[Record]:
+        """The held records at these store offsets (ascending), due header included."""
+        wanted, found = set(offsets), {}
+        for offset in offsets:
+            if offset in found:
+                continue
+            batch = next(self._batches(offset, _HELD_READ_BYTES), None)
+            for record in decode_records(batch) if batch is not None else ():
+                if record.offset in wanted:
+                    found[record.offset] = record
+        return [found[offset] for offset in offsets if offset in found]
+
+    def restore(self, entries: Sequence[tuple[int, int]]) -> None:
+        for entry in entries:
+            heapq.heappush(self.heap, entry)
+
+    # -- releasing --------------------------------------------------------------------------
+
+    def write_intent(self, target_offset: int, offsets: Sequence[int], now_ms: int) -> int:
+        """Raises a StorageError; returns the intent's store offset."""
+        batch = encode_intent(target_offset, offsets, now_ms)
+        return self.log.append_as_leader(batch, -1, now_ms, coordinator=True).first_offset
+
+    def write_cancel(self, intent_offset: int, now_ms: int) -> None:
+        self.log.append_as_leader(
+            encode_cancel(intent_offset, now_ms), -1, now_ms, coordinator=True
+        )
+
+    def confirm(self, offsets: Sequence[int]) -> None:
+        for offset in offsets:
+            self.held.pop(offset, None)
+        self.released += len(offsets)
+
+    def trim(self) -> None:
+        """Move the log start past every released record (their segments go)."""
+        low = min(self.held) if self.held else self.log.log_end_offset
+        if low > self.log.log_start_offset:
+            self.log.delete_records_before(low)
+
+    def close(self) -> None:
+        self.log.close()
+
+    def delete(self) -> None:
+        self.log.delete()
