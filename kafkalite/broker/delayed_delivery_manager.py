@@ -79,6 +79,16 @@ class DelayedDelivery:
         if self.stores:
             log.info("%d delay stores opened, %d records held", len(self.stores), held)
 
+    def open_store(self, partition: Partition, now_ms: int) -> DelayStore:
+        return self._open((partition.topic, partition.index), partition, now_ms)
+
+    def close_store(self, tp: TopicPartition) -> bool:
+        """Close the partition's store (its directory moves); whether it had one."""
+        store = self.stores.pop(tp, None)
+        if store is not None:
+            store.close()
+        return store is not None
+
     def _open(self, tp: TopicPartition, partition: Partition, now_ms: int) -> DelayStore:
         store = self.stores.get(tp)
         if store is None:

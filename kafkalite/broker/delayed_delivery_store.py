@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -69,6 +70,9 @@ class DelayStore:
     log: UnifiedLog
     heap: list[tuple[int, int]] = field(default_factory=list)  # (due ms, store offset)
     held: dict[int, int] = field(default_factory=dict)  # store offset -> due ms
+    # Held offsets in store order, released ones dropped lazily from the front: the store's
+    # first record still held, without a scan.
+    in_order: deque[int] = field(default_factory=deque)
     released: int = 0  # records released since opened
     failed: bool = False  # a cancellation could not be written: no more releases here
 
@@ -129,6 +133,7 @@ class DelayStore:
             )
             held.update(pending)
         self.held = held
+        self.in_order = deque(sorted(held))
         self.heap = [(due, offset) for offset, due in held.items()]
         heapq.heapify(self.heap)
 
@@ -143,6 +148,7 @@ class DelayStore:
             for index, due in enumerate(dues):
                 offset = result.first_offset + index
                 self.held[offset] = due
+                self.in_order.append(offset)
                 heapq.heappush(self.heap, (due, offset))
         return result
 
@@ -202,7 +208,10 @@ class DelayStore:
 
     def trim(self) -> None:
         """Move the log start past every released record (their segments go)."""
-        low = min(self.held) if self.held else self.log.log_end_offset
+        in_order, held = self.in_order, self.held
+        while in_order and in_order[0] not in held:
+            in_order.popleft()
+        low = in_order[0] if in_order else self.log.log_end_offset
         if low > self.log.log_start_offset:
             self.log.delete_records_before(low)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
+from kafkalite.apis.base import RequestContext
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.delayed_delivery_store import store_dir
 from kafkalite.config import build_config
@@ -347,3 +348,29 @@ def test_deleting_the_topic_drops_its_held_records(tmp_path: Path, clock: Clock)
     clock.now = T0 + 100
     assert broker.replica_manager.release_delayed() == 0
     broker.shutdown()
+
+
+def test_held_records_move_with_their_partition_to_another_log_dir(
+    tmp_path: Path, clock: Clock
+) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    broker = open_broker(tmp_path, clock, **{"log.dirs": ",".join(map(str, dirs))})
+    create(broker)
+    produce(broker, batch([(b"a", delay(100))]))
+    partition = broker.replica_manager.partition(*TP)
+    assert partition is not None
+    destination = dirs[1] if partition.log.dir.parent == dirs[0] else dirs[0]
+    assert alter_log_dir(broker, destination) == ErrorCode.none
+    assert store_dir(partition.log.dir).parent.parent == destination
+    clock.now = T0 + 100
+    assert broker.replica_manager.release_delayed() == 0
+    assert values(broker) == [b"a"]
+    broker.shutdown()
+
+
+def alter_log_dir(broker: Broker, destination: Path) -> ErrorCode:
+    from kafkalite.apis.alter_replica_log_dirs import _move
+
+    ctx = RequestContext(broker, 34, 2, correlation_id=1, client_id="tests")
+    manager = broker.replica_manager.log_manager.manager_for_dir(str(destination))
+    return _move(ctx, manager, *TP)
