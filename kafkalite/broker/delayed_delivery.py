@@ -6,26 +6,34 @@ same name sets the default) or a `kafkalite.delivery.delay.ms` above 0. In such 
 record with the header `kafkalite-delay-ms` (ASCII decimal milliseconds after the broker
 appends it) or `kafkalite-deliver-at` (ASCII decimal epoch milliseconds) becomes readable at
 that time; a record without them waits `kafkalite.delivery.delay.ms`. The store
-(broker/delayed_delivery_store.py) keeps each held record with one more header, its due
-time; release intents and their cancellations are records of the store too. Sans-IO.
+(broker/delayed_delivery_store.py) keeps each held batch as it was produced, right after a
+record of its own giving the records' due times; release intents and their cancellations are
+records of the store too. Sans-IO.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kafkalite.broker.topic_config import effective_value
 from kafkalite.config import BrokerConfig
-from kafkalite.storage.batch import BatchHeader
+from kafkalite.storage.batch import HEADER_SIZE, BatchHeader
 from kafkalite.storage.errors import InvalidRecordError, RecordError
-from kafkalite.storage.records import NONE, Record, encode_record_batch
+from kafkalite.storage.records import (
+    NONE,
+    Record,
+    decode_records,
+    decompress,
+    encode_record_batch,
+)
 
 DELAY_MS_HEADER = "kafkalite-delay-ms"
 DELIVER_AT_HEADER = "kafkalite-deliver-at"
-# The store's own headers (the last header of a store record, never seen by consumers).
-DUE_HEADER = "__kafkalite.due.ms"
+# The headers of the store's own records (never seen by consumers).
+STORE_KEY = b"__kafkalite.delayed"
+DUES_HEADER = "__kafkalite.dues"
 RELEASE_HEADER = "__kafkalite.release"
 CANCEL_HEADER = "__kafkalite.cancel"
 
@@ -34,7 +42,9 @@ TOPIC_DELAY_CONFIG = "kafkalite.delivery.delay.ms"
 MAX_DELAY_CONFIG = "kafkalite.delayed.delivery.max.ms"
 PRECISION_CONFIG = "kafkalite.delayed.delivery.precision.ms"
 
+_HEADER_NAMES_PREFIX = b"kafkalite-de"  # what both headers' names begin with
 _INTENT = struct.Struct(">qi")
+_DUES = struct.Struct(">Ii")
 _OFFSET = struct.Struct(">q")
 
 
@@ -115,68 +125,29 @@ def due_times(records: Sequence[Record], settings: DelaySettings, now_ms: int) -
     return dues
 
 
+def batch_due_times(
+    batch: bytes, header: BatchHeader, settings: DelaySettings, now_ms: int
+) -> list[int]:
+    """`due_times` of one produced batch, which is decoded only if one of the headers' names
+    may be in it (or each record must be refused for the topic delay)."""
+    if settings.topic_delay_ms <= settings.max_delay_ms:
+        payload = decompress(header.compression, memoryview(batch)[HEADER_SIZE : header.size])
+        if _HEADER_NAMES_PREFIX not in payload:
+            return [now_ms + settings.topic_delay_ms] * header.records_count
+    return due_times(decode_records(batch), settings, now_ms)
+
+
 # -- store records ------------------------------------------------------------------------
 
 
-def encode_held(header: BatchHeader, records: Sequence[Record], dues: Sequence[int]) -> bytes:
-    """The produced batch as the store keeps it: the same producer id, epoch, sequence and
-    record count (so the store's producer state deduplicates retries exactly as the
-    partition's would), each record with its due time as one more header."""
-    return encode_record_batch(
-        [
-            Record(i, r.timestamp, r.key, r.value, (*r.headers, (DUE_HEADER, b"%d" % due)))
-            for i, (r, due) in enumerate(zip(records, dues, strict=True))
-        ],
-        base_offset=0,
-        base_timestamp=header.base_timestamp,
-        max_timestamp=header.max_timestamp,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        attributes=header.attributes,
-        compression=header.compression,
-    )
+@dataclass(frozen=True, slots=True)
+class Dues:
+    """The due times of the held batch appended right after this record (`crc` and the
+    count identify that batch: a torn write may leave a Dues record without its batch)."""
 
-
-def held_due(record: Record) -> int | None:
-    """The due time of a held store record; None for an intent or a cancellation."""
-    if record.headers and record.headers[-1][0] == DUE_HEADER:
-        return int(record.headers[-1][1] or b"0")
-    return None
-
-
-def as_released(record: Record, offset: int) -> Record:
-    """The held record as it lands in its partition: its own headers, key, value, timestamp."""
-    return Record(offset, record.timestamp, record.key, record.value, record.headers[:-1])
-
-
-def encode_released(records: Sequence[Record]) -> bytes:
-    """One batch of due records for the partition (offsets assigned by its log)."""
-    released = [as_released(record, i) for i, record in enumerate(records)]
-    timestamps = [record.timestamp for record in released]
-    return encode_record_batch(
-        released,
-        base_offset=0,
-        base_timestamp=min(timestamps),
-        max_timestamp=max(timestamps),
-        compression=NONE,
-    )
-
-
-def encode_intent(target_offset: int, store_offsets: Sequence[int], now_ms: int) -> bytes:
-    """Written to the store before the partition append: these held records are being
-    released at `target_offset` (the partition's log end then)."""
-    value = _INTENT.pack(target_offset, len(store_offsets)) + b"".join(
-        _OFFSET.pack(offset) for offset in store_offsets
-    )
-    record = Record(0, now_ms, None, value, ((RELEASE_HEADER, b""),))
-    return encode_record_batch([record], base_offset=0, base_timestamp=now_ms, max_timestamp=now_ms)
-
-
-def encode_cancel(intent_offset: int, now_ms: int) -> bytes:
-    """Written when the partition append of the intent at `intent_offset` failed."""
-    record = Record(0, now_ms, None, _OFFSET.pack(intent_offset), ((CANCEL_HEADER, b""),))
-    return encode_record_batch([record], base_offset=0, base_timestamp=now_ms, max_timestamp=now_ms)
+    offset: int
+    crc: int
+    due_ms: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,10 +157,39 @@ class Intent:
     store_offsets: tuple[int, ...]
 
 
-def decode_marker(record: Record) -> Intent | int | None:
-    """A store record that is not held data: an Intent, or the offset of a cancelled intent."""
+def _marker_batch(name: str, value: bytes, now_ms: int) -> bytes:
+    """A one-record batch of the store's own (keyed: a compacted topic's store takes it)."""
+    record = Record(0, now_ms, STORE_KEY, value, ((name, b""),))
+    return encode_record_batch([record], base_offset=0, base_timestamp=now_ms, max_timestamp=now_ms)
+
+
+def encode_dues(header: BatchHeader, dues: Sequence[int], now_ms: int) -> bytes:
+    """Written with the produced batch, just before it, in the same append."""
+    value = _DUES.pack(header.crc, len(dues)) + struct.pack(f">{len(dues)}q", *dues)
+    return _marker_batch(DUES_HEADER, value, now_ms)
+
+
+def encode_intent(target_offset: int, store_offsets: Sequence[int], now_ms: int) -> bytes:
+    """Written to the store before the partition append: these held records are being
+    released at `target_offset` (the partition's log end then)."""
+    value = _INTENT.pack(target_offset, len(store_offsets)) + struct.pack(
+        f">{len(store_offsets)}q", *store_offsets
+    )
+    return _marker_batch(RELEASE_HEADER, value, now_ms)
+
+
+def encode_cancel(intent_offset: int, now_ms: int) -> bytes:
+    """Written when the partition append of the intent at `intent_offset` failed."""
+    return _marker_batch(CANCEL_HEADER, _OFFSET.pack(intent_offset), now_ms)
+
+
+def decode_marker(record: Record) -> Dues | Intent | int | None:
+    """A record the store wrote: Dues, an Intent, or the offset of a cancelled intent."""
     name = record.headers[-1][0] if record.headers else None
     value = record.value or b""
+    if name == DUES_HEADER:
+        crc, count = _DUES.unpack_from(value)
+        return Dues(record.offset, crc, struct.unpack_from(f">{count}q", value, _DUES.size))
     if name == RELEASE_HEADER:
         target, count = _INTENT.unpack_from(value)
         offsets = struct.unpack_from(f">{count}q", value, _INTENT.size)
@@ -197,3 +197,16 @@ def decode_marker(record: Record) -> Intent | int | None:
     if name == CANCEL_HEADER:
         return int(_OFFSET.unpack_from(value)[0])
     return None
+
+
+def encode_released(records: Sequence[Record]) -> bytes:
+    """One batch of due records for the partition (offsets assigned by its log), with their
+    keys, values, headers and timestamps."""
+    timestamps = [record.timestamp for record in records]
+    return encode_record_batch(
+        [replace(record, offset=i) for i, record in enumerate(records)],
+        base_offset=0,
+        base_timestamp=min(timestamps),
+        max_timestamp=max(timestamps),
+        compression=NONE,
+    )

@@ -2,8 +2,8 @@
 release of due records (broker/delayed_delivery.py says what is held; the partitions' delay
 stores, broker/delayed_delivery_store.py, keep it).
 
-A produced batch of an opted-in topic is decoded (topics that did not opt in never get here).
-It is appended to its partition as sent when none of its records waits and its producer is
+A produced batch of an opted-in topic is looked into (topics that did not opt in never get
+here): decompressed, and decoded only if a header name may be in it. It is appended to its partition as sent when none of its records waits and its producer is
 not idempotent. Otherwise it is appended to the partition's delay store first (its producer
 state deduplicates idempotent retries, so every batch of an idempotent producer goes there,
 keeping its sequence numbers in one place), and its records already due are released at
@@ -25,18 +25,17 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.delayed_delivery import (
     DelaySettings,
-    due_times,
-    encode_held,
+    batch_due_times,
     encode_released,
     settings_for,
 )
 from kafkalite.broker.delayed_delivery_store import DelayStore, store_dir
 from kafkalite.broker.partition import Partition
 from kafkalite.config import BrokerConfig
+from kafkalite.metrics.counters import LatencyHistogram
 from kafkalite.storage.batch import InvalidBatch, validate_batches
 from kafkalite.storage.errors import InvalidRecordError, StorageError, from_invalid_batch
 from kafkalite.storage.log import AppendResult
-from kafkalite.storage.records import decode_records
 
 log = logging.getLogger("kafkalite.delayed_delivery")
 
@@ -53,6 +52,7 @@ class DelayedDelivery:
     stores: dict[TopicPartition, DelayStore] = field(default_factory=dict)
     released: int = 0  # records released since start
     dropped: int = 0  # due records their partition refused (logged)
+    lateness: LatencyHistogram = field(default_factory=LatencyHistogram)  # release - due, ms
     _settings: dict[str, tuple[object, object, DelaySettings]] = field(default_factory=dict)
 
     # -- settings ---------------------------------------------------------------------------
@@ -143,8 +143,7 @@ class DelayedDelivery:
         if len(headers) != 1 or header.is_control:
             return as_sent()  # refused there, as for any topic
         try:
-            decoded = decode_records(records)
-            dues = due_times(decoded, settings, now_ms)
+            dues = batch_due_times(records, header, settings, now_ms)
         except StorageError as exc:
             return exc
         delayed = any(due > now_ms for due in dues)
@@ -157,9 +156,7 @@ class DelayedDelivery:
             return ErrorCode.not_enough_replicas
         store = self._open((partition.topic, partition.index), partition, now_ms)
         try:
-            held = store.hold(
-                encode_held(header, decoded, dues), partition.leader_epoch, now_ms, dues
-            )
+            held = store.hold(records, header, dues, partition.leader_epoch, now_ms)
         except StorageError as exc:
             return exc
         if held.duplicate:
@@ -221,6 +218,8 @@ class DelayedDelivery:
         if isinstance(appended, AppendResult):
             store.confirm(offsets)
             self.released += len(offsets)
+            for due, _ in taken:
+                self.lateness.observe(now_ms - due)
             return {offset: appended.first_offset + i for i, offset in enumerate(offsets)}
         error = appended if isinstance(appended, ErrorCode) else appended.error_code
         if error in _UNRELEASABLE:  # the intent stays: these records are done with

@@ -2,11 +2,11 @@
 schedule topic, one per partition).
 
 The store is a UnifiedLog in the partition's directory (`<topic>-<p>/delayed/`), written with
-the partition's log config: the same validation, segments and crash recovery, and its
-producer state deduplicates idempotent retries as the partition's would. It holds:
+the partition's log config: the same validation, segments and crash recovery. It holds:
 
-- held records: the produced batch re-encoded with each record's due time as its last header
-  (broker/delayed_delivery.py);
+- held batches, as produced (so its producer state deduplicates retries exactly as the
+  partition's would), each right after a record of the store's own with their due times, in
+  one append (broker/delayed_delivery.py);
 - release intents: "these held records go to the partition at offset T" (T: the partition's
   log end), written just before the partition append, in the same synchronous step;
 - cancellations: the partition append of the previous intent failed.
@@ -23,19 +23,20 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kafkalite.broker.delayed_delivery import (
+    Dues,
     Intent,
     decode_marker,
     encode_cancel,
+    encode_dues,
     encode_intent,
-    held_due,
 )
-from kafkalite.storage.batch import iter_batches
+from kafkalite.storage.batch import BatchHeader, iter_batches, parse_header
 from kafkalite.storage.log import AppendResult, LogConfig, UnifiedLog
 from kafkalite.storage.records import Record, decode_records
 
@@ -45,6 +46,7 @@ STORE_DIR = "delayed"
 STORE_SEGMENT_BYTES = 64 * 1024**2
 STORE_MAX_BATCH_BYTES = 2**31 - 1  # produced batches are checked against the topic's limit
 _READ_BYTES = 1024**2
+DECODED_RECORDS = 50_000  # records of recently read held batches kept decoded
 _HELD_READ_BYTES = 16 * 1024  # the batch holding a due record (at least that one)
 
 
@@ -66,14 +68,38 @@ def store_dir(partition_dir: Path) -> Path:
 
 
 @dataclass(eq=False)
+class DecodedBatches:
+    """The records of recently read store batches, least recently used out first, at most
+    `capacity` records."""
+
+    capacity: int
+    batches: OrderedDict[int, list[Record]] = field(default_factory=OrderedDict)
+    by_offset: dict[int, Record] = field(default_factory=dict)
+
+    def get(self, offset: int) -> Record | None:
+        return self.by_offset.get(offset)
+
+    def put(self, records: list[Record]) -> None:
+        if not records or records[0].offset in self.by_offset:
+            return
+        self.batches[records[0].offset] = records
+        self.by_offset.update((record.offset, record) for record in records)
+        while len(self.by_offset) > self.capacity and len(self.batches) > 1:
+            for record in self.batches.popitem(last=False)[1]:
+                self.by_offset.pop(record.offset, None)
+
+
+@dataclass(eq=False)
 class DelayStore:
     log: UnifiedLog
     heap: list[tuple[int, int]] = field(default_factory=list)  # (due ms, store offset)
     held: dict[int, int] = field(default_factory=dict)  # store offset -> due ms
-    # Held offsets in store order, released ones dropped lazily from the front: the store's
-    # first record still held, without a scan.
-    in_order: deque[int] = field(default_factory=deque)
+    # (offset, offset of its dues) of held records in store order, released ones dropped
+    # lazily from the front: where the store must keep its records from, without a scan.
+    in_order: deque[tuple[int, int]] = field(default_factory=deque)
     released: int = 0  # records released since opened
+    # Due order is not store order: a held batch is read once for all its records.
+    decoded: DecodedBatches = field(default_factory=lambda: DecodedBatches(DECODED_RECORDS))
     failed: bool = False  # a cancellation could not be written: no more releases here
 
     @classmethod
@@ -101,29 +127,31 @@ class DelayStore:
             if offset == before:
                 return
 
-    def _records(self) -> Iterator[Record]:
-        start = self.log.log_start_offset
-        for batch in self._batches(start, _READ_BYTES):
-            for record in decode_records(batch):
-                if record.offset >= start:
-                    yield record
-
     def _load(self, target_log_end: int) -> None:
         held: dict[int, int] = {}
+        in_order: list[tuple[int, int]] = []
         last: Intent | None = None
         pending: dict[int, int] = {}  # the last intent's records, with their due times
-        for record in self._records():
-            due = held_due(record)
-            if due is not None:
-                held[record.offset] = due
+        dues: Dues | None = None
+        for batch in self._batches(self.log.log_start_offset, _READ_BYTES):
+            header = parse_header(batch)
+            if dues is not None and _holds(dues, header):
+                for index, due in enumerate(dues.due_ms):
+                    held[header.base_offset + index] = due
+                    in_order.append((header.base_offset + index, dues.offset))
+                dues = None
                 continue
-            marker = decode_marker(record)
-            if isinstance(marker, Intent):
-                last = marker
-                pending = {o: held.pop(o) for o in marker.store_offsets if o in held}
-            elif last is not None and marker == last.offset:
-                held.update(pending)
-                last = None
+            dues = None
+            for record in decode_records(batch):  # the store's own
+                marker = decode_marker(record)
+                if isinstance(marker, Dues):
+                    dues = marker
+                elif isinstance(marker, Intent):
+                    last = marker
+                    pending = {o: held.pop(o) for o in marker.store_offsets if o in held}
+                elif last is not None and marker == last.offset:
+                    held.update(pending)
+                    last = None
         if last is not None and target_log_end <= last.target_offset:
             log.info(
                 "%s: release at %d did not reach the partition (log end %d): held again",
@@ -133,24 +161,28 @@ class DelayStore:
             )
             held.update(pending)
         self.held = held
-        self.in_order = deque(sorted(held))
+        self.in_order = deque(entry for entry in in_order if entry[0] in held)
         self.heap = [(due, offset) for offset, due in held.items()]
         heapq.heapify(self.heap)
 
     # -- holding ----------------------------------------------------------------------------
 
     def hold(
-        self, batch: bytes, leader_epoch: int, now_ms: int, dues: Sequence[int]
+        self, batch: bytes, header: BatchHeader, dues: Sequence[int], leader_epoch: int, now_ms: int
     ) -> AppendResult:
-        """Append a held batch (raises a StorageError); a deduplicated retry holds nothing."""
-        result = self.log.append_as_leader(batch, leader_epoch, now_ms)
-        if not result.duplicate:
-            for index, due in enumerate(dues):
-                offset = result.first_offset + index
-                self.held[offset] = due
-                self.in_order.append(offset)
-                heapq.heappush(self.heap, (due, offset))
-        return result
+        """Append a produced batch with its due times (raises a StorageError); a deduplicated
+        retry holds nothing. The result's offsets are the batch's in the store."""
+        appended = self.log.append_as_leader(
+            encode_dues(header, dues, now_ms) + batch, leader_epoch, now_ms
+        )
+        if appended.duplicate:
+            return appended
+        dues_offset, first = appended.first_offset, appended.first_offset + 1
+        for index, due in enumerate(dues):
+            self.held[first + index] = due
+            self.in_order.append((first + index, dues_offset))
+            heapq.heappush(self.heap, (due, first + index))
+        return replace(appended, first_offset=first)
 
     @property
     def next_due_ms(self) -> int | None:
@@ -175,15 +207,18 @@ class DelayStore:
 
     def read_held(self, offsets: Sequence[int]) -> list[Record]:
         """The held records at these store offsets (ascending), due header included."""
-        wanted, found = set(offsets), {}
+        found: list[Record] = []
         for offset in offsets:
-            if offset in found:
-                continue
-            batch = next(self._batches(offset, _HELD_READ_BYTES), None)
-            for record in decode_records(batch) if batch is not None else ():
-                if record.offset in wanted:
-                    found[record.offset] = record
-        return [found[offset] for offset in offsets if offset in found]
+            record = self.decoded.get(offset)
+            if record is None:
+                batch = next(self._batches(offset, _HELD_READ_BYTES), None)
+                if batch is None:
+                    continue
+                self.decoded.put(decode_records(batch))
+                record = self.decoded.get(offset)
+            if record is not None:
+                found.append(record)
+        return found
 
     def restore(self, entries: Sequence[tuple[int, int]]) -> None:
         for entry in entries:
@@ -209,9 +244,9 @@ class DelayStore:
     def trim(self) -> None:
         """Move the log start past every released record (their segments go)."""
         in_order, held = self.in_order, self.held
-        while in_order and in_order[0] not in held:
+        while in_order and in_order[0][0] not in held:
             in_order.popleft()
-        low = in_order[0] if in_order else self.log.log_end_offset
+        low = in_order[0][1] if in_order else self.log.log_end_offset  # from its dues on
         if low > self.log.log_start_offset:
             self.log.delete_records_before(low)
 
@@ -220,3 +255,12 @@ class DelayStore:
 
     def delete(self) -> None:
         self.log.delete()
+
+
+def _holds(dues: Dues, header: BatchHeader) -> bool:
+    """Whether the batch is the one the Dues record was written with."""
+    return (
+        header.base_offset == dues.offset + 1
+        and header.crc == dues.crc
+        and header.records_count == len(dues.due_ms)
+    )

@@ -323,11 +323,12 @@ def test_a_refused_release_is_cancelled_and_retried(
 def test_released_prefix_of_the_store_is_deleted(tmp_path: Path, clock: Clock) -> None:
     broker = open_broker(tmp_path, clock)
     create(broker)
-    produce(broker, batch([(b"a", delay(100)), (b"b", delay(200))]))
+    produce(broker, batch([(b"a", delay(100))]))  # store offsets 0 (its dues) and 1
+    produce(broker, batch([(b"b", delay(200))]))  # 2 and 3
     store = broker.replica_manager.delayed_delivery.stores[TP]
     clock.now = T0 + 100
     broker.replica_manager.release_delayed()
-    assert store.log.log_start_offset == 1  # "b" is held still
+    assert store.log.log_start_offset == 2  # "b" is held still, from its dues on
     clock.now = T0 + 200
     broker.replica_manager.release_delayed()
     assert store.log.log_start_offset == store.log.log_end_offset
@@ -374,3 +375,50 @@ def alter_log_dir(broker: Broker, destination: Path) -> ErrorCode:
     ctx = RequestContext(broker, 34, 2, correlation_id=1, client_id="tests")
     manager = broker.replica_manager.log_manager.manager_for_dir(str(destination))
     return _move(ctx, manager, *TP)
+
+
+def test_metrics_show_held_records_releases_and_lateness(tmp_path: Path, clock: Clock) -> None:
+    from kafkalite.metrics.collector import BrokerCollector
+
+    broker = open_broker(tmp_path, clock)
+    create(broker)
+    produce(broker, batch([(b"a", delay(100)), (b"b", delay(300))]))
+    clock.now = T0 + 150
+    broker.replica_manager.release_delayed()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in BrokerCollector(broker, "PLAINTEXT", {}).collect()
+        if family.name.startswith("kafkalite_delayeddelivery_")
+        for s in family.samples
+    }
+    labels = (("partition", "0"), ("topic", "d"))
+    assert samples[("kafkalite_delayeddelivery_heldrecords", labels)] == 1
+    assert samples[("kafkalite_delayeddelivery_nextduetimestampms", labels)] == T0 + 300
+    assert samples[("kafkalite_delayeddelivery_released_total", ())] == 1
+    assert samples[("kafkalite_delayeddelivery_dropped_total", ())] == 0
+    assert samples[("kafkalite_delayeddelivery_latenessms_count", ())] == 1
+    assert samples[("kafkalite_delayeddelivery_latenessms_sum", ())] == 50
+    broker.shutdown()
+
+
+def test_store_segments_of_released_records_go_and_a_restart_still_finds_the_held(
+    tmp_path: Path, clock: Clock
+) -> None:
+    broker = open_broker(tmp_path, clock)
+    create(broker)
+    produce(broker, batch([(b"a", delay(100))]))
+    store = broker.replica_manager.delayed_delivery.stores[TP]
+    store.log.roll(clock.now)
+    produce(broker, batch([(b"b", delay(300)), (b"c", delay(200))]))
+    store.log.roll(clock.now)
+    clock.now = T0 + 200
+    broker.replica_manager.release_delayed()  # "a" and "c"; "b" is held
+    assert [segment.base_offset for segment in store.log.segments] == [2, 5]
+    broker.shutdown()
+
+    broker = open_broker(tmp_path, clock)
+    assert held(broker) == 1
+    clock.now = T0 + 300
+    broker.replica_manager.release_delayed()
+    assert values(broker) == [b"a", b"c", b"b"]
+    broker.shutdown()
