@@ -3,9 +3,10 @@ release of due records (broker/delayed_delivery.py says what is held; the partit
 stores, broker/delayed_delivery_store.py, keep it).
 
 A produced batch of an opted-in topic is looked into (topics that did not opt in never get
-here): decompressed, and decoded only if a header name may be in it. It is appended to its partition as sent when none of its records waits and its producer is
-not idempotent. Otherwise it is appended to the partition's delay store first (its producer
-state deduplicates idempotent retries, so every batch of an idempotent producer goes there,
+here): decompressed, and decoded only if a header name may be in it. It is appended to its
+partition as sent when none of its records waits and its producer is not idempotent.
+Otherwise it is appended to the partition's delay store first (its producer state
+deduplicates idempotent retries, so every batch of an idempotent producer goes there,
 keeping its sequence numbers in one place), and its records already due are released at
 once, in the same step. Held records are released by `release_due`, which the server calls
 at least every `kafkalite.delayed.delivery.precision.ms`.
