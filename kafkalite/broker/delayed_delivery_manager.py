@@ -34,9 +34,10 @@ from kafkalite.broker.delayed_delivery_store import DelayStore, store_dir
 from kafkalite.broker.partition import Partition
 from kafkalite.config import BrokerConfig
 from kafkalite.metrics.counters import LatencyHistogram
-from kafkalite.storage.batch import InvalidBatch, validate_batches
+from kafkalite.storage.batch import HEADER_SIZE, InvalidBatch, validate_batches
 from kafkalite.storage.errors import InvalidRecordError, StorageError, from_invalid_batch
 from kafkalite.storage.log import AppendResult
+from kafkalite.storage.records import Record
 
 log = logging.getLogger("kafkalite.delayed_delivery")
 
@@ -44,7 +45,13 @@ TopicPartition = tuple[str, int]
 Appended = AppendResult | StorageError | ErrorCode
 MAX_RELEASE_RECORDS = 500  # records per released batch
 # Errors of a released batch that a retry cannot cure: its records are dropped (logged).
-_UNRELEASABLE = (ErrorCode.invalid_record, ErrorCode.invalid_timestamp, ErrorCode.corrupt_message)
+_UNRELEASABLE = (
+    ErrorCode.invalid_record,
+    ErrorCode.invalid_timestamp,
+    ErrorCode.corrupt_message,
+    ErrorCode.message_too_large,  # one record, larger than the topic's limit became
+)
+RECORD_OVERHEAD = 40  # a record's length, attributes, deltas and field lengths at most
 
 
 @dataclass
@@ -199,14 +206,20 @@ class DelayedDelivery:
         taken: list[tuple[int, int]],
         now_ms: int,
     ) -> dict[int, int] | None:
-        """Intent, then partition append (then a cancellation if it failed). None: stop."""
-        records = store.read_held(sorted(offset for _, offset in taken))
-        offsets = [record.offset for record in records]
-        if len(offsets) < len(taken):  # not in the store: nothing to release for them
-            log.error("%s: %d held records not found", store.log.dir, len(taken) - len(offsets))
-            store.confirm([o for _, o in taken if o not in set(offsets)])
-            if not records:
-                return {}
+        """Intent, then partition append (then a cancellation if it failed), of as many of
+        the taken records (in due order) as one batch of the partition holds; the others go
+        back. None: stop."""
+        found = {r.offset: r for r in store.read_held(sorted(offset for _, offset in taken))}
+        missing = [offset for _, offset in taken if offset not in found]
+        if missing:  # not in the store: nothing to release for them
+            log.error("%s: %d held records not found", store.log.dir, len(missing))
+            store.confirm(missing)
+        taken, rest = _fit([e for e in taken if e[1] in found], found, partition)
+        store.restore(rest)
+        if not taken:
+            return {}
+        records = [found[offset] for _, offset in taken]
+        offsets = [offset for _, offset in taken]
         target = partition.log_end_offset
         try:
             intent = store.write_intent(target, offsets, now_ms)
@@ -247,6 +260,22 @@ class DelayedDelivery:
             # Another intent after this one would pass it for done: stop until a restart.
             log.error("%s: cannot cancel a release, releases stop: %s", store.log.dir, exc)
             store.failed = True
+
+
+def _fit(
+    taken: list[tuple[int, int]], records: Mapping[int, Record], partition: Partition
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The first of the taken (due, offset) entries whose records fit one batch of the
+    partition (max.message.bytes, estimated from the records' sizes; at least one), and the
+    rest."""
+    size, limit = HEADER_SIZE, partition.log.config.max_message_bytes
+    for index, (_, offset) in enumerate(taken):
+        record = records[offset]
+        size += RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"")
+        size += sum(len(name) + len(value or b"") + 10 for name, value in record.headers)
+        if index and size > limit:
+            return taken[:index], taken[index:]
+    return taken, []
 
 
 def _refusal(partition: Partition, transactional: bool) -> str | None:

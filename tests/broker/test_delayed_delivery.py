@@ -422,3 +422,22 @@ def test_store_segments_of_released_records_go_and_a_restart_still_finds_the_hel
     broker.replica_manager.release_delayed()
     assert values(broker) == [b"a", b"c", b"b"]
     broker.shutdown()
+
+
+def test_records_due_together_go_in_due_order_in_batches_the_topic_takes(
+    tmp_path: Path, clock: Clock
+) -> None:
+    broker = open_broker(tmp_path, clock)
+    create(broker, configs={**OPT_IN, "max.message.bytes": "2000"})
+    value = b"v" * 300
+    for due in (300, 200):
+        produce(broker, batch([(value + b"%d" % i, delay(due)) for i in range(5)]))
+    clock.now = T0 + 300
+    broker.replica_manager.release_delayed()
+    assert values(broker) == [value + b"%d" % i for _ in (200, 300) for i in range(5)]
+    partition = broker.replica_manager.partition(*TP)
+    assert partition is not None
+    data = partition.log.read(0, 1 << 20, partition.high_watermark)
+    sizes = [header.size for _, header in iter_batches(data)]
+    assert len(sizes) > 1 and max(sizes) <= 2000
+    broker.shutdown()
