@@ -8,7 +8,8 @@ appends it) or `kafkalite-deliver-at` (ASCII decimal epoch milliseconds) becomes
 that time; a record without them waits `kafkalite.delivery.delay.ms`. The store
 (broker/delayed_delivery_store.py) keeps each held batch as it was produced, right after a
 record of its own giving the records' due times; release intents and their cancellations are
-records of the store too. Sans-IO.
+records of the store too, and so are the ends of transactions (a transactional producer's
+held records wait for its commit). Sans-IO.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ DELIVER_AT_HEADER = "kafkalite-deliver-at"
 STORE_KEY = b"__kafkalite.delayed"
 DUES_HEADER = "__kafkalite.dues"
 RELEASE_HEADER = "__kafkalite.release"
+TXN_END_HEADER = "__kafkalite.txn.end"
 CANCEL_HEADER = "__kafkalite.cancel"
 
 ENABLE_CONFIG = "kafkalite.delayed.delivery.enable"
@@ -46,6 +48,7 @@ _HEADER_NAMES_PREFIX = b"kafkalite-de"  # what both headers' names begin with
 _INTENT = struct.Struct(">qi")
 _DUES = struct.Struct(">Ii")
 _OFFSET = struct.Struct(">q")
+_TXN_END = struct.Struct(">q?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +160,14 @@ class Intent:
     store_offsets: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class TxnEnd:
+    """A producer's transaction ended: its held records go (commit) or are dropped."""
+
+    producer_id: int
+    commit: bool
+
+
 def _marker_batch(name: str, value: bytes, now_ms: int) -> bytes:
     """A one-record batch of the store's own (keyed: a compacted topic's store takes it)."""
     record = Record(0, now_ms, STORE_KEY, value, ((name, b""),))
@@ -183,8 +194,14 @@ def encode_cancel(intent_offset: int, now_ms: int) -> bytes:
     return _marker_batch(CANCEL_HEADER, _OFFSET.pack(intent_offset), now_ms)
 
 
-def decode_marker(record: Record) -> Dues | Intent | int | None:
-    """A record the store wrote: Dues, an Intent, or the offset of a cancelled intent."""
+def encode_txn_end(producer_id: int, commit: bool, now_ms: int) -> bytes:
+    """Written when the transaction's marker reaches the partition, before it is appended."""
+    return _marker_batch(TXN_END_HEADER, _TXN_END.pack(producer_id, commit), now_ms)
+
+
+def decode_marker(record: Record) -> Dues | Intent | TxnEnd | int | None:
+    """A record the store wrote: Dues, an Intent, a TxnEnd, or the offset of a cancelled
+    intent."""
     name = record.headers[-1][0] if record.headers else None
     value = record.value or b""
     if name == DUES_HEADER:
@@ -194,6 +211,9 @@ def decode_marker(record: Record) -> Dues | Intent | int | None:
         target, count = _INTENT.unpack_from(value)
         offsets = struct.unpack_from(f">{count}q", value, _INTENT.size)
         return Intent(record.offset, target, offsets)
+    if name == TXN_END_HEADER:
+        producer_id, commit = _TXN_END.unpack_from(value)
+        return TxnEnd(producer_id, commit)
     if name == CANCEL_HEADER:
         return int(_OFFSET.unpack_from(value)[0])
     return None

@@ -11,9 +11,11 @@ keeping its sequence numbers in one place), and its records already due are rele
 once, in the same step. Held records are released by `release_due`, which the server calls
 at least every `kafkalite.delayed.delivery.precision.ms`.
 
-Not yet: delayed records inside transactions and in partitions with several replicas (the
-store is not replicated yet) are refused with INVALID_RECORD; their batches without delayed
-records take the ordinary path.
+A transactional producer's batches go to the store too; its records are held until the
+transaction's marker reaches the partition: then they are due as asked (commit) or dropped
+(abort). Not yet: delayed records in partitions with several replicas (the store is not
+replicated yet) are refused with INVALID_RECORD; their batches without delayed records take
+the ordinary path.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class DelayedDelivery:
     stores: dict[TopicPartition, DelayStore] = field(default_factory=dict)
     released: int = 0  # records released since start
     dropped: int = 0  # due records their partition refused (logged)
+    aborted: int = 0  # held records dropped with their aborted transaction
     lateness: LatencyHistogram = field(default_factory=LatencyHistogram)  # release - due, ms
     _settings: dict[str, tuple[object, object, DelaySettings]] = field(default_factory=dict)
 
@@ -157,7 +160,7 @@ class DelayedDelivery:
         delayed = any(due > now_ms for due in dues)
         if not delayed and not header.has_producer_id:
             return as_sent()
-        refusal = _refusal(partition, header.is_transactional)
+        refusal = _refusal(partition)
         if refusal is not None:
             return InvalidRecordError(refusal) if delayed else as_sent()
         if required_acks == -1 and len(partition.isr) < partition.effective_min_isr(min_isr):
@@ -171,6 +174,22 @@ class DelayedDelivery:
             return AppendResult(-1, -1, -1, partition.log_start_offset, duplicate=True)
         placed = self._release(partition, store, now_ms)
         return _answer(partition, held, placed)
+
+    # -- transactions -----------------------------------------------------------------------
+
+    def end_txn(
+        self, partition: Partition, producer_id: int, commit: bool, now_ms: int
+    ) -> StorageError | None:
+        """Before a transaction's marker is appended to the partition: the producer's held
+        records become due (released at once if they are) or are dropped."""
+        store = self.stores.get((partition.topic, partition.index))
+        if store is None:
+            return None
+        try:
+            self.aborted += store.end_txn(producer_id, commit, now_ms)
+        except StorageError as exc:
+            return exc
+        return None
 
     # -- release ----------------------------------------------------------------------------
 
@@ -188,6 +207,12 @@ class DelayedDelivery:
                 appended.append(tp)
             store.trim()
         return appended
+
+    def release_partition(self, partition: Partition, now_ms: int) -> None:
+        """Release what is due in one partition now (a committed transaction's records)."""
+        store = self.stores.get((partition.topic, partition.index))
+        if store is not None and not store.failed:
+            self._release(partition, store, now_ms)
 
     def _release(self, partition: Partition, store: DelayStore, now_ms: int) -> dict[int, int]:
         """Due records of one partition, batch by batch; store offset -> partition offset."""
@@ -278,10 +303,8 @@ def _fit(
     return taken, []
 
 
-def _refusal(partition: Partition, transactional: bool) -> str | None:
+def _refusal(partition: Partition) -> str | None:
     """Why delayed records cannot be held for this partition yet, if they cannot."""
-    if transactional:
-        return "delayed records inside a transaction are not supported yet"
     if len(partition.replicas) > 1:
         return "delayed records need a partition with a single replica (not replicated yet)"
     return None

@@ -9,7 +9,9 @@ the partition's log config: the same validation, segments and crash recovery. It
   one append (broker/delayed_delivery.py);
 - release intents: "these held records go to the partition at offset T" (T: the partition's
   log end), written just before the partition append, in the same synchronous step;
-- cancellations: the partition append of the previous intent failed.
+- cancellations: the partition append of the previous intent failed;
+- transaction ends: a transactional producer's held records become due (commit) or go
+  (abort), written when its marker reaches the partition, before the marker.
 
 So every intent but the last one with no cancellation after it was appended; the last one was
 iff the partition's log end is beyond T (nothing else writes the partition between the two
@@ -31,10 +33,12 @@ from pathlib import Path
 from kafkalite.broker.delayed_delivery import (
     Dues,
     Intent,
+    TxnEnd,
     decode_marker,
     encode_cancel,
     encode_dues,
     encode_intent,
+    encode_txn_end,
 )
 from kafkalite.storage.batch import BatchHeader, iter_batches, parse_header
 from kafkalite.storage.log import AppendResult, LogConfig, UnifiedLog
@@ -98,6 +102,8 @@ class DelayStore:
     # lazily from the front: where the store must keep its records from, without a scan.
     in_order: deque[tuple[int, int]] = field(default_factory=deque)
     released: int = 0  # records released since opened
+    # Held records of transactions not ended yet, by producer id: not due before the commit.
+    open_txns: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     # Due order is not store order: a held batch is read once for all its records.
     decoded: DecodedBatches = field(default_factory=lambda: DecodedBatches(DECODED_RECORDS))
     failed: bool = False  # a cancellation could not be written: no more releases here
@@ -133,12 +139,15 @@ class DelayStore:
         last: Intent | None = None
         pending: dict[int, int] = {}  # the last intent's records, with their due times
         dues: Dues | None = None
+        open_txns: dict[int, list[tuple[int, int]]] = {}
         for batch in self._batches(self.log.log_start_offset, _READ_BYTES):
             header = parse_header(batch)
             if dues is not None and _holds(dues, header):
-                for index, due in enumerate(dues.due_ms):
-                    held[header.base_offset + index] = due
-                    in_order.append((header.base_offset + index, dues.offset))
+                entries = [(due, header.base_offset + i) for i, due in enumerate(dues.due_ms)]
+                held.update((offset, due) for due, offset in entries)
+                in_order.extend((offset, dues.offset) for _, offset in entries)
+                if header.is_transactional:
+                    open_txns.setdefault(header.producer_id, []).extend(entries)
                 dues = None
                 continue
             dues = None
@@ -146,6 +155,11 @@ class DelayStore:
                 marker = decode_marker(record)
                 if isinstance(marker, Dues):
                     dues = marker
+                elif isinstance(marker, TxnEnd):
+                    ended = open_txns.pop(marker.producer_id, [])
+                    if not marker.commit:
+                        for _, offset in ended:
+                            held.pop(offset, None)
                 elif isinstance(marker, Intent):
                     last = marker
                     pending = {o: held.pop(o) for o in marker.store_offsets if o in held}
@@ -162,7 +176,9 @@ class DelayStore:
             held.update(pending)
         self.held = held
         self.in_order = deque(entry for entry in in_order if entry[0] in held)
-        self.heap = [(due, offset) for offset, due in held.items()]
+        self.open_txns = open_txns
+        waiting = {offset for entries in open_txns.values() for _, offset in entries}
+        self.heap = [(due, offset) for offset, due in held.items() if offset not in waiting]
         heapq.heapify(self.heap)
 
     # -- holding ----------------------------------------------------------------------------
@@ -178,11 +194,32 @@ class DelayStore:
         if appended.duplicate:
             return appended
         dues_offset, first = appended.first_offset, appended.first_offset + 1
-        for index, due in enumerate(dues):
-            self.held[first + index] = due
-            self.in_order.append((first + index, dues_offset))
-            heapq.heappush(self.heap, (due, first + index))
+        entries = [(due, first + index) for index, due in enumerate(dues)]
+        for due, offset in entries:
+            self.held[offset] = due
+            self.in_order.append((offset, dues_offset))
+        if header.is_transactional:  # released once its transaction commits
+            self.open_txns.setdefault(header.producer_id, []).extend(entries)
+        else:
+            self.restore(entries)
         return replace(appended, first_offset=first)
+
+    def end_txn(self, producer_id: int, commit: bool, now_ms: int) -> int:
+        """The producer's transaction ended (raises a StorageError if that cannot be
+        written): its held records become due as asked (commit) or are dropped (abort).
+        Returns how many were dropped."""
+        if producer_id not in self.open_txns:
+            return 0
+        self.log.append_as_leader(
+            encode_txn_end(producer_id, commit, now_ms), -1, now_ms, coordinator=True
+        )
+        entries = self.open_txns.pop(producer_id)
+        if commit:
+            self.restore(entries)
+            return 0
+        for _, offset in entries:
+            self.held.pop(offset, None)
+        return len(entries)
 
     @property
     def next_due_ms(self) -> int | None:

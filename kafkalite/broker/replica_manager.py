@@ -428,11 +428,18 @@ class ReplicaManager:
         if partition is None:
             return ErrorCode.unknown_topic_or_partition, -1
         high_watermark = partition.high_watermark
+        if partition.is_leader:  # held records of the transaction: due, or dropped
+            ended = self.delayed_delivery.end_txn(
+                partition, producer_id, marker.commit, self.clock_ms()
+            )
+            if ended is not None:
+                return ended.error_code, -1
         appended = partition.append_txn_marker(producer_id, producer_epoch, marker, self.clock_ms())
         if isinstance(appended, ErrorCode):
             return appended, -1
         if isinstance(appended, StorageError):
             return appended.error_code, -1
+        self.delayed_delivery.release_partition(partition, self.clock_ms())
         self._after_append(tp, partition.high_watermark > high_watermark)
         return ErrorCode.none, appended + 1
 

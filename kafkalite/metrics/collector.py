@@ -205,6 +205,9 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily(
             prefix + "dropped", "Due records their partition refused", delayed.dropped
         )
+        yield CounterMetricFamily(
+            prefix + "aborted", "Held records of aborted transactions", delayed.aborted
+        )
         lateness = HistogramMetricFamily(
             prefix + "latenessms", "How long after its due time a record was released (ms)"
         )

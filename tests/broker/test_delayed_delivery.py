@@ -14,6 +14,7 @@ from kafkalite.broker.broker import Broker
 from kafkalite.broker.delayed_delivery_store import store_dir
 from kafkalite.config import build_config
 from kafkalite.storage.batch import TRANSACTIONAL_FLAG, iter_batches
+from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.records import GZIP, LZ4, NONE, Record, decode_records, encode_record_batch
 
 T0 = 1_800_000_000_000
@@ -79,7 +80,12 @@ def log_records(broker: Broker, tp: tuple[str, int] = TP) -> list[Record]:
     assert partition is not None
     data = partition.log.read(0, 1 << 24, partition.high_watermark)
     view = memoryview(data)
-    return [r for pos, h in iter_batches(view) for r in decode_records(view[pos : pos + h.size])]
+    return [
+        record
+        for pos, header in iter_batches(view)
+        if not header.is_control  # transaction markers
+        for record in decode_records(view[pos : pos + header.size])
+    ]
 
 
 def values(broker: Broker, tp: tuple[str, int] = TP) -> list[bytes | None]:
@@ -217,16 +223,57 @@ def test_idempotent_retry_is_held_once(tmp_path: Path, clock: Clock) -> None:
     broker.shutdown()
 
 
-def test_delayed_records_inside_transactions_are_refused(tmp_path: Path, clock: Clock) -> None:
+def txn_batch(records: Sequence[tuple[bytes, Sequence[tuple[str, bytes]]]], seq: int) -> bytes:
+    return batch(records, producer_id=4, base_sequence=seq, attributes=TRANSACTIONAL_FLAG)
+
+
+def end_txn(broker: Broker, commit: bool) -> ErrorCode:
+    marker = EndTxnMarker(commit=commit, coordinator_epoch=0)
+    return broker.replica_manager.append_txn_marker(TP, 4, 0, marker)
+
+
+def test_a_transactions_records_are_released_when_it_commits(tmp_path: Path, clock: Clock) -> None:
     broker = open_broker(tmp_path, clock)
     create(broker)
-    sent = batch(
-        [(b"a", delay(100))], producer_id=4, base_sequence=0, attributes=TRANSACTIONAL_FLAG
-    )
-    result = produce(broker, sent)
-    assert result.error is ErrorCode.invalid_record
-    assert "transaction" in (result.message or "")
+    assert produce(broker, txn_batch([(b"a", delay(100)), (b"b", [])], 0)).error is ErrorCode.none
+    assert produce(broker, txn_batch([(b"c", [])], 2)).error is ErrorCode.none
+    clock.now = T0 + 100
+    assert broker.replica_manager.release_delayed() == 3  # all wait for the commit
     assert values(broker) == []
+    broker.shutdown()
+
+    broker = open_broker(tmp_path, clock)  # the open transaction survives a restart
+    assert broker.replica_manager.release_delayed() == 3
+    clock.now = T0 + 50
+    produce(broker, txn_batch([(b"d", delay(100))], 3))  # due at T0 + 150
+    assert end_txn(broker, commit=True) is ErrorCode.none
+    # Released with the commit (after its marker, at offset 0): the due ones at once.
+    assert [(r.offset, r.value) for r in log_records(broker)] == [(1, b"b"), (2, b"c")]
+    assert held(broker) == 2
+    clock.now = T0 + 150
+    broker.replica_manager.release_delayed()
+    assert values(broker) == [b"b", b"c", b"a", b"d"]
+    broker.shutdown()
+
+
+def test_an_aborted_transactions_records_are_never_released(tmp_path: Path, clock: Clock) -> None:
+    broker = open_broker(tmp_path, clock)
+    create(broker)
+    produce(broker, txn_batch([(b"a", delay(100)), (b"b", [])], 0))
+    assert end_txn(broker, commit=False) is ErrorCode.none
+    assert held(broker) == 0
+    clock.now = T0 + 100
+    broker.replica_manager.release_delayed()
+    broker.shutdown()
+    broker = open_broker(tmp_path, clock)
+    assert held(broker) == 0
+    broker.replica_manager.release_delayed()
+    assert values(broker) == []
+    assert broker.replica_manager.delayed_delivery.aborted == 0  # counted since start
+    # The next transaction of the producer goes on.
+    produce(broker, txn_batch([(b"c", [])], 2))
+    assert end_txn(broker, commit=True) is ErrorCode.none
+    assert values(broker) == [b"c"]
     broker.shutdown()
 
 

@@ -27,12 +27,13 @@ from e2e_helpers import (
 from kafkalite.testing import BrokerProcess, EmbeddedBroker
 
 OPT_IN = {"kafkalite.delayed.delivery.enable": "true"}
+SMALL = {"num.partitions": "1", "transaction.state.log.num.partitions": "1"}
 DELAY = "kafkalite-delay-ms"
 
 
 @pytest.fixture
 def embedded(tmp_path: Path) -> Iterator[EmbeddedBroker]:
-    broker = EmbeddedBroker(tmp_path / "data", overrides={"num.partitions": "1"})
+    broker = EmbeddedBroker(tmp_path / "data", overrides=SMALL)
     broker.start()
     try:
         yield broker
@@ -43,8 +44,11 @@ def embedded(tmp_path: Path) -> Iterator[EmbeddedBroker]:
 class Reader:
     """A consumer of one partition from offset 0, noting when each record arrived."""
 
-    def __init__(self, bootstrap: str, topic: str, partition: int = 0) -> None:
-        self.consumer = consumer(bootstrap, **{"fetch.wait.max.ms": 50})
+    def __init__(
+        self, bootstrap: str, topic: str, partition: int = 0, isolation: str = "read_committed"
+    ) -> None:
+        conf = {"fetch.wait.max.ms": 50, "isolation.level": isolation}
+        self.consumer = consumer(bootstrap, **conf)
         self.consumer.assign([TopicPartition(topic, partition, 0)])
         self.records: list[tuple[int, bytes, object, float]] = []  # offset, value, headers, at
 
@@ -139,6 +143,31 @@ def test_idempotent_producer_each_record_once(embedded: EmbeddedBroker) -> None:
     assert watermarks(bootstrap, "idem", 0) == (0, total)
 
 
+def test_transactional_records_released_only_when_committed(embedded: EmbeddedBroker) -> None:
+    bootstrap = embedded.bootstrap
+    create_topic(bootstrap, "txn", config=OPT_IN)
+    prod = producer(bootstrap, **{"transactional.id": "delayed-txn"})
+    prod.init_transactions(CLIENT_TIMEOUT)
+    for name, commit in ((b"aborted", False), (b"committed", True)):
+        prod.begin_transaction()
+        prod.produce("txn", name + b"-now")
+        prod.produce("txn", name + b"-late", headers=[(DELAY, b"700")])
+        prod.flush(CLIENT_TIMEOUT)  # on the broker before the transaction ends
+        if commit:
+            prod.commit_transaction(CLIENT_TIMEOUT)
+        else:
+            prod.abort_transaction(CLIENT_TIMEOUT)
+    committed_at = time.monotonic()
+    for isolation in ("read_committed", "read_uncommitted"):
+        reader = Reader(bootstrap, "txn", isolation=isolation)
+        records = reader.poll_until(2)
+        reader.close()
+        assert [value for _, value, _, _ in records] == [b"committed-now", b"committed-late"]
+        assert records[1][3] - committed_at >= 0
+    # Two markers (abort, commit) and the two committed records.
+    assert watermarks(bootstrap, "txn", 0) == (0, 4)
+
+
 def test_bad_headers_are_refused_with_invalid_record(embedded: EmbeddedBroker) -> None:
     bootstrap = embedded.bootstrap
     create_topic(bootstrap, "bad", config=OPT_IN)
@@ -162,7 +191,7 @@ def test_bad_headers_are_refused_with_invalid_record(embedded: EmbeddedBroker) -
 
 
 def test_records_held_across_a_restart(tmp_path: Path) -> None:
-    broker = EmbeddedBroker(tmp_path / "data", overrides={"num.partitions": "1"})
+    broker = EmbeddedBroker(tmp_path / "data", overrides=SMALL)
     broker.start()
     try:
         create_topic(broker.bootstrap, "restart", config=OPT_IN)
