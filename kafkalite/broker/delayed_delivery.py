@@ -18,6 +18,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from kafkalite.broker.retry_topics import RetrySettings, retry_due_times, retry_settings
 from kafkalite.broker.topic_config import effective_value
 from kafkalite.config import BrokerConfig
 from kafkalite.storage.batch import HEADER_SIZE, BatchHeader
@@ -45,7 +46,7 @@ MAX_DELAY_CONFIG = "kafkalite.delayed.delivery.max.ms"
 PRECISION_CONFIG = "kafkalite.delayed.delivery.precision.ms"
 
 _HEADER_NAMES_PREFIX = b"kafkalite-de"  # what both headers' names begin with
-_INTENT = struct.Struct(">qi")
+_INTENT = struct.Struct(">qiih")  # target offset, partition, count, topic name size
 _DUES = struct.Struct(">Ii")
 _OFFSET = struct.Struct(">q")
 _TXN_END = struct.Struct(">q?")
@@ -58,11 +59,12 @@ class DelaySettings:
     enabled: bool
     topic_delay_ms: int
     max_delay_ms: int
+    retry: RetrySettings | None = None  # a retry topic's (broker/retry_topics.py)
 
     @property
     def active(self) -> bool:
         """Whether produced records of the topic are looked at (decoded) at all."""
-        return self.enabled or self.topic_delay_ms > 0
+        return self.enabled or self.topic_delay_ms > 0 or self.retry is not None
 
 
 def settings_for(broker: BrokerConfig, overrides: Mapping[str, str]) -> DelaySettings:
@@ -73,6 +75,7 @@ def settings_for(broker: BrokerConfig, overrides: Mapping[str, str]) -> DelaySet
         enabled=value(ENABLE_CONFIG).lower() == "true",
         topic_delay_ms=int(value(TOPIC_DELAY_CONFIG)),
         max_delay_ms=int(value(MAX_DELAY_CONFIG)),
+        retry=retry_settings(broker, overrides),
     )
 
 
@@ -132,7 +135,10 @@ def batch_due_times(
     batch: bytes, header: BatchHeader, settings: DelaySettings, now_ms: int
 ) -> list[int]:
     """`due_times` of one produced batch, which is decoded only if one of the headers' names
-    may be in it (or each record must be refused for the topic delay)."""
+    may be in it (or each record must be refused for the topic delay). A retry topic's
+    records are due after their attempt's backoff."""
+    if settings.retry is not None:
+        return retry_due_times(decode_records(batch), settings.retry, now_ms)
     if settings.topic_delay_ms <= settings.max_delay_ms:
         payload = decompress(header.compression, memoryview(batch)[HEADER_SIZE : header.size])
         if _HEADER_NAMES_PREFIX not in payload:
@@ -156,6 +162,7 @@ class Dues:
 @dataclass(frozen=True, slots=True)
 class Intent:
     offset: int  # the intent's own offset in the store
+    target: tuple[str, int]  # the partition released to (a retry topic's: another topic's)
     target_offset: int
     store_offsets: tuple[int, ...]
 
@@ -180,11 +187,16 @@ def encode_dues(header: BatchHeader, dues: Sequence[int], now_ms: int) -> bytes:
     return _marker_batch(DUES_HEADER, value, now_ms)
 
 
-def encode_intent(target_offset: int, store_offsets: Sequence[int], now_ms: int) -> bytes:
+def encode_intent(
+    target: tuple[str, int], target_offset: int, store_offsets: Sequence[int], now_ms: int
+) -> bytes:
     """Written to the store before the partition append: these held records are being
-    released at `target_offset` (the partition's log end then)."""
-    value = _INTENT.pack(target_offset, len(store_offsets)) + struct.pack(
-        f">{len(store_offsets)}q", *store_offsets
+    released to `target` at `target_offset` (its log end then)."""
+    topic = target[0].encode()
+    value = (
+        _INTENT.pack(target_offset, target[1], len(store_offsets), len(topic))
+        + topic
+        + struct.pack(f">{len(store_offsets)}q", *store_offsets)
     )
     return _marker_batch(RELEASE_HEADER, value, now_ms)
 
@@ -208,9 +220,10 @@ def decode_marker(record: Record) -> Dues | Intent | TxnEnd | int | None:
         crc, count = _DUES.unpack_from(value)
         return Dues(record.offset, crc, struct.unpack_from(f">{count}q", value, _DUES.size))
     if name == RELEASE_HEADER:
-        target, count = _INTENT.unpack_from(value)
-        offsets = struct.unpack_from(f">{count}q", value, _INTENT.size)
-        return Intent(record.offset, target, offsets)
+        target_offset, partition, count, topic_size = _INTENT.unpack_from(value)
+        topic = value[_INTENT.size : _INTENT.size + topic_size].decode()
+        offsets = struct.unpack_from(f">{count}q", value, _INTENT.size + topic_size)
+        return Intent(record.offset, (topic, partition), target_offset, offsets)
     if name == TXN_END_HEADER:
         producer_id, commit = _TXN_END.unpack_from(value)
         return TxnEnd(producer_id, commit)

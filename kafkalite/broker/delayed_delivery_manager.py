@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from kafkalite.broker.cluster_metadata import TopicMetadata
 from kafkalite.broker.delayed_delivery import (
     DelaySettings,
     batch_due_times,
@@ -34,6 +35,7 @@ from kafkalite.broker.delayed_delivery import (
 )
 from kafkalite.broker.delayed_delivery_store import DelayStore, store_dir
 from kafkalite.broker.partition import Partition
+from kafkalite.broker.retry_topics import route
 from kafkalite.config import BrokerConfig
 from kafkalite.metrics.counters import LatencyHistogram
 from kafkalite.storage.batch import HEADER_SIZE, InvalidBatch, validate_batches
@@ -59,11 +61,16 @@ RECORD_OVERHEAD = 40  # a record's length, attributes, deltas and field lengths 
 @dataclass
 class DelayedDelivery:
     config: Callable[[], BrokerConfig]  # the broker's current config (dynamic configs)
+    partition_of: Callable[[TopicPartition], Partition | None]  # this broker's replicas
+    topics: Callable[[], Mapping[str, TopicMetadata]]  # the cluster's topics
     stores: dict[TopicPartition, DelayStore] = field(default_factory=dict)
     released: int = 0  # records released since start
     dropped: int = 0  # due records their partition refused (logged)
     aborted: int = 0  # held records dropped with their aborted transaction
     lateness: LatencyHistogram = field(default_factory=LatencyHistogram)  # release - due, ms
+    # Partitions a produce's records were released to at once (the caller wakes their
+    # parked fetches and empties it).
+    moved: set[TopicPartition] = field(default_factory=set)
     _settings: dict[str, tuple[object, object, DelaySettings]] = field(default_factory=dict)
 
     # -- settings ---------------------------------------------------------------------------
@@ -103,11 +110,13 @@ class DelayedDelivery:
     def _open(self, tp: TopicPartition, partition: Partition, now_ms: int) -> DelayStore:
         store = self.stores.get(tp)
         if store is None:
-            store = DelayStore.open(
-                partition.log.dir, partition.log.config, now_ms, partition.log_end_offset
-            )
+            store = DelayStore.open(partition.log.dir, partition.log.config, now_ms, self._log_end)
             self.stores[tp] = store
         return store
+
+    def _log_end(self, tp: TopicPartition) -> int | None:
+        partition = self.partition_of(tp)
+        return partition.log_end_offset if partition is not None else None
 
     def forget(self, tp: TopicPartition) -> None:
         """The partition is deleted here: its held records go with it."""
@@ -157,12 +166,13 @@ class DelayedDelivery:
             dues = batch_due_times(records, header, settings, now_ms)
         except StorageError as exc:
             return exc
-        delayed = any(due > now_ms for due in dues)
-        if not delayed and not header.has_producer_id:
+        # A retry topic's records all move elsewhere, through the store.
+        moving = settings.retry is not None or any(due > now_ms for due in dues)
+        if not moving and not header.has_producer_id:
             return as_sent()
         refusal = _refusal(partition)
         if refusal is not None:
-            return InvalidRecordError(refusal) if delayed else as_sent()
+            return InvalidRecordError(refusal) if moving else as_sent()
         if required_acks == -1 and len(partition.isr) < partition.effective_min_isr(min_isr):
             return ErrorCode.not_enough_replicas
         store = self._open((partition.topic, partition.index), partition, now_ms)
@@ -172,7 +182,7 @@ class DelayedDelivery:
             return exc
         if held.duplicate:
             return AppendResult(-1, -1, -1, partition.log_start_offset, duplicate=True)
-        placed = self._release(partition, store, now_ms)
+        placed = self._release(partition, store, now_ms, self.moved)
         return _answer(partition, held, placed)
 
     # -- transactions -----------------------------------------------------------------------
@@ -193,92 +203,147 @@ class DelayedDelivery:
 
     # -- release ----------------------------------------------------------------------------
 
-    def release_due(
-        self, partitions: Callable[[TopicPartition], Partition | None], now_ms: int
-    ) -> list[TopicPartition]:
+    def release_due(self, now_ms: int) -> set[TopicPartition]:
         """Release every due record of the partitions this broker leads; returns the
         partitions appended to."""
-        appended = []
+        appended: set[TopicPartition] = set()
         for tp, store in list(self.stores.items()):
-            partition = partitions(tp)
+            partition = self.partition_of(tp)
             if partition is None or not partition.is_leader or store.failed:
                 continue
-            if self._release(partition, store, now_ms):
-                appended.append(tp)
+            self._release(partition, store, now_ms, appended)
             store.trim()
         return appended
 
-    def release_partition(self, partition: Partition, now_ms: int) -> None:
+    def release_partition(self, partition: Partition, now_ms: int) -> set[TopicPartition]:
         """Release what is due in one partition now (a committed transaction's records)."""
+        appended: set[TopicPartition] = set()
         store = self.stores.get((partition.topic, partition.index))
         if store is not None and not store.failed:
-            self._release(partition, store, now_ms)
+            self._release(partition, store, now_ms, appended)
+        return appended
 
-    def _release(self, partition: Partition, store: DelayStore, now_ms: int) -> dict[int, int]:
-        """Due records of one partition, batch by batch; store offset -> partition offset."""
+    def _release(
+        self,
+        source: Partition,
+        store: DelayStore,
+        now_ms: int,
+        appended: set[TopicPartition] | None = None,
+    ) -> dict[int, int]:
+        """Due records of one store, batch by batch; returns store offset -> offset of the
+        records released to the store's own partition, and adds the partitions appended to
+        to `appended`."""
         placed: dict[int, int] = {}
+        appended = set() if appended is None else appended
         while taken := store.take_due(now_ms, MAX_RELEASE_RECORDS):
-            released = self._release_batch(partition, store, taken, now_ms)
-            if released is None:
+            if not self._release_round(source, store, taken, now_ms, placed, appended):
                 break
-            placed.update(released)
         return placed
 
-    def _release_batch(
+    def _release_round(
         self,
-        partition: Partition,
+        source: Partition,
         store: DelayStore,
         taken: list[tuple[int, int]],
         now_ms: int,
-    ) -> dict[int, int] | None:
-        """Intent, then partition append (then a cancellation if it failed), of as many of
-        the taken records (in due order) as one batch of the partition holds; the others go
-        back. None: stop."""
+        placed: dict[int, int],
+        appended: set[TopicPartition],
+    ) -> bool:
+        """Release the taken records, a batch per destination; whether to go on."""
         found = {r.offset: r for r in store.read_held(sorted(offset for _, offset in taken))}
         missing = [offset for _, offset in taken if offset not in found]
         if missing:  # not in the store: nothing to release for them
             log.error("%s: %d held records not found", store.log.dir, len(missing))
             store.confirm(missing)
-        taken, rest = _fit([e for e in taken if e[1] in found], found, partition)
-        store.restore(rest)
-        if not taken:
+        progress, stopped = bool(missing), False
+        for tp, (entries, records) in self._routes(source, taken, found).items():
+            if stopped:
+                store.restore(entries)
+            elif tp is None:  # its topic is gone
+                self._drop(store, entries, f"{len(entries)} records of a deleted topic")
+                progress = True
+            elif (outcome := self._release_batch(tp, store, entries, records, now_ms)) is None:
+                stopped = True
+            elif outcome:
+                progress = True
+                appended.add(tp)
+                if tp == (source.topic, source.index):
+                    placed.update(outcome)
+        return progress and not stopped
+
+    def _routes(
+        self, source: Partition, taken: list[tuple[int, int]], found: Mapping[int, Record]
+    ) -> dict[TopicPartition | None, tuple[list[tuple[int, int]], list[Record]]]:
+        """Where each taken record goes, in due order: its own partition, or for a retry
+        topic the target's or dead-letter topic's partition (moved as retry_topics says)."""
+        own = (source.topic, source.index)
+        meta = self.topics().get(source.topic)
+        retry = self.settings(source.topic, meta.configs).retry if meta is not None else None
+        routes: dict[TopicPartition | None, tuple[list[tuple[int, int]], list[Record]]] = {}
+        for entry in taken:
+            record = found.get(entry[1])
+            if record is None:
+                continue
+            tp: TopicPartition | None = own
+            if retry is not None:
+                routed = route(record, retry, own, self._partition_count)
+                tp, record = routed if routed is not None else (None, record)
+            entries, records = routes.setdefault(tp, ([], []))
+            entries.append(entry)
+            records.append(record)
+        return routes
+
+    def _partition_count(self, topic: str) -> int | None:
+        meta = self.topics().get(topic)
+        return meta.num_partitions if meta is not None else None
+
+    def _release_batch(
+        self,
+        tp: TopicPartition,
+        store: DelayStore,
+        entries: list[tuple[int, int]],
+        records: list[Record],
+        now_ms: int,
+    ) -> dict[int, int] | None:
+        """Intent, then append to `tp` (then a cancellation if it failed), of as many of the
+        records as one batch of `tp` holds; the others go back. Returns store offset ->
+        offset in `tp` ({} when nothing was appended now), None to stop."""
+        partition = self.partition_of(tp)
+        if partition is None or not partition.is_leader:
+            store.restore(entries)  # not led here now
             return {}
-        records = [found[offset] for _, offset in taken]
-        offsets = [offset for _, offset in taken]
-        target = partition.log_end_offset
+        count = _fitting(records, partition.log.config.max_message_bytes)
+        store.restore(entries[count:])
+        entries, records = entries[:count], records[:count]
+        offsets = [offset for _, offset in entries]
         try:
-            intent = store.write_intent(target, offsets, now_ms)
+            intent = store.write_intent(tp, partition.log_end_offset, offsets, now_ms)
         except StorageError as exc:
             log.warning("%s: cannot write a release intent: %s", store.log.dir, exc)
-            store.restore(taken)
+            store.restore(entries)
             return None
         # acks=1: the answer (if any) waited for the held record, not for its release.
         appended = partition.append_records_to_leader(encode_released(records), 1, 1, now_ms)
         if isinstance(appended, AppendResult):
             store.confirm(offsets)
             self.released += len(offsets)
-            for due, _ in taken:
+            for due, _ in entries:
                 self.lateness.observe(now_ms - due)
             return {offset: appended.first_offset + i for i, offset in enumerate(offsets)}
         error = appended if isinstance(appended, ErrorCode) else appended.error_code
         if error in _UNRELEASABLE:  # the intent stays: these records are done with
-            log.warning(
-                "%s-%d: dropping %d due records the partition refused: %s",
-                partition.topic,
-                partition.index,
-                len(offsets),
-                appended,
-            )
-            store.confirm(offsets)
-            self.dropped += len(offsets)
-            return {}
-        self._cancel(store, intent, taken, now_ms)
+            self._drop(store, entries, f"{len(entries)} due records {tp} refused: {appended}")
+            return {offset: -1 for offset in offsets}
+        store.restore(entries)
+        self._cancel(store, intent, now_ms)
         return None
 
-    def _cancel(
-        self, store: DelayStore, intent: int, taken: list[tuple[int, int]], now_ms: int
-    ) -> None:
-        store.restore(taken)
+    def _drop(self, store: DelayStore, entries: list[tuple[int, int]], why: str) -> None:
+        log.warning("%s: dropping %s", store.log.dir, why)
+        store.confirm([offset for _, offset in entries])
+        self.dropped += len(entries)
+
+    def _cancel(self, store: DelayStore, intent: int, now_ms: int) -> None:
         try:
             store.write_cancel(intent, now_ms)
         except StorageError as exc:
@@ -287,20 +352,16 @@ class DelayedDelivery:
             store.failed = True
 
 
-def _fit(
-    taken: list[tuple[int, int]], records: Mapping[int, Record], partition: Partition
-) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """The first of the taken (due, offset) entries whose records fit one batch of the
-    partition (max.message.bytes, estimated from the records' sizes; at least one), and the
-    rest."""
-    size, limit = HEADER_SIZE, partition.log.config.max_message_bytes
-    for index, (_, offset) in enumerate(taken):
-        record = records[offset]
+def _fitting(records: list[Record], limit: int) -> int:
+    """How many of the records, from the first, fit one batch of `limit` bytes
+    (max.message.bytes, estimated from the records' sizes; at least one)."""
+    size = HEADER_SIZE
+    for index, record in enumerate(records):
         size += RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"")
         size += sum(len(name) + len(value or b"") + 10 for name, value in record.headers)
         if index and size > limit:
-            return taken[:index], taken[index:]
-    return taken, []
+            return index
+    return len(records)
 
 
 def _refusal(partition: Partition) -> str | None:

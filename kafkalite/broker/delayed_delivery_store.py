@@ -7,14 +7,15 @@ the partition's log config: the same validation, segments and crash recovery. It
 - held batches, as produced (so its producer state deduplicates retries exactly as the
   partition's would), each right after a record of the store's own with their due times, in
   one append (broker/delayed_delivery.py);
-- release intents: "these held records go to the partition at offset T" (T: the partition's
-  log end), written just before the partition append, in the same synchronous step;
+- release intents: "these held records go to partition P at offset T" (P: this store's
+  partition, or for a retry topic the target's or dead-letter topic's; T: P's log end),
+  written just before the append to P, in the same synchronous step;
 - cancellations: the partition append of the previous intent failed;
 - transaction ends: a transactional producer's held records become due (commit) or go
   (abort), written when its marker reaches the partition, before the marker.
 
 So every intent but the last one with no cancellation after it was appended; the last one was
-iff the partition's log end is beyond T (nothing else writes the partition between the two
+iff P's log end is beyond T (nothing else writes the partition between the two
 writes, and a restart checks this before the broker serves). A record is thus released once,
 also when the broker dies between the two writes. What is due is found through an in-memory
 heap of (due time, store offset) rebuilt from the store on open; the store's prefix whose
@@ -26,7 +27,7 @@ from __future__ import annotations
 import heapq
 import logging
 from collections import OrderedDict, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -110,13 +111,18 @@ class DelayStore:
 
     @classmethod
     def open(
-        cls, partition_dir: Path, topic_config: LogConfig, now_ms: int, target_log_end: int
+        cls,
+        partition_dir: Path,
+        topic_config: LogConfig,
+        now_ms: int,
+        log_end: Callable[[tuple[str, int]], int | None],
     ) -> DelayStore:
+        """`log_end`: a partition's log end offset (None: no such partition here)."""
         store_log = UnifiedLog.open(
             store_dir(partition_dir), store_config(topic_config), now_ms=now_ms
         )
         store = cls(store_log)
-        store._load(target_log_end)
+        store._load(log_end)
         return store
 
     # -- loading ----------------------------------------------------------------------------
@@ -133,7 +139,7 @@ class DelayStore:
             if offset == before:
                 return
 
-    def _load(self, target_log_end: int) -> None:
+    def _load(self, log_end: Callable[[tuple[str, int]], int | None]) -> None:
         held: dict[int, int] = {}
         in_order: list[tuple[int, int]] = []
         last: Intent | None = None
@@ -166,12 +172,14 @@ class DelayStore:
                 elif last is not None and marker == last.offset:
                     held.update(pending)
                     last = None
-        if last is not None and target_log_end <= last.target_offset:
+        target_end = log_end(last.target) if last is not None else None
+        if last is not None and (target_end is None or target_end <= last.target_offset):
             log.info(
-                "%s: release at %d did not reach the partition (log end %d): held again",
+                "%s: release to %s at %d did not reach it (log end %s): held again",
                 self.log.dir,
+                last.target,
                 last.target_offset,
-                target_log_end,
+                target_end,
             )
             held.update(pending)
         self.held = held
@@ -263,9 +271,11 @@ class DelayStore:
 
     # -- releasing --------------------------------------------------------------------------
 
-    def write_intent(self, target_offset: int, offsets: Sequence[int], now_ms: int) -> int:
+    def write_intent(
+        self, target: tuple[str, int], target_offset: int, offsets: Sequence[int], now_ms: int
+    ) -> int:
         """Raises a StorageError; returns the intent's store offset."""
-        batch = encode_intent(target_offset, offsets, now_ms)
+        batch = encode_intent(target, target_offset, offsets, now_ms)
         return self.log.append_as_leader(batch, -1, now_ms, coordinator=True).first_offset
 
     def write_cancel(self, intent_offset: int, now_ms: int) -> None:

@@ -121,7 +121,9 @@ class ReplicaManager:
         self._following = True  # False once a controlled shutdown began (stop_following)
         self.admin_manager: AdminManager | None = None  # set by the Broker; see create_topic
         # Held records of topics that opted in to delayed delivery, per partition.
-        self.delayed_delivery = DelayedDelivery(lambda: self.config)
+        self.delayed_delivery = DelayedDelivery(
+            lambda: self.config, self._partition_of, lambda: self.metadata.topics
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -379,6 +381,9 @@ class ReplicaManager:
                 self.min_insync_replicas(tp),
                 self.clock_ms(),
             )
+            moved, self.delayed_delivery.moved = self.delayed_delivery.moved, set()
+            for other in moved - {tp}:  # (a retry topic's records moved elsewhere)
+                self._after_append(other, True)
         else:
             appended = partition.append_records_to_leader(
                 records,
@@ -439,7 +444,9 @@ class ReplicaManager:
             return appended, -1
         if isinstance(appended, StorageError):
             return appended.error_code, -1
-        self.delayed_delivery.release_partition(partition, self.clock_ms())
+        for released in self.delayed_delivery.release_partition(partition, self.clock_ms()):
+            if released != tp:  # (a retry topic's records moved elsewhere)
+                self._after_append(released, True)
         self._after_append(tp, partition.high_watermark > high_watermark)
         return ErrorCode.none, appended + 1
 
@@ -465,7 +472,7 @@ class ReplicaManager:
     def release_delayed(self) -> int:
         """Append the due held records (delayed delivery); parked fetches of their partitions
         may now answer. Returns the records held still."""
-        released = self.delayed_delivery.release_due(self._partition_of, self.clock_ms())
+        released = self.delayed_delivery.release_due(self.clock_ms())
         for tp in released:
             self._after_append(tp, True)
         return self.delayed_delivery.held

@@ -105,6 +105,18 @@ def _ratio(value: str) -> float:
     return number
 
 
+def _any(value: str) -> str:
+    return value.strip()
+
+
+def _backoffs(value: str) -> str:
+    """Comma-separated milliseconds, at least one (kafkalite.retry.backoff.ms)."""
+    parts = [part.strip() for part in value.split(",")]
+    if not all(part.isdigit() for part in parts):
+        raise InvalidConfig("Expected a comma-separated list of milliseconds")
+    return ",".join(parts)
+
+
 @dataclass(frozen=True, slots=True)
 class TopicConfigDef:
     name: str
@@ -267,6 +279,11 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             None,
         ),
         TopicConfigDef("kafkalite.delivery.delay.ms", _long(0), TYPE_LONG, "0", None, None),
+        # Retry topics (broker/retry_topics.py): kafkalite's own.
+        TopicConfigDef("kafkalite.retry.target", _any, TYPE_STRING, "", None, None),
+        TopicConfigDef("kafkalite.retry.backoff.ms", _backoffs, TYPE_LIST, "1000", None, None),
+        TopicConfigDef("kafkalite.retry.max.attempts", _int(0), TYPE_INT, "3", None, None),
+        TopicConfigDef("kafkalite.retry.dead.letter.topic", _any, TYPE_STRING, "", None, None),
         TopicConfigDef(
             "kafkalite.delayed.delivery.max.ms",
             _long(0),

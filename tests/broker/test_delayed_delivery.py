@@ -307,7 +307,7 @@ def test_a_release_interrupted_before_the_partition_append_happens_once(
     store = broker.replica_manager.delayed_delivery.stores[TP]
     clock.now = T0 + 100
     taken = store.take_due(clock.now, 10)
-    store.write_intent(0, sorted(offset for _, offset in taken), clock.now)
+    store.write_intent(TP, 0, sorted(offset for _, offset in taken), clock.now)
     broker.shutdown()  # (the in-memory state is lost as in a crash; the files are what count)
 
     broker = open_broker(tmp_path, clock)

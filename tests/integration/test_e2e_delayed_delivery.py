@@ -168,6 +168,53 @@ def test_transactional_records_released_only_when_committed(embedded: EmbeddedBr
     assert watermarks(bootstrap, "txn", 0) == (0, 4)
 
 
+def test_a_consumer_that_keeps_failing_ends_in_the_dead_letter_topic(
+    embedded: EmbeddedBroker,
+) -> None:
+    bootstrap = embedded.bootstrap
+    create_topic(bootstrap, "work", 2)
+    create_topic(bootstrap, "dead")
+    retry = {
+        "kafkalite.retry.target": "work",
+        "kafkalite.retry.backoff.ms": "100,300",
+        "kafkalite.retry.max.attempts": "2",
+        "kafkalite.retry.dead.letter.topic": "dead",
+    }
+    create_topic(bootstrap, "work-retry", 2, config=retry)
+    total = 20
+    prod = producer(bootstrap)
+    produce_all(prod, "work", [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(total)])
+    # The consumer fails every record: it produces it, headers and all, to the retry topic.
+    work = consumer(bootstrap, **{"fetch.wait.max.ms": 50})
+    work.assign([TopicPartition("work", p, 0) for p in range(2)])
+    seen: Counter[bytes] = Counter()
+
+    def fail_all() -> bool:
+        message = work.poll(0.05)
+        if message is not None and message.error() is None:
+            seen[message.value()] += 1
+            prod.produce(
+                "work-retry", message.value(), key=message.key(), headers=message.headers()
+            )
+            prod.poll(0)
+        return sum(seen.values()) >= 3 * total
+
+    wait_until(fail_all, timeout=30, interval=0, message="three deliveries of each record")
+    assert prod.flush(CLIENT_TIMEOUT) == 0
+    work.close()
+    dead = Reader(bootstrap, "dead")
+    records = dead.poll_until(total)
+    dead.close()
+    assert seen == {b"v%d" % i: 3 for i in range(total)}  # the first delivery and 2 retries
+    assert sorted(value for _, value, _, _ in records) == sorted(seen)
+    for _, _, headers, _ in records:
+        assert headers[-3][0] == "__dlq.errors.topic" and headers[-3][1] == b"work-retry"
+        assert headers[-1] == ("kafkalite-retry-attempt", b"2")
+    assert sum(watermarks(bootstrap, "work", p)[1] for p in range(2)) == 3 * total
+    assert watermarks(bootstrap, "dead", 0) == (0, total)
+    assert sum(watermarks(bootstrap, "work-retry", p)[1] for p in range(2)) == 0
+
+
 def test_bad_headers_are_refused_with_invalid_record(embedded: EmbeddedBroker) -> None:
     bootstrap = embedded.bootstrap
     create_topic(bootstrap, "bad", config=OPT_IN)
