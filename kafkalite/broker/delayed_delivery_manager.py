@@ -170,7 +170,7 @@ class DelayedDelivery:
         moving = settings.retry is not None or any(due > now_ms for due in dues)
         if not moving and not header.has_producer_id:
             return as_sent()
-        refusal = _refusal(partition)
+        refusal = _refusal(partition) or self._missing_topic(settings)
         if refusal is not None:
             return InvalidRecordError(refusal) if moving else as_sent()
         if required_acks == -1 and len(partition.isr) < partition.effective_min_isr(min_isr):
@@ -292,6 +292,15 @@ class DelayedDelivery:
             entries.append(entry)
             records.append(record)
         return routes
+
+    def _missing_topic(self, settings: DelaySettings) -> str | None:
+        """A retry topic's records need their target (and dead-letter) topic."""
+        retry = settings.retry
+        wanted = (retry.target, retry.dead_letter) if retry is not None else ()
+        for topic in filter(None, wanted):
+            if self._partition_count(topic) is None:
+                return f"the retry topic's target or dead-letter topic {topic} does not exist"
+        return None
 
     def _partition_count(self, topic: str) -> int | None:
         meta = self.topics().get(topic)

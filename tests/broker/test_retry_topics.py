@@ -154,6 +154,15 @@ def test_a_move_interrupted_before_the_target_append_happens_once(
     broker.shutdown()
 
 
+def test_a_missing_target_topic_is_refused(tmp_path: Path, clock: Clock) -> None:
+    broker = setup(tmp_path, clock, {**RETRY, "kafkalite.retry.target": "nowhere"})
+    result = produce(broker, batch([(b"a", [])]), ("work-retry", 0))
+    assert result.error is ErrorCode.invalid_record
+    assert "nowhere" in (result.message or "")
+    assert held(broker) == 0
+    broker.shutdown()
+
+
 def test_records_for_a_deleted_target_are_dropped(tmp_path: Path, clock: Clock) -> None:
     broker = setup(tmp_path, clock)
     produce(broker, batch([(b"a", [])]), ("work-retry", 0))
