@@ -13,9 +13,10 @@ at least every `kafkalite.delayed.delivery.precision.ms`.
 
 A transactional producer's batches go to the store too; its records are held until the
 transaction's marker reaches the partition: then they are due as asked (commit) or dropped
-(abort). Not yet: delayed records in partitions with several replicas (the store is not
-replicated yet) are refused with INVALID_RECORD; their batches without delayed records take
-the ordinary path.
+(abort). A retry topic's records all go to the store and are released to its target or
+dead-letter topic (broker/retry_topics.py). Not yet: delayed records (and any for a retry
+topic) in partitions with several replicas (the store is not replicated yet) are refused
+with INVALID_RECORD; their batches without delayed records take the ordinary path.
 """
 
 from __future__ import annotations
