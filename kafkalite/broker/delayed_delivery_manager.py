@@ -41,7 +41,7 @@ from kafkalite.config import BrokerConfig
 from kafkalite.metrics.counters import LatencyHistogram
 from kafkalite.storage.batch import HEADER_SIZE, InvalidBatch, validate_batches
 from kafkalite.storage.errors import InvalidRecordError, StorageError, from_invalid_batch
-from kafkalite.storage.log import AppendResult
+from kafkalite.storage.log import AppendResult, LogConfig
 from kafkalite.storage.records import Record
 
 log = logging.getLogger("kafkalite.delayed_delivery")
@@ -118,6 +118,12 @@ class DelayedDelivery:
     def _log_end(self, tp: TopicPartition) -> int | None:
         partition = self.partition_of(tp)
         return partition.log_end_offset if partition is not None else None
+
+    def update_config(self, tp: TopicPartition, topic_config: LogConfig) -> None:
+        """The partition's log config changed: its store validates with it too."""
+        store = self.stores.get(tp)
+        if store is not None:
+            store.update_config(topic_config)
 
     def forget(self, tp: TopicPartition) -> None:
         """The partition is deleted here: its held records go with it."""
@@ -213,7 +219,7 @@ class DelayedDelivery:
             if partition is None or not partition.is_leader or store.failed:
                 continue
             self._release(partition, store, now_ms, appended)
-            store.trim()
+            store.maintain(now_ms)
         return appended
 
     def release_partition(self, partition: Partition, now_ms: int) -> set[TopicPartition]:

@@ -49,6 +49,7 @@ log = logging.getLogger("kafkalite.delayed_delivery")
 
 STORE_DIR = "delayed"
 STORE_SEGMENT_BYTES = 64 * 1024**2
+PRODUCER_EXPIRATION_CHECK_MS = 60_000
 STORE_MAX_BATCH_BYTES = 2**31 - 1  # produced batches are checked against the topic's limit
 _READ_BYTES = 1024**2
 DECODED_RECORDS = 50_000  # records of recently read held batches kept decoded
@@ -108,6 +109,7 @@ class DelayStore:
     # Due order is not store order: a held batch is read once for all its records.
     decoded: DecodedBatches = field(default_factory=lambda: DecodedBatches(DECODED_RECORDS))
     failed: bool = False  # a cancellation could not be written: no more releases here
+    next_expiry_ms: int = 0  # when to look for expired producers next
 
     @classmethod
     def open(
@@ -287,6 +289,17 @@ class DelayStore:
         for offset in offsets:
             self.held.pop(offset, None)
         self.released += len(offsets)
+
+    def maintain(self, now_ms: int) -> None:
+        """After a release round: trim, and now and then forget expired producers (Kafka's
+        producer.id.expiration.ms, as for a partition)."""
+        self.trim()
+        if now_ms >= self.next_expiry_ms:
+            self.log.remove_expired_producers(now_ms)
+            self.next_expiry_ms = now_ms + PRODUCER_EXPIRATION_CHECK_MS
+
+    def update_config(self, topic_config: LogConfig) -> None:
+        self.log.update_config(store_config(topic_config))
 
     def trim(self) -> None:
         """Move the log start past every released record (their segments go)."""

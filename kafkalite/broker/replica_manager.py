@@ -48,6 +48,7 @@ from kafkalite.broker.topic_config import effective_value, log_config_for
 from kafkalite.config import BrokerConfig
 from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.errors import StorageError
+from kafkalite.storage.log import LogConfig
 from kafkalite.storage.log_dirs import LogDirs
 
 log = logging.getLogger("kafkalite.replica_manager")
@@ -253,7 +254,12 @@ class ReplicaManager:
             return
         log_config = log_config_for(self.config, configs)
         for partition in topic.partitions.values():
-            partition.log.update_config(log_config)
+            self.update_log_config(partition, log_config)
+
+    def update_log_config(self, partition: Partition, log_config: LogConfig) -> None:
+        """A partition's log (and its delay store) take its topic's new log config."""
+        partition.log.update_config(log_config)
+        self.delayed_delivery.update_config((partition.topic, partition.index), log_config)
 
     def on_topic_deleted(self, name: str) -> None:
         topic = self.topics.pop(name, None)

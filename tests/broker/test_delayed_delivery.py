@@ -488,3 +488,20 @@ def test_records_due_together_go_in_due_order_in_batches_the_topic_takes(
     sizes = [header.size for _, header in iter_batches(data)]
     assert len(sizes) > 1 and max(sizes) <= 2000
     broker.shutdown()
+
+
+def test_the_store_follows_the_topics_config_changes(tmp_path: Path, clock: Clock) -> None:
+    broker = open_broker(tmp_path, clock)
+    create(broker)
+    assert produce(broker, batch([(b"a", delay(100))])).error is ErrorCode.none
+    broker.metadata.set_topic_configs("d", {**OPT_IN, "cleanup.policy": "compact"})
+    keyless = encode_record_batch(
+        [Record(0, T0, None, b"x", tuple(delay(100)))],
+        base_offset=0,
+        base_timestamp=T0,
+        max_timestamp=T0,
+    )
+    result = produce(broker, keyless)  # refused as the compacted topic would
+    assert result.error is ErrorCode.invalid_record
+    assert held(broker) == 1
+    broker.shutdown()
