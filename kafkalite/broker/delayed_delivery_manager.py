@@ -49,6 +49,7 @@ log = logging.getLogger("kafkalite.delayed_delivery")
 TopicPartition = tuple[str, int]
 Appended = AppendResult | StorageError | ErrorCode
 MAX_RELEASE_RECORDS = 500  # records per released batch
+PAUSE_MS = 1000  # before trying again a store whose release got nowhere or failed
 # Errors of a released batch that a retry cannot cure: its records are dropped (logged).
 _UNRELEASABLE = (
     ErrorCode.invalid_record,
@@ -244,6 +245,7 @@ class DelayedDelivery:
         appended = set() if appended is None else appended
         while taken := store.take_due(now_ms, MAX_RELEASE_RECORDS):
             if not self._release_round(source, store, taken, now_ms, placed, appended):
+                store.pause(now_ms + PAUSE_MS)  # (not every round of the timer)
                 break
         return placed
 

@@ -110,6 +110,7 @@ class DelayStore:
     decoded: DecodedBatches = field(default_factory=lambda: DecodedBatches(DECODED_RECORDS))
     failed: bool = False  # a cancellation could not be written: no more releases here
     next_expiry_ms: int = 0  # when to look for expired producers next
+    paused_until_ms: int = 0  # see pause
 
     @classmethod
     def open(
@@ -234,7 +235,11 @@ class DelayStore:
     @property
     def next_due_ms(self) -> int | None:
         self._drop_stale_top()
-        return self.heap[0][0] if self.heap else None
+        return max(self.heap[0][0], self.paused_until_ms) if self.heap else None
+
+    def pause(self, until_ms: int) -> None:
+        """Releases got nowhere (their partitions are not led here): none before then."""
+        self.paused_until_ms = until_ms
 
     def _drop_stale_top(self) -> None:
         heap, held = self.heap, self.held
@@ -245,6 +250,8 @@ class DelayStore:
         """Up to `max_records` due (due, offset) entries, earliest first, off the heap (give
         them back with `restore`, or mark them released with `confirm`)."""
         taken: list[tuple[int, int]] = []
+        if now_ms < self.paused_until_ms:
+            return taken
         while len(taken) < max_records:
             self._drop_stale_top()
             if not self.heap or self.heap[0][0] > now_ms:

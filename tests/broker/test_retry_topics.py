@@ -175,3 +175,21 @@ def test_records_for_a_deleted_target_are_dropped(tmp_path: Path, clock: Clock) 
 
 def setup_again(tmp_path: Path, clock: Clock) -> Broker:
     return open_broker(tmp_path, clock)
+
+
+def test_a_target_not_led_here_pauses_the_store_instead_of_spinning(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = setup(tmp_path, clock)
+    produce(broker, batch([(b"a", [])]), ("work-retry", 0))
+    delayed = broker.replica_manager.delayed_delivery
+    found = delayed.partition_of
+    monkeypatch.setattr(delayed, "partition_of", lambda tp: None if tp[0] == "work" else found(tp))
+    clock.now = T0 + 100
+    assert broker.replica_manager.release_delayed() == 1
+    assert delayed.next_due_ms() == T0 + 1100  # not before a second has passed
+    monkeypatch.setattr(delayed, "partition_of", found)
+    clock.now = T0 + 1100
+    assert broker.replica_manager.release_delayed() == 0
+    assert [value for _, value, _ in records_of(broker, "work", 3)] == [b"a"]
+    broker.shutdown()
