@@ -340,6 +340,17 @@ PROPERTIES: dict[str, Property] = {
         _int(0), "5000", "wait per controlled shutdown attempt", TYPE_LONG
     ),
     "request.timeout.ms": Property(_int(0, I32_MAX), "30000", "acks=all wait cap", TYPE_INT),
+    # Delayed delivery (broker/delayed_delivery.py): the defaults of the topic configs of the
+    # same names, and how late a held record may become readable at most.
+    "kafkalite.delayed.delivery.enable": Property(
+        _bool, "false", "topics take delayed records by default", TYPE_BOOLEAN
+    ),
+    "kafkalite.delayed.delivery.max.ms": Property(
+        _int(0), str(7 * 24 * HOUR_MS), "longest delay a record may ask for", TYPE_LONG
+    ),
+    "kafkalite.delayed.delivery.precision.ms": Property(
+        _int(1, I32_MAX), "100", "held records are readable at most this late", TYPE_LONG
+    ),
     # kafkalite's own logging (Kafka configures it in log4j.properties): kafkalite/logging_config.py
     "kafkalite.log.level": Property(parse_level, "INFO", "level of every logger"),
     "kafkalite.log.levels": Property(parse_levels, "", "logger=LEVEL,... per-logger levels"),

@@ -53,6 +53,7 @@ log = logging.getLogger("kafkalite.server")
 
 MAX_QUEUED_REQUESTS = 16
 MAINTENANCE_INTERVAL_S = 1.0
+DELAYED_RELEASE_ROUND_MS = 10
 # bytes: a response already encoded (an old version its API answers from the frame itself)
 Queued = DecodedRequest | UnsupportedApiVersions | bytes
 
@@ -376,6 +377,26 @@ async def _maintenance(broker: Broker) -> None:
             log.exception("periodic maintenance failed")
 
 
+async def _release_delayed(broker: Broker) -> None:
+    """Delayed delivery's timer: wakes when the next held record is due, and at least every
+    kafkalite.delayed.delivery.precision.ms (a record held meanwhile may be due earlier),
+    so a record is readable at most that long after its due time. Rounds are at least
+    DELAYED_RELEASE_ROUND_MS apart (or the precision, if smaller): records due close together
+    are released together, not in a round each."""
+    manager = broker.replica_manager
+    while True:
+        precision = broker.config.int("kafkalite.delayed.delivery.precision.ms")
+        due = manager.delayed_delivery.next_due_ms()
+        gap = min(DELAYED_RELEASE_ROUND_MS, precision)
+        wait = precision if due is None else min(max(due - broker.clock_ms(), gap), precision)
+        await trio.sleep(wait / 1000)
+        try:
+            manager.release_delayed()
+        except Exception:
+            log.exception("releasing delayed records failed")
+            await trio.sleep(precision / 1000)
+
+
 async def _isr_expiration(broker: Broker) -> None:
     """Kafka's isr-expiration task: every half of replica.lag.time.max.ms."""
     while True:
@@ -464,6 +485,7 @@ async def serve(
             for task in tasks:
                 await nursery.start(task)
             nursery.start_soon(_isr_expiration, broker)
+            nursery.start_soon(_release_delayed, broker)
             if broker.fetchers is not None:
                 await nursery.start(broker.fetchers.run)
             await nursery.start(broker.groups.run)

@@ -27,12 +27,18 @@ def _move(ctx: RequestContext, destination: LogManager | None, topic: str, index
     partition = replicas.partition(topic, index)
     if partition is None:
         return ErrorCode.replica_not_available
+    # The partition's delay store lives in its directory: closed for the copy, reopened
+    # where the partition is after it (moved or not).
+    had_store = replicas.delayed_delivery.close_store((topic, index))
     try:
         partition.log = replicas.log_manager.move_log(
             (topic, index), destination, ctx.broker.clock_ms()
         )
     except StorageError as exc:
         return exc.error_code
+    finally:
+        if had_store:
+            replicas.delayed_delivery.open_store(partition, ctx.broker.clock_ms())
     return ErrorCode.none
 
 

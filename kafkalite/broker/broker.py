@@ -113,7 +113,7 @@ class Broker:
         for topic in self.replica_manager.topics.values():
             log_config = log_config_for(config, topic.metadata.configs)
             for partition in topic.partitions.values():
-                partition.log.update_config(log_config)
+                self.replica_manager.update_log_config(partition, log_config)
 
     @property
     def node_id(self) -> int:

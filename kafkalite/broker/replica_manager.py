@@ -35,6 +35,7 @@ from kafkalite.broker.delayed import (
     Purgatory,
     TopicPartition,
 )
+from kafkalite.broker.delayed_delivery_manager import DelayedDelivery
 from kafkalite.broker.partition import (
     NO_LEADER,
     NOT_FOUND,
@@ -47,6 +48,7 @@ from kafkalite.broker.topic_config import effective_value, log_config_for
 from kafkalite.config import BrokerConfig
 from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.errors import StorageError
+from kafkalite.storage.log import LogConfig
 from kafkalite.storage.log_dirs import LogDirs
 
 log = logging.getLogger("kafkalite.replica_manager")
@@ -119,6 +121,10 @@ class ReplicaManager:
         self.isr_expands = 0
         self._following = True  # False once a controlled shutdown began (stop_following)
         self.admin_manager: AdminManager | None = None  # set by the Broker; see create_topic
+        # Held records of topics that opted in to delayed delivery, per partition.
+        self.delayed_delivery = DelayedDelivery(
+            lambda: self.config, self._partition_of, lambda: self.metadata.topics
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -137,6 +143,10 @@ class ReplicaManager:
         for meta in topics.values():
             for state in self.metadata.partition_states(meta.name):
                 self.on_partition_state_changed(meta, state)
+        self.delayed_delivery.load(
+            {(t.name, i): p for t in self.topics.values() for i, p in t.partitions.items()},
+            self.clock_ms(),
+        )
         self.metadata.subscribe(self)
 
     # -- metadata changes (a MetadataListener, see broker/cluster_metadata.py) --------------
@@ -234,6 +244,7 @@ class ReplicaManager:
         if self.fetchers is not None:
             self.fetchers.remove_partition((name, index))
         self._notify_coordinators(partition, removed=True)
+        self.delayed_delivery.forget((name, index))
         self.log_manager.delete_log(name, index)
         self._complete_delayed((name, index))
 
@@ -243,7 +254,12 @@ class ReplicaManager:
             return
         log_config = log_config_for(self.config, configs)
         for partition in topic.partitions.values():
-            partition.log.update_config(log_config)
+            self.update_log_config(partition, log_config)
+
+    def update_log_config(self, partition: Partition, log_config: LogConfig) -> None:
+        """A partition's log (and its delay store) take its topic's new log config."""
+        partition.log.update_config(log_config)
+        self.delayed_delivery.update_config((partition.topic, partition.index), log_config)
 
     def on_topic_deleted(self, name: str) -> None:
         topic = self.topics.pop(name, None)
@@ -254,6 +270,7 @@ class ReplicaManager:
             if self.fetchers is not None:
                 self.fetchers.remove_partition((name, partition.index))
             self._notify_coordinators(partition, removed=True)
+            self.delayed_delivery.forget((name, partition.index))
             self.log_manager.delete_log(name, partition.index)
             self._complete_delayed((name, partition.index))  # they answer an unknown partition
 
@@ -273,6 +290,7 @@ class ReplicaManager:
                     self.fetchers.remove_partition((topic.name, partition.index))
 
     def shutdown(self) -> None:
+        self.delayed_delivery.close()
         self.log_manager.shutdown()
 
     # -- lookup ----------------------------------------------------------------------------
@@ -359,13 +377,27 @@ class ReplicaManager:
         if partition is None:
             return ProduceResult(self.missing_partition_error(tp)), -1
         high_watermark = partition.high_watermark
-        appended = partition.append_records_to_leader(
-            records,
-            required_acks,
-            self.min_insync_replicas(tp),
-            self.clock_ms(),
-            coordinator=coordinator,
-        )
+        settings = self.delayed_delivery.settings(tp[0], self.topics[tp[0]].metadata.configs)
+        if settings.active and not coordinator:
+            appended = self.delayed_delivery.append(
+                partition,
+                records,
+                settings,
+                required_acks,
+                self.min_insync_replicas(tp),
+                self.clock_ms(),
+            )
+            moved, self.delayed_delivery.moved = self.delayed_delivery.moved, set()
+            for other in moved - {tp}:  # (a retry topic's records moved elsewhere)
+                self._after_append(other, True)
+        else:
+            appended = partition.append_records_to_leader(
+                records,
+                required_acks,
+                self.min_insync_replicas(tp),
+                self.clock_ms(),
+                coordinator=coordinator,
+            )
         if isinstance(appended, ErrorCode):
             return ProduceResult(appended), -1
         if isinstance(appended, StorageError):
@@ -407,11 +439,20 @@ class ReplicaManager:
         if partition is None:
             return ErrorCode.unknown_topic_or_partition, -1
         high_watermark = partition.high_watermark
+        if partition.is_leader:  # held records of the transaction: due, or dropped
+            ended = self.delayed_delivery.end_txn(
+                partition, producer_id, marker.commit, self.clock_ms()
+            )
+            if ended is not None:
+                return ended.error_code, -1
         appended = partition.append_txn_marker(producer_id, producer_epoch, marker, self.clock_ms())
         if isinstance(appended, ErrorCode):
             return appended, -1
         if isinstance(appended, StorageError):
             return appended.error_code, -1
+        for released in self.delayed_delivery.release_partition(partition, self.clock_ms()):
+            if released != tp:  # (a retry topic's records moved elsewhere)
+                self._after_append(released, True)
         self._after_append(tp, partition.high_watermark > high_watermark)
         return ErrorCode.none, appended + 1
 
@@ -433,6 +474,14 @@ class ReplicaManager:
         if high_watermark_moved:
             self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
+
+    def release_delayed(self) -> int:
+        """Append the due held records (delayed delivery); parked fetches of their partitions
+        may now answer. Returns the records held still."""
+        released = self.delayed_delivery.release_due(self.clock_ms())
+        for tp in released:
+            self._after_append(tp, True)
+        return self.delayed_delivery.held
 
     def fetch_messages(self, params: FetchParams, infos: Sequence[FetchInfo]) -> DelayedFetch:
         """Kafka's fetchMessages: a fetch to complete at once or park until data arrives

@@ -105,6 +105,18 @@ def _ratio(value: str) -> float:
     return number
 
 
+def _any(value: str) -> str:
+    return value.strip()
+
+
+def _backoffs(value: str) -> str:
+    """Comma-separated milliseconds, at least one (kafkalite.retry.backoff.ms)."""
+    parts = [part.strip() for part in value.split(",")]
+    if not all(part.isdigit() for part in parts):
+        raise InvalidConfig("Expected a comma-separated list of milliseconds")
+    return ",".join(parts)
+
+
 @dataclass(frozen=True, slots=True)
 class TopicConfigDef:
     name: str
@@ -255,6 +267,29 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             TYPE_INT,
             str(I32_MAX - 8),
             None,
+            None,
+        ),
+        # Delayed delivery (broker/delayed_delivery.py); kafkalite's own, not Kafka's.
+        TopicConfigDef(
+            "kafkalite.delayed.delivery.enable",
+            _bool,
+            TYPE_BOOLEAN,
+            "false",
+            "kafkalite.delayed.delivery.enable",
+            None,
+        ),
+        TopicConfigDef("kafkalite.delivery.delay.ms", _long(0), TYPE_LONG, "0", None, None),
+        # Retry topics (broker/retry_topics.py): kafkalite's own.
+        TopicConfigDef("kafkalite.retry.target", _any, TYPE_STRING, "", None, None),
+        TopicConfigDef("kafkalite.retry.backoff.ms", _backoffs, TYPE_LIST, "1000", None, None),
+        TopicConfigDef("kafkalite.retry.max.attempts", _int(0), TYPE_INT, "3", None, None),
+        TopicConfigDef("kafkalite.retry.dead.letter.topic", _any, TYPE_STRING, "", None, None),
+        TopicConfigDef(
+            "kafkalite.delayed.delivery.max.ms",
+            _long(0),
+            TYPE_LONG,
+            str(7 * 24 * HOUR_MS),
+            "kafkalite.delayed.delivery.max.ms",
             None,
         ),
     )

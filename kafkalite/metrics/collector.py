@@ -21,7 +21,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from kafkalite.coordinator.states import GroupState
-from kafkalite.metrics.counters import LATENCY_BUCKETS_MS
+from kafkalite.metrics.counters import LATENCY_BUCKETS_MS, LatencyHistogram
 
 if TYPE_CHECKING:
     from kafkalite.broker.broker import Broker
@@ -49,6 +49,15 @@ def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, value=value)
 
 
+def _buckets(histogram: LatencyHistogram) -> list[tuple[str, float]]:
+    """Prometheus' cumulative buckets of a histogram over LATENCY_BUCKETS_MS."""
+    cumulative, buckets = 0, []
+    for bound, count in zip((*LATENCY_BUCKETS_MS, "+Inf"), histogram.counts, strict=True):
+        cumulative += count
+        buckets.append((str(bound), cumulative))
+    return buckets
+
+
 class BrokerCollector(Collector):
     def __init__(self, broker: Broker, listener: str, api_names: Mapping[int, str]) -> None:
         self.broker = broker
@@ -64,6 +73,7 @@ class BrokerCollector(Collector):
         yield from self._replica_manager()
         yield from self._logs()
         yield from self._groups()
+        yield from self._delayed_delivery()
 
     def _api_name(self, api_key: int) -> str:
         return self.api_names.get(api_key, str(api_key))
@@ -98,12 +108,7 @@ class BrokerCollector(Collector):
             labels=["request"],
         )
         for key, histogram in sorted(metrics.latency.items()):
-            cumulative, buckets = 0, []
-            bounds = (*LATENCY_BUCKETS_MS, float("inf"))
-            for bound, count in zip(bounds, histogram.counts, strict=True):
-                cumulative += count
-                buckets.append(("+Inf" if bound == float("inf") else str(bound), cumulative))
-            latency.add_metric([self._api_name(key)], buckets, histogram.sum_ms)
+            latency.add_metric([self._api_name(key)], _buckets(histogram), histogram.sum_ms)
         yield latency
 
     def _network(self) -> Iterator[Metric]:
@@ -200,6 +205,34 @@ class BrokerCollector(Collector):
             families["start"].add_metric(key, p.log_start_offset)
             families["hw"].add_metric(key, p.high_watermark)
         yield from families.values()
+
+    def _delayed_delivery(self) -> Iterator[Metric]:
+        """Held records per partition, releases, and how late they came (kafkalite's own)."""
+        delayed = self.broker.replica_manager.delayed_delivery
+        prefix, labels = "kafkalite_delayeddelivery_", ["topic", "partition"]
+        held = GaugeMetricFamily(prefix + "heldrecords", "Records held", labels=labels)
+        due = GaugeMetricFamily(
+            prefix + "nextduetimestampms", "Due time of the next held record", labels=labels
+        )
+        for (topic, index), store in sorted(delayed.stores.items()):
+            held.add_metric([topic, str(index)], len(store.held))
+            next_due = store.next_due_ms
+            if next_due is not None:
+                due.add_metric([topic, str(index)], next_due)
+        yield held
+        yield due
+        yield CounterMetricFamily(prefix + "released", "Held records released", delayed.released)
+        yield CounterMetricFamily(
+            prefix + "dropped", "Due records their partition refused", delayed.dropped
+        )
+        yield CounterMetricFamily(
+            prefix + "aborted", "Held records of aborted transactions", delayed.aborted
+        )
+        lateness = HistogramMetricFamily(
+            prefix + "latenessms", "How long after its due time a record was released (ms)"
+        )
+        lateness.add_metric([], _buckets(delayed.lateness), delayed.lateness.sum_ms)
+        yield lateness
 
     def _groups(self) -> Iterator[Metric]:
         coordinator = self.broker.groups.coordinator

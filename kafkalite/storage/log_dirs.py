@@ -181,6 +181,9 @@ class LogDirs:
 
 def _fsync_tree(root: Path) -> None:
     for path in root.iterdir():
+        if path.is_dir():  # a partition's delay store (broker/delayed_delivery_store.py)
+            _fsync_tree(path)
+            continue
         with open(path, "rb") as handle:
             os.fsync(handle.fileno())
     fsync_dir(root)

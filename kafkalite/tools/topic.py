@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import TopicPartition
@@ -21,6 +22,7 @@ from kafkalite.tools.common import (
     wait_all,
 )
 from kafkalite.tools.config_cmd import alter, alteration, describe_configs, is_override
+from kafkalite.tools.held_records import Held, held_records
 from kafkalite.tools.output import emit
 
 
@@ -44,6 +46,13 @@ def register(commands: Any, parents: dict, parser_class: type) -> None:
 
     describe = sub.add_parser("describe", parents=both, help="partitions, offsets and configs")
     describe.add_argument("topics", nargs="+", metavar="TOPIC")
+    describe.add_argument(
+        "--metrics",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a broker's Prometheus endpoint (repeatable): adds held delayed records",
+    )
     describe.set_defaults(run=describe_topics)
 
     alter = sub.add_parser("alter-config", parents=both, help="set or delete topic configs")
@@ -176,6 +185,8 @@ def describe_topics(args: argparse.Namespace) -> int:
             for entry in describe_configs(client, conn, "topic", topic["name"])
             if is_override("topic", entry)
         }
+    if args.metrics:
+        _add_held(described, held_records(args.metrics, conn.timeout))
     tables = []
     for topic in described:
         overrides = ", ".join(f"{k}={v}" for k, v in topic["configs"].items()) or "-"
@@ -196,9 +207,26 @@ def describe_topics(args: argparse.Namespace) -> int:
             for p in topic["partitions"]
         ]
         headers = ["PARTITION", "LEADER", "REPLICAS", "ISR", "LOG-START", "LOG-END", "SIZE"]
+        if args.metrics:
+            headers += ["HELD", "NEXT-DUE"]
+            for row, p in zip(rows, topic["partitions"], strict=True):
+                row += [p["held_records"], p["next_due"]]
         tables.append((title, headers, rows))
     emit(args.format, described, tables)
     return 0
+
+
+def _add_held(described: list[dict[str, Any]], held: Held) -> None:
+    """Each partition's held delayed records and when the next is due (ISO 8601, UTC)."""
+    for topic in described:
+        for p in topic["partitions"]:
+            count, due = held.get((topic["name"], p["partition"]), (0, None))
+            p["held_records"] = count
+            p["next_due"] = (
+                datetime.fromtimestamp(due / 1000, tz=UTC).isoformat(timespec="milliseconds")
+                if due is not None
+                else None
+            )
 
 
 def alter_topic_config(args: argparse.Namespace) -> int:

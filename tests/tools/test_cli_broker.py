@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from compat.cli_runner import kafkalite_here, ok, one_line_error
+from compat.cli_runner import kafkalite_here, ok, ok_json, one_line_error
 
 
 def test_unknown_topic_fails_at_once_without_auto_creation(broker_factory) -> None:
@@ -64,3 +64,34 @@ def test_progress_line_on_a_terminal(broker_factory, tmp_path: Path) -> None:
         assert last.startswith("[########################] 100% "), last
         assert "/s ETA 00:00" in last
     assert result.stdout.splitlines() == [str(i) for i in range(2000)]
+
+
+def test_topic_describe_shows_held_delayed_records_from_the_metrics(broker_factory) -> None:
+    from kafkalite.testing import free_ports
+
+    (port,) = free_ports(1)
+    broker = broker_factory({"kafkalite.metrics.port": str(port)})
+    bootstrap = ["--bootstrap", broker.bootstrap]
+    config = ["-c", "kafkalite.delayed.delivery.enable=true"]
+    ok(kafkalite_here("topic", "create", "later", "-p", "2", *config, *bootstrap))
+    ok(
+        kafkalite_here(
+            "produce",
+            "later",
+            "-p",
+            "1",
+            "-H",
+            "kafkalite-delay-ms=600000",
+            *bootstrap,
+            stdin="a\nb\n",
+        )
+    )
+    metrics = ["--metrics", f"http://127.0.0.1:{port}/metrics"]
+    [topic] = ok_json(
+        kafkalite_here("topic", "describe", "later", *metrics, "--format", "json", *bootstrap)
+    )
+    held = [(p["held_records"], p["next_due"] is not None) for p in topic["partitions"]]
+    assert held == [(0, False), (2, True)]
+    assert [p["log_end_offset"] for p in topic["partitions"]] == [0, 0]
+    table = ok(kafkalite_here("topic", "describe", "later", *metrics, *bootstrap))
+    assert "HELD" in table.splitlines()[1] and "NEXT-DUE" in table.splitlines()[1]

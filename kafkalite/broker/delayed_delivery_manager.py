@@ -1,0 +1,400 @@
+"""Delayed delivery's part of the data path: a produce to a topic that opted in, and the
+release of due records (broker/delayed_delivery.py says what is held; the partitions' delay
+stores, broker/delayed_delivery_store.py, keep it).
+
+A produced batch of an opted-in topic is looked into (topics that did not opt in never get
+here): decompressed, and decoded only if a header name may be in it. It is appended to its
+partition as sent when none of its records waits and its producer is not idempotent.
+Otherwise it is appended to the partition's delay store first (its producer state
+deduplicates idempotent retries, so every batch of an idempotent producer goes there,
+keeping its sequence numbers in one place), and its records already due are released at
+once, in the same step. Held records are released by `release_due`, which the server calls
+at least every `kafkalite.delayed.delivery.precision.ms`.
+
+A transactional producer's batches go to the store too; its records are held until the
+transaction's marker reaches the partition: then they are due as asked (commit) or dropped
+(abort). A retry topic's records all go to the store and are released to its target or
+dead-letter topic (broker/retry_topics.py). Not yet: delayed records (and any for a retry
+topic) in partitions with several replicas (the store is not replicated yet) are refused
+with INVALID_RECORD; their batches without delayed records take the ordinary path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.broker.cluster_metadata import TopicMetadata
+from kafkalite.broker.delayed_delivery import (
+    DelaySettings,
+    batch_due_times,
+    encode_released,
+    settings_for,
+)
+from kafkalite.broker.delayed_delivery_store import DelayStore, store_dir
+from kafkalite.broker.partition import Partition
+from kafkalite.broker.retry_topics import route
+from kafkalite.config import BrokerConfig
+from kafkalite.metrics.counters import LatencyHistogram
+from kafkalite.storage.batch import HEADER_SIZE, InvalidBatch, validate_batches
+from kafkalite.storage.errors import InvalidRecordError, StorageError, from_invalid_batch
+from kafkalite.storage.log import AppendResult, LogConfig
+from kafkalite.storage.records import Record
+
+log = logging.getLogger("kafkalite.delayed_delivery")
+
+TopicPartition = tuple[str, int]
+Appended = AppendResult | StorageError | ErrorCode
+MAX_RELEASE_RECORDS = 500  # records per released batch
+PAUSE_MS = 1000  # before trying again a store whose release got nowhere or failed
+# Errors of a released batch that a retry cannot cure: its records are dropped (logged).
+_UNRELEASABLE = (
+    ErrorCode.invalid_record,
+    ErrorCode.invalid_timestamp,
+    ErrorCode.corrupt_message,
+    ErrorCode.message_too_large,  # one record, larger than the topic's limit became
+)
+RECORD_OVERHEAD = 40  # a record's length, attributes, deltas and field lengths at most
+
+
+@dataclass
+class DelayedDelivery:
+    config: Callable[[], BrokerConfig]  # the broker's current config (dynamic configs)
+    partition_of: Callable[[TopicPartition], Partition | None]  # this broker's replicas
+    topics: Callable[[], Mapping[str, TopicMetadata]]  # the cluster's topics
+    stores: dict[TopicPartition, DelayStore] = field(default_factory=dict)
+    released: int = 0  # records released since start
+    dropped: int = 0  # due records their partition refused (logged)
+    aborted: int = 0  # held records dropped with their aborted transaction
+    lateness: LatencyHistogram = field(default_factory=LatencyHistogram)  # release - due, ms
+    # Partitions a produce's records were released to at once (the caller wakes their
+    # parked fetches and empties it).
+    moved: set[TopicPartition] = field(default_factory=set)
+    _settings: dict[str, tuple[object, object, DelaySettings]] = field(default_factory=dict)
+
+    # -- settings ---------------------------------------------------------------------------
+
+    def settings(self, topic: str, overrides: Mapping[str, str]) -> DelaySettings:
+        """The topic's settings, recomputed only when its configs or the broker's change."""
+        broker = self.config()
+        cached = self._settings.get(topic)
+        if cached is not None and cached[0] is overrides and cached[1] is broker:
+            return cached[2]
+        settings = settings_for(broker, overrides)
+        self._settings[topic] = (overrides, broker, settings)
+        return settings
+
+    # -- stores -----------------------------------------------------------------------------
+
+    def load(self, partitions: Mapping[TopicPartition, Partition], now_ms: int) -> None:
+        """Open the stores partitions already have (before the broker serves: a release
+        interrupted by a crash is resolved against the partition's log end)."""
+        for tp, partition in partitions.items():
+            if store_dir(partition.log.dir).is_dir():
+                self._open(tp, partition, now_ms)
+        held = sum(len(store.held) for store in self.stores.values())
+        if self.stores:
+            log.info("%d delay stores opened, %d records held", len(self.stores), held)
+
+    def open_store(self, partition: Partition, now_ms: int) -> DelayStore:
+        return self._open((partition.topic, partition.index), partition, now_ms)
+
+    def close_store(self, tp: TopicPartition) -> bool:
+        """Close the partition's store (its directory moves); whether it had one."""
+        store = self.stores.pop(tp, None)
+        if store is not None:
+            store.close()
+        return store is not None
+
+    def _open(self, tp: TopicPartition, partition: Partition, now_ms: int) -> DelayStore:
+        store = self.stores.get(tp)
+        if store is None:
+            store = DelayStore.open(partition.log.dir, partition.log.config, now_ms, self._log_end)
+            self.stores[tp] = store
+        return store
+
+    def _log_end(self, tp: TopicPartition) -> int | None:
+        partition = self.partition_of(tp)
+        return partition.log_end_offset if partition is not None else None
+
+    def update_config(self, tp: TopicPartition, topic_config: LogConfig) -> None:
+        """The partition's log config changed: its store validates with it too."""
+        store = self.stores.get(tp)
+        if store is not None:
+            store.update_config(topic_config)
+
+    def forget(self, tp: TopicPartition) -> None:
+        """The partition is deleted here: its held records go with it."""
+        store = self.stores.pop(tp, None)
+        if store is not None:
+            store.delete()
+
+    def close(self) -> None:
+        for store in self.stores.values():
+            store.close()
+        self.stores.clear()
+
+    @property
+    def held(self) -> int:
+        return sum(len(store.held) for store in self.stores.values())
+
+    def next_due_ms(self) -> int | None:
+        dues = [store.next_due_ms for store in self.stores.values() if not store.failed]
+        return min((due for due in dues if due is not None), default=None)
+
+    # -- produce ----------------------------------------------------------------------------
+
+    def append(
+        self,
+        partition: Partition,
+        records: bytes,
+        settings: DelaySettings,
+        required_acks: int,
+        min_isr: int,
+        now_ms: int,
+    ) -> Appended:
+        """A produce to an opted-in topic: held, released at once, or appended as sent."""
+
+        def as_sent() -> Appended:
+            return partition.append_records_to_leader(records, required_acks, min_isr, now_ms)
+
+        if not partition.is_leader:
+            return ErrorCode.not_leader_or_follower
+        try:
+            headers = validate_batches(records, partition.log.config.max_message_bytes)
+        except InvalidBatch as exc:
+            return from_invalid_batch(exc)
+        header = headers[0]
+        if len(headers) != 1 or header.is_control:
+            return as_sent()  # refused there, as for any topic
+        try:
+            dues = batch_due_times(records, header, settings, now_ms)
+        except StorageError as exc:
+            return exc
+        # A retry topic's records all move elsewhere, through the store.
+        moving = settings.retry is not None or any(due > now_ms for due in dues)
+        if not moving and not header.has_producer_id:
+            return as_sent()
+        refusal = _refusal(partition) or self._missing_topic(settings)
+        if refusal is not None:
+            return InvalidRecordError(refusal) if moving else as_sent()
+        if required_acks == -1 and len(partition.isr) < partition.effective_min_isr(min_isr):
+            return ErrorCode.not_enough_replicas
+        store = self._open((partition.topic, partition.index), partition, now_ms)
+        try:
+            held = store.hold(records, header, dues, partition.leader_epoch, now_ms)
+        except StorageError as exc:
+            return exc
+        if held.duplicate:
+            return AppendResult(-1, -1, -1, partition.log_start_offset, duplicate=True)
+        placed = self._release(partition, store, now_ms, self.moved)
+        return _answer(partition, held, placed)
+
+    # -- transactions -----------------------------------------------------------------------
+
+    def end_txn(
+        self, partition: Partition, producer_id: int, commit: bool, now_ms: int
+    ) -> StorageError | None:
+        """Before a transaction's marker is appended to the partition: the producer's held
+        records become due (released at once if they are) or are dropped."""
+        store = self.stores.get((partition.topic, partition.index))
+        if store is None:
+            return None
+        try:
+            self.aborted += store.end_txn(producer_id, commit, now_ms)
+        except StorageError as exc:
+            return exc
+        return None
+
+    # -- release ----------------------------------------------------------------------------
+
+    def release_due(self, now_ms: int) -> set[TopicPartition]:
+        """Release every due record of the partitions this broker leads; returns the
+        partitions appended to."""
+        appended: set[TopicPartition] = set()
+        for tp, store in list(self.stores.items()):
+            partition = self.partition_of(tp)
+            if partition is None or not partition.is_leader or store.failed:
+                continue
+            self._release(partition, store, now_ms, appended)
+            store.maintain(now_ms)
+        return appended
+
+    def release_partition(self, partition: Partition, now_ms: int) -> set[TopicPartition]:
+        """Release what is due in one partition now (a committed transaction's records)."""
+        appended: set[TopicPartition] = set()
+        store = self.stores.get((partition.topic, partition.index))
+        if store is not None and not store.failed:
+            self._release(partition, store, now_ms, appended)
+        return appended
+
+    def _release(
+        self,
+        source: Partition,
+        store: DelayStore,
+        now_ms: int,
+        appended: set[TopicPartition] | None = None,
+    ) -> dict[int, int]:
+        """Due records of one store, batch by batch; returns store offset -> offset of the
+        records released to the store's own partition, and adds the partitions appended to
+        to `appended`."""
+        placed: dict[int, int] = {}
+        appended = set() if appended is None else appended
+        while taken := store.take_due(now_ms, MAX_RELEASE_RECORDS):
+            if not self._release_round(source, store, taken, now_ms, placed, appended):
+                store.pause(now_ms + PAUSE_MS)  # (not every round of the timer)
+                break
+        return placed
+
+    def _release_round(
+        self,
+        source: Partition,
+        store: DelayStore,
+        taken: list[tuple[int, int]],
+        now_ms: int,
+        placed: dict[int, int],
+        appended: set[TopicPartition],
+    ) -> bool:
+        """Release the taken records, a batch per destination; whether to go on."""
+        found = {r.offset: r for r in store.read_held(sorted(offset for _, offset in taken))}
+        missing = [offset for _, offset in taken if offset not in found]
+        if missing:  # not in the store: nothing to release for them
+            log.error("%s: %d held records not found", store.log.dir, len(missing))
+            store.confirm(missing)
+        progress, stopped = bool(missing), False
+        for tp, (entries, records) in self._routes(source, taken, found).items():
+            if stopped:
+                store.restore(entries)
+            elif tp is None:  # its topic is gone
+                self._drop(store, entries, f"{len(entries)} records of a deleted topic")
+                progress = True
+            elif (outcome := self._release_batch(tp, store, entries, records, now_ms)) is None:
+                stopped = True
+            elif outcome:
+                progress = True
+                appended.add(tp)
+                if tp == (source.topic, source.index):
+                    placed.update(outcome)
+        return progress and not stopped
+
+    def _routes(
+        self, source: Partition, taken: list[tuple[int, int]], found: Mapping[int, Record]
+    ) -> dict[TopicPartition | None, tuple[list[tuple[int, int]], list[Record]]]:
+        """Where each taken record goes, in due order: its own partition, or for a retry
+        topic the target's or dead-letter topic's partition (moved as retry_topics says)."""
+        own = (source.topic, source.index)
+        meta = self.topics().get(source.topic)
+        retry = self.settings(source.topic, meta.configs).retry if meta is not None else None
+        routes: dict[TopicPartition | None, tuple[list[tuple[int, int]], list[Record]]] = {}
+        for entry in taken:
+            record = found.get(entry[1])
+            if record is None:
+                continue
+            tp: TopicPartition | None = own
+            if retry is not None:
+                routed = route(record, retry, own, self._partition_count)
+                tp, record = routed if routed is not None else (None, record)
+            entries, records = routes.setdefault(tp, ([], []))
+            entries.append(entry)
+            records.append(record)
+        return routes
+
+    def _missing_topic(self, settings: DelaySettings) -> str | None:
+        """A retry topic's records need their target (and dead-letter) topic."""
+        retry = settings.retry
+        wanted = (retry.target, retry.dead_letter) if retry is not None else ()
+        for topic in filter(None, wanted):
+            if self._partition_count(topic) is None:
+                return f"the retry topic's target or dead-letter topic {topic} does not exist"
+        return None
+
+    def _partition_count(self, topic: str) -> int | None:
+        meta = self.topics().get(topic)
+        return meta.num_partitions if meta is not None else None
+
+    def _release_batch(
+        self,
+        tp: TopicPartition,
+        store: DelayStore,
+        entries: list[tuple[int, int]],
+        records: list[Record],
+        now_ms: int,
+    ) -> dict[int, int] | None:
+        """Intent, then append to `tp` (then a cancellation if it failed), of as many of the
+        records as one batch of `tp` holds; the others go back. Returns store offset ->
+        offset in `tp` ({} when nothing was appended now), None to stop."""
+        partition = self.partition_of(tp)
+        if partition is None or not partition.is_leader:
+            store.restore(entries)  # not led here now
+            return {}
+        count = _fitting(records, partition.log.config.max_message_bytes)
+        store.restore(entries[count:])
+        entries, records = entries[:count], records[:count]
+        offsets = [offset for _, offset in entries]
+        try:
+            intent = store.write_intent(tp, partition.log_end_offset, offsets, now_ms)
+        except StorageError as exc:
+            log.warning("%s: cannot write a release intent: %s", store.log.dir, exc)
+            store.restore(entries)
+            return None
+        # acks=1: the answer (if any) waited for the held record, not for its release.
+        appended = partition.append_records_to_leader(encode_released(records), 1, 1, now_ms)
+        if isinstance(appended, AppendResult):
+            store.confirm(offsets)
+            self.released += len(offsets)
+            for due, _ in entries:
+                self.lateness.observe(now_ms - due)
+            return {offset: appended.first_offset + i for i, offset in enumerate(offsets)}
+        error = appended if isinstance(appended, ErrorCode) else appended.error_code
+        if error in _UNRELEASABLE:  # the intent stays: these records are done with
+            self._drop(store, entries, f"{len(entries)} due records {tp} refused: {appended}")
+            return {offset: -1 for offset in offsets}
+        store.restore(entries)
+        self._cancel(store, intent, now_ms)
+        return None
+
+    def _drop(self, store: DelayStore, entries: list[tuple[int, int]], why: str) -> None:
+        log.warning("%s: dropping %s", store.log.dir, why)
+        store.confirm([offset for _, offset in entries])
+        self.dropped += len(entries)
+
+    def _cancel(self, store: DelayStore, intent: int, now_ms: int) -> None:
+        try:
+            store.write_cancel(intent, now_ms)
+        except StorageError as exc:
+            # Another intent after this one would pass it for done: stop until a restart.
+            log.error("%s: cannot cancel a release, releases stop: %s", store.log.dir, exc)
+            store.failed = True
+
+
+def _fitting(records: list[Record], limit: int) -> int:
+    """How many of the records, from the first, fit one batch of `limit` bytes
+    (max.message.bytes, estimated from the records' sizes; at least one)."""
+    size = HEADER_SIZE
+    for index, record in enumerate(records):
+        size += RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"")
+        size += sum(len(name) + len(value or b"") + 10 for name, value in record.headers)
+        if index and size > limit:
+            return index
+    return len(records)
+
+
+def _refusal(partition: Partition) -> str | None:
+    """Why delayed records cannot be held for this partition yet, if they cannot."""
+    if len(partition.replicas) > 1:
+        return "delayed records need a partition with a single replica (not replicated yet)"
+    return None
+
+
+def _answer(partition: Partition, held: AppendResult, placed: Mapping[int, int]) -> AppendResult:
+    """The produce answer of a held batch: its offsets when all its records were released
+    at once in one run, else -1 (offsets are given at release)."""
+    count = held.last_offset - held.first_offset + 1
+    offsets = [placed.get(held.first_offset + i) for i in range(count)]
+    first = offsets[0]
+    if first is None or offsets != list(range(first, first + count)):
+        return AppendResult(-1, -1, -1, partition.log_start_offset)
+    return AppendResult(first, first + count - 1, -1, partition.log_start_offset)

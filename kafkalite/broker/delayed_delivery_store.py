@@ -1,0 +1,333 @@
+"""One partition's delay store: its held records, durably, until they are due (RocketMQ's
+schedule topic, one per partition).
+
+The store is a UnifiedLog in the partition's directory (`<topic>-<p>/delayed/`), written with
+the partition's log config: the same validation, segments and crash recovery. It holds:
+
+- held batches, as produced (so its producer state deduplicates retries exactly as the
+  partition's would), each right after a record of the store's own with their due times, in
+  one append (broker/delayed_delivery.py);
+- release intents: "these held records go to partition P at offset T" (P: this store's
+  partition, or for a retry topic the target's or dead-letter topic's; T: P's log end),
+  written just before the append to P, in the same synchronous step;
+- cancellations: the partition append of the previous intent failed;
+- transaction ends: a transactional producer's held records become due (commit) or go
+  (abort), written when its marker reaches the partition, before the marker.
+
+So every intent but the last one with no cancellation after it was appended; the last one was
+iff P's log end is beyond T (nothing else writes the partition between the two
+writes, and a restart checks this before the broker serves). A record is thus released once,
+also when the broker dies between the two writes. What is due is found through an in-memory
+heap of (due time, store offset) rebuilt from the store on open; the store's prefix whose
+records were all released is deleted as the log start moves.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from kafkalite.broker.delayed_delivery import (
+    Dues,
+    Intent,
+    TxnEnd,
+    decode_marker,
+    encode_cancel,
+    encode_dues,
+    encode_intent,
+    encode_txn_end,
+)
+from kafkalite.storage.batch import BatchHeader, iter_batches, parse_header
+from kafkalite.storage.log import AppendResult, LogConfig, UnifiedLog
+from kafkalite.storage.records import Record, decode_records
+
+log = logging.getLogger("kafkalite.delayed_delivery")
+
+STORE_DIR = "delayed"
+STORE_SEGMENT_BYTES = 64 * 1024**2
+PRODUCER_EXPIRATION_CHECK_MS = 60_000
+STORE_MAX_BATCH_BYTES = 2**31 - 1  # produced batches are checked against the topic's limit
+_READ_BYTES = 1024**2
+DECODED_RECORDS = 50_000  # records of recently read held batches kept decoded
+_HELD_READ_BYTES = 16 * 1024  # the batch holding a due record (at least that one)
+
+
+def store_config(topic_config: LogConfig) -> LogConfig:
+    """The partition's config (validation as for the partition), never retained by time or
+    size: only released records go, by the store's own log start."""
+    return replace(
+        topic_config,
+        retention_ms=-1,
+        retention_bytes=-1,
+        segment_bytes=min(topic_config.segment_bytes, STORE_SEGMENT_BYTES),
+        max_message_bytes=STORE_MAX_BATCH_BYTES,
+        compression_type="producer",
+    )
+
+
+def store_dir(partition_dir: Path) -> Path:
+    return partition_dir / STORE_DIR
+
+
+@dataclass(eq=False)
+class DecodedBatches:
+    """The records of recently read store batches, least recently used out first, at most
+    `capacity` records."""
+
+    capacity: int
+    batches: OrderedDict[int, list[Record]] = field(default_factory=OrderedDict)
+    by_offset: dict[int, Record] = field(default_factory=dict)
+
+    def get(self, offset: int) -> Record | None:
+        return self.by_offset.get(offset)
+
+    def put(self, records: list[Record]) -> None:
+        if not records or records[0].offset in self.by_offset:
+            return
+        self.batches[records[0].offset] = records
+        self.by_offset.update((record.offset, record) for record in records)
+        while len(self.by_offset) > self.capacity and len(self.batches) > 1:
+            for record in self.batches.popitem(last=False)[1]:
+                self.by_offset.pop(record.offset, None)
+
+
+@dataclass(eq=False)
+class DelayStore:
+    log: UnifiedLog
+    heap: list[tuple[int, int]] = field(default_factory=list)  # (due ms, store offset)
+    held: dict[int, int] = field(default_factory=dict)  # store offset -> due ms
+    # (offset, offset of its dues) of held records in store order, released ones dropped
+    # lazily from the front: where the store must keep its records from, without a scan.
+    in_order: deque[tuple[int, int]] = field(default_factory=deque)
+    released: int = 0  # records released since opened
+    # Held records of transactions not ended yet, by producer id: not due before the commit.
+    open_txns: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    # Due order is not store order: a held batch is read once for all its records.
+    decoded: DecodedBatches = field(default_factory=lambda: DecodedBatches(DECODED_RECORDS))
+    failed: bool = False  # a cancellation could not be written: no more releases here
+    next_expiry_ms: int = 0  # when to look for expired producers next
+    paused_until_ms: int = 0  # see pause
+
+    @classmethod
+    def open(
+        cls,
+        partition_dir: Path,
+        topic_config: LogConfig,
+        now_ms: int,
+        log_end: Callable[[tuple[str, int]], int | None],
+    ) -> DelayStore:
+        """`log_end`: a partition's log end offset (None: no such partition here)."""
+        store_log = UnifiedLog.open(
+            store_dir(partition_dir), store_config(topic_config), now_ms=now_ms
+        )
+        store = cls(store_log)
+        store._load(log_end)
+        return store
+
+    # -- loading ----------------------------------------------------------------------------
+
+    def _batches(self, offset: int, max_bytes: int) -> Iterator[memoryview]:
+        """Whole batches from the one holding `offset` on, up to the store's log end."""
+        end = self.log.log_end_offset
+        while offset < end:
+            data = memoryview(self.log.read(offset, max_bytes, end))
+            before = offset
+            for position, header in iter_batches(data):
+                yield data[position : position + header.size]
+                offset = header.next_offset
+            if offset == before:
+                return
+
+    def _load(self, log_end: Callable[[tuple[str, int]], int | None]) -> None:
+        held: dict[int, int] = {}
+        in_order: list[tuple[int, int]] = []
+        last: Intent | None = None
+        pending: dict[int, int] = {}  # the last intent's records, with their due times
+        dues: Dues | None = None
+        open_txns: dict[int, list[tuple[int, int]]] = {}
+        for batch in self._batches(self.log.log_start_offset, _READ_BYTES):
+            header = parse_header(batch)
+            if dues is not None and _holds(dues, header):
+                entries = [(due, header.base_offset + i) for i, due in enumerate(dues.due_ms)]
+                held.update((offset, due) for due, offset in entries)
+                in_order.extend((offset, dues.offset) for _, offset in entries)
+                if header.is_transactional:
+                    open_txns.setdefault(header.producer_id, []).extend(entries)
+                dues = None
+                continue
+            dues = None
+            for record in decode_records(batch):  # the store's own
+                marker = decode_marker(record)
+                if isinstance(marker, Dues):
+                    dues = marker
+                elif isinstance(marker, TxnEnd):
+                    ended = open_txns.pop(marker.producer_id, [])
+                    if not marker.commit:
+                        for _, offset in ended:
+                            held.pop(offset, None)
+                elif isinstance(marker, Intent):
+                    last = marker
+                    pending = {o: held.pop(o) for o in marker.store_offsets if o in held}
+                elif last is not None and marker == last.offset:
+                    held.update(pending)
+                    last = None
+        target_end = log_end(last.target) if last is not None else None
+        if last is not None and (target_end is None or target_end <= last.target_offset):
+            log.info(
+                "%s: release to %s at %d did not reach it (log end %s): held again",
+                self.log.dir,
+                last.target,
+                last.target_offset,
+                target_end,
+            )
+            held.update(pending)
+        self.held = held
+        self.in_order = deque(entry for entry in in_order if entry[0] in held)
+        self.open_txns = open_txns
+        waiting = {offset for entries in open_txns.values() for _, offset in entries}
+        self.heap = [(due, offset) for offset, due in held.items() if offset not in waiting]
+        heapq.heapify(self.heap)
+
+    # -- holding ----------------------------------------------------------------------------
+
+    def hold(
+        self, batch: bytes, header: BatchHeader, dues: Sequence[int], leader_epoch: int, now_ms: int
+    ) -> AppendResult:
+        """Append a produced batch with its due times (raises a StorageError); a deduplicated
+        retry holds nothing. The result's offsets are the batch's in the store."""
+        appended = self.log.append_as_leader(
+            encode_dues(header, dues, now_ms) + batch, leader_epoch, now_ms
+        )
+        if appended.duplicate:
+            return appended
+        dues_offset, first = appended.first_offset, appended.first_offset + 1
+        entries = [(due, first + index) for index, due in enumerate(dues)]
+        for due, offset in entries:
+            self.held[offset] = due
+            self.in_order.append((offset, dues_offset))
+        if header.is_transactional:  # released once its transaction commits
+            self.open_txns.setdefault(header.producer_id, []).extend(entries)
+        else:
+            self.restore(entries)
+        return replace(appended, first_offset=first)
+
+    def end_txn(self, producer_id: int, commit: bool, now_ms: int) -> int:
+        """The producer's transaction ended (raises a StorageError if that cannot be
+        written): its held records become due as asked (commit) or are dropped (abort).
+        Returns how many were dropped."""
+        if producer_id not in self.open_txns:
+            return 0
+        self.log.append_as_leader(
+            encode_txn_end(producer_id, commit, now_ms), -1, now_ms, coordinator=True
+        )
+        entries = self.open_txns.pop(producer_id)
+        if commit:
+            self.restore(entries)
+            return 0
+        for _, offset in entries:
+            self.held.pop(offset, None)
+        return len(entries)
+
+    @property
+    def next_due_ms(self) -> int | None:
+        self._drop_stale_top()
+        return max(self.heap[0][0], self.paused_until_ms) if self.heap else None
+
+    def pause(self, until_ms: int) -> None:
+        """Releases got nowhere (their partitions are not led here): none before then."""
+        self.paused_until_ms = until_ms
+
+    def _drop_stale_top(self) -> None:
+        heap, held = self.heap, self.held
+        while heap and held.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+
+    def take_due(self, now_ms: int, max_records: int) -> list[tuple[int, int]]:
+        """Up to `max_records` due (due, offset) entries, earliest first, off the heap (give
+        them back with `restore`, or mark them released with `confirm`)."""
+        taken: list[tuple[int, int]] = []
+        if now_ms < self.paused_until_ms:
+            return taken
+        while len(taken) < max_records:
+            self._drop_stale_top()
+            if not self.heap or self.heap[0][0] > now_ms:
+                break
+            taken.append(heapq.heappop(self.heap))
+        return taken
+
+    def read_held(self, offsets: Sequence[int]) -> list[Record]:
+        """The held records at these store offsets (ascending), due header included."""
+        found: list[Record] = []
+        for offset in offsets:
+            record = self.decoded.get(offset)
+            if record is None:
+                batch = next(self._batches(offset, _HELD_READ_BYTES), None)
+                if batch is None:
+                    continue
+                self.decoded.put(decode_records(batch))
+                record = self.decoded.get(offset)
+            if record is not None:
+                found.append(record)
+        return found
+
+    def restore(self, entries: Sequence[tuple[int, int]]) -> None:
+        for entry in entries:
+            heapq.heappush(self.heap, entry)
+
+    # -- releasing --------------------------------------------------------------------------
+
+    def write_intent(
+        self, target: tuple[str, int], target_offset: int, offsets: Sequence[int], now_ms: int
+    ) -> int:
+        """Raises a StorageError; returns the intent's store offset."""
+        batch = encode_intent(target, target_offset, offsets, now_ms)
+        return self.log.append_as_leader(batch, -1, now_ms, coordinator=True).first_offset
+
+    def write_cancel(self, intent_offset: int, now_ms: int) -> None:
+        self.log.append_as_leader(
+            encode_cancel(intent_offset, now_ms), -1, now_ms, coordinator=True
+        )
+
+    def confirm(self, offsets: Sequence[int]) -> None:
+        for offset in offsets:
+            self.held.pop(offset, None)
+        self.released += len(offsets)
+
+    def maintain(self, now_ms: int) -> None:
+        """After a release round: trim, and now and then forget expired producers (Kafka's
+        producer.id.expiration.ms, as for a partition)."""
+        self.trim()
+        if now_ms >= self.next_expiry_ms:
+            self.log.remove_expired_producers(now_ms)
+            self.next_expiry_ms = now_ms + PRODUCER_EXPIRATION_CHECK_MS
+
+    def update_config(self, topic_config: LogConfig) -> None:
+        self.log.update_config(store_config(topic_config))
+
+    def trim(self) -> None:
+        """Move the log start past every released record (their segments go)."""
+        in_order, held = self.in_order, self.held
+        while in_order and in_order[0][0] not in held:
+            in_order.popleft()
+        low = in_order[0][1] if in_order else self.log.log_end_offset  # from its dues on
+        if low > self.log.log_start_offset:
+            self.log.delete_records_before(low)
+
+    def close(self) -> None:
+        self.log.close()
+
+    def delete(self) -> None:
+        self.log.delete()
+
+
+def _holds(dues: Dues, header: BatchHeader) -> bool:
+    """Whether the batch is the one the Dues record was written with."""
+    return (
+        header.base_offset == dues.offset + 1
+        and header.crc == dues.crc
+        and header.records_count == len(dues.due_ms)
+    )
