@@ -255,6 +255,10 @@ async def serve(
             await nursery.start(broker.groups.run)
             if broker.txn is not None:
                 await nursery.start(broker.txn.run)
+            if broker.share_groups is not None:
+                await nursery.start(broker.share_groups.partitions.coordinator.run)
+                await nursery.start(broker.share_groups.partitions.run)
+                await nursery.start(broker.share_groups.run)
             pool = RequestMemoryPool(broker.config.int("queued.max.request.bytes"))
             await nursery.start(
                 trio.serve_listeners, lambda s: handle_connection(broker, s, pool), listeners

@@ -51,6 +51,10 @@ from kafkalite.apis import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
     sync_group,
     txn_offset_commit,
     update_features,
@@ -105,6 +109,10 @@ _MODULES = (
     elect_leaders,
     alter_partition_reassignments,
     list_partition_reassignments,
+    share_group_heartbeat,
+    share_group_describe,
+    share_fetch,
+    share_acknowledge,
 )
 
 HANDLERS: dict[int, ApiHandler] = {module.API.api_key: module.API for module in _MODULES}

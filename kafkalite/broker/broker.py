@@ -15,6 +15,9 @@ from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
 from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.replica_fetcher_manager import ReplicaFetcherManager
 from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.broker.share_coordinator_service import ShareCoordinatorService
+from kafkalite.broker.share_group_service import ShareGroupService
+from kafkalite.broker.share_partition_manager import SharePartitionManager
 from kafkalite.broker.single_node_controller import SingleNodeController
 from kafkalite.broker.topic_config import log_config_for
 from kafkalite.broker.txn_coordinator_service import TransactionCoordinatorService
@@ -49,6 +52,7 @@ class Broker:
     dynamic: DynamicBrokerConfig | None = None  # dynamic broker configs (kafka-configs)
     fetchers: ReplicaFetcherManager | None = None  # followers' fetchers (run by the server)
     txn: TransactionCoordinatorService | None = None  # set by open()
+    share_groups: ShareGroupService | None = None  # share groups (KIP-932); set by open()
 
     @classmethod
     def open(
@@ -78,6 +82,10 @@ class Broker:
         groups.load()
         txn = TransactionCoordinatorService(config, replica_manager, groups, metadata)
         txn.load()
+        share_coordinator = ShareCoordinatorService(config, replica_manager)
+        share_coordinator.load()
+        share_partitions = SharePartitionManager(config, replica_manager, share_coordinator)
+        share_groups = ShareGroupService(config, groups, share_partitions)
         broker = cls(
             config,
             metadata,
@@ -89,6 +97,7 @@ class Broker:
             dynamic=dynamic,
             fetchers=fetchers,
             txn=txn,
+            share_groups=share_groups,
         )
         controller.subscribe(broker)
         return broker
@@ -106,6 +115,10 @@ class Broker:
         self.admin_manager.config = config
         if self.txn is not None:
             self.txn.config = config
+        if self.share_groups is not None:
+            self.share_groups.config = config
+            self.share_groups.partitions.config = config
+            self.share_groups.partitions.coordinator.config = config
         for topic in self.replica_manager.topics.values():
             log_config = log_config_for(config, topic.metadata.configs)
             for partition in topic.partitions.values():

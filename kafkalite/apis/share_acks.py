@@ -1,0 +1,64 @@
+"""What ShareFetch and ShareAcknowledge share: their acknowledgement batches applied to the
+share-partitions, and the answers' per-partition leader."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis.base import RequestContext
+from kafkalite.protocol.entities import make
+from kafkalite.share.share_partition import AcknowledgementBatch
+
+TopicIdPartition = tuple[uuid.UUID, int]
+
+
+def batches_of(part: Any) -> list[AcknowledgementBatch]:
+    return [
+        AcknowledgementBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
+        for b in part.acknowledgement_batches
+    ]
+
+
+async def acknowledge(
+    ctx: RequestContext,
+    group_id: str,
+    member_id: str,
+    acks: dict[TopicIdPartition, list[AcknowledgementBatch]],
+) -> dict[TopicIdPartition, ErrorCode]:
+    """Apply each partition's acknowledgements, then wait until the new states are
+    committed: the answer per partition."""
+    assert ctx.broker.share_groups is not None
+    manager = ctx.broker.share_groups.partitions
+    errors: dict[TopicIdPartition, ErrorCode] = {}
+    changed = []
+    for tp, batches in acks.items():
+        error, held = await manager.share_partition(group_id, tp)
+        if held is None:
+            errors[tp] = error
+            continue
+        errors[tp] = manager.acknowledge(held, member_id, batches)
+        if errors[tp] is ErrorCode.none:
+            changed.append((tp, held))
+    for tp, held in changed:
+        errors[tp] = await manager.persist(held)
+    return errors
+
+
+def leader_of(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> Any:
+    topic = ctx.broker.metadata.topic_by_id(topic_id)
+    state = ctx.broker.metadata.partition_state(topic.name, index) if topic else None
+    return make(
+        ctx.schema.LeaderIdAndEpoch,
+        leader_id=state.leader if state is not None else -1,
+        leader_epoch=state.leader_epoch if state is not None else -1,
+    )
+
+
+def lock_timeout(ctx: RequestContext) -> datetime.timedelta:
+    return datetime.timedelta(
+        milliseconds=ctx.broker.config.int("group.share.record.lock.duration.ms")
+    )
