@@ -143,7 +143,7 @@ def _response(
                 error_code=result.error,
                 acknowledge_error_code=ack_errors.get((topic_id, index), ErrorCode.none),
                 current_leader=leader_of(ctx, topic_id, index),
-                records=result.records or None,
+                records=result.records,
                 acquired_records=tuple(
                     make(
                         schema.AcquiredRecords,

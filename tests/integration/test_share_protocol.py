@@ -1,0 +1,270 @@
+"""Share group APIs (KIP-932) on the wire, with kio's request and response structs over a raw
+socket (protocol_tests/raw_client.py) to an embedded broker: what the stock clients do not
+show (epochs, session errors, acknowledgement errors, the advertised versions), and a
+consumer that dies holding records (its socket closed, no session close): another gets them
+once the acquisition lock expires.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer, ShareConsumer
+from kio.schema.errors import ErrorCode
+
+from kafkalite.testing import EmbeddedBroker
+from protocol_tests.raw_client import RawClient, request_class
+
+LOCK_MS = 1000
+BROKER = {"group.share.record.lock.duration.ms": str(LOCK_MS)}
+HEARTBEAT, DESCRIBE, SHARE_FETCH, SHARE_ACK = 76, 77, 78, 79
+ACCEPT = 1
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(tmp_path_factory.mktemp("share"), BROKER) as running:
+        yield running
+
+
+@pytest.fixture
+def client(broker: EmbeddedBroker) -> Iterator[RawClient]:
+    with RawClient(broker.host, broker.port) as raw:
+        yield raw
+
+
+def schema(api_key: int, version: int) -> Any:
+    """kio's request module of the API version (its structs build the request)."""
+    return __import__(request_class(api_key, version).__module__, fromlist=["_"])
+
+
+def ms(value: int) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=value)
+
+
+def heartbeat(client: RawClient, group: str, member: str, epoch: int, topics: Any = None) -> Any:
+    m = schema(HEARTBEAT, 1)
+    return client.request(
+        m.ShareGroupHeartbeatRequest(
+            group_id=group, member_id=member, member_epoch=epoch, subscribed_topic_names=topics
+        )
+    )
+
+
+def share_fetch(
+    client: RawClient,
+    group: str,
+    member: str,
+    epoch: int,
+    topic_id: uuid.UUID,
+    acks: tuple[tuple[int, int, int], ...] = (),
+    max_wait: int = 0,
+) -> Any:
+    m = schema(SHARE_FETCH, 2)
+    batches = tuple(
+        m.AcknowledgementBatch(first_offset=f, last_offset=la, acknowledge_types=(t,))
+        for f, la, t in acks
+    )
+    return client.request(
+        m.ShareFetchRequest(
+            group_id=group,
+            member_id=member,
+            share_session_epoch=epoch,
+            max_wait=ms(max_wait),
+            min_bytes=1,
+            max_records=100,
+            batch_size=100,
+            topics=(
+                m.FetchTopic(
+                    topic_id=topic_id,
+                    partitions=(
+                        m.FetchPartition(partition_index=0, acknowledgement_batches=batches),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+        )
+    )
+
+
+def share_ack(
+    client: RawClient,
+    group: str,
+    member: str,
+    epoch: int,
+    topic_id: uuid.UUID,
+    first: int,
+    last: int,
+) -> Any:
+    m = schema(SHARE_ACK, 2)
+    batch = m.AcknowledgementBatch(
+        first_offset=first, last_offset=last, acknowledge_types=(ACCEPT,)
+    )
+    return client.request(
+        m.ShareAcknowledgeRequest(
+            group_id=group,
+            member_id=member,
+            share_session_epoch=epoch,
+            topics=(
+                m.AcknowledgeTopic(
+                    topic_id=topic_id,
+                    partitions=(
+                        m.AcknowledgePartition(partition_index=0, acknowledgement_batches=(batch,)),
+                    ),
+                ),
+            ),
+        )
+    )
+
+
+def produce(broker: EmbeddedBroker, topic: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(count):
+        producer.produce(topic, value=f"v{i}".encode())
+    assert producer.flush(20) == 0
+
+
+def new_queue(broker: EmbeddedBroker) -> tuple[str, uuid.UUID, str]:
+    topic = broker.create_topic(f"queue-{uuid.uuid4().hex[:8]}")
+    topic_id = broker.call(lambda: broker.broker.metadata.topics[topic].topic_id)
+    return topic, topic_id, f"share-{uuid.uuid4().hex[:8]}"
+
+
+def joined(client: RawClient, group: str, member: str, topic: str, topic_id: uuid.UUID) -> int:
+    response = heartbeat(client, group, member, 0, (topic,))
+    assert response.error_code is ErrorCode.none
+    assert [(t.topic_id, t.partitions) for t in response.assignment.topic_partitions] == [
+        (topic_id, (0,))
+    ]
+    return response.member_epoch
+
+
+def acquired(response: Any) -> list[tuple[int, int, int]]:
+    assert response.error_code is ErrorCode.none, response
+    return [
+        (a.first_offset, a.last_offset, a.delivery_count)
+        for t in response.responses
+        for p in t.partitions
+        for a in p.acquired_records
+    ]
+
+
+def test_api_versions_and_share_version_feature(client: RawClient) -> None:
+    m = schema(18, 3)
+    response = client.request(
+        m.ApiVersionsRequest(client_software_name="raw", client_software_version="1")
+    )
+    versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert [versions[key] for key in (76, 77, 78, 79)] == [(1, 1), (1, 1), (1, 2), (1, 2)]
+    assert {(f.name, f.max_version_level) for f in response.finalized_features} >= {
+        ("share.version", 1)
+    }
+    # Not served yet: the offsets admin APIs and the inter-broker share-state RPCs.
+    assert not {83, 84, 85, 86, 87, 90, 91, 92} & set(versions)
+
+
+def test_membership_describe_list_and_find_coordinator(
+    broker: EmbeddedBroker, client: RawClient
+) -> None:
+    topic, topic_id, group = new_queue(broker)
+    epoch = joined(client, group, "m1", topic, topic_id)
+    second = heartbeat(client, group, "m2", 0, (topic,))
+    assert second.member_epoch == epoch + 1  # the group epoch moved
+    assert heartbeat(client, group, "m1", epoch + 5).error_code is ErrorCode.fenced_member_epoch
+    assert heartbeat(client, group, "nobody", 3).error_code is ErrorCode.unknown_member_id
+
+    m = schema(DESCRIBE, 1)
+    described = client.request(
+        m.ShareGroupDescribeRequest(
+            group_ids=(group, "missing"), include_authorized_operations=False
+        )
+    ).groups
+    assert (described[0].group_state, described[0].assignor_name) == ("Stable", "simple")
+    # Both members share the one partition (Kafka's simple assignor).
+    assert sorted(
+        (member.member_id, member.assignment.topic_partitions[0].partitions)
+        for member in described[0].members
+    ) == [("m1", (0,)), ("m2", (0,))]
+    assert described[1].error_code is ErrorCode.group_id_not_found
+
+    lg = schema(16, 5)
+    listed = client.request(lg.ListGroupsRequest(states_filter=(), types_filter=("share",))).groups
+    assert (group, "share", "Stable") in {(g.group_id, g.group_type, g.group_state) for g in listed}
+    consumer_only = client.request(
+        lg.ListGroupsRequest(states_filter=(), types_filter=("consumer",))
+    ).groups
+    assert group not in {g.group_id for g in consumer_only}
+
+    fc = schema(10, 6)
+    found = client.request(
+        fc.FindCoordinatorRequest(key_type=2, coordinator_keys=(f"{group}:{topic_id}:0",))
+    ).coordinators[0]
+    assert (found.error_code, found.node_id) == (ErrorCode.none, broker.broker.node_id)
+
+    assert heartbeat(client, group, "m2", -1).member_epoch == -1
+
+
+def test_sessions_acknowledgements_and_their_errors(
+    broker: EmbeddedBroker, client: RawClient
+) -> None:
+    topic, topic_id, group = new_queue(broker)
+    joined(client, group, "m1", topic, topic_id)
+    produce(broker, topic, 5)
+    # Acknowledgements may not open a session.
+    opening = share_fetch(client, group, "m1", 0, topic_id, acks=((0, 0, ACCEPT),))
+    assert opening.error_code is ErrorCode.invalid_request
+    assert acquired(share_fetch(client, group, "m1", 0, topic_id, max_wait=2000)) == [(0, 4, 1)]
+    # Epochs must follow one another.
+    assert share_ack(client, group, "m1", 5, topic_id, 0, 1).error_code is (
+        ErrorCode.invalid_share_session_epoch
+    )
+    assert share_ack(client, group, "m1", 0, topic_id, 0, 1).error_code is (
+        ErrorCode.invalid_share_session_epoch
+    )
+    acked = share_ack(client, group, "m1", 1, topic_id, 0, 1)
+    assert acked.responses[0].partitions[0].error_code is ErrorCode.none
+    # Offset 1 is acknowledged already: the partition's acknowledgement fails, all of it.
+    again = share_fetch(client, group, "m1", 2, topic_id, acks=((1, 4, ACCEPT),))
+    assert again.responses[0].partitions[0].acknowledge_error_code == ErrorCode.invalid_record_state
+    # A long poll with nothing to acquire answers empty after max_wait.
+    started = time.monotonic()
+    empty = share_fetch(client, group, "m1", 3, topic_id, max_wait=300)
+    assert acquired(empty) == [] and time.monotonic() - started >= 0.25
+    closing = share_fetch(client, group, "m1", -1, topic_id, acks=((2, 4, ACCEPT),))
+    assert closing.responses[0].partitions[0].acknowledge_error_code == ErrorCode.none
+    assert share_fetch(client, group, "m1", 4, topic_id).error_code is (
+        ErrorCode.share_session_not_found
+    )
+    # What was persisted: everything acknowledged, nothing in flight.
+    states = broker.call(lambda: dict(broker.broker.share_groups.partitions.coordinator.states))
+    [state] = [state for key, state in states.items() if key.group_id == group]
+    assert (state.start_offset, state.batches) == (5, ())
+
+
+def test_records_of_a_dead_consumer_go_to_another_when_the_lock_expires(
+    broker: EmbeddedBroker,
+) -> None:
+    topic, topic_id, group = new_queue(broker)
+    with RawClient(broker.host, broker.port) as dying:
+        joined(dying, group, "dying", topic, topic_id)
+        produce(broker, topic, 3)
+        assert acquired(share_fetch(dying, group, "dying", 0, topic_id, max_wait=2000)) == [
+            (0, 2, 1)
+        ]
+    # Its socket is gone without a session close or a leave; its member is still in the group.
+    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    consumer.subscribe([topic])
+    try:
+        got: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 3:
+            assert time.monotonic() < deadline, got
+            got += [(m.offset(), m.delivery_count()) for m in consumer.poll(0.2)]
+        assert sorted(got) == [(0, 2), (1, 2), (2, 2)]
+    finally:
+        consumer.close()
