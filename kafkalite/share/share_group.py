@@ -174,7 +174,7 @@ class ShareGroupCoordinator:
                 f"({member.member_epoch}). The member must abandon all its partitions "
                 f"and rejoin.",
             )
-        previous_epoch, previous_assignment = member.member_epoch, member.assigned
+        previous_assignment = member.assigned
         if request.subscribed_topic_names is not None:
             names = tuple(sorted(set(request.subscribed_topic_names)))
             bump = bump or names != member.subscribed_topic_names
@@ -199,7 +199,8 @@ class ShareGroupCoordinator:
         member.assigned = group.target.get(member.member_id, frozenset())
         member.member_epoch = group.assignment_epoch
         full = request.member_epoch == JOIN_GROUP_MEMBER_EPOCH
-        changed = (previous_epoch, previous_assignment) != (member.member_epoch, member.assigned)
+        # As Kafka: the assignment is sent on a join and when its partitions change.
+        changed = previous_assignment != member.assigned
         return ShareGroupHeartbeatResponse(
             ErrorCode.none,
             member_id=member.member_id,

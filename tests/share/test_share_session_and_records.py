@@ -1,0 +1,75 @@
+"""Share sessions (epochs, limit) and the `__share_group_state` records (Kafka's format)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kafkalite.coordinator.records import InvalidRecord
+from kafkalite.share.share_partition import StateBatch
+from kafkalite.share.share_records import (
+    SHARE_SNAPSHOT,
+    SHARE_UPDATE,
+    SharePartitionKey,
+    ShareState,
+    ShareUpdate,
+    apply_update,
+    decode_key,
+    decode_snapshot,
+    decode_update,
+    snapshot_record,
+    update_record,
+)
+from kafkalite.share.share_session import ShareSessionCache, next_epoch
+
+TP = (uuid.UUID(int=1), 0)
+KEY = SharePartitionKey("g", uuid.UUID(int=1), 3)
+
+
+def test_session_epochs_follow_one_another() -> None:
+    cache = ShareSessionCache(max_sessions=1)
+    assert cache.open(("g", "m1"), [TP])[0] is ErrorCode.none
+    assert cache.open(("g", "m2"), [TP])[0] is ErrorCode.share_session_limit_reached
+    assert cache.advance(("g", "m1"), 2)[0] is ErrorCode.invalid_share_session_epoch
+    error, session = cache.advance(("g", "m1"), 1, forgotten=[TP])
+    assert error is ErrorCode.none and session is not None
+    assert (session.epoch, list(session.partitions)) == (2, [])
+    assert cache.advance(("g", "m2"), 1)[0] is ErrorCode.share_session_not_found
+    assert cache.close(("g", "m1")) is session
+    assert next_epoch(2**31 - 1) == 1
+
+
+def test_snapshot_key_and_value_bytes() -> None:
+    state = ShareState(1, 0, 5, 100, (StateBatch(100, 109, 2, 1), StateBatch(110, 110, 0, 3)))
+    key, value = snapshot_record(KEY, state)
+    # int16 type 0, string "g", 16-byte uuid, int32 partition.
+    assert key == b"\x00\x00" + b"\x00\x01g" + KEY.topic_id.bytes + b"\x00\x00\x00\x03"
+    assert value[:2] == b"\x00\x00"  # value version 0, then flexible fields
+    assert value[2:4] == b"\x00\x01"  # SnapshotEpoch (uint16)
+    assert decode_key(key) == (SHARE_SNAPSHOT, KEY)
+    assert decode_snapshot(value) == state
+
+
+def test_update_overlays_the_snapshot() -> None:
+    state = ShareState(0, 0, 0, 100, (StateBatch(100, 104, 0, 1),))
+    update = ShareUpdate(0, 0, 102, (StateBatch(103, 103, 2, 1), StateBatch(105, 105, 4, 2)))
+    key, value = update_record(KEY, update)
+    assert decode_key(key) == (SHARE_UPDATE, KEY)
+    assert decode_update(value) == update
+    merged = apply_update(state, update)
+    assert merged.start_offset == 102
+    assert merged.batches == (
+        StateBatch(102, 102, 0, 1),
+        StateBatch(103, 103, 2, 1),
+        StateBatch(104, 104, 0, 1),
+        StateBatch(105, 105, 4, 2),
+    )
+
+
+def test_corrupt_records_are_refused() -> None:
+    with pytest.raises(InvalidRecord):
+        decode_key(b"\x00\x07")
+    with pytest.raises(InvalidRecord):
+        decode_snapshot(b"\x00\x01")
