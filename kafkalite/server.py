@@ -92,6 +92,7 @@ async def _process(
     handlers: Mapping[int, ApiHandler],
     queue: trio.MemoryReceiveChannel[Queued],
     memory: ConnectionMemory,
+    connection_id: str = "",
 ) -> None:
     metrics = broker.metrics
     async for item in memory.answering(queue):
@@ -111,6 +112,7 @@ async def _process(
             item.correlation_id,
             item.client_id,
             client_host,
+            connection_id,
         )
         if handler.is_async:
             response = await handler.handle(ctx, item.body)
@@ -142,7 +144,7 @@ async def handle_connection(
             nursery.start_soon(
                 _read_requests, stream, peer, max_frame, HANDLERS, send, broker.metrics, memory
             )
-            await _process(broker, stream, f"/{host}", HANDLERS, receive, memory)
+            await _process(broker, stream, f"/{host}", HANDLERS, receive, memory, peer)
             nursery.cancel_scope.cancel()
     # The nursery wraps whatever its tasks raise in an ExceptionGroup.
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
@@ -152,6 +154,8 @@ async def handle_connection(
     finally:
         memory.close()
         broker.metrics.connections -= 1
+        if broker.share_groups is not None:  # its share sessions end with it (as Kafka's)
+            broker.share_groups.partitions.connection_closed(peer)
 
 
 async def _maintenance(broker: Broker) -> None:

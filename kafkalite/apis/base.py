@@ -27,6 +27,7 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str = ""  # the peer's address, as Kafka reports it ("/127.0.0.1")
+    connection_id: str = ""  # "host:port" of the peer: unique while the connection lives
 
     @property
     def schema(self) -> ModuleType:

@@ -68,7 +68,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             return _error(
                 ctx, ErrorCode.invalid_request, "Acknowledge data present on initial epoch"
             )
-        error, session = manager.sessions.open(key, listed)
+        error, session = manager.sessions.open(key, listed, ctx.connection_id)
     elif epoch == FINAL_EPOCH:
         session = manager.sessions.close(key)
         error = ErrorCode.none if session is not None else ErrorCode.share_session_not_found

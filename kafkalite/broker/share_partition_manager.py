@@ -99,6 +99,8 @@ class SharePartitionManager:
     coordinator: ShareCoordinatorService
     sessions: ShareSessionCache = field(init=False)
     held: dict[SharePartitionKey, _Held] = field(default_factory=dict)
+    # Share-partitions changed outside a request (a connection closed): the timer persists them.
+    _dirty: dict[SharePartitionKey, _Held] = field(default_factory=dict)
     _wake_timer: trio.Event = field(default_factory=trio.Event)
 
     def __post_init__(self) -> None:
@@ -160,6 +162,7 @@ class SharePartitionManager:
         )
         error = await self.coordinator.write_state(held.key, state)
         if error is not ErrorCode.none:
+            held.persisted_version = -1  # the next call writes it again
             log.warning("cannot persist share-partition %s: %s", held.key, error.name)
         return error
 
@@ -233,6 +236,16 @@ class SharePartitionManager:
         for held in self.release_member(group_id, member_id):
             await self.persist(held)
 
+    def connection_closed(self, connection_id: str) -> None:
+        """A client's connection closed: its share sessions end and what the member held in
+        them is released at once (persisted by the timer task)."""
+        for session in self.sessions.close_connection(connection_id):
+            group_id, member_id = session.key
+            for held in self.release_member(group_id, member_id, session.partitions):
+                self._dirty[held.key] = held
+        if self._dirty:
+            self._wake_timer.set()
+
     def _released(self, held: _Held) -> None:
         """Records may have become available: parked fetches retry."""
         self.replica_manager.fetch_purgatory.check_and_complete((held.topic, held.key.partition))
@@ -240,7 +253,8 @@ class SharePartitionManager:
     # -- lock expiry -----------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Release records whose acquisition lock expired, at the earliest deadline."""
+        """Release records whose acquisition lock expired, at the earliest deadline; persist
+        the releases of closed connections."""
         task_status.started()
         while True:
             deadlines = [
@@ -251,13 +265,16 @@ class SharePartitionManager:
             with trio.move_on_after(max(0.0, (deadline - self.now_ms()) / 1000)):
                 await self._wake_timer.wait()
             now = self.now_ms()
+            changed, self._dirty = self._dirty, {}
             for held in list(self.held.values()):
                 if held.state.expire_locks(now):
                     self._released(held)
-                    try:
-                        await self.persist(held)
-                    except Exception:
-                        log.exception("cannot persist lock expiry of %s", held.key)
+                    changed[held.key] = held
+            for held in changed.values():
+                try:
+                    await self.persist(held)
+                except Exception:
+                    log.exception("cannot persist the releases of %s", held.key)
 
 
 def _fetched_batches(

@@ -4,7 +4,8 @@ A member opens its session with a ShareFetch at epoch 0 (listing its partitions)
 numbers each ShareFetch/ShareAcknowledge with the next epoch; -1 closes it. A session keeps
 the partitions the member fetches from, so an incremental fetch names only what changed
 (new partitions, acknowledgements; `forgotten_topics_data` drops partitions). At most
-`group.share.max.share.sessions` are open on a broker.
+`group.share.max.share.sessions` are open on a broker. A session ends with the connection
+that opened it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def next_epoch(epoch: int) -> int:
 class ShareSession:
     key: SessionKey
     epoch: int  # the epoch the next request must carry
+    connection_id: str = ""  # the session ends with its connection
     partitions: dict[TopicIdPartition, None] = field(default_factory=dict)  # ordered set
 
 
@@ -39,12 +41,13 @@ class ShareSessionCache:
     sessions: dict[SessionKey, ShareSession] = field(default_factory=dict)
 
     def open(
-        self, key: SessionKey, partitions: Iterable[TopicIdPartition]
+        self, key: SessionKey, partitions: Iterable[TopicIdPartition], connection_id: str = ""
     ) -> tuple[ErrorCode, ShareSession | None]:
         """A request at epoch 0: a new session (replacing the member's old one)."""
         if key not in self.sessions and len(self.sessions) >= self.max_sessions:
             return ErrorCode.share_session_limit_reached, None
-        session = self.sessions[key] = ShareSession(key, next_epoch(INITIAL_EPOCH))
+        session = ShareSession(key, next_epoch(INITIAL_EPOCH), connection_id)
+        self.sessions[key] = session
         session.partitions.update(dict.fromkeys(partitions))
         return ErrorCode.none, session
 
@@ -71,5 +74,10 @@ class ShareSessionCache:
     def close(self, key: SessionKey) -> ShareSession | None:
         return self.sessions.pop(key, None)
 
-    def of_group_member(self, group_id: str, member_id: str) -> ShareSession | None:
-        return self.sessions.get((group_id, member_id))
+    def close_connection(self, connection_id: str) -> list[ShareSession]:
+        """The connection closed: its sessions end (Kafka's ShareSessionCache does the same
+        when the client disconnects)."""
+        closed = [s for s in self.sessions.values() if s.connection_id == connection_id]
+        for session in closed:
+            del self.sessions[session.key]
+        return closed

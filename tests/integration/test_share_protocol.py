@@ -1,8 +1,8 @@
 """Share group APIs (KIP-932) on the wire, with kio's request and response structs over a raw
 socket (protocol_tests/raw_client.py) to an embedded broker: what the stock clients do not
-show (epochs, session errors, acknowledgement errors, the advertised versions), and a
-consumer that dies holding records (its socket closed, no session close): another gets them
-once the acquisition lock expires.
+show (epochs, session errors, acknowledgement errors, the advertised versions), a consumer
+that hangs holding records (another gets them once the acquisition lock expires) and one
+whose connection closes (its records are released at once).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import datetime
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -246,25 +247,47 @@ def test_sessions_acknowledgements_and_their_errors(
     assert (state.start_offset, state.batches) == (5, ())
 
 
-def test_records_of_a_dead_consumer_go_to_another_when_the_lock_expires(
+def received(consumer: ShareConsumer, count: int) -> list[tuple[int, int]]:
+    """(offset, delivery count) of the next `count` records the consumer gets."""
+    got: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 20
+    while len(got) < count:
+        assert time.monotonic() < deadline, got
+        got += [(m.offset(), m.delivery_count()) for m in consumer.poll(0.2)]
+    return sorted(got)
+
+
+def test_records_of_a_hung_consumer_go_to_another_when_the_lock_expires(
     broker: EmbeddedBroker,
 ) -> None:
     topic, topic_id, group = new_queue(broker)
-    with RawClient(broker.host, broker.port) as dying:
-        joined(dying, group, "dying", topic, topic_id)
+    with RawClient(broker.host, broker.port) as hung:
+        joined(hung, group, "hung", topic, topic_id)
         produce(broker, topic, 3)
-        assert acquired(share_fetch(dying, group, "dying", 0, topic_id, max_wait=2000)) == [
-            (0, 2, 1)
-        ]
-    # Its socket is gone without a session close or a leave; its member is still in the group.
-    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
-    consumer.subscribe([topic])
-    try:
-        got: list[tuple[int, int]] = []
-        deadline = time.monotonic() + 20
-        while len(got) < 3:
-            assert time.monotonic() < deadline, got
-            got += [(m.offset(), m.delivery_count()) for m in consumer.poll(0.2)]
-        assert sorted(got) == [(0, 2), (1, 2), (2, 2)]
-    finally:
-        consumer.close()
+        assert acquired(share_fetch(hung, group, "hung", 0, topic_id, max_wait=2000)) == [(0, 2, 1)]
+        # It keeps its connection, session and membership, and never acknowledges.
+        consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+        consumer.subscribe([topic])
+        try:
+            assert received(consumer, 3) == [(0, 2), (1, 2), (2, 2)]
+        finally:
+            consumer.close()
+
+
+def test_a_closed_connection_releases_its_records_at_once(tmp_path: Path) -> None:
+    """Kafka ends a share session with its connection and releases what it held; with a
+    lock of a minute, only that release lets another consumer have them within the test."""
+    with EmbeddedBroker(tmp_path, {"group.share.record.lock.duration.ms": "60000"}) as broker:
+        topic, topic_id, group = new_queue(broker)
+        with RawClient(broker.host, broker.port) as dying:
+            joined(dying, group, "dying", topic, topic_id)
+            produce(broker, topic, 3)
+            assert acquired(share_fetch(dying, group, "dying", 0, topic_id, max_wait=2000)) == [
+                (0, 2, 1)
+            ]
+        consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+        consumer.subscribe([topic])
+        try:
+            assert received(consumer, 3) == [(0, 2), (1, 2), (2, 2)]
+        finally:
+            consumer.close()
