@@ -284,6 +284,9 @@ PROPERTIES: dict[str, Property] = {
     "share.coordinator.state.topic.min.isr": Property(
         _int(1, 32767), "1", "__share_group_state min.insync.replicas", TYPE_SHORT
     ),
+    "share.coordinator.snapshot.update.records.per.snapshot": Property(
+        _int(0, 500), "500", "ShareUpdate records between ShareSnapshots", TYPE_INT
+    ),
     "share.coordinator.state.topic.segment.bytes": Property(
         _int(1, I32_MAX), "104857600", "__share_group_state segment size", TYPE_INT
     ),

@@ -3,10 +3,10 @@ share-partition, in `__share_group_state` (Kafka's ShareCoordinatorService and
 ShareCoordinatorShard).
 
 A share-partition's state is keyed by (group, topic id, partition); the state partition is
-the hash of Kafka's coordinator key "group:topicId:partition". Each write is a ShareSnapshot
-record (Kafka's format, share/share_records.py) answered once committed; a load replays
-snapshots and overlays ShareUpdate records on them, so a log written by Kafka's
-delta-writing coordinator loads too. The partition leaders of this broker call it directly
+the hash of Kafka's coordinator key "group:topicId:partition". A write is a ShareUpdate of the
+batches the leader changed, or every so often a ShareSnapshot of the whole state (Kafka's
+records and policy, share/share_records.py), answered once committed; a load replays the
+snapshots and overlays the updates on them. The partition leaders of this broker call it directly
 (Kafka's Read/WriteShareGroupState RPCs between brokers are not served yet).
 """
 
@@ -23,15 +23,18 @@ from kafkalite.broker.coordinator_runtime import CoordinatorRuntime, InternalTop
 from kafkalite.broker.group_coordinator_service import coordinator_append_error
 from kafkalite.broker.partition_loader import Batch
 from kafkalite.coordinator.records import InvalidRecord
+from kafkalite.share.share_partition import StateBatch
 from kafkalite.share.share_records import (
     SHARE_SNAPSHOT,
     SharePartitionKey,
     ShareState,
+    ShareUpdate,
     apply_update,
     decode_key,
     decode_snapshot,
     decode_update,
     snapshot_record,
+    update_record,
 )
 from kafkalite.storage.records import decode_records
 
@@ -61,6 +64,8 @@ class ShareCoordinatorService:
     replica_manager: ReplicaManager
     runtime: CoordinatorRuntime = field(init=False)
     states: dict[SharePartitionKey, ShareState] = field(default_factory=dict)
+    # ShareUpdate records written (or replayed) since each key's last ShareSnapshot.
+    updates: dict[SharePartitionKey, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.runtime = CoordinatorRuntime(self._topic_spec, self.replica_manager, self)
@@ -100,17 +105,21 @@ class ShareCoordinatorService:
         record_type, key = decode_key(key_bytes)
         if value is None:
             self.states.pop(key, None)
+            self.updates.pop(key, None)
         elif record_type == SHARE_SNAPSHOT:
             self.states[key] = decode_snapshot(value)
+            self.updates[key] = 0
         else:
             state = self.states.get(key)
             if state is not None:
                 self.states[key] = apply_update(state, decode_update(value))
+                self.updates[key] = self.updates.get(key, 0) + 1
         return 1
 
     def unload(self, index: int) -> None:
         for key in [k for k in self.states if self.partition_of(k) == index]:
             del self.states[key]
+            self.updates.pop(key, None)
 
     # -- reads and writes ------------------------------------------------------------------
 
@@ -124,22 +133,43 @@ class ShareCoordinatorService:
             return error, None
         return ErrorCode.none, self.states.get(key)
 
-    async def write_state(self, key: SharePartitionKey, state: ShareState) -> ErrorCode:
-        """Write a snapshot of the share-partition; NONE once it is committed."""
+    async def write_state(
+        self,
+        key: SharePartitionKey,
+        leader_epoch: int,
+        start_offset: int,
+        batches: list[StateBatch],
+    ) -> ErrorCode:
+        """Record what the partition leader changed (Kafka's WriteShareGroupState): a
+        ShareUpdate with its batches, or a ShareSnapshot of the merged state when the
+        share-partition has none yet or has had
+        `share.coordinator.snapshot.update.records.per.snapshot` updates since its last
+        (Kafka's ShareCoordinatorShard). NONE once committed."""
         error = self.runtime.check(key.coordinator_key())
         if error is not ErrorCode.none:
             return error
-        previous = self.states.get(key)
-        epoch = previous.snapshot_epoch + 1 if previous is not None else 0
-        state = ShareState(
-            epoch, state.state_epoch, state.leader_epoch, state.start_offset, state.batches
-        )
+        current = self.states.get(key)
+        epoch = current.snapshot_epoch if current is not None else 0
+        update = ShareUpdate(epoch, leader_epoch, start_offset, tuple(batches))
+        per_snapshot = self.config.int("share.coordinator.snapshot.update.records.per.snapshot")
+        if current is None or self.updates.get(key, 0) >= per_snapshot:
+            base = current or ShareState(0, 0, leader_epoch, start_offset, ())
+            merged = apply_update(base, update)
+            state = ShareState(
+                epoch + 1 if current is not None else 0,
+                merged.state_epoch,
+                leader_epoch,
+                merged.start_offset,
+                merged.batches,
+            )
+            record, updates = snapshot_record(key, state), 0
+        else:
+            state = apply_update(current, update)
+            record, updates = update_record(key, update), self.updates.get(key, 0) + 1
         index = self.partition_of(key)
-        error = self.runtime.append(
-            index, [snapshot_record(key, state)], timestamp_ms=self.replica_manager.clock_ms()
-        )
+        error = self.runtime.append(index, [record], timestamp_ms=self.replica_manager.clock_ms())
         if error is ErrorCode.none:
-            self.states[key] = state
+            self.states[key], self.updates[key] = state, updates
             failed = await self.runtime.committed([index], self.config.int("request.timeout.ms"))
             error = failed.get(index, ErrorCode.none)
         return ErrorCode.none if error is ErrorCode.none else coordinator_append_error(error)

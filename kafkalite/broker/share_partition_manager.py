@@ -37,7 +37,7 @@ from kafkalite.share.share_partition import (
     SharePartition,
     SharePartitionConfig,
 )
-from kafkalite.share.share_records import SharePartitionKey, ShareState
+from kafkalite.share.share_records import SharePartitionKey
 from kafkalite.share.share_session import ShareSessionCache, TopicIdPartition
 from kafkalite.storage.batch import iter_batches
 from kafkalite.storage.txn_index import AbortedTxn
@@ -157,12 +157,15 @@ class SharePartitionManager:
             failed = await self.coordinator.runtime.committed([index], timeout)
             return ErrorCode.none if index not in failed else failed[index]
         held.persisted_version = share.version
-        state = ShareState(
-            0, 0, held.leader_epoch, share.start_offset, tuple(share.state_batches())
+        changes = share.take_changes()
+        error = await self.coordinator.write_state(
+            held.key, held.leader_epoch, share.start_offset, changes
         )
-        error = await self.coordinator.write_state(held.key, state)
         if error is not ErrorCode.none:
             held.persisted_version = -1  # the next call writes it again
+            share.changed.update(
+                b for c in changes for b in range(c.first_offset, c.last_offset + 1)
+            )
             log.warning("cannot persist share-partition %s: %s", held.key, error.name)
         return error
 

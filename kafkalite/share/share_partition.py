@@ -113,6 +113,8 @@ class SharePartition:
     records: dict[int, InFlightRecord] = field(default_factory=dict)
     # Bumped by every change that must be persisted (not by acquisition or renewal).
     version: int = 0
+    # Offsets whose persisted state changed since `take_changes` (a ShareUpdate's batches).
+    changed: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         if self.end_offset < self.start_offset:
@@ -184,13 +186,12 @@ class SharePartition:
                     record = self.records[offset] = InFlightRecord()
                     self.end_offset = offset + 1
                     if batch.skip:
-                        record.state = RecordState.ARCHIVED
-                        self.version += 1
+                        self._archive(offset, record)
                         continue
                 elif record.state is not RecordState.AVAILABLE:
                     continue
                 elif batch.skip:
-                    self._archive(record)
+                    self._archive(offset, record)
                     continue
                 record.state = RecordState.ACQUIRED
                 record.delivery_count += 1
@@ -207,8 +208,7 @@ class SharePartition:
         """Offsets between the end offset and the next batch are not in the log (compacted
         away): archived, never delivered."""
         for offset in range(self.end_offset, base_offset):
-            self.records[offset] = InFlightRecord(RecordState.ARCHIVED)
-            self.version += 1
+            self._archive(offset, self.records.setdefault(offset, InFlightRecord()))
         self.end_offset = max(self.end_offset, base_offset)
 
     # -- acknowledgement -------------------------------------------------------------------
@@ -218,7 +218,7 @@ class SharePartition:
     ) -> ErrorCode:
         """Apply a member's acknowledgements, all or none: INVALID_REQUEST for a malformed
         batch, INVALID_RECORD_STATE when an offset is not acquired by this member."""
-        steps: list[tuple[InFlightRecord, AcknowledgeType]] = []
+        steps: list[tuple[int, InFlightRecord, AcknowledgeType]] = []
         for batch in batches:
             count = batch.last_offset - batch.first_offset + 1
             types = batch.acknowledge_types
@@ -236,22 +236,24 @@ class SharePartition:
                     or record.member_id != member_id
                 ):
                     return ErrorCode.invalid_record_state
-                steps.append((record, kinds[index] if len(kinds) > 1 else kinds[0]))
-        for record, kind in steps:
-            self._apply(record, kind, now_ms)
+                steps.append((offset, record, kinds[index] if len(kinds) > 1 else kinds[0]))
+        for offset, record, kind in steps:
+            self._apply(offset, record, kind, now_ms)
         self._advance_start()
         return ErrorCode.none
 
-    def _apply(self, record: InFlightRecord, kind: AcknowledgeType, now_ms: int) -> None:
+    def _apply(
+        self, offset: int, record: InFlightRecord, kind: AcknowledgeType, now_ms: int
+    ) -> None:
         if kind is AcknowledgeType.RENEW:
             record.lock_deadline_ms = now_ms + self.config.lock_duration_ms
             return
         if kind is AcknowledgeType.ACCEPT:
-            self._settle(record, RecordState.ACKNOWLEDGED)
+            self._settle(offset, record, RecordState.ACKNOWLEDGED)
         elif kind is AcknowledgeType.RELEASE:
-            self._release(record)
+            self._release(offset, record)
         else:  # REJECT, GAP
-            self._archive(record)
+            self._archive(offset, record)
 
     # -- releases --------------------------------------------------------------------------
 
@@ -259,9 +261,9 @@ class SharePartition:
         """The member left (its share session closed, or it left the group): its records
         are available again. Returns how many were released."""
         released = 0
-        for record in self.records.values():
+        for offset, record in self.records.items():
             if record.state is RecordState.ACQUIRED and record.member_id == member_id:
-                self._release(record)
+                self._release(offset, record)
                 released += 1
         self._advance_start()
         return released
@@ -269,9 +271,9 @@ class SharePartition:
     def expire_locks(self, now_ms: int) -> int:
         """Release the records whose acquisition lock expired; returns how many."""
         expired = 0
-        for record in self.records.values():
+        for offset, record in self.records.items():
             if record.state is RecordState.ACQUIRED and record.lock_deadline_ms <= now_ms:
-                self._release(record)
+                self._release(offset, record)
                 expired += 1
         self._advance_start()
         return expired
@@ -294,20 +296,21 @@ class SharePartition:
         self.version += 1
         self._advance_start()
 
-    def _release(self, record: InFlightRecord) -> None:
+    def _release(self, offset: int, record: InFlightRecord) -> None:
         if record.delivery_count >= self.config.delivery_count_limit:
-            self._archive(record)
+            self._archive(offset, record)
         else:
-            self._settle(record, RecordState.AVAILABLE)
+            self._settle(offset, record, RecordState.AVAILABLE)
 
-    def _archive(self, record: InFlightRecord) -> None:
-        self._settle(record, RecordState.ARCHIVED)
+    def _archive(self, offset: int, record: InFlightRecord) -> None:
+        self._settle(offset, record, RecordState.ARCHIVED)
 
-    def _settle(self, record: InFlightRecord, state: RecordState) -> None:
+    def _settle(self, offset: int, record: InFlightRecord, state: RecordState) -> None:
         record.state = state
         record.member_id = None
         record.lock_deadline_ms = -1
         self.version += 1
+        self.changed.add(offset)
 
     def _advance_start(self) -> None:
         while self.start_offset < self.end_offset:
@@ -326,6 +329,27 @@ class SharePartition:
             record = self.records[offset]
             state = record.state
             if state is RecordState.ACQUIRED:
+                state = RecordState.AVAILABLE
+            last = batches[-1] if batches else None
+            if (
+                last is not None
+                and last.last_offset == offset - 1
+                and (last.delivery_state, last.delivery_count) == (state, record.delivery_count)
+            ):
+                batches[-1] = StateBatch(last.first_offset, offset, state, record.delivery_count)
+            else:
+                batches.append(StateBatch(offset, offset, state, record.delivery_count))
+        return batches
+
+    def take_changes(self) -> list[StateBatch]:
+        """The changed records still in flight, as state batches (Kafka's partition leader
+        sends the share coordinator the batches it changed)."""
+        changed, self.changed = sorted(o for o in self.changed if o >= self.start_offset), set()
+        batches: list[StateBatch] = []
+        for offset in changed:
+            record = self.records[offset]
+            state = record.state
+            if state is RecordState.ACQUIRED:  # released, then acquired again: not a lock
                 state = RecordState.AVAILABLE
             last = batches[-1] if batches else None
             if (

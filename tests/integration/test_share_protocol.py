@@ -18,6 +18,14 @@ import pytest
 from confluent_kafka import Producer, ShareConsumer
 from kio.schema.errors import ErrorCode
 
+from kafkalite.broker.partition_loader import log_chunks
+from kafkalite.share.share_records import (
+    SHARE_SNAPSHOT,
+    SHARE_UPDATE,
+    SharePartitionKey,
+    decode_key,
+)
+from kafkalite.storage.records import decode_records
 from kafkalite.testing import EmbeddedBroker
 from protocol_tests.raw_client import RawClient, request_class
 
@@ -210,6 +218,18 @@ def test_membership_describe_list_and_find_coordinator(
     assert heartbeat(client, group, "m2", -1).member_epoch == -1
 
 
+def share_state_keys(broker: Any) -> list[tuple[int, SharePartitionKey]]:
+    """Every record key of `__share_group_state` (call in the broker's thread)."""
+    partition = broker.replica_manager.partition("__share_group_state", 0)
+    return [
+        decode_key(record.key)
+        for chunk in log_chunks(partition.log)
+        for header, batch in chunk
+        if not header.is_control
+        for record in decode_records(batch)
+    ]
+
+
 def test_sessions_acknowledgements_and_their_errors(
     broker: EmbeddedBroker, client: RawClient
 ) -> None:
@@ -245,6 +265,13 @@ def test_sessions_acknowledgements_and_their_errors(
     states = broker.call(lambda: dict(broker.broker.share_groups.partitions.coordinator.states))
     [state] = [state for key, state in states.items() if key.group_id == group]
     assert (state.start_offset, state.batches) == (5, ())
+    # In Kafka's records: a ShareSnapshot at initialization, then a ShareUpdate per write.
+    written = [
+        record_type
+        for record_type, key in broker.call(share_state_keys, broker.broker)
+        if key.group_id == group
+    ]
+    assert written == [SHARE_SNAPSHOT, SHARE_UPDATE, SHARE_UPDATE]
 
 
 def received(consumer: ShareConsumer, count: int) -> list[tuple[int, int]]:

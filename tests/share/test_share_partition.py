@@ -18,6 +18,7 @@ from kafkalite.share.share_partition import (
     SharePartitionConfig,
     StateBatch,
 )
+from kafkalite.share.share_records import ShareState, ShareUpdate, apply_update
 
 LOCK_MS = 1000
 CONFIG = SharePartitionConfig(
@@ -225,6 +226,7 @@ def test_nothing_acknowledged_is_delivered_again(ops: list) -> None:
     log_end, now = 20, 0
     acknowledged: set[int] = set()
     deliveries: dict[int, int] = {}
+    persisted = ShareState(0, 0, 0, 0, ())
     for op, member, kind, step in ops:
         now += step * 400
         if op == "acquire":
@@ -258,3 +260,15 @@ def test_nothing_acknowledged_is_delivered_again(ops: list) -> None:
             share.config, share.start_offset, share.state_batches()
         )
         assert restored.state_batches() == share.state_batches()
+        # The deltas (ShareUpdate batches) overlaid on the first snapshot keep what matters.
+        persisted = apply_update(
+            persisted, ShareUpdate(0, 0, share.start_offset, tuple(share.take_changes()))
+        )
+        replayed = SharePartition.from_state(
+            share.config, persisted.start_offset, persisted.batches
+        )
+        assert replayed.start_offset == share.start_offset
+        for offset in acknowledged:
+            assert offset < replayed.start_offset or (
+                replayed.records[offset].state is RecordState.ACKNOWLEDGED
+            )
