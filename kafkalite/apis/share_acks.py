@@ -1,5 +1,6 @@
-"""What ShareFetch and ShareAcknowledge share: their acknowledgement batches applied to the
-share-partitions, and the answers' per-partition leader."""
+"""What the share group handlers share: acknowledgement batches applied to the
+share-partitions, the answers' per-partition leader, and whether a group id is a share
+group's."""
 
 from __future__ import annotations
 
@@ -46,6 +47,12 @@ async def acknowledge(
     for tp, held in changed:
         errors[tp] = await manager.persist(held)
     return errors
+
+
+def is_share_group(ctx: RequestContext, group_id: str) -> bool:
+    """A share group of that id exists here (a classic or consumer member may not take it)."""
+    service = ctx.broker.share_groups
+    return service is not None and group_id in service.coordinator.groups
 
 
 def leader_of(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> Any:

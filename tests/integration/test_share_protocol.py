@@ -217,6 +217,32 @@ def test_membership_describe_list_and_find_coordinator(
 
     assert heartbeat(client, group, "m2", -1).member_epoch == -1
 
+    # Its id is taken: consumer and classic members are refused, as Kafka refuses them.
+    cg = schema(68, 1)
+    consumer = client.request(
+        cg.ConsumerGroupHeartbeatRequest(
+            group_id=group,
+            member_id="c1",
+            member_epoch=0,
+            rebalance_timeout=ms(30000),
+            subscribed_topic_names=(topic,),
+            topic_partitions=(),
+        )
+    )
+    assert consumer.error_code is ErrorCode.group_id_not_found
+    jg = schema(11, 9)
+    classic = client.request(
+        jg.JoinGroupRequest(
+            group_id=group,
+            session_timeout=ms(10000),
+            rebalance_timeout=ms(10000),
+            member_id="",
+            protocol_type="consumer",
+            protocols=(),
+        )
+    )
+    assert classic.error_code is ErrorCode.unknown_member_id
+
 
 def share_state_keys(broker: Any) -> list[tuple[int, SharePartitionKey]]:
     """Every record key of `__share_group_state` (call in the broker's thread)."""
