@@ -11,6 +11,10 @@ Partition} (non-flexible). Values: int16 version 0, then a flexible struct:
 
 A snapshot replaces a share-partition's state; an update overlays its batches on it (Kafka's
 ShareCoordinatorShard combines them the same way: later batches win offset by offset).
+
+The layout is the one of Kafka 4.0's schemas (the reference at hand). Kafka 4.1 widened
+SnapshotEpoch to int32 and added CreateTimestamp/WriteTimestamp to ShareSnapshotValue
+(KAFKA-18170); those have yet to be checked against 4.4's schema files and followed.
 """
 
 from __future__ import annotations
