@@ -5,7 +5,8 @@ Epoch 0 opens the member's share session with the partitions listed (it may not 
 acknowledgements); later epochs add partitions, drop `forgotten_topics_data` and must follow
 one another; -1 applies the acknowledgements, releases what the member still holds in the
 session's partitions and closes it. Records are read committed, whole batches, up to
-`max_records` (exceeded to finish a batch, as Kafka's batch-optimized mode); a fetch that
+`max_records` (exceeded to finish a batch in the batch-optimized mode; exactly, in v2's
+record-limit mode); a fetch that
 acquires nothing waits up to `max_wait` for records to acquire. Acknowledgements are
 answered once their state is committed in `__share_group_state`.
 """
@@ -32,6 +33,7 @@ from kafkalite.share.share_partition import AcknowledgementBatch
 from kafkalite.share.share_session import FINAL_EPOCH, INITIAL_EPOCH
 
 DEFAULT_MAX_RECORDS = 500
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # ShareAcquireMode (v2)
 
 
 def _error(ctx: RequestContext, error: ErrorCode, message: str | None = None) -> Any:
@@ -108,13 +110,16 @@ async def _fetch(
         else:
             helds.append((tp, held))
     max_records = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
+    record_limit = getattr(request, "share_acquire_mode", BATCH_OPTIMIZED) == RECORD_LIMIT
     deadline = trio.current_time() + max(millis(request.max_wait), 0) / 1000
     while True:
         remaining_records, remaining_bytes = max_records, request.max_bytes
         for tp, held in helds:
             if remaining_records <= 0 or remaining_bytes <= 0:
                 break
-            result = manager.acquire(held, request.member_id, remaining_records, remaining_bytes)
+            result = manager.acquire(
+                held, request.member_id, remaining_records, remaining_bytes, record_limit
+            )
             if result.error is not ErrorCode.none or result.acquired:
                 results[tp] = result
             remaining_records -= sum(a.last_offset - a.first_offset + 1 for a in result.acquired)

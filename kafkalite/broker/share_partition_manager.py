@@ -179,7 +179,12 @@ class SharePartitionManager:
         return held.state.can_acquire(self._readable_end(held))
 
     def acquire(
-        self, held: _Held, member_id: str, max_records: int, max_bytes: int
+        self,
+        held: _Held,
+        member_id: str,
+        max_records: int,
+        max_bytes: int,
+        record_limit: bool = False,
     ) -> ShareFetchResult:
         """Read from the next fetch offset to the last stable offset and acquire."""
         partition = self.replica_manager.partition(held.topic, held.key.partition)
@@ -195,7 +200,9 @@ class SharePartitionManager:
         if result.error is not ErrorCode.none:
             return ShareFetchResult(result.error)
         batches = _fetched_batches(result.records, result.aborted_transactions or ())
-        acquired = share.acquire(member_id, [b for b, _ in batches], max_records, self.now_ms())
+        acquired = share.acquire(
+            member_id, [b for b, _ in batches], max_records, self.now_ms(), record_limit
+        )
         if acquired:
             self._wake_timer.set()
         return ShareFetchResult(records=_covering(batches, acquired), acquired=tuple(acquired))

@@ -168,9 +168,11 @@ class SharePartition:
         fetched: Sequence[FetchedBatch],
         max_records: int,
         now_ms: int,
+        record_limit: bool = False,
     ) -> list[AcquiredRecords]:
         """Acquire for `member_id`, from the batches read at `next_fetch_offset()`, whole
-        batches until at least `max_records` are acquired."""
+        batches until at least `max_records` are acquired (ShareFetch's batch-optimized
+        mode), or exactly up to `max_records` (its record-limit mode, v2)."""
         taken: list[tuple[int, int]] = []  # (offset, delivery count)
         for batch in fetched:
             if len(taken) >= max_records:
@@ -181,6 +183,8 @@ class SharePartition:
                 break
             self._archive_gap(batch.base_offset)
             for offset in range(max(batch.base_offset, self.start_offset), batch.last_offset + 1):
+                if record_limit and len(taken) >= max_records:
+                    break
                 record = self.records.get(offset)
                 if record is None:  # new: past the end offset
                     record = self.records[offset] = InFlightRecord()

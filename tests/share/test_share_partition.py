@@ -55,6 +55,16 @@ def test_acquire_whole_batches_up_to_max_records() -> None:
     assert share.acquired_by("m1") == list(range(10))
 
 
+def test_record_limit_mode_stops_inside_a_batch() -> None:
+    share = fresh()
+    got = share.acquire("m1", batches((0, 4), (5, 9)), 3, 0, record_limit=True)
+    assert got == [AcquiredRecords(0, 2, 1)]
+    assert share.end_offset == 3
+    assert share.acquire("m2", batches((0, 4), (5, 9)), 3, 0, record_limit=True) == [
+        AcquiredRecords(3, 5, 1)
+    ]
+
+
 def test_a_second_member_gets_what_the_first_does_not_hold() -> None:
     share = fresh()
     share.acquire("m1", batches((0, 4)), 5, 0)
