@@ -26,6 +26,7 @@ from kafkalite.coordinator.records import InvalidRecord
 from kafkalite.share.share_partition import StateBatch
 from kafkalite.share.share_records import (
     SHARE_SNAPSHOT,
+    SHARE_UPDATE,
     SharePartitionKey,
     ShareState,
     ShareUpdate,
@@ -33,6 +34,7 @@ from kafkalite.share.share_records import (
     decode_key,
     decode_snapshot,
     decode_update,
+    encode_key,
     snapshot_record,
     update_record,
 )
@@ -173,6 +175,31 @@ class ShareCoordinatorService:
             failed = await self.runtime.committed([index], self.config.int("request.timeout.ms"))
             error = failed.get(index, ErrorCode.none)
         return ErrorCode.none if error is ErrorCode.none else coordinator_append_error(error)
+
+    async def delete_group_state(self, group_id: str) -> ErrorCode:
+        """Forget every share-partition of the group (Kafka's DeleteShareGroupState):
+        tombstones of its ShareSnapshot and ShareUpdate keys; NONE once committed."""
+        keys = [key for key in self.states if key.group_id == group_id]
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        for key in keys:
+            tombstones = [
+                (encode_key(SHARE_SNAPSHOT, key), None),
+                (encode_key(SHARE_UPDATE, key), None),
+            ]
+            by_partition.setdefault(self.partition_of(key), []).extend(tombstones)
+        for index, records in by_partition.items():
+            error = self.runtime.append(
+                index, records, timestamp_ms=self.replica_manager.clock_ms()
+            )
+            if error is not ErrorCode.none:
+                return coordinator_append_error(error)
+        for key in keys:
+            del self.states[key]
+            self.updates.pop(key, None)
+        failed = await self.runtime.committed(by_partition, self.config.int("request.timeout.ms"))
+        if failed:
+            return coordinator_append_error(next(iter(failed.values())))
+        return ErrorCode.none
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the loads elections ask for."""

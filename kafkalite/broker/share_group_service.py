@@ -106,6 +106,15 @@ class ShareGroupService:
             )
         return self.coordinator.describe(group_id)
 
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group: an Empty one is removed with its share-partitions'
+        state (NON_EMPTY_GROUP while it has members)."""
+        error = self.coordinator.delete(group_id)
+        if error is ErrorCode.none:
+            error = await self.partitions.delete_group(group_id)
+            log.info("deleted share group %s", group_id)
+        return error
+
     def listed(self) -> list[tuple[str, str]]:
         """(group id, state) of the share groups served here."""
         return [

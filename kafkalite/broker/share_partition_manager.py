@@ -246,6 +246,16 @@ class SharePartitionManager:
         for held in self.release_member(group_id, member_id):
             await self.persist(held)
 
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """The (empty) share group was deleted: its sessions, share-partitions and their
+        persisted state go."""
+        for session_key in [k for k in self.sessions.sessions if k[0] == group_id]:
+            self.sessions.close(session_key)
+        for key in [k for k in self.held if k.group_id == group_id]:
+            del self.held[key]
+            self._dirty.pop(key, None)
+        return await self.coordinator.delete_group_state(group_id)
+
     def connection_closed(self, connection_id: str) -> None:
         """A client's connection closed: its share sessions end and what the member held in
         them is released at once (persisted by the timer task)."""

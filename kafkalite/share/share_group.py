@@ -266,6 +266,16 @@ class ShareGroupCoordinator:
             members=tuple(group.members.values()),
         )
 
+    def delete(self, group_id: str) -> ErrorCode:
+        """DeleteGroups: only an Empty share group goes."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.group_id_not_found
+        if group.members:
+            return ErrorCode.non_empty_group
+        del self.groups[group_id]
+        return ErrorCode.none
+
     def listed(self) -> list[tuple[str, str]]:
         """(group id, state) of every share group."""
         return [(g.group_id, str(g.state)) for g in self.groups.values()]

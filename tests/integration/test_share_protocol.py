@@ -344,3 +344,33 @@ def test_a_closed_connection_releases_its_records_at_once(tmp_path: Path) -> Non
             assert received(consumer, 3) == [(0, 2), (1, 2), (2, 2)]
         finally:
             consumer.close()
+
+
+def test_delete_groups_removes_an_empty_share_group_and_its_state(
+    broker: EmbeddedBroker, client: RawClient
+) -> None:
+    topic, topic_id, group = new_queue(broker)
+    joined(client, group, "m1", topic, topic_id)
+    produce(broker, topic, 2)
+    assert acquired(share_fetch(client, group, "m1", 0, topic_id, max_wait=2000)) == [(0, 1, 1)]
+    dg = schema(42, 2)
+
+    def delete() -> ErrorCode:
+        return client.request(dg.DeleteGroupsRequest(groups_names=(group,))).results[0].error_code
+
+    assert delete() is ErrorCode.non_empty_group
+    assert heartbeat(client, group, "m1", -1).error_code is ErrorCode.none
+    assert delete() is ErrorCode.none
+    assert delete() is ErrorCode.group_id_not_found
+    states = broker.call(lambda: dict(broker.broker.share_groups.partitions.coordinator.states))
+    assert not [key for key in states if key.group_id == group]
+    written = [
+        (record_type, key)
+        for record_type, key in broker.call(share_state_keys, broker.broker)
+        if key.group_id == group
+    ]
+    assert [record_type for record_type, _ in written[-2:]] == [SHARE_SNAPSHOT, SHARE_UPDATE]
+    # A new member starts the group afresh, at the end of the log.
+    joined(client, group, "m2", topic, topic_id)
+    produce(broker, topic, 1)
+    assert acquired(share_fetch(client, group, "m2", 0, topic_id, max_wait=2000)) == [(2, 2, 1)]

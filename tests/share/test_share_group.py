@@ -81,3 +81,12 @@ def test_leaving_and_session_expiry() -> None:
     described = coordinator.describe("g")
     assert (described.state, described.members, described.group_epoch) == ("Empty", (), 4)
     assert coordinator.describe("other").error is ErrorCode.group_id_not_found
+
+
+def test_only_an_empty_group_is_deleted() -> None:
+    coordinator = ShareGroupCoordinator()
+    beat(coordinator, "m1", 0, ("queue",))
+    assert coordinator.delete("g") is ErrorCode.non_empty_group
+    beat(coordinator, "m1", -1)
+    assert coordinator.delete("g") is ErrorCode.none
+    assert coordinator.delete("g") is ErrorCode.group_id_not_found
