@@ -50,6 +50,7 @@ def run(bootstrap: str, consumers: int, messages: int, size: int) -> float:
     for member in members:
         member.subscribe([topic])
     received = [0] * consumers
+    offsets: list[list[int]] = [[] for _ in range(consumers)]
     stop = threading.Event()
     warm = threading.Event()
 
@@ -61,6 +62,7 @@ def run(bootstrap: str, consumers: int, messages: int, size: int) -> float:
                         warm.set()
                     else:
                         received[index] += 1
+                        offsets[index].append(message.offset())
 
     threads = [threading.Thread(target=consume, args=(i,)) for i in range(consumers)]
     for thread in threads:
@@ -85,7 +87,12 @@ def run(bootstrap: str, consumers: int, messages: int, size: int) -> float:
         thread.join()
     for member in members:
         member.close()
-    print(f"{consumers} consumer(s): {messages / elapsed:,.0f} records/s (split {received})")
+    delivered = [offset for each in offsets for offset in each]
+    duplicates = len(delivered) - len(set(delivered))
+    print(
+        f"{consumers} consumer(s): {messages / elapsed:,.0f} records/s "
+        f"(split {received}, {duplicates} delivered twice)"
+    )
     return messages / elapsed
 
 

@@ -115,6 +115,8 @@ class SharePartition:
     version: int = 0
     # Offsets whose persisted state changed since `take_changes` (a ShareUpdate's batches).
     changed: set[int] = field(default_factory=set)
+    # No record below it is available (next_fetch_offset resumes its scan there).
+    _available_from: int = 0
 
     def __post_init__(self) -> None:
         if self.end_offset < self.start_offset:
@@ -143,10 +145,11 @@ class SharePartition:
     def next_fetch_offset(self) -> int:
         """The lowest offset that may be acquired: an available in-flight record, else the
         end offset."""
-        for offset in range(self.start_offset, self.end_offset):
-            if self.records[offset].state is RecordState.AVAILABLE:
-                return offset
-        return self.end_offset
+        offset = max(self._available_from, self.start_offset)
+        while offset < self.end_offset and self.records[offset].state is not RecordState.AVAILABLE:
+            offset += 1
+        self._available_from = offset
+        return offset
 
     def can_acquire(self, readable_end: int) -> bool:
         """Whether a fetch could acquire something, the log being readable to
@@ -310,6 +313,8 @@ class SharePartition:
         self._settle(offset, record, RecordState.ARCHIVED)
 
     def _settle(self, offset: int, record: InFlightRecord, state: RecordState) -> None:
+        if state is RecordState.AVAILABLE:
+            self._available_from = min(self._available_from, offset)
         record.state = state
         record.member_id = None
         record.lock_deadline_ms = -1

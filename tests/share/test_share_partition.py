@@ -262,6 +262,12 @@ def test_nothing_acknowledged_is_delivered_again(ops: list) -> None:
         else:
             share.release_member(member)
         assert share.start_offset <= share.end_offset
+        available = [
+            o
+            for o in range(share.start_offset, share.end_offset)
+            if share.records[o].state is RecordState.AVAILABLE
+        ]
+        assert share.next_fetch_offset() == min(available, default=share.end_offset)
         assert all(
             o < share.start_offset or share.records[o].state is RecordState.ACKNOWLEDGED
             for o in acknowledged
