@@ -102,6 +102,9 @@ class SharePartitionManager:
     # Share-partitions changed outside a request (a connection closed): the timer persists them.
     _dirty: dict[SharePartitionKey, _Held] = field(default_factory=dict)
     _wake_timer: trio.Event = field(default_factory=trio.Event)
+    # When the timer task wakes next (inf: no lock to expire). A new lock expires after
+    # every lock already held, so only the first needs to wake it.
+    _timer_deadline: float = math.inf
 
     def __post_init__(self) -> None:
         self.sessions = ShareSessionCache(self.config.int("group.share.max.share.sessions"))
@@ -203,7 +206,7 @@ class SharePartitionManager:
         acquired = share.acquire(
             member_id, [b for b, _ in batches], max_records, self.now_ms(), record_limit
         )
-        if acquired:
+        if acquired and self._timer_deadline == math.inf:
             self._wake_timer.set()
         return ShareFetchResult(records=_covering(batches, acquired), acquired=tuple(acquired))
 
@@ -280,10 +283,11 @@ class SharePartitionManager:
             deadlines = [
                 d for h in self.held.values() if (d := h.state.next_lock_deadline()) is not None
             ]
-            deadline = min(deadlines, default=math.inf)
+            self._timer_deadline = min(deadlines, default=math.inf)
             self._wake_timer = trio.Event()
-            with trio.move_on_after(max(0.0, (deadline - self.now_ms()) / 1000)):
+            with trio.move_on_after(max(0.0, (self._timer_deadline - self.now_ms()) / 1000)):
                 await self._wake_timer.wait()
+            self._timer_deadline = math.inf
             now = self.now_ms()
             changed, self._dirty = self._dirty, {}
             for held in list(self.held.values()):
