@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kafkalite.share")
 
+INITIALIZE_WAIT_S = 5.0
+_LOADING = (ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available)
+
 
 def share_group_config(config: BrokerConfig) -> ShareGroupConfig:
     return ShareGroupConfig(
@@ -81,7 +84,7 @@ class ShareGroupService:
         """Kafka initializes a share-partition's state before assigning it; here the
         partition leader is this broker, so the assignment waits for it."""
         for topic_id, index in sorted(assignment):
-            error, _ = await self.partitions.share_partition(group_id, (topic_id, index))
+            error = await self._initialize_one(group_id, (topic_id, index))
             if error is not ErrorCode.none:
                 log.info(
                     "share-partition %s %s-%d not initialized: %s",
@@ -90,6 +93,16 @@ class ShareGroupService:
                     index,
                     error.name,
                 )
+
+    async def _initialize_one(self, group_id: str, tp: tuple) -> ErrorCode:
+        """Initialize, waiting (a bounded while) for `__share_group_state` to be created and
+        loaded on first use: a start taken later than the assignment would skip records."""
+        deadline = trio.current_time() + INITIALIZE_WAIT_S
+        while True:
+            error, _ = await self.partitions.share_partition(group_id, tp)
+            if error not in _LOADING or trio.current_time() >= deadline:
+                return error
+            await trio.sleep(0.01)  # the runtime loads the partition meanwhile
 
     async def _handle_fenced(self) -> None:
         for group_id, member_id in self.coordinator.take_fenced():
