@@ -124,9 +124,8 @@ async def _fetch(
                 results[tp] = result
             remaining_records -= sum(a.last_offset - a.first_offset + 1 for a in result.acquired)
             remaining_bytes -= len(result.records)
-        acquired = any(r.acquired for r in results.values())
         wait_ms = int((deadline - trio.current_time()) * 1000)
-        if acquired or results or wait_ms <= 0 or not helds:
+        if results or wait_ms <= 0 or not helds:  # records acquired, or errors, or time up
             return results
         await manager.wait_for_records([h for _, h in helds], wait_ms)
 
