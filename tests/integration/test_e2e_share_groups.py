@@ -207,3 +207,55 @@ def test_records_of_aborted_transactions_are_never_delivered(broker: EmbeddedBro
         assert values == [b"committed"]
     finally:
         consumer.close()
+
+
+def test_released_at_the_delivery_count_limit_the_record_is_archived(
+    broker: EmbeddedBroker,
+) -> None:
+    topic, group = names()
+    broker.create_topic(topic, partitions=1)
+    consumer = share_consumer(broker, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        join(broker, [consumer], group)
+        produce(broker, topic, [b"poison"])
+        counts: list[int] = []
+
+        def release(_: int, message: Any) -> None:
+            counts.append(message.delivery_count())
+            kind = (
+                AcknowledgeType.RELEASE if message.value() == b"poison" else AcknowledgeType.ACCEPT
+            )
+            consumer.acknowledge(message, kind)
+            consumer.commit_sync()
+
+        poll_until([consumer], lambda: len(counts) >= 5, release)
+        produce(broker, topic, [b"marker"])
+        poll_until([consumer], lambda: len(counts) >= 6, release)
+        # group.share.delivery.count.limit (5): delivered five times, then archived.
+        assert counts == [1, 2, 3, 4, 5, 1]
+    finally:
+        consumer.close()
+
+
+def test_records_of_a_consumer_closed_without_acknowledging_go_to_another(
+    broker: EmbeddedBroker,
+) -> None:
+    topic, group = names()
+    broker.create_topic(topic, partitions=1)
+    first = share_consumer(broker, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    join(broker, [first], group)
+    produce(broker, topic, [b"a", b"b", b"c"])
+    held: list[int] = []
+    poll_until([first], lambda: len(held) >= 3, lambda _, m: held.append(m.offset()))
+    first.close()  # nothing acknowledged: released when its session closes
+    second = share_consumer(broker, group, topic)
+    try:
+        got: list[tuple[int, int]] = []
+        poll_until(
+            [second],
+            lambda: len(got) >= 3,
+            lambda _, m: got.append((m.offset(), m.delivery_count())),
+        )
+        assert sorted(got) == [(0, 2), (1, 2), (2, 2)]
+    finally:
+        second.close()
