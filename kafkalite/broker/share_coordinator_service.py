@@ -157,12 +157,15 @@ class ShareCoordinatorService:
         if current is None or self.updates.get(key, 0) >= per_snapshot:
             base = current or ShareState(0, 0, leader_epoch, start_offset, ())
             merged = apply_update(base, update)
+            now = self.replica_manager.clock_ms()
             state = ShareState(
                 epoch + 1 if current is not None else 0,
                 merged.state_epoch,
                 leader_epoch,
                 merged.start_offset,
                 merged.batches,
+                create_timestamp=now,
+                write_timestamp=now,
             )
             record, updates = snapshot_record(key, state), 0
         else:

@@ -1,20 +1,19 @@
-"""The records of `__share_group_state`, byte-exact with Kafka's
-share-coordinator/src/main/resources/common/message/Share{Snapshot,Update}{Key,Value}.json.
+"""The records of `__share_group_state`, byte-exact with Kafka 4.4's
+share-coordinator/src/main/resources/common/message/Share{Snapshot,Update}{Key,Value}.json
+(checked against the bytes Kafka 4.4's generated classes write: test_share_session_and_records).
 
 Keys: int16 record type (0 ShareSnapshot, 1 ShareUpdate), then {GroupId, TopicId,
 Partition} (non-flexible). Values: int16 version 0, then a flexible struct:
 
-  ShareSnapshotValue {SnapshotEpoch uint16, StateEpoch, LeaderEpoch, StartOffset,
+  ShareSnapshotValue {SnapshotEpoch, StateEpoch, LeaderEpoch, StartOffset, CreateTimestamp,
+                      WriteTimestamp,
                       StateBatches[FirstOffset, LastOffset, DeliveryState, DeliveryCount]}
-  ShareUpdateValue   {SnapshotEpoch uint16, LeaderEpoch, StartOffset (-1: unchanged),
+  ShareUpdateValue   {SnapshotEpoch, LeaderEpoch, StartOffset (-1: unchanged),
                       StateBatches[...]}
 
+Tagged fields (tag 0, KIP-1226's DeliveryCompleteCount) are not written and skipped on read.
 A snapshot replaces a share-partition's state; an update overlays its batches on it (Kafka's
 ShareCoordinatorShard combines them the same way: later batches win offset by offset).
-
-The layout is the one of Kafka 4.0's schemas (the reference at hand). Kafka 4.1 widened
-SnapshotEpoch to int32 and added CreateTimestamp/WriteTimestamp to ShareSnapshotValue
-(KAFKA-18170); those have yet to be checked against 4.4's schema files and followed.
 """
 
 from __future__ import annotations
@@ -50,6 +49,8 @@ class ShareState:
     leader_epoch: int
     start_offset: int
     batches: tuple[StateBatch, ...]
+    create_timestamp: int = -1
+    write_timestamp: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +82,12 @@ def decode_key(data: bytes) -> tuple[int, SharePartitionKey]:
 
 def snapshot_record(key: SharePartitionKey, state: ShareState) -> tuple[bytes, bytes]:
     writer = _value_writer()
-    writer.int16(_uint16(state.snapshot_epoch))
+    writer.int32(state.snapshot_epoch)
     writer.int32(state.state_epoch)
     writer.int32(state.leader_epoch)
     writer.int64(state.start_offset)
+    writer.int64(state.create_timestamp)
+    writer.int64(state.write_timestamp)
     _write_batches(writer, state.batches)
     writer.end_struct()
     return encode_key(SHARE_SNAPSHOT, key), writer.getvalue()
@@ -92,7 +95,7 @@ def snapshot_record(key: SharePartitionKey, state: ShareState) -> tuple[bytes, b
 
 def update_record(key: SharePartitionKey, update: ShareUpdate) -> tuple[bytes, bytes]:
     writer = _value_writer()
-    writer.int16(_uint16(update.snapshot_epoch))
+    writer.int32(update.snapshot_epoch)
     writer.int32(update.leader_epoch)
     writer.int64(update.start_offset)
     _write_batches(writer, update.batches)
@@ -103,10 +106,12 @@ def update_record(key: SharePartitionKey, update: ShareUpdate) -> tuple[bytes, b
 def decode_snapshot(data: bytes) -> ShareState:
     reader = _value_reader(data)
     state = ShareState(
-        snapshot_epoch=reader.int16() & 0xFFFF,
+        snapshot_epoch=reader.int32(),
         state_epoch=reader.int32(),
         leader_epoch=reader.int32(),
         start_offset=reader.int64(),
+        create_timestamp=reader.int64(),
+        write_timestamp=reader.int64(),
         batches=_read_batches(reader),
     )
     reader.end_struct()
@@ -117,7 +122,7 @@ def decode_snapshot(data: bytes) -> ShareState:
 def decode_update(data: bytes) -> ShareUpdate:
     reader = _value_reader(data)
     update = ShareUpdate(
-        snapshot_epoch=reader.int16() & 0xFFFF,
+        snapshot_epoch=reader.int32(),
         leader_epoch=reader.int32(),
         start_offset=reader.int64(),
         batches=_read_batches(reader),
@@ -148,13 +153,14 @@ def apply_update(state: ShareState, update: ShareUpdate) -> ShareState:
         else:
             merged.append(StateBatch(offset, offset, delivery_state, count))
     return ShareState(
-        state.snapshot_epoch, state.state_epoch, update.leader_epoch, start, tuple(merged)
+        state.snapshot_epoch,
+        state.state_epoch,
+        update.leader_epoch,
+        start,
+        tuple(merged),
+        state.create_timestamp,
+        state.write_timestamp,
     )
-
-
-def _uint16(value: int) -> int:
-    """A uint16 field as the int16 of the same two bytes."""
-    return ((value & 0xFFFF) ^ 0x8000) - 0x8000
 
 
 def _value_writer() -> Writer:

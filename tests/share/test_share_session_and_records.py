@@ -25,7 +25,7 @@ from kafkalite.share.share_records import (
 from kafkalite.share.share_session import ShareSessionCache, next_epoch
 
 TP = (uuid.UUID(int=1), 0)
-KEY = SharePartitionKey("g", uuid.UUID(int=1), 3)
+KEY = SharePartitionKey("g", uuid.UUID(int=1), 3)  # Kafka's Uuid(0, 1)
 
 
 def test_session_epochs_follow_one_another() -> None:
@@ -41,23 +41,35 @@ def test_session_epochs_follow_one_another() -> None:
     assert next_epoch(2**31 - 1) == 1
 
 
-def test_snapshot_key_and_value_bytes() -> None:
-    state = ShareState(1, 0, 5, 100, (StateBatch(100, 109, 2, 1), StateBatch(110, 110, 0, 3)))
+# Written by Kafka 4.4's generated classes (MessageUtil.toCoordinatorTypePrefixedBytes and
+# toVersionPrefixedBytes) for the same values: group "g", topic id 0:1, partition 3.
+KAFKA_SNAPSHOT_KEY = "00000001670000000000000000000000000000000100000003"
+KAFKA_UPDATE_KEY = "00010001670000000000000000000000000000000100000003"
+KAFKA_SNAPSHOT_VALUE = (
+    "0000000000010000000000000005000000000000006400000000000003e800000000000007d002"
+    "0000000000000064000000000000006d0200010000"
+)
+KAFKA_UPDATE_VALUE = (
+    "00000000000100000005000000000000006602000000000000006700000000000000670200010000"
+)
+
+
+def test_records_are_byte_exact_with_kafka() -> None:
+    state = ShareState(1, 0, 5, 100, (StateBatch(100, 109, 2, 1),), 1000, 2000)
     key, value = snapshot_record(KEY, state)
-    # int16 type 0, string "g", 16-byte uuid, int32 partition.
-    assert key == b"\x00\x00" + b"\x00\x01g" + KEY.topic_id.bytes + b"\x00\x00\x00\x03"
-    assert value[:2] == b"\x00\x00"  # value version 0, then flexible fields
-    assert value[2:4] == b"\x00\x01"  # SnapshotEpoch (uint16)
+    assert (key.hex(), value.hex()) == (KAFKA_SNAPSHOT_KEY, KAFKA_SNAPSHOT_VALUE)
     assert decode_key(key) == (SHARE_SNAPSHOT, KEY)
     assert decode_snapshot(value) == state
+    update = ShareUpdate(1, 5, 102, (StateBatch(103, 103, 2, 1),))
+    key, value = update_record(KEY, update)
+    assert (key.hex(), value.hex()) == (KAFKA_UPDATE_KEY, KAFKA_UPDATE_VALUE)
+    assert decode_key(key) == (SHARE_UPDATE, KEY)
+    assert decode_update(value) == update
 
 
 def test_update_overlays_the_snapshot() -> None:
     state = ShareState(0, 0, 0, 100, (StateBatch(100, 104, 0, 1),))
     update = ShareUpdate(0, 0, 102, (StateBatch(103, 103, 2, 1), StateBatch(105, 105, 4, 2)))
-    key, value = update_record(KEY, update)
-    assert decode_key(key) == (SHARE_UPDATE, KEY)
-    assert decode_update(value) == update
     merged = apply_update(state, update)
     assert merged.start_offset == 102
     assert merged.batches == (
