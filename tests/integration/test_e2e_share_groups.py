@@ -1,13 +1,16 @@
-"""Share groups (KIP-932) end to end with confluent-kafka's ShareConsumer (librdkafka's share
-consumer) against an embedded broker: several consumers on ONE partition, RELEASE, REJECT,
-records of aborted transactions, and a broker restart (a consumer that dies holding records:
-test_share_protocol.py, whose raw client can die without closing its session).
+"""Share groups (KIP-932) end to end against an embedded broker, with confluent-kafka's
+ShareConsumer (librdkafka's share consumer) and Apache Kafka 4.4's KafkaShareConsumer
+(java/JavaShareConsumer.java, on the clients jar compat/ provisions): several consumers on ONE
+partition, RELEASE, REJECT, the delivery count limit, records of aborted transactions, a
+consumer closed without acknowledging, and a broker restart (consumers that hang or whose
+connection drops: test_share_protocol.py, with a raw client).
 
 Every wait is a deadline loop over a condition; counts are exact.
 """
 
 from __future__ import annotations
 
+import subprocess
 import time
 import uuid
 from collections import Counter
@@ -21,6 +24,7 @@ from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from kafkalite.testing import EmbeddedBroker
 
 LOCK_MS = 1000
+JAVA_SHARE_CONSUMER = "tests/integration/java/JavaShareConsumer.java"
 BROKER = {
     "group.share.heartbeat.interval.ms": "500",
     "group.share.record.lock.duration.ms": str(LOCK_MS),
@@ -259,3 +263,37 @@ def test_records_of_a_consumer_closed_without_acknowledging_go_to_another(
         assert sorted(got) == [(0, 2), (1, 2), (2, 2)]
     finally:
         second.close()
+
+
+def test_java_share_consumer_accepts_and_releases(broker: EmbeddedBroker) -> None:
+    """Apache Kafka 4.4's KafkaShareConsumer (explicit mode) against kafkalite."""
+    from compat.kafka_dist import kafka_lib
+
+    topic, group = names()
+    broker.create_topic(topic, partitions=1)
+    command = ["java", "-cp", f"{kafka_lib()}/*", JAVA_SHARE_CONSUMER]
+    java = subprocess.Popen(
+        [*command, broker.bootstrap, group, topic, "4", "v1"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60  # the JVM compiles the source first
+        while not assigned(broker, group, 1):
+            assert time.monotonic() < deadline and java.poll() is None, "the consumer never joined"
+            time.sleep(0.1)  # polls the broker's state, not a synchronisation sleep
+        produce(broker, topic, [b"v0", b"v1", b"v2"])
+        out, _ = java.communicate(timeout=60)
+    finally:
+        if java.poll() is None:
+            java.kill()
+            java.wait()
+    records = [line.split()[1:] for line in out.splitlines() if line.startswith("record ")]
+    assert sorted(records) == [
+        ["0", "1", "v0"],
+        ["1", "1", "v1"],
+        ["1", "2", "v1"],
+        ["2", "1", "v2"],
+    ]
+    assert out.splitlines()[-1] == "closed"
+    states = broker.call(lambda: dict(broker.broker.share_groups.partitions.coordinator.states))
+    [state] = [state for key, state in states.items() if key.group_id == group]
+    assert (state.start_offset, state.batches) == (3, ())  # everything acknowledged
