@@ -4,9 +4,9 @@ GroupMetadataManager.shareGroupHeartbeat and ShareGroup).
 A member joins with epoch 0 and a client-generated member id, heartbeats with the epoch it
 was given and leaves with -1. The group epoch is bumped when members or their
 subscriptions change, or when a subscribed topic's partition count does; the target
-assignment is then recomputed by Kafka's simple assignor (every member gets every partition
-of the topics it subscribes to, so several members share one partition), and each member
-moves to it at once: share groups have no revocation, since partitions are shared.
+assignment is then recomputed by Kafka's simple assignor (share/simple_assignor.py: with more
+members than partitions, several members share a partition), and each member moves to it at
+its next heartbeat: share groups have no revocation, since partitions are shared.
 A member that does not heartbeat within its session timeout is fenced.
 
 The state is kept in memory (the `__consumer_offsets` records of share groups are not
@@ -23,10 +23,11 @@ from typing import Protocol
 from kio.schema.errors import ErrorCode
 
 from kafkalite.coordinator.consumer_group import Partitions, TopicInfo
+from kafkalite.share import simple_assignor
 
 SHARE_GROUP_TYPE = "share"
 SHARE_PROTOCOL_TYPE = "share"
-SIMPLE_ASSIGNOR = "simple"
+SIMPLE_ASSIGNOR = simple_assignor.NAME
 JOIN_GROUP_MEMBER_EPOCH = 0
 LEAVE_GROUP_MEMBER_EPOCH = -1
 
@@ -306,15 +307,15 @@ def _validate(request: ShareGroupHeartbeatRequest) -> None:
 
 
 def _assign(group: ShareGroup) -> None:
-    """Kafka's SimpleAssignor: each member's target is every partition of the topics it
-    subscribes to (members take it at their next heartbeat)."""
+    """A new target assignment by Kafka's simple assignor, sticky to the previous target
+    (members take theirs at their next heartbeat)."""
     group.assignment_epoch = group.group_epoch
-    group.target = {
-        member.member_id: frozenset(
-            (info.topic_id, index)
-            for name in member.subscribed_topic_names
-            if (info := group.subscription_metadata.get(name)) is not None
-            for index in range(info.partitions)
-        )
+    partitions_of = {
+        name: [(info.topic_id, index) for index in range(info.partitions)]
+        for name, info in group.subscription_metadata.items()
+    }
+    subscriptions = {
+        member.member_id: frozenset(member.subscribed_topic_names)
         for member in group.members.values()
     }
+    group.target = simple_assignor.assign(subscriptions, partitions_of, group.target)

@@ -36,16 +36,25 @@ def beat(
     return coordinator.heartbeat(request, view or Topics(TOPIC), now)
 
 
-def test_every_member_gets_every_partition_of_its_topics() -> None:
+def test_members_join_and_the_simple_assignor_splits_or_shares() -> None:
     coordinator = ShareGroupCoordinator()
     first = beat(coordinator, "m1", 0, ("queue",))
     assert (first.error, first.member_epoch) == (ErrorCode.none, 1)
     assert first.assignment == {(TOPIC.topic_id, 0), (TOPIC.topic_id, 1)}
     second = beat(coordinator, "m2", 0, ("queue",))
-    assert (second.member_epoch, second.assignment) == (2, first.assignment)
-    # m1 moves to the new epoch with an unchanged assignment (not re-sent).
+    assert second.member_epoch == 2 and second.assignment is not None
+    # m1 moves to the new epoch at its next heartbeat, keeping the partition m2 did not get.
     again = beat(coordinator, "m1", 1)
-    assert (again.member_epoch, again.assignment) == (2, None)
+    assert again.member_epoch == 2 and again.assignment is not None
+    assert again.assignment | second.assignment == first.assignment
+    assert not again.assignment & second.assignment
+    # A third member on two partitions: each partition is shared by two members.
+    beat(coordinator, "m3", 0, ("queue",))
+    members = coordinator.describe("g").members
+    shared = [m.assigned for m in members if m.member_id == "m3"][0]
+    assert len(shared) == 1
+    unchanged = beat(coordinator, "m2", 2)
+    assert unchanged.member_epoch == 3
 
 
 def test_a_new_partition_reaches_members_at_their_next_heartbeat() -> None:
