@@ -11,19 +11,21 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.apis.leader_hint import node_endpoints
 from kafkalite.apis.share_acks import acknowledge, batches_of, leader_of, lock_timeout
 from kafkalite.protocol.entities import NO_THROTTLE, make
 from kafkalite.share.share_session import FINAL_EPOCH, INITIAL_EPOCH
 
 
 def _response(ctx: RequestContext, error: ErrorCode, responses: tuple[Any, ...] = ()) -> Any:
+    answers = [p for topic in responses for p in topic.partitions]
     return make(
         ctx.schema.ShareAcknowledgeResponse,
         throttle_time=NO_THROTTLE,
         error_code=error,
         acquisition_lock_timeout=lock_timeout(ctx),
         responses=responses,
-        node_endpoints=(),
+        node_endpoints=node_endpoints(ctx, answers),
     )
 
 
@@ -59,7 +61,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 ctx.schema.PartitionData,
                 partition_index=index,
                 error_code=ack_error,
-                current_leader=leader_of(ctx, topic_id, index),
+                current_leader=leader_of(ctx, topic_id, index, ack_error),
             )
         )
     responses = tuple(

@@ -11,6 +11,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import RequestContext
+from kafkalite.apis.leader_hint import REDIRECTING_ERRORS
 from kafkalite.protocol.entities import make
 from kafkalite.share.share_partition import AcknowledgementBatch
 
@@ -55,13 +56,16 @@ def is_share_group(ctx: RequestContext, group_id: str) -> bool:
     return service is not None and group_id in service.coordinator.groups
 
 
-def leader_of(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> Any:
+def leader_of(ctx: RequestContext, topic_id: uuid.UUID, index: int, error: ErrorCode) -> Any:
+    """The partition's current leader when the answer sends the client elsewhere (KIP-951,
+    as Fetch); -1 otherwise."""
     topic = ctx.broker.metadata.topic_by_id(topic_id)
     state = ctx.broker.metadata.partition_state(topic.name, index) if topic else None
+    known = state is not None and error in REDIRECTING_ERRORS
     return make(
         ctx.schema.LeaderIdAndEpoch,
-        leader_id=state.leader if state is not None else -1,
-        leader_epoch=state.leader_epoch if state is not None else -1,
+        leader_id=state.leader if known and state is not None else -1,
+        leader_epoch=state.leader_epoch if known and state is not None else -1,
     )
 
 

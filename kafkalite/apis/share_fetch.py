@@ -20,6 +20,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.apis.leader_hint import node_endpoints
 from kafkalite.apis.share_acks import (
     TopicIdPartition,
     acknowledge,
@@ -146,7 +147,7 @@ def _response(
                 partition_index=index,
                 error_code=result.error,
                 acknowledge_error_code=ack_errors.get((topic_id, index), ErrorCode.none),
-                current_leader=leader_of(ctx, topic_id, index),
+                current_leader=leader_of(ctx, topic_id, index, result.error),
                 records=result.records,
                 acquired_records=tuple(
                     make(
@@ -159,6 +160,7 @@ def _response(
                 ),
             )
         )
+    answers = [p for parts in by_topic.values() for p in parts]
     return make(
         schema.ShareFetchResponse,
         throttle_time=NO_THROTTLE,
@@ -168,7 +170,7 @@ def _response(
             make(schema.ShareFetchableTopicResponse, topic_id=topic_id, partitions=tuple(parts))
             for topic_id, parts in by_topic.items()
         ),
-        node_endpoints=(),
+        node_endpoints=node_endpoints(ctx, answers),
     )
 
 
