@@ -19,6 +19,7 @@ from kafkalite.broker.cluster_metadata import Endpoint
 from kafkalite.broker.replica_manager import OFFSETS_TOPIC
 from kafkalite.coordinator import group_partition
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.share.share_records import SharePartitionKey
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
 Found = tuple[int, Endpoint] | None  # (node id, endpoint) of the coordinator
@@ -52,13 +53,15 @@ def _txn_coordinator(ctx: RequestContext, transactional_id: str) -> tuple[ErrorC
 
 def _share_coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, Found]:
     """The leader of the share-partition's `__share_group_state` partition (the key is
-    "group:topicId:partition")."""
-    if ctx.broker.share_groups is None or key.count(":") < 2:
+    "group:topicId:partition", the topic id in Kafka's base64 form)."""
+    parsed = SharePartitionKey.parse(key)
+    if ctx.broker.share_groups is None or parsed is None:
         return ErrorCode.invalid_request, None
     runtime = ctx.broker.share_groups.partitions.coordinator.runtime
     if runtime.ensure_topic() is not ErrorCode.none:
         return ErrorCode.coordinator_not_available, None
-    state = ctx.broker.metadata.partition_state(runtime.topic, runtime.partition_for(key))
+    index = runtime.partition_for(parsed.coordinator_key())
+    state = ctx.broker.metadata.partition_state(runtime.topic, index)
     endpoint = ctx.broker.endpoint_of(state.leader) if state is not None else None
     if state is None or endpoint is None:
         return ErrorCode.coordinator_not_available, None
@@ -74,6 +77,7 @@ def _locate(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
         error, found = _txn_coordinator(ctx, key)
     elif key_type == SHARE:
         error, found = _share_coordinator(ctx, key)
+        message = ""  # Kafka answers SHARE keys with an empty message, errors or not
     else:
         error, message = ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}"
     return {

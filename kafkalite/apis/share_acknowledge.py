@@ -11,8 +11,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
-from kafkalite.apis.leader_hint import node_endpoints
-from kafkalite.apis.share_acks import acknowledge, batches_of, leader_of, lock_timeout
+from kafkalite.apis.share_acks import (
+    acknowledge,
+    batches_of,
+    leader_of,
+    lock_timeout,
+    redirect_endpoints,
+)
 from kafkalite.protocol.entities import NO_THROTTLE, make
 from kafkalite.share.share_session import FINAL_EPOCH, INITIAL_EPOCH
 
@@ -25,7 +30,7 @@ def _response(ctx: RequestContext, error: ErrorCode, responses: tuple[Any, ...] 
         error_code=error,
         acquisition_lock_timeout=lock_timeout(ctx),
         responses=responses,
-        node_endpoints=node_endpoints(ctx, answers),
+        node_endpoints=redirect_endpoints(ctx, answers),
     )
 
 
@@ -61,7 +66,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 ctx.schema.PartitionData,
                 partition_index=index,
                 error_code=ack_error,
-                current_leader=leader_of(ctx, topic_id, index, ack_error),
+                current_leader=leader_of(ctx, topic_id, index),
             )
         )
     responses = tuple(

@@ -11,7 +11,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import RequestContext
-from kafkalite.apis.leader_hint import REDIRECTING_ERRORS
+from kafkalite.apis.leader_hint import REDIRECTING_ERRORS, node_endpoints
 from kafkalite.protocol.entities import make
 from kafkalite.share.share_partition import AcknowledgementBatch
 
@@ -56,17 +56,21 @@ def is_share_group(ctx: RequestContext, group_id: str) -> bool:
     return service is not None and group_id in service.coordinator.groups
 
 
-def leader_of(ctx: RequestContext, topic_id: uuid.UUID, index: int, error: ErrorCode) -> Any:
-    """The partition's current leader when the answer sends the client elsewhere (KIP-951,
-    as Fetch); -1 otherwise."""
+def leader_of(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> Any:
+    """The partition's current leader and epoch (Kafka fills it in every answer)."""
     topic = ctx.broker.metadata.topic_by_id(topic_id)
     state = ctx.broker.metadata.partition_state(topic.name, index) if topic else None
-    known = state is not None and error in REDIRECTING_ERRORS
     return make(
         ctx.schema.LeaderIdAndEpoch,
-        leader_id=state.leader if known and state is not None else -1,
-        leader_epoch=state.leader_epoch if known and state is not None else -1,
+        leader_id=state.leader if state is not None else -1,
+        leader_epoch=state.leader_epoch if state is not None else -1,
     )
+
+
+def redirect_endpoints(ctx: RequestContext, answers: list[Any]) -> tuple[Any, ...]:
+    """The endpoints of the leaders named by NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH
+    answers (KIP-951); none otherwise, as Kafka."""
+    return node_endpoints(ctx, [a for a in answers if a.error_code in REDIRECTING_ERRORS])
 
 
 def lock_timeout(ctx: RequestContext) -> datetime.timedelta:

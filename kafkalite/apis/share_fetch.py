@@ -20,13 +20,13 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
-from kafkalite.apis.leader_hint import node_endpoints
 from kafkalite.apis.share_acks import (
     TopicIdPartition,
     acknowledge,
     batches_of,
     leader_of,
     lock_timeout,
+    redirect_endpoints,
 )
 from kafkalite.broker.share_partition_manager import ShareFetchResult
 from kafkalite.protocol.entities import NO_THROTTLE, make, millis
@@ -67,10 +67,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     }
     forgotten = [(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions]
     if epoch == INITIAL_EPOCH:
-        if acks:
-            return _error(
-                ctx, ErrorCode.invalid_request, "Acknowledge data present on initial epoch"
-            )
+        if acks:  # acknowledgements need a session (Kafka gives no message)
+            return _error(ctx, ErrorCode.invalid_request)
         error, session = manager.sessions.open(key, listed, ctx.connection_id)
     elif epoch == FINAL_EPOCH:
         session = manager.sessions.close(key)
@@ -147,7 +145,7 @@ def _response(
                 partition_index=index,
                 error_code=result.error,
                 acknowledge_error_code=ack_errors.get((topic_id, index), ErrorCode.none),
-                current_leader=leader_of(ctx, topic_id, index, result.error),
+                current_leader=leader_of(ctx, topic_id, index),
                 records=result.records,
                 acquired_records=tuple(
                     make(
@@ -170,7 +168,7 @@ def _response(
             make(schema.ShareFetchableTopicResponse, topic_id=topic_id, partitions=tuple(parts))
             for topic_id, parts in by_topic.items()
         ),
-        node_endpoints=node_endpoints(ctx, answers),
+        node_endpoints=redirect_endpoints(ctx, answers),
     )
 
 

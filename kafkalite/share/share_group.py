@@ -168,9 +168,10 @@ class ShareGroupCoordinator:
             member = group.members[request.member_id] = ShareMember(request.member_id)
             bump = True
         elif request.member_epoch not in (member.member_epoch, JOIN_GROUP_MEMBER_EPOCH):
+            relation = "greater" if request.member_epoch > member.member_epoch else "smaller"
             raise _Refused(
                 ErrorCode.fenced_member_epoch,
-                f"The share group member has a smaller member epoch "
+                f"The share group member has a {relation} member epoch "
                 f"({request.member_epoch}) than the one known by the group coordinator "
                 f"({member.member_epoch}). The member must abandon all its partitions "
                 f"and rejoin.",

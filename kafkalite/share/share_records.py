@@ -18,6 +18,8 @@ ShareCoordinatorShard combines them the same way: later batches win offset by of
 
 from __future__ import annotations
 
+import base64
+import binascii
 import uuid
 from dataclasses import dataclass
 
@@ -36,8 +38,28 @@ class SharePartitionKey:
     partition: int
 
     def coordinator_key(self) -> str:
-        """Kafka's SharePartitionKey.asCoordinatorKey: what picks the state partition."""
-        return f"{self.group_id}:{self.topic_id}:{self.partition}"
+        """Kafka's SharePartitionKey.asCoordinatorKey, "group:topicId:partition" with the
+        topic id as Kafka prints a Uuid (URL-safe base64): what picks the state partition."""
+        return f"{self.group_id}:{kafka_uuid(self.topic_id)}:{self.partition}"
+
+    @classmethod
+    def parse(cls, key: str) -> SharePartitionKey | None:
+        """A FindCoordinator SHARE key, or None when it is not "group:topicId:partition"."""
+        group_id, _, rest = key.rpartition(":")
+        group_id, _, topic = group_id.rpartition(":")
+        try:
+            topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(topic + "=="))
+            partition = int(rest)
+        except (ValueError, binascii.Error):
+            return None
+        if not group_id or len(topic) != 22 or partition < 0:
+            return None
+        return cls(group_id, topic_id, partition)
+
+
+def kafka_uuid(value: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: the 16 bytes in URL-safe base64, unpadded."""
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
 
 
 @dataclass(frozen=True, slots=True)

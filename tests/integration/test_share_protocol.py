@@ -24,6 +24,7 @@ from kafkalite.share.share_records import (
     SHARE_UPDATE,
     SharePartitionKey,
     decode_key,
+    kafka_uuid,
 )
 from kafkalite.storage.records import decode_records
 from kafkalite.testing import EmbeddedBroker
@@ -184,7 +185,13 @@ def test_membership_describe_list_and_find_coordinator(
     epoch = joined(client, group, "m1", topic, topic_id)
     second = heartbeat(client, group, "m2", 0, (topic,))
     assert second.member_epoch == epoch + 1  # the group epoch moved
-    assert heartbeat(client, group, "m1", epoch + 5).error_code is ErrorCode.fenced_member_epoch
+    fenced = heartbeat(client, group, "m1", epoch + 5)
+    assert (fenced.error_code, fenced.error_message) == (
+        ErrorCode.fenced_member_epoch,
+        f"The share group member has a greater member epoch ({epoch + 5}) than the one known "
+        f"by the group coordinator ({epoch}). The member must abandon all its partitions and "
+        "rejoin.",
+    )
     assert heartbeat(client, group, "nobody", 3).error_code is ErrorCode.unknown_member_id
 
     m = schema(DESCRIBE, 1)
@@ -210,10 +217,14 @@ def test_membership_describe_list_and_find_coordinator(
     assert group not in {g.group_id for g in consumer_only}
 
     fc = schema(10, 6)
-    found = client.request(
-        fc.FindCoordinatorRequest(key_type=2, coordinator_keys=(f"{group}:{topic_id}:0",))
-    ).coordinators[0]
-    assert (found.error_code, found.node_id) == (ErrorCode.none, broker.broker.node_id)
+    keys = (f"{group}:{kafka_uuid(topic_id)}:0", f"{group}:{topic_id}:0", "nonsense")
+    found = client.request(fc.FindCoordinatorRequest(key_type=2, coordinator_keys=keys))
+    # As Kafka 4.4: the topic id in Kafka's Uuid form; any other key is INVALID_REQUEST.
+    assert [(c.error_code, c.node_id, c.error_message) for c in found.coordinators] == [
+        (ErrorCode.none, broker.broker.node_id, ""),
+        (ErrorCode.invalid_request, -1, ""),
+        (ErrorCode.invalid_request, -1, ""),
+    ]
 
     assert heartbeat(client, group, "m2", -1).member_epoch == -1
 

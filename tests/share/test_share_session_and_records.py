@@ -85,3 +85,12 @@ def test_corrupt_records_are_refused() -> None:
         decode_key(b"\x00\x07")
     with pytest.raises(InvalidRecord):
         decode_snapshot(b"\x00\x01")
+
+
+def test_coordinator_key_names_the_topic_as_kafka_prints_a_uuid() -> None:
+    # Kafka's Uuid(0, 1).toString(), and a group id with a colon in it.
+    key = SharePartitionKey("a:b", uuid.UUID(int=1), 3)
+    assert key.coordinator_key() == "a:b:AAAAAAAAAAAAAAAAAAAAAQ:3"
+    assert SharePartitionKey.parse(key.coordinator_key()) == key
+    assert SharePartitionKey.parse(f"g:{uuid.UUID(int=1)}:3") is None
+    assert SharePartitionKey.parse("g:AAAAAAAAAAAAAAAAAAAAAQ:x") is None
