@@ -50,6 +50,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("kafkalite.share")
 
 READ_COMMITTED = 1
+# A share fetch acquires max_records (500 by default) at most: reading a client's whole
+# max_bytes (50 MiB by default) of backlog for them would be mostly thrown away. A larger
+# first batch is still read whole.
+READ_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +202,7 @@ class SharePartitionManager:
         if not share.can_acquire(partition.last_stable_offset):
             return ShareFetchResult()
         result = partition.fetch_records(
-            share.next_fetch_offset(), max_bytes, isolation_level=READ_COMMITTED
+            share.next_fetch_offset(), min(max_bytes, READ_BYTES), isolation_level=READ_COMMITTED
         )
         if result.error is not ErrorCode.none:
             return ShareFetchResult(result.error)
