@@ -287,6 +287,41 @@ PROPERTIES: dict[str, Property] = {
     "group.consumer.assignors": Property(
         _assignors, DEFAULT_CONSUMER_ASSIGNORS, "consumer group assignors, default first", TYPE_LIST
     ),
+    # Share groups (KIP-932), Kafka 4.4's names, defaults and bounds.
+    "group.share.record.lock.duration.ms": Property(
+        _int(1000, 3_600_000), "30000", "share record acquisition lock", TYPE_INT
+    ),
+    "group.share.delivery.count.limit": Property(
+        _int(2, 10), "5", "deliveries before a share record is archived", TYPE_INT
+    ),
+    "group.share.partition.max.record.locks": Property(
+        _int(100, 10_000), "2000", "in-flight records per share-partition", TYPE_INT
+    ),
+    "group.share.max.share.sessions": Property(
+        _int(1, I32_MAX), "2000", "share sessions per broker", TYPE_INT
+    ),
+    "group.share.session.timeout.ms": Property(
+        _int(1, I32_MAX), "45000", "share group member session", TYPE_INT
+    ),
+    "group.share.heartbeat.interval.ms": Property(
+        _int(1, I32_MAX), "5000", "share group heartbeat interval", TYPE_INT
+    ),
+    "group.share.max.size": Property(_int(1, 1000), "200", "members per share group", TYPE_SHORT),
+    "share.coordinator.state.topic.num.partitions": Property(
+        _int(1, I32_MAX), "50", "__share_group_state size", TYPE_INT
+    ),
+    "share.coordinator.state.topic.replication.factor": Property(
+        _int(1, 32767), "1", "__share_group_state RF", TYPE_SHORT
+    ),
+    "share.coordinator.state.topic.min.isr": Property(
+        _int(1, 32767), "1", "__share_group_state min.insync.replicas", TYPE_SHORT
+    ),
+    "share.coordinator.snapshot.update.records.per.snapshot": Property(
+        _int(0, 500), "500", "ShareUpdate records between ShareSnapshots", TYPE_INT
+    ),
+    "share.coordinator.state.topic.segment.bytes": Property(
+        _int(1, I32_MAX), "104857600", "__share_group_state segment size", TYPE_INT
+    ),
     # Cluster mode (zookeeper.connect set): parsed and validated; the replication work uses them.
     "zookeeper.connect": Property(_zookeeper_connect, None, "ZooKeeper ensemble (cluster mode)"),
     "zookeeper.session.timeout.ms": Property(
@@ -438,6 +473,8 @@ CLUSTER_MODE_DEFAULTS: dict[str, str] = {
     "offsets.topic.replication.factor": "3",
     "transaction.state.log.replication.factor": "3",
     "transaction.state.log.min.isr": "2",
+    "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
 }
 
 

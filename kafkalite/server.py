@@ -142,6 +142,7 @@ async def _process(
             channel.client_host,
             channel.listener,
             channel.principal,
+            channel.peer,
         )
         if handler.is_async:
             response = await handler.handle(ctx, item.body)
@@ -197,6 +198,8 @@ async def handle_connection(
     finally:
         memory.close()
         broker.metrics.connections -= 1
+        if broker.share_groups is not None:  # its share sessions end with it (as Kafka's)
+            broker.share_groups.partitions.connection_closed(peer)
 
 
 class _SessionStep(enum.Enum):
@@ -491,6 +494,10 @@ async def serve(
             await nursery.start(broker.groups.run)
             if broker.txn is not None:
                 await nursery.start(broker.txn.run)
+            if broker.share_groups is not None:
+                await nursery.start(broker.share_groups.partitions.coordinator.run)
+                await nursery.start(broker.share_groups.partitions.run)
+                await nursery.start(broker.share_groups.run)
             pool = RequestMemoryPool(broker.config.int("queued.max.request.bytes"))
             for each in listeners:
                 await nursery.start(

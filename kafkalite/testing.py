@@ -38,6 +38,7 @@ __all__ = [
 EMBEDDED_DEFAULTS: dict[str, str] = {
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "1",
+    "share.coordinator.state.topic.num.partitions": "1",
 }
 
 

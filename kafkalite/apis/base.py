@@ -30,6 +30,7 @@ class RequestContext:
     client_host: str = ""  # the peer's address, as Kafka reports it ("/127.0.0.1")
     listener: str = ""  # the listener the request came in on ("": the first advertised one)
     principal: KafkaPrincipal = ANONYMOUS  # who sent it (TLS certificate or SASL user)
+    connection_id: str = ""  # "host:port" of the peer: unique while the connection lives
 
     @property
     def schema(self) -> ModuleType:

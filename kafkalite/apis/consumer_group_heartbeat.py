@@ -11,7 +11,10 @@ import datetime
 from collections import defaultdict
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.apis.share_acks import is_share_group
 from kafkalite.coordinator.consumer_group import Partitions
 from kafkalite.coordinator.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
@@ -21,6 +24,9 @@ from kafkalite.protocol.entities import NO_THROTTLE, make
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if is_share_group(ctx, request.group_id):
+        message = f"Group {request.group_id} is not a consumer group."
+        return _response(ctx, ConsumerGroupHeartbeatResponse(ErrorCode.group_id_not_found, message))
     response = await ctx.broker.groups.consumer_group_heartbeat(_request(ctx, request))
     return _response(ctx, response)
 

@@ -1,4 +1,5 @@
-"""DeleteGroups (key 42), versions 0-2: remove Empty groups with their committed offsets.
+"""DeleteGroups (key 42), versions 0-2: remove Empty groups with their committed offsets
+(a share group with its share-partitions' state in `__share_group_state`).
 
 Like Kafka, the group id "" is looked up as any other (only a null id is INVALID_GROUP_ID).
 """
@@ -10,6 +11,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.apis.share_acks import is_share_group
 from kafkalite.protocol.entities import NO_THROTTLE, make
 
 
@@ -18,10 +20,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     names = list(request.groups_names)
     service = ctx.broker.groups
     not_served = {n: e for n in names if (e := service.check_group(n)) is not ErrorCode.none}
-    served = [name for name in names if name not in not_served]
+    shares = {n for n in names if n not in not_served and is_share_group(ctx, n)}
+    served = [name for name in names if name not in not_served and name not in shares]
     results, failed = await service.call_and_wait(
         lambda c, now: c.delete_groups(served, now), served
     )
+    for name in shares:
+        assert ctx.broker.share_groups is not None
+        results[name] = await ctx.broker.share_groups.delete_group(name)
     failed = {**failed, **not_served}
     return make(
         schema.DeleteGroupsResponse,

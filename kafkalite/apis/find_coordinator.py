@@ -2,7 +2,9 @@
 
 A group's coordinator is the leader of its `__consumer_offsets` partition, from the cluster
 metadata; the first group lookup creates that topic. A transactional id's (key type 1) is
-the leader of its `__transaction_state` partition, created on first lookup likewise.
+the leader of its `__transaction_state` partition, created on first lookup likewise; a
+share-partition's (key type 2, "group:topicId:partition", KIP-932) the leader of its
+`__share_group_state` partition.
 librdkafka also reads this API's presence as "broker >= 0.8.2" and enables LZ4 only then.
 """
 
@@ -17,8 +19,9 @@ from kafkalite.broker.cluster_metadata import Endpoint
 from kafkalite.broker.replica_manager import OFFSETS_TOPIC
 from kafkalite.coordinator import group_partition
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.share.share_records import SharePartitionKey
 
-GROUP, TRANSACTION = 0, 1
+GROUP, TRANSACTION, SHARE = 0, 1, 2
 Found = tuple[int, Endpoint] | None  # (node id, endpoint) of the coordinator
 
 
@@ -48,6 +51,23 @@ def _txn_coordinator(ctx: RequestContext, transactional_id: str) -> tuple[ErrorC
     return ErrorCode.none, (leader, endpoint)
 
 
+def _share_coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, Found]:
+    """The leader of the share-partition's `__share_group_state` partition (the key is
+    "group:topicId:partition", the topic id in Kafka's base64 form)."""
+    parsed = SharePartitionKey.parse(key)
+    if ctx.broker.share_groups is None or parsed is None:
+        return ErrorCode.invalid_request, None
+    runtime = ctx.broker.share_groups.partitions.coordinator.runtime
+    if runtime.ensure_topic() is not ErrorCode.none:
+        return ErrorCode.coordinator_not_available, None
+    index = runtime.partition_for(parsed.coordinator_key())
+    state = ctx.broker.metadata.partition_state(runtime.topic, index)
+    endpoint = ctx.broker.endpoint_of(state.leader) if state is not None else None
+    if state is None or endpoint is None:
+        return ErrorCode.coordinator_not_available, None
+    return ErrorCode.none, (state.leader, endpoint)
+
+
 def _locate(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
     message: str | None = None
     found: Found = None
@@ -55,6 +75,9 @@ def _locate(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
         error, found = _group_coordinator(ctx, key)
     elif key_type == TRANSACTION:
         error, found = _txn_coordinator(ctx, key)
+    elif key_type == SHARE:
+        error, found = _share_coordinator(ctx, key)
+        message = ""  # Kafka answers SHARE keys with an empty message, errors or not
     else:
         error, message = ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}"
     return {

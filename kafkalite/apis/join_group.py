@@ -9,12 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafkalite.apis.base import ApiHandler, RequestContext
-from kafkalite.coordinator import JoinGroupRequest, Protocol
+from kafkalite.apis.share_acks import is_share_group
+from kafkalite.coordinator import JoinGroupRequest, JoinGroupResponse, Protocol
 from kafkalite.protocol.entities import NO_THROTTLE, make, millis
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if is_share_group(ctx, request.group_id):
+        # Kafka's classicGroupJoinToClassicGroup: the group is not a classic group.
+        refused = JoinGroupResponse(ErrorCode.unknown_member_id, request.member_id)
+        return _response(ctx, refused)
     session_timeout_ms = millis(request.session_timeout)
     rebalance_timeout = getattr(request, "rebalance_timeout", None)
     joined = await ctx.broker.groups.join_group(
@@ -35,6 +42,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             reason=getattr(request, "reason", None),
         )
     )
+    return _response(ctx, joined)
+
+
+def _response(ctx: RequestContext, joined: JoinGroupResponse) -> Any:
     schema = ctx.schema
     members = tuple(
         make(

@@ -55,6 +55,10 @@ from kafkalite.apis import (
     produce,
     sasl_authenticate,
     sasl_handshake,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
     sync_group,
     txn_offset_commit,
     update_features,
@@ -113,6 +117,10 @@ _MODULES = (
     sasl_authenticate,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    share_group_heartbeat,
+    share_group_describe,
+    share_fetch,
+    share_acknowledge,
 )
 
 HANDLERS: dict[int, ApiHandler] = {module.API.api_key: module.API for module in _MODULES}

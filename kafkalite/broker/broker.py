@@ -16,6 +16,9 @@ from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.replica_fetcher_manager import ReplicaFetcherManager
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.broker.scram_credentials import ScramCredentials
+from kafkalite.broker.share_coordinator_service import ShareCoordinatorService
+from kafkalite.broker.share_group_service import ShareGroupService
+from kafkalite.broker.share_partition_manager import SharePartitionManager
 from kafkalite.broker.single_node_controller import SingleNodeController
 from kafkalite.broker.topic_config import log_config_for
 from kafkalite.broker.txn_coordinator_service import TransactionCoordinatorService
@@ -52,6 +55,7 @@ class Broker:
     fetchers: ReplicaFetcherManager | None = None  # followers' fetchers (run by the server)
     txn: TransactionCoordinatorService | None = None  # set by open()
     scram: ScramCredentials = field(default_factory=lambda: ScramCredentials(None))
+    share_groups: ShareGroupService | None = None  # share groups (KIP-932); set by open()
 
     @classmethod
     def open(
@@ -81,6 +85,10 @@ class Broker:
         groups.load()
         txn = TransactionCoordinatorService(config, replica_manager, groups, metadata)
         txn.load()
+        share_coordinator = ShareCoordinatorService(config, replica_manager)
+        share_coordinator.load()
+        share_partitions = SharePartitionManager(config, replica_manager, share_coordinator)
+        share_groups = ShareGroupService(config, groups, share_partitions)
         broker = cls(
             config,
             metadata,
@@ -93,6 +101,7 @@ class Broker:
             fetchers=fetchers,
             txn=txn,
             scram=ScramCredentials(metadata if isinstance(metadata, SingleNodeMetadata) else None),
+            share_groups=share_groups,
         )
         controller.subscribe(broker)
         return broker
@@ -110,6 +119,10 @@ class Broker:
         self.admin_manager.config = config
         if self.txn is not None:
             self.txn.config = config
+        if self.share_groups is not None:
+            self.share_groups.config = config
+            self.share_groups.partitions.config = config
+            self.share_groups.partitions.coordinator.config = config
         for topic in self.replica_manager.topics.values():
             log_config = log_config_for(config, topic.metadata.configs)
             for partition in topic.partitions.values():

@@ -3,12 +3,13 @@ checks them.
 
 `metadata.version` follows Kafka 4.4 (supported 7-33, finalized at 33), whose request ranges
 kafkalite serves, `group.version` 1 (KIP-848 consumer groups, served:
-ConsumerGroupHeartbeat) and `transaction.version` 1 (KIP-890 part 1: produce verification;
-Kafka 4 finalizes 2, transactions v2 with per-transaction epoch bumps, which kafkalite does not
-serve yet, so clients keep to the v1 protocol). The other features Kafka 4 finalizes name
-protocols kafkalite does not implement yet (share and streams groups, eligible leader
-replicas, KRaft), so
-they are supported at level 0 only; a level-0 feature is not finalized, as in Kafka. kafkalite
+ConsumerGroupHeartbeat), `share.version` 1 (KIP-932 share groups, served:
+ShareGroupHeartbeat, ShareFetch, ShareAcknowledge; level 2, dead-letter topics, is not) and
+`transaction.version` 1 (KIP-890 part 1: produce verification; Kafka 4 finalizes 2,
+transactions v2 with per-transaction epoch bumps, which kafkalite does not serve yet, so
+clients keep to the v1 protocol). The other features Kafka 4 finalizes name protocols
+kafkalite does not implement yet (streams groups, eligible leader replicas, KRaft), so they
+are supported at level 0 only; a level-0 feature is not finalized, as in Kafka. kafkalite
 never changes a level: an update to the current level is a no-op, any other is refused with
 Kafka's wording.
 """
@@ -41,7 +42,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature("group.version", 0, 1, 1),
     Feature("kraft.version", 0, 0, 0),
     Feature(METADATA_VERSION, 7, 33, 33),
-    Feature("share.version", 0, 0, 0),
+    Feature("share.version", 0, 1, 1),
     Feature("streams.version", 0, 0, 0),
     Feature("transaction.version", 0, 1, 1),
 )

@@ -384,7 +384,7 @@ class GroupCoordinatorService:
         error = self.check_group(request.group_id)
         if error is not ErrorCode.none:
             return ConsumerGroupHeartbeatResponse(error)
-        topics = _TopicsView(self.replica_manager)
+        topics = TopicsView(self.replica_manager)
         response, not_persisted = await self.call_and_wait(
             lambda c, now: c.consumer_group_heartbeat(request, topics, now), [request.group_id]
         )
@@ -510,7 +510,7 @@ def log_records(log_: UnifiedLog) -> Iterator[Record]:
 
 
 @dataclass(frozen=True)
-class _TopicsView:
+class TopicsView:
     """The broker's topics, as the consumer group coordinator looks them up."""
 
     replica_manager: ReplicaManager

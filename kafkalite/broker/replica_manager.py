@@ -54,7 +54,7 @@ from kafkalite.storage.log_dirs import LogDirs
 log = logging.getLogger("kafkalite.replica_manager")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__share_group_state"})
 
 
 def _configs_of(meta: TopicMetadata | None) -> Mapping[str, str]:

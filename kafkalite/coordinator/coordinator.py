@@ -215,6 +215,10 @@ class GroupCoordinator:
     def delete_groups(self, group_ids: Iterable[str], now_ms: int) -> dict[str, ErrorCode]:
         return admin.delete_groups(self._ctx, group_ids, now_ms)
 
+    def has_group(self, group_id: str) -> bool:
+        """A classic or consumer group of that id exists (a share group may not take it)."""
+        return group_id in self._ctx.groups or group_id in self._ctx.consumer_groups
+
     def group(self, group_id: str) -> ClassicGroup | None:
         """The live group record, for inspection (treat it as read-only)."""
         return self._ctx.groups.get(group_id)

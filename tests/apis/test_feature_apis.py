@@ -30,7 +30,7 @@ def test_api_versions_carries_the_features(broker: Broker, version: int) -> None
         "group.version": (0, 1),
         "kraft.version": (0, 0),
         "metadata.version": (7, 33),
-        "share.version": (0, 0),
+        "share.version": (0, 1),
         "streams.version": (0, 0),
         "transaction.version": (0, 1),
     }
@@ -40,6 +40,7 @@ def test_api_versions_carries_the_features(broker: Broker, version: int) -> None
     assert finalized == [
         ("group.version", 1, 1),
         ("metadata.version", 33, 33),
+        ("share.version", 1, 1),
         ("transaction.version", 1, 1),
     ]
     assert response.finalized_features_epoch == 0
@@ -64,12 +65,12 @@ def update(broker: Broker, version: int, *features: tuple[str, int, int]) -> Any
 
 @pytest.mark.parametrize("version", [0, 1, 2])
 def test_an_update_to_the_current_level_succeeds(broker: Broker, version: int) -> None:
-    response = update(broker, version, ("metadata.version", 33, 1), ("share.version", 0, 2))
+    response = update(broker, version, ("metadata.version", 33, 1), ("streams.version", 0, 2))
     assert (response.error_code, response.error_message) == (ErrorCode.none, None)
     if version < 2:
         assert [(r.feature, r.error_code, r.error_message) for r in response.results] == [
             ("metadata.version", ErrorCode.none, "NONE"),
-            ("share.version", ErrorCode.none, "NONE"),
+            ("streams.version", ErrorCode.none, "NONE"),
         ]
 
 

@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
     # ReplicaManager, Partition, AdminManager, coordinator services, replica fetchers.
     ("kafkalite.broker",),
     # Sans-IO state machines the broker drives.
-    ("kafkalite.coordinator", "kafkalite.txn"),
+    ("kafkalite.coordinator", "kafkalite.txn", "kafkalite.share"),
     # Segments, logs, the cleaner.
     ("kafkalite.storage",),
     # Importable by all: wire protocol helpers, config, process helpers, plain counters.

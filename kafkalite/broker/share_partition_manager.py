@@ -1,0 +1,341 @@
+"""The partition leader's side of share groups (Kafka's SharePartitionManager and
+DelayedShareFetch): share sessions, the share-partitions of this broker's partitions, reads
+of their logs, acknowledgements, lock expiry, and their state persisted through the share
+coordinator.
+
+* A share-partition is initialized on first use: from its persisted state, else at the
+  log's last stable offset (Kafka's `share.auto.offset.reset=latest`), that start written
+  at once so a restart does not move it.
+* Fetches read committed records only (records of aborted transactions, and control
+  records, are archived, never delivered), from the share-partition's next fetch offset,
+  and acquire whole batches for the member. A fetch that acquires nothing waits in the
+  fetch purgatory up to its max wait, woken by appends and by records released.
+* Acknowledgements (and releases: a closed session, a member gone, a lock expired) are
+  answered once the share-partition's new state is committed in `__share_group_state`:
+  nothing acknowledged is delivered again after a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from kafkalite.broker.delayed import DelayedOperation, TopicPartition
+from kafkalite.broker.delayed_wait import complete_or_expire
+from kafkalite.broker.share_coordinator_service import ShareCoordinatorService
+from kafkalite.share.share_partition import (
+    AcknowledgementBatch,
+    AcquiredRecords,
+    FetchedBatch,
+    SharePartition,
+    SharePartitionConfig,
+)
+from kafkalite.share.share_records import SharePartitionKey
+from kafkalite.share.share_session import ShareSessionCache, TopicIdPartition
+from kafkalite.storage.batch import iter_batches
+from kafkalite.storage.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from kafkalite.broker.partition import Partition
+    from kafkalite.broker.replica_manager import ReplicaManager
+    from kafkalite.config import BrokerConfig
+
+log = logging.getLogger("kafkalite.share")
+
+READ_COMMITTED = 1
+# A share fetch acquires max_records (500 by default) at most: reading a client's whole
+# max_bytes (50 MiB by default) of backlog for them would be mostly thrown away. A larger
+# first batch is still read whole.
+READ_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class ShareFetchResult:
+    """One partition's answer: records (whole batches) and what of them was acquired."""
+
+    error: ErrorCode = ErrorCode.none
+    records: bytes = b""
+    acquired: tuple[AcquiredRecords, ...] = ()
+
+
+@dataclass(eq=False)
+class _Held:
+    """A share-partition with what the manager knows about it."""
+
+    key: SharePartitionKey
+    topic: str
+    state: SharePartition
+    leader_epoch: int
+    persisted_version: int = 0
+
+
+def share_partition_config(config: BrokerConfig) -> SharePartitionConfig:
+    return SharePartitionConfig(
+        lock_duration_ms=config.int("group.share.record.lock.duration.ms"),
+        delivery_count_limit=config.int("group.share.delivery.count.limit"),
+        max_in_flight_records=config.int("group.share.partition.max.record.locks"),
+    )
+
+
+class DelayedShareFetch(DelayedOperation):
+    """A share fetch that acquired nothing, until one of its partitions has records to
+    acquire (new records up to the last stable offset, or released ones)."""
+
+    def __init__(self, keys: Iterable[TopicPartition], ready: Callable[[], bool]) -> None:
+        super().__init__(keys)
+        self._ready = ready
+
+    def try_complete(self) -> bool:
+        return self.force_complete() if self._ready() else False
+
+
+@dataclass(eq=False)
+class SharePartitionManager:
+    config: BrokerConfig
+    replica_manager: ReplicaManager
+    coordinator: ShareCoordinatorService
+    sessions: ShareSessionCache = field(init=False)
+    held: dict[SharePartitionKey, _Held] = field(default_factory=dict)
+    # Share-partitions changed outside a request (a connection closed): the timer persists them.
+    _dirty: dict[SharePartitionKey, _Held] = field(default_factory=dict)
+    _wake_timer: trio.Event = field(default_factory=trio.Event)
+    # When the timer task wakes next (inf: no lock to expire). A new lock expires after
+    # every lock already held, so only the first needs to wake it.
+    _timer_deadline: float = math.inf
+
+    def __post_init__(self) -> None:
+        self.sessions = ShareSessionCache(self.config.int("group.share.max.share.sessions"))
+
+    def now_ms(self) -> int:
+        return self.replica_manager.clock_ms()
+
+    # -- share-partitions ------------------------------------------------------------------
+
+    def _partition(self, topic_id: uuid.UUID, index: int) -> tuple[ErrorCode, Partition | None]:
+        topic = self.replica_manager.metadata.topic_by_id(topic_id)
+        if topic is None:
+            return ErrorCode.unknown_topic_id, None
+        partition = self.replica_manager.partition(topic.name, index)
+        if partition is None or not partition.is_leader:
+            return ErrorCode.not_leader_or_follower, None
+        return ErrorCode.none, partition
+
+    async def share_partition(
+        self, group_id: str, tp: TopicIdPartition
+    ) -> tuple[ErrorCode, _Held | None]:
+        """The share-partition, initialized (and its start persisted) on first use."""
+        error, partition = self._partition(*tp)
+        if partition is None:
+            return error, None
+        key = SharePartitionKey(group_id, *tp)
+        held = self.held.get(key)
+        if held is not None and held.leader_epoch == partition.leader_epoch:
+            return ErrorCode.none, held
+        error, state = self.coordinator.read_state(key)
+        if error is not ErrorCode.none:
+            return error, None
+        config = share_partition_config(self.config)
+        if state is not None:
+            share = SharePartition.from_state(config, state.start_offset, state.batches)
+            share.move_start(partition.log.log_start_offset)
+            held = _Held(key, partition.topic, share, partition.leader_epoch)
+            held.persisted_version = share.version
+            self.held[key] = held
+            return ErrorCode.none, held
+        share = SharePartition(config, partition.last_stable_offset)
+        held = self.held[key] = _Held(key, partition.topic, share, partition.leader_epoch, -1)
+        error = await self.persist(held)
+        return error, held if error is ErrorCode.none else None
+
+    async def persist(self, held: _Held) -> ErrorCode:
+        """Write the share-partition's state if it changed; NONE once it, and every write
+        before it, is committed."""
+        share = held.state
+        if held.persisted_version == share.version:
+            index = self.coordinator.partition_of(held.key)
+            timeout = self.config.int("request.timeout.ms")
+            failed = await self.coordinator.runtime.committed([index], timeout)
+            return ErrorCode.none if index not in failed else failed[index]
+        held.persisted_version = share.version
+        changes = share.take_changes()
+        error = await self.coordinator.write_state(
+            held.key, held.leader_epoch, share.start_offset, changes
+        )
+        if error is not ErrorCode.none:
+            held.persisted_version = -1  # the next call writes it again
+            share.changed.update(
+                b for c in changes for b in range(c.first_offset, c.last_offset + 1)
+            )
+            log.warning("cannot persist share-partition %s: %s", held.key, error.name)
+        return error
+
+    # -- fetching --------------------------------------------------------------------------
+
+    def _readable_end(self, held: _Held) -> int:
+        partition = self.replica_manager.partition(held.topic, held.key.partition)
+        return partition.last_stable_offset if partition is not None else -1
+
+    def acquirable(self, held: _Held) -> bool:
+        return held.state.can_acquire(self._readable_end(held))
+
+    def acquire(
+        self,
+        held: _Held,
+        member_id: str,
+        max_records: int,
+        max_bytes: int,
+        record_limit: bool = False,
+    ) -> ShareFetchResult:
+        """Read from the next fetch offset to the last stable offset and acquire."""
+        partition = self.replica_manager.partition(held.topic, held.key.partition)
+        if partition is None or not partition.is_leader:
+            return ShareFetchResult(ErrorCode.not_leader_or_follower)
+        share = held.state
+        share.move_start(partition.log.log_start_offset)
+        if not share.can_acquire(partition.last_stable_offset):
+            return ShareFetchResult()
+        result = partition.fetch_records(
+            share.next_fetch_offset(), min(max_bytes, READ_BYTES), isolation_level=READ_COMMITTED
+        )
+        if result.error is not ErrorCode.none:
+            return ShareFetchResult(result.error)
+        batches = _fetched_batches(result.records, result.aborted_transactions or ())
+        acquired = share.acquire(
+            member_id, [b for b, _ in batches], max_records, self.now_ms(), record_limit
+        )
+        if acquired and self._timer_deadline == math.inf:
+            self._wake_timer.set()
+        return ShareFetchResult(records=_covering(batches, acquired), acquired=tuple(acquired))
+
+    async def wait_for_records(self, helds: Sequence[_Held], max_wait_ms: int) -> None:
+        """Park until one of the share-partitions has something to acquire."""
+        if max_wait_ms <= 0 or not helds:
+            return
+        keys = [(h.topic, h.key.partition) for h in helds]
+        delayed = DelayedShareFetch(keys, lambda: any(self.acquirable(h) for h in helds))
+        await complete_or_expire(self.replica_manager.fetch_purgatory, delayed, max_wait_ms)
+
+    # -- acknowledgements and releases -----------------------------------------------------
+
+    def acknowledge(
+        self, held: _Held, member_id: str, batches: Sequence[AcknowledgementBatch]
+    ) -> ErrorCode:
+        error = held.state.acknowledge(member_id, batches, self.now_ms())
+        self._released(held)
+        return error
+
+    def release_member(
+        self, group_id: str, member_id: str, tps: Iterable[TopicIdPartition] | None = None
+    ) -> list[_Held]:
+        """Make a member's records available again (its session closed, or it left the
+        group); returns the share-partitions that changed, to persist."""
+        changed = []
+        for key, held in self.held.items():
+            if key.group_id != group_id:
+                continue
+            if tps is not None and (key.topic_id, key.partition) not in tps:
+                continue
+            if held.state.release_member(member_id):
+                self._released(held)
+                changed.append(held)
+        return changed
+
+    async def member_left(self, group_id: str, member_id: str) -> None:
+        """The group coordinator removed the member: its session goes, its records too."""
+        self.sessions.close((group_id, member_id))
+        for held in self.release_member(group_id, member_id):
+            await self.persist(held)
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """The (empty) share group was deleted: its sessions, share-partitions and their
+        persisted state go."""
+        for session_key in [k for k in self.sessions.sessions if k[0] == group_id]:
+            self.sessions.close(session_key)
+        for key in [k for k in self.held if k.group_id == group_id]:
+            del self.held[key]
+            self._dirty.pop(key, None)
+        return await self.coordinator.delete_group_state(group_id)
+
+    def connection_closed(self, connection_id: str) -> None:
+        """A client's connection closed: its share sessions end and what the member held in
+        them is released at once (persisted by the timer task)."""
+        for session in self.sessions.close_connection(connection_id):
+            group_id, member_id = session.key
+            for held in self.release_member(group_id, member_id, session.partitions):
+                self._dirty[held.key] = held
+        if self._dirty:
+            self._wake_timer.set()
+
+    def _released(self, held: _Held) -> None:
+        """Records may have become available: parked fetches retry."""
+        self.replica_manager.fetch_purgatory.check_and_complete((held.topic, held.key.partition))
+
+    # -- lock expiry -----------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Release records whose acquisition lock expired, at the earliest deadline; persist
+        the releases of closed connections."""
+        task_status.started()
+        while True:
+            deadlines = [
+                d for h in self.held.values() if (d := h.state.next_lock_deadline()) is not None
+            ]
+            self._timer_deadline = min(deadlines, default=math.inf)
+            self._wake_timer = trio.Event()
+            with trio.move_on_after(max(0.0, (self._timer_deadline - self.now_ms()) / 1000)):
+                await self._wake_timer.wait()
+            self._timer_deadline = math.inf
+            now = self.now_ms()
+            changed, self._dirty = self._dirty, {}
+            for held in list(self.held.values()):
+                if held.state.expire_locks(now):
+                    self._released(held)
+                    changed[held.key] = held
+            for held in changed.values():
+                try:
+                    await self.persist(held)
+                except Exception:
+                    log.exception("cannot persist the releases of %s", held.key)
+
+
+def _fetched_batches(
+    records: bytes, aborted: Sequence[AbortedTxn]
+) -> list[tuple[FetchedBatch, memoryview]]:
+    """The batches read, each marked `skip` when never delivered: control batches, and
+    data of aborted transactions (read_committed)."""
+    view = memoryview(records)
+    batches = []
+    for position, header in iter_batches(records):
+        skip = header.is_control or (
+            header.is_transactional
+            and any(
+                t.producer_id == header.producer_id
+                and t.first_offset <= header.base_offset <= t.last_offset
+                for t in aborted
+            )
+        )
+        batch = FetchedBatch(header.base_offset, header.last_offset, skip)
+        batches.append((batch, view[position : position + header.size]))
+    return batches
+
+
+def _covering(
+    batches: list[tuple[FetchedBatch, memoryview]], acquired: Sequence[AcquiredRecords]
+) -> bytes:
+    """The batches holding acquired records (the client delivers only what was acquired)."""
+    chosen = [
+        data
+        for batch, data in batches
+        if any(
+            a.first_offset <= batch.last_offset and batch.base_offset <= a.last_offset
+            for a in acquired
+        )
+    ]
+    return b"".join(chosen)

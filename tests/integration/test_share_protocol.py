@@ -1,0 +1,387 @@
+"""Share group APIs (KIP-932) on the wire, with kio's request and response structs over a raw
+socket (protocol_tests/raw_client.py) to an embedded broker: what the stock clients do not
+show (epochs, session errors, acknowledgement errors, the advertised versions), a consumer
+that hangs holding records (another gets them once the acquisition lock expires) and one
+whose connection closes (its records are released at once).
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer, ShareConsumer
+from kio.schema.errors import ErrorCode
+
+from kafkalite.broker.partition_loader import log_chunks
+from kafkalite.share.share_records import (
+    SHARE_SNAPSHOT,
+    SHARE_UPDATE,
+    SharePartitionKey,
+    decode_key,
+    kafka_uuid,
+)
+from kafkalite.storage.records import decode_records
+from kafkalite.testing import EmbeddedBroker
+from protocol_tests.raw_client import RawClient, request_class
+
+LOCK_MS = 1000
+BROKER = {"group.share.record.lock.duration.ms": str(LOCK_MS)}
+HEARTBEAT, DESCRIBE, SHARE_FETCH, SHARE_ACK = 76, 77, 78, 79
+ACCEPT = 1
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(tmp_path_factory.mktemp("share"), BROKER) as running:
+        yield running
+
+
+@pytest.fixture
+def client(broker: EmbeddedBroker) -> Iterator[RawClient]:
+    with RawClient(broker.host, broker.port) as raw:
+        yield raw
+
+
+def schema(api_key: int, version: int) -> Any:
+    """kio's request module of the API version (its structs build the request)."""
+    return __import__(request_class(api_key, version).__module__, fromlist=["_"])
+
+
+def ms(value: int) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=value)
+
+
+def heartbeat(client: RawClient, group: str, member: str, epoch: int, topics: Any = None) -> Any:
+    m = schema(HEARTBEAT, 1)
+    return client.request(
+        m.ShareGroupHeartbeatRequest(
+            group_id=group, member_id=member, member_epoch=epoch, subscribed_topic_names=topics
+        )
+    )
+
+
+def share_fetch(
+    client: RawClient,
+    group: str,
+    member: str,
+    epoch: int,
+    topic_id: uuid.UUID,
+    acks: tuple[tuple[int, int, int], ...] = (),
+    max_wait: int = 0,
+) -> Any:
+    m = schema(SHARE_FETCH, 2)
+    batches = tuple(
+        m.AcknowledgementBatch(first_offset=f, last_offset=la, acknowledge_types=(t,))
+        for f, la, t in acks
+    )
+    return client.request(
+        m.ShareFetchRequest(
+            group_id=group,
+            member_id=member,
+            share_session_epoch=epoch,
+            max_wait=ms(max_wait),
+            min_bytes=1,
+            max_records=100,
+            batch_size=100,
+            topics=(
+                m.FetchTopic(
+                    topic_id=topic_id,
+                    partitions=(
+                        m.FetchPartition(partition_index=0, acknowledgement_batches=batches),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+        )
+    )
+
+
+def share_ack(
+    client: RawClient,
+    group: str,
+    member: str,
+    epoch: int,
+    topic_id: uuid.UUID,
+    first: int,
+    last: int,
+) -> Any:
+    m = schema(SHARE_ACK, 2)
+    batch = m.AcknowledgementBatch(
+        first_offset=first, last_offset=last, acknowledge_types=(ACCEPT,)
+    )
+    return client.request(
+        m.ShareAcknowledgeRequest(
+            group_id=group,
+            member_id=member,
+            share_session_epoch=epoch,
+            topics=(
+                m.AcknowledgeTopic(
+                    topic_id=topic_id,
+                    partitions=(
+                        m.AcknowledgePartition(partition_index=0, acknowledgement_batches=(batch,)),
+                    ),
+                ),
+            ),
+        )
+    )
+
+
+def produce(broker: EmbeddedBroker, topic: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(count):
+        producer.produce(topic, value=f"v{i}".encode())
+    assert producer.flush(20) == 0
+
+
+def new_queue(broker: EmbeddedBroker) -> tuple[str, uuid.UUID, str]:
+    topic = broker.create_topic(f"queue-{uuid.uuid4().hex[:8]}")
+    topic_id = broker.call(lambda: broker.broker.metadata.topics[topic].topic_id)
+    return topic, topic_id, f"share-{uuid.uuid4().hex[:8]}"
+
+
+def joined(client: RawClient, group: str, member: str, topic: str, topic_id: uuid.UUID) -> int:
+    response = heartbeat(client, group, member, 0, (topic,))
+    assert response.error_code is ErrorCode.none
+    assert [(t.topic_id, t.partitions) for t in response.assignment.topic_partitions] == [
+        (topic_id, (0,))
+    ]
+    return response.member_epoch
+
+
+def acquired(response: Any) -> list[tuple[int, int, int]]:
+    assert response.error_code is ErrorCode.none, response
+    return [
+        (a.first_offset, a.last_offset, a.delivery_count)
+        for t in response.responses
+        for p in t.partitions
+        for a in p.acquired_records
+    ]
+
+
+def test_api_versions_and_share_version_feature(client: RawClient) -> None:
+    m = schema(18, 3)
+    response = client.request(
+        m.ApiVersionsRequest(client_software_name="raw", client_software_version="1")
+    )
+    versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert [versions[key] for key in (76, 77, 78, 79)] == [(1, 1), (1, 1), (1, 2), (1, 2)]
+    assert {(f.name, f.max_version_level) for f in response.finalized_features} >= {
+        ("share.version", 1)
+    }
+    # Not served yet: the offsets admin APIs and the inter-broker share-state RPCs.
+    assert not {83, 84, 85, 86, 87, 90, 91, 92} & set(versions)
+
+
+def test_membership_describe_list_and_find_coordinator(
+    broker: EmbeddedBroker, client: RawClient
+) -> None:
+    topic, topic_id, group = new_queue(broker)
+    epoch = joined(client, group, "m1", topic, topic_id)
+    second = heartbeat(client, group, "m2", 0, (topic,))
+    assert second.member_epoch == epoch + 1  # the group epoch moved
+    fenced = heartbeat(client, group, "m1", epoch + 5)
+    assert (fenced.error_code, fenced.error_message) == (
+        ErrorCode.fenced_member_epoch,
+        f"The share group member has a greater member epoch ({epoch + 5}) than the one known "
+        f"by the group coordinator ({epoch}). The member must abandon all its partitions and "
+        "rejoin.",
+    )
+    assert heartbeat(client, group, "nobody", 3).error_code is ErrorCode.unknown_member_id
+
+    m = schema(DESCRIBE, 1)
+    described = client.request(
+        m.ShareGroupDescribeRequest(
+            group_ids=(group, "missing"), include_authorized_operations=False
+        )
+    ).groups
+    assert (described[0].group_state, described[0].assignor_name) == ("Stable", "simple")
+    # Both members share the one partition (Kafka's simple assignor).
+    assert sorted(
+        (member.member_id, member.assignment.topic_partitions[0].partitions)
+        for member in described[0].members
+    ) == [("m1", (0,)), ("m2", (0,))]
+    assert described[1].error_code is ErrorCode.group_id_not_found
+
+    lg = schema(16, 5)
+    listed = client.request(lg.ListGroupsRequest(states_filter=(), types_filter=("share",))).groups
+    assert (group, "share", "Stable") in {(g.group_id, g.group_type, g.group_state) for g in listed}
+    consumer_only = client.request(
+        lg.ListGroupsRequest(states_filter=(), types_filter=("consumer",))
+    ).groups
+    assert group not in {g.group_id for g in consumer_only}
+
+    fc = schema(10, 6)
+    keys = (f"{group}:{kafka_uuid(topic_id)}:0", f"{group}:{topic_id}:0", "nonsense")
+    found = client.request(fc.FindCoordinatorRequest(key_type=2, coordinator_keys=keys))
+    # As Kafka 4.4: the topic id in Kafka's Uuid form; any other key is INVALID_REQUEST.
+    assert [(c.error_code, c.node_id, c.error_message) for c in found.coordinators] == [
+        (ErrorCode.none, broker.broker.node_id, ""),
+        (ErrorCode.invalid_request, -1, ""),
+        (ErrorCode.invalid_request, -1, ""),
+    ]
+
+    assert heartbeat(client, group, "m2", -1).member_epoch == -1
+
+    # Its id is taken: consumer and classic members are refused, as Kafka refuses them.
+    cg = schema(68, 1)
+    consumer = client.request(
+        cg.ConsumerGroupHeartbeatRequest(
+            group_id=group,
+            member_id="c1",
+            member_epoch=0,
+            rebalance_timeout=ms(30000),
+            subscribed_topic_names=(topic,),
+            topic_partitions=(),
+        )
+    )
+    assert consumer.error_code is ErrorCode.group_id_not_found
+    jg = schema(11, 9)
+    classic = client.request(
+        jg.JoinGroupRequest(
+            group_id=group,
+            session_timeout=ms(10000),
+            rebalance_timeout=ms(10000),
+            member_id="",
+            protocol_type="consumer",
+            protocols=(),
+        )
+    )
+    assert classic.error_code is ErrorCode.unknown_member_id
+
+
+def share_state_keys(broker: Any) -> list[tuple[int, SharePartitionKey]]:
+    """Every record key of `__share_group_state` (call in the broker's thread)."""
+    partition = broker.replica_manager.partition("__share_group_state", 0)
+    return [
+        decode_key(record.key)
+        for chunk in log_chunks(partition.log)
+        for header, batch in chunk
+        if not header.is_control
+        for record in decode_records(batch)
+    ]
+
+
+def test_sessions_acknowledgements_and_their_errors(
+    broker: EmbeddedBroker, client: RawClient
+) -> None:
+    topic, topic_id, group = new_queue(broker)
+    joined(client, group, "m1", topic, topic_id)
+    produce(broker, topic, 5)
+    # Acknowledgements may not open a session.
+    opening = share_fetch(client, group, "m1", 0, topic_id, acks=((0, 0, ACCEPT),))
+    assert opening.error_code is ErrorCode.invalid_request
+    assert acquired(share_fetch(client, group, "m1", 0, topic_id, max_wait=2000)) == [(0, 4, 1)]
+    # Epochs must follow one another.
+    assert share_ack(client, group, "m1", 5, topic_id, 0, 1).error_code is (
+        ErrorCode.invalid_share_session_epoch
+    )
+    assert share_ack(client, group, "m1", 0, topic_id, 0, 1).error_code is (
+        ErrorCode.invalid_share_session_epoch
+    )
+    acked = share_ack(client, group, "m1", 1, topic_id, 0, 1)
+    assert acked.responses[0].partitions[0].error_code is ErrorCode.none
+    # Offset 1 is acknowledged already: the partition's acknowledgement fails, all of it.
+    again = share_fetch(client, group, "m1", 2, topic_id, acks=((1, 4, ACCEPT),))
+    assert again.responses[0].partitions[0].acknowledge_error_code == ErrorCode.invalid_record_state
+    # A long poll with nothing to acquire answers empty after max_wait.
+    started = time.monotonic()
+    empty = share_fetch(client, group, "m1", 3, topic_id, max_wait=300)
+    assert acquired(empty) == [] and time.monotonic() - started >= 0.25
+    closing = share_fetch(client, group, "m1", -1, topic_id, acks=((2, 4, ACCEPT),))
+    assert closing.responses[0].partitions[0].acknowledge_error_code == ErrorCode.none
+    assert share_fetch(client, group, "m1", 4, topic_id).error_code is (
+        ErrorCode.share_session_not_found
+    )
+    # What was persisted: everything acknowledged, nothing in flight.
+    states = broker.call(lambda: dict(broker.broker.share_groups.partitions.coordinator.states))
+    [state] = [state for key, state in states.items() if key.group_id == group]
+    assert (state.start_offset, state.batches) == (5, ())
+    # In Kafka's records: a ShareSnapshot at initialization, then a ShareUpdate per write.
+    written = [
+        record_type
+        for record_type, key in broker.call(share_state_keys, broker.broker)
+        if key.group_id == group
+    ]
+    assert written == [SHARE_SNAPSHOT, SHARE_UPDATE, SHARE_UPDATE]
+
+
+def received(consumer: ShareConsumer, count: int) -> list[tuple[int, int]]:
+    """(offset, delivery count) of the next `count` records the consumer gets."""
+    got: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 20
+    while len(got) < count:
+        assert time.monotonic() < deadline, got
+        got += [(m.offset(), m.delivery_count()) for m in consumer.poll(0.2)]
+    return sorted(got)
+
+
+def test_records_of_a_hung_consumer_go_to_another_when_the_lock_expires(
+    broker: EmbeddedBroker,
+) -> None:
+    topic, topic_id, group = new_queue(broker)
+    with RawClient(broker.host, broker.port) as hung:
+        joined(hung, group, "hung", topic, topic_id)
+        produce(broker, topic, 3)
+        assert acquired(share_fetch(hung, group, "hung", 0, topic_id, max_wait=2000)) == [(0, 2, 1)]
+        # It keeps its connection, session and membership, and never acknowledges.
+        consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+        consumer.subscribe([topic])
+        try:
+            assert received(consumer, 3) == [(0, 2), (1, 2), (2, 2)]
+        finally:
+            consumer.close()
+
+
+def test_a_closed_connection_releases_its_records_at_once(tmp_path: Path) -> None:
+    """Kafka ends a share session with its connection and releases what it held; with a
+    lock of a minute, only that release lets another consumer have them within the test."""
+    with EmbeddedBroker(tmp_path, {"group.share.record.lock.duration.ms": "60000"}) as broker:
+        topic, topic_id, group = new_queue(broker)
+        with RawClient(broker.host, broker.port) as dying:
+            joined(dying, group, "dying", topic, topic_id)
+            produce(broker, topic, 3)
+            assert acquired(share_fetch(dying, group, "dying", 0, topic_id, max_wait=2000)) == [
+                (0, 2, 1)
+            ]
+        consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+        consumer.subscribe([topic])
+        try:
+            assert received(consumer, 3) == [(0, 2), (1, 2), (2, 2)]
+        finally:
+            consumer.close()
+
+
+def test_delete_groups_removes_an_empty_share_group_and_its_state(
+    broker: EmbeddedBroker, client: RawClient
+) -> None:
+    topic, topic_id, group = new_queue(broker)
+    joined(client, group, "m1", topic, topic_id)
+    produce(broker, topic, 2)
+    assert acquired(share_fetch(client, group, "m1", 0, topic_id, max_wait=2000)) == [(0, 1, 1)]
+    dg = schema(42, 2)
+
+    def delete() -> ErrorCode:
+        return client.request(dg.DeleteGroupsRequest(groups_names=(group,))).results[0].error_code
+
+    assert delete() is ErrorCode.non_empty_group
+    assert heartbeat(client, group, "m1", -1).error_code is ErrorCode.none
+    assert delete() is ErrorCode.none
+    assert delete() is ErrorCode.group_id_not_found
+    states = broker.call(lambda: dict(broker.broker.share_groups.partitions.coordinator.states))
+    assert not [key for key in states if key.group_id == group]
+    written = [
+        (record_type, key)
+        for record_type, key in broker.call(share_state_keys, broker.broker)
+        if key.group_id == group
+    ]
+    assert [record_type for record_type, _ in written[-2:]] == [SHARE_SNAPSHOT, SHARE_UPDATE]
+    # A new member starts the group afresh, at the end of the log.
+    joined(client, group, "m2", topic, topic_id)
+    produce(broker, topic, 1)
+    assert acquired(share_fetch(client, group, "m2", 0, topic_id, max_wait=2000)) == [(2, 2, 1)]
