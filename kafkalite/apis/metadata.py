@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import authorized_operations
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.broker import views
 from kafkalite.broker.admin_manager import topic_name_error
 from kafkalite.broker.cluster_metadata import TopicMetadata
 from kafkalite.broker.partition import PartitionState
@@ -53,7 +54,7 @@ def _topic(ctx: RequestContext, topic: TopicMetadata, operations: int) -> Any:
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.name in INTERNAL_TOPICS,
-        partitions=tuple(_partition(ctx, s, live) for s in metadata.partition_states(topic.name)),
+        partitions=tuple(_partition(ctx, s, live) for s in views.partition_states(metadata, topic)),
         topic_authorized_operations=operations,
     )
 
