@@ -76,6 +76,12 @@ def check_view_configs(
     if text is None or not text.strip():
         raise ViewError(ErrorCode.invalid_config, f"A view needs {VIEW_FILTER}.")
     source_name = source_name.strip()
+    if source_name in INTERNAL_TOPICS:
+        raise ViewError(
+            ErrorCode.invalid_config,
+            f"Invalid value {source_name} for configuration {VIEW_SOURCE}: "
+            "internal topics have no views.",
+        )
     source = metadata.topics.get(source_name)
     if source is None:
         raise ViewError(
@@ -88,12 +94,6 @@ def check_view_configs(
             ErrorCode.invalid_config,
             f"Invalid value {source_name} for configuration {VIEW_SOURCE}: "
             f"{source_name} is itself a view; a view reads a topic.",
-        )
-    if source_name in INTERNAL_TOPICS:
-        raise ViewError(
-            ErrorCode.invalid_config,
-            f"Invalid value {source_name} for configuration {VIEW_SOURCE}: "
-            "internal topics have no views.",
         )
     try:
         parse(text)

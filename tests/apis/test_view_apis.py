@@ -1,0 +1,211 @@
+"""Views (issue 18), sans-IO: created, described, listed, refused and deleted through the
+admin handlers on a real Broker; produce refused with a message."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+import trio
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis import metadata, produce
+from kafkalite.apis.base import RequestContext
+from kafkalite.broker.broker import Broker
+from kafkalite.broker.views import VIEW_FILTER, VIEW_SOURCE
+from kafkalite.protocol.entities import make
+from kafkalite.storage.records import encode_batch
+
+from .harness import call, request_module
+from .test_admin_apis import (
+    SET,
+    TOPIC,
+    alter_topic,
+    create,
+    create_ok,
+    delete_by_name,
+    describe,
+    grow,
+    new_topic,
+)
+
+EU = "region = 'eu'"
+
+
+def view_topic(name: str, source: str, text: str = EU, **extra: Any) -> dict[str, Any]:
+    configs = {VIEW_SOURCE: source, VIEW_FILTER: text}
+    return new_topic(name, configs=configs, **extra)
+
+
+def create_view(broker: Broker, name: str, source: str, text: str = EU, **extra: Any) -> Any:
+    [result] = create(broker, 7, view_topic(name, source, text, **extra)).topics
+    return result
+
+
+def _all_topics(m: Any) -> Any:
+    return make(
+        m.MetadataRequest,
+        topics=None,
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+
+
+def metadata_topics(broker: Broker) -> dict[str, Any]:
+    response = call(broker, metadata.API, 12, _all_topics)
+    return {t.name: t for t in response.topics}
+
+
+def test_a_view_is_a_topic_with_its_sources_partitions(broker: Broker) -> None:
+    create_ok(broker, "orders", partitions=3)
+    result = create_view(broker, "orders.eu", "orders")
+    assert result.error_code is ErrorCode.none, result.error_message
+    assert (result.num_partitions, result.replication_factor) == (3, 1)
+    assert {c.name: c.value for c in result.configs} == {VIEW_SOURCE: "orders", VIEW_FILTER: EU}
+    topics = metadata_topics(broker)
+    view, source = topics["orders.eu"], topics["orders"]
+    assert view.topic_id not in (None, source.topic_id)
+    assert [(p.partition_index, p.leader_id, p.replica_nodes) for p in view.partitions] == [
+        (p.partition_index, p.leader_id, p.replica_nodes) for p in source.partitions
+    ]
+    # No log of its own: the source's partitions serve it.
+    assert "orders.eu" not in broker.replica_manager.topics
+    assert not any(name == "orders.eu" for name, _ in broker.replica_manager.log_manager.logs)
+
+
+def test_describe_configs_shows_the_definition(broker: Broker) -> None:
+    create_ok(broker, "src")
+    create_view(broker, "src.eu", "src")
+    [result] = describe(broker, 4, (TOPIC, "src.eu", None), synonyms=True).results
+    assert result.error_code is ErrorCode.none
+    entries = {e.name: e for e in result.configs}
+    assert {n: e.value for n, e in entries.items()} == {VIEW_SOURCE: "src", VIEW_FILTER: EU}
+    assert all(e.read_only for e in entries.values())
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("region =", "expected a value after = at position 9"),
+        ("region = 'eu' AND", "expected a condition (a header name, a value or '(') at position"),
+        ("region LIKE 'e%'", "at position 8"),
+        ("", "A view needs kafkalite.view.filter."),
+    ],
+)
+def test_a_bad_filter_is_invalid_config_naming_the_position(
+    broker: Broker, text: str, says: str
+) -> None:
+    create_ok(broker, "src")
+    result = create_view(broker, "bad", "src", text)
+    assert result.error_code is ErrorCode.invalid_config
+    assert says in result.error_message
+    assert "bad" not in broker.metadata.topics
+
+
+def test_view_refusals(broker: Broker) -> None:
+    create_ok(broker, "src", partitions=2)
+    create_ok(broker, "plain")
+    create_view(broker, "src.v", "src")
+    cases = [
+        (view_topic("a", "nope"), ErrorCode.invalid_config, "topic nope does not exist"),
+        (view_topic("b", "src.v"), ErrorCode.invalid_config, "src.v is itself a view"),
+        (view_topic("c", "__consumer_offsets"), ErrorCode.invalid_config, "internal topics"),
+        (
+            new_topic("d", configs={VIEW_SOURCE: "src", VIEW_FILTER: EU, "retention.ms": "1"}),
+            ErrorCode.invalid_config,
+            "retention.ms belong(s) to its source topic",
+        ),
+        (
+            new_topic("e", configs={VIEW_FILTER: EU}),
+            ErrorCode.invalid_config,
+            "A view needs kafkalite.view.source.",
+        ),
+        (view_topic("f", "src", partitions=3), ErrorCode.invalid_partitions, "(2)"),
+        (view_topic("g", "src", replication=2), ErrorCode.invalid_replication_factor, "factor 1)"),
+        (view_topic("h", "src", assignments=[[1], [1]]), ErrorCode.invalid_request, "assignment"),
+        (view_topic("src.v", "src"), ErrorCode.topic_already_exists, "already exists"),
+    ]
+    for topic, error, says in cases:
+        [result] = create(broker, 7, topic).topics
+        assert (result.error_code, topic["name"]) == (error, topic["name"])
+        assert says in result.error_message
+    assert create_view(broker, "ok", "src", partitions=2, replication=1).error_code is (
+        ErrorCode.none
+    )
+    # A view's configs are not topic configs elsewhere.
+    response = alter_topic(broker, "plain", (VIEW_SOURCE, SET, "src"))
+    assert response.error_code is ErrorCode.invalid_config
+    response = alter_topic(broker, "src.v", (VIEW_FILTER, SET, "TRUE"))
+    assert response.error_code is ErrorCode.invalid_config
+    assert "definition is fixed" in response.error_message
+    [grown] = grow(broker, 3, ("src.v", 4, None)).results
+    assert grown.error_code is ErrorCode.invalid_request
+    assert "add partitions there" in grown.error_message
+
+
+def test_validate_only_creates_no_view(broker: Broker) -> None:
+    create_ok(broker, "src")
+    [result] = create(broker, 7, view_topic("v", "src"), validate_only=True).topics
+    assert result.error_code is ErrorCode.none
+    assert "v" not in broker.metadata.topics
+
+
+def test_deleting_a_source_with_views_is_refused_naming_them(broker: Broker) -> None:
+    create_ok(broker, "src")
+    create_view(broker, "src.b", "src")
+    create_view(broker, "src.a", "src", "TRUE")
+    [refused] = delete_by_name(broker, 6, "src").responses
+    assert refused.error_code is ErrorCode.invalid_request
+    assert refused.error_message == "Topic src has views (src.a, src.b); delete them first."
+    [deleted] = delete_by_name(broker, 6, "src.a").responses
+    assert deleted.error_code is ErrorCode.none
+    assert "src" in broker.metadata.topics and "src.a" not in broker.metadata.topics
+    assert broker.replica_manager.partition("src", 0) is not None  # the source is untouched
+    results = delete_by_name(broker, 6, "src.b", "src").responses
+    assert [r.error_code for r in results] == [ErrorCode.none, ErrorCode.none]
+
+
+def test_a_view_grows_with_its_source(broker: Broker) -> None:
+    create_ok(broker, "src", partitions=1)
+    create_view(broker, "src.v", "src")
+    [grown] = grow(broker, 3, ("src", 3, None)).results
+    assert grown.error_code is ErrorCode.none
+    assert len(metadata_topics(broker)["src.v"].partitions) == 3
+    assert broker.metadata.topics["src.v"].num_partitions == 3
+
+
+def test_produce_to_a_view_is_refused_with_a_message(broker: Broker) -> None:
+    create_ok(broker, "src")
+    create_view(broker, "src.v", "src")
+    m = request_module(0, 9)
+    data = make(m.PartitionProduceData, index=0, records=encode_batch([(None, b"v")], timestamp=1))
+    request = make(
+        m.ProduceRequest,
+        transactional_id=None,
+        acks=1,
+        timeout=datetime.timedelta(seconds=5),
+        topic_data=(make(m.TopicProduceData, name="src.v", partition_data=(data,)),),
+    )
+    ctx = RequestContext(broker, 0, 9, correlation_id=11, client_id="tests")
+    [answer] = trio.run(produce.handle, ctx, request).responses[0].partition_responses
+    assert answer.error_code is ErrorCode.invalid_topic_exception  # not retriable
+    assert answer.error_message == "src.v is a view of src and is read-only: produce to src."
+    assert broker.replica_manager.partition("src", 0).log_end_offset == 0
+
+
+def test_views_survive_a_restart(broker_factory: Any, tmp_path: Any) -> None:
+    from .conftest import open_broker
+
+    broker = open_broker(tmp_path / "b")
+    create_ok(broker, "src", partitions=2)
+    create_view(broker, "src.v", "src")
+    broker.shutdown()
+    again = open_broker(tmp_path / "b")
+    try:
+        assert again.metadata.topics["src.v"].configs == {VIEW_SOURCE: "src", VIEW_FILTER: EU}
+        assert "src.v" not in again.replica_manager.topics
+        assert again.replica_manager.view("src.v") is not None
+        assert len(metadata_topics(again)["src.v"].partitions) == 2
+    finally:
+        again.shutdown()
