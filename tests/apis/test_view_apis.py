@@ -10,7 +10,13 @@ import pytest
 import trio
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis import metadata, produce
+from kafkalite.apis import (
+    add_partitions_to_txn,
+    init_producer_id,
+    metadata,
+    offset_for_leader_epoch,
+    produce,
+)
 from kafkalite.apis.base import RequestContext
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.views import VIEW_FILTER, VIEW_SOURCE
@@ -209,3 +215,66 @@ def test_views_survive_a_restart(broker_factory: Any, tmp_path: Any) -> None:
         assert len(metadata_topics(again)["src.v"].partitions) == 2
     finally:
         again.shutdown()
+
+
+def test_offset_for_leader_epoch_on_a_view_is_the_sources(broker: Broker) -> None:
+    create_ok(broker, "src")
+    create_view(broker, "src.v", "src")
+    batch = encode_batch([(None, b"a"), (None, b"b"), (None, b"c")], timestamp=1)
+    results, _ = broker.replica_manager.append_records({("src", 0): batch}, 1)
+    assert results[("src", 0)].error is ErrorCode.none
+
+    def build(m: Any) -> Any:
+        partition = make(
+            m.OffsetForLeaderPartition, partition=0, current_leader_epoch=-1, leader_epoch=0
+        )
+        topics = tuple(
+            make(m.OffsetForLeaderTopic, topic=t, partitions=(partition,)) for t in ("src", "src.v")
+        )
+        return make(m.OffsetForLeaderEpochRequest, replica_id=-1, topics=topics)
+
+    response = call(broker, offset_for_leader_epoch.API, 4, build)
+    answers = [
+        (p.error_code, p.leader_epoch, p.end_offset) for t in response.topics for p in t.partitions
+    ]
+    assert answers == [(ErrorCode.none, 0, 3)] * 2
+
+
+def test_a_view_cannot_join_a_transaction(broker: Broker) -> None:
+    """Its partition would never get its marker: the transaction could not complete."""
+    create_ok(broker, "src")
+    create_view(broker, "src.v", "src")
+    init = call(
+        broker,
+        init_producer_id.API,
+        4,
+        lambda m: make(
+            m.InitProducerIdRequest,
+            transactional_id="tid",
+            transaction_timeout=datetime.timedelta(seconds=60),
+            producer_id=-1,
+            producer_epoch=-1,
+        ),
+    )
+
+    def build(m: Any) -> Any:
+        topics = tuple(
+            make(m.AddPartitionsToTxnTopic, name=t, partitions=(0,)) for t in ("src", "src.v")
+        )
+        return make(
+            m.AddPartitionsToTxnRequest,
+            v3_and_below_transactional_id="tid",
+            v3_and_below_producer_id=init.producer_id,
+            v3_and_below_producer_epoch=init.producer_epoch,
+            v3_and_below_topics=topics,
+        )
+
+    response = call(broker, add_partitions_to_txn.API, 3, build)
+    errors = {
+        t.name: t.results_by_partition[0].partition_error_code
+        for t in response.results_by_topic_v3_and_below
+    }
+    assert errors == {
+        "src": ErrorCode.operation_not_attempted,
+        "src.v": ErrorCode.invalid_topic_exception,
+    }
