@@ -539,7 +539,7 @@ class ReplicaManager:
                 last_fetched_epoch=info.last_fetched_epoch,
             )
             if view is not None and result.records:
-                records = filter_batches(result.records, view.filter.matches, view.stats)
+                records = filter_batches(result.records, view.filter, view.stats)
                 result = replace(result, records=records)
             if result.records:
                 first = False

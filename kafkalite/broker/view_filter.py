@@ -349,23 +349,54 @@ class _Parser:
         raise self.fail(expected)
 
 
-@dataclass(frozen=True)
-class Filter:
-    """A parsed filter: `matches(key, headers)` is True only when the condition is TRUE."""
+MEMO_LIMIT = 4096  # distinct (key, header values) remembered per filter
 
-    text: str
-    names: frozenset[str]  # the headers it reads (and __key)
-    evaluate: Eval
+
+class Filter:
+    """A parsed filter: a record matches only when the condition is TRUE.
+
+    `match` (the data path) takes the raw values of the headers it names, `header_names`,
+    and remembers its answers per distinct values (headers such as tags repeat)."""
+
+    def __init__(self, text: str, names: frozenset[str], evaluate: Eval) -> None:
+        self.text = text
+        self.names = names  # the headers it reads (and __key)
+        self.reads_key = KEY in names
+        self.header_names = frozenset(n.encode() for n in names if n != KEY)
+        self._evaluate = evaluate
+        self._order = tuple(sorted(self.header_names))
+        self._memo: dict[tuple[bytes | None, ...], bool] = {}
 
     def matches(self, key: bytes | None, headers: Headers) -> bool:
-        env: Env = {}
-        names = self.names
-        for name, value in headers:
-            if name in names:
-                env[name] = None if value is None else value.decode("utf-8", "replace")
-        if KEY in names:
+        """Does a record with this key and these headers (last one of a name wins) match?"""
+        names = self.header_names
+        values = {n: v for name, v in headers if (n := name.encode()) in names}
+        return self.match(key, values)
+
+    def match(self, key: bytes | None, values: dict[bytes, bytes | None]) -> bool:
+        order = self._order
+        if len(order) == 1 and not self.reads_key:  # the common case: one header
+            memo_key: tuple[bytes | None, ...] = (values.get(order[0]),)
+        else:
+            memo_key = tuple(values.get(name) for name in order)
+            if self.reads_key:
+                memo_key += (key,)
+        found = self._memo.get(memo_key)
+        if found is None:
+            found = self._decide(key, values)
+            if len(self._memo) >= MEMO_LIMIT:
+                self._memo.clear()
+            self._memo[memo_key] = found
+        return found
+
+    def _decide(self, key: bytes | None, values: dict[bytes, bytes | None]) -> bool:
+        env: Env = {
+            name.decode(): None if value is None else value.decode("utf-8", "replace")
+            for name, value in values.items()
+        }
+        if self.reads_key:
             env[KEY] = None if key is None else key.decode("utf-8", "replace")
-        return self.evaluate(env) is True
+        return self._evaluate(env) is True
 
 
 def parse(text: str) -> Filter:

@@ -3,18 +3,21 @@ valid batches (CRC, codec), keeps control batches, and leaves empty batches over
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
 from kafkalite.storage.batch import BatchHeader, compute_crc, iter_batches
-from kafkalite.storage.record_filter import FilterStats, filter_batches
+from kafkalite.storage.record_filter import (
+    FilterStats,
+    HeaderValues,
+    filter_batches,
+    predicate_matcher,
+)
 from kafkalite.storage.records import decode_records
 from tests.storage.batches import GZIP, LZ4, NONE, SNAPPY, SNAPPY_RAW, ZSTD, Record, make_batch
 
-
-def _eu(key: bytes | None, headers: Sequence[tuple[str, bytes | None]]) -> bool:
-    return dict(headers).get("region") == b"eu"
+_eu = predicate_matcher(
+    lambda key, headers: headers.get(b"region") == b"eu", frozenset({b"region"})
+)
 
 
 def _records(regions: list[str]) -> list[Record]:
@@ -107,8 +110,31 @@ def test_log_append_time_batches_keep_their_timestamps() -> None:
 def test_the_key_reaches_the_predicate_and_stats_count() -> None:
     data = make_batch(_records(["a", "b", "c"])) + make_batch(_records(["d"]), base_offset=3)
     stats = FilterStats()
-    out = filter_batches(data, lambda key, headers: key == b"k0", stats)
+    out = filter_batches(data, predicate_matcher(lambda key, h: key == b"k0", frozenset()), stats)
     assert _kept(out) == [(0, b"k0"), (3, b"k0")]
     assert (stats.records_read, stats.records_matched) == (4, 2)
     assert (stats.bytes_in, stats.bytes_out) == (len(data), len(out))
     assert filter_batches(b"", _eu) == b""
+
+
+def test_only_the_named_headers_reach_the_matcher_and_the_last_of_a_name_wins() -> None:
+    seen: list[HeaderValues] = []
+
+    def keep(key: bytes | None, headers: HeaderValues) -> bool:
+        seen.append(headers)
+        return True
+
+    record = Record(headers=(("a", b"1"), ("b", b"2"), ("a", b"3"), ("c", None)))
+    batch = make_batch([record, Record()])
+    assert filter_batches(batch, predicate_matcher(keep, frozenset({b"a", b"c"}))) == batch
+    assert seen == [{b"a": b"3", b"c": None}, {}]
+
+
+def test_a_view_filter_is_a_matcher() -> None:
+    from kafkalite.broker.view_filter import parse
+
+    data = make_batch(_records(["eu", "us", "eu"]), compression=GZIP)
+    assert _kept(filter_batches(data, parse("region <> 'eu' OR __key = 'k2'"))) == [
+        (1, b"k1"),
+        (2, b"k2"),
+    ]
