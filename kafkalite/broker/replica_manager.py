@@ -48,6 +48,7 @@ from kafkalite.broker.views import View, ViewCatalog, is_view, view_refusal
 from kafkalite.config import BrokerConfig
 from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.errors import StorageError
+from kafkalite.storage.header_index import HeaderIndexes, index_names, read_indexed
 from kafkalite.storage.log_dirs import LogDirs
 from kafkalite.storage.record_filter import filter_batches
 
@@ -123,6 +124,7 @@ class ReplicaManager:
         self.admin_manager: AdminManager | None = None  # set by the Broker; see create_topic
         # Topics that read another topic through a filter: no replica, read at the source.
         self.views = ViewCatalog(metadata)
+        self.header_indexes = HeaderIndexes()  # per segment, for views' reads
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -537,15 +539,36 @@ class ReplicaManager:
                 isolation_level=params.isolation_level,
                 min_one_batch=first,
                 last_fetched_epoch=info.last_fetched_epoch,
+                read=self._view_read(view, partition) if view is not None else None,
             )
-            if view is not None and result.records:
-                records = filter_batches(result.records, view.filter, view.stats)
-                result = replace(result, records=records)
             if result.records:
                 first = False
                 remaining = max(remaining - len(result.records), 0)
             results.append(result)
         return FetchRead(tuple(results))
+
+    def _view_read(
+        self, view: View, partition: Partition
+    ) -> Callable[[int, int, int, bool], bytes]:
+        """How a view reads its source partition: through the header index when the topic
+        indexes headers its filter can rule batches out by, else every batch, filtered."""
+        log_, names = partition.log, index_names(partition.log.config.index_headers)
+        if names and view.filter.uses_index(names):
+            return lambda offset, max_bytes, max_offset, min_one: read_indexed(
+                log_,
+                self.header_indexes,
+                names,
+                offset,
+                max_bytes,
+                max_offset,
+                min_one,
+                lambda value_sets: view.filter.may_match(value_sets, names),
+                view.filter,
+                view.stats,
+            )
+        return lambda offset, max_bytes, max_offset, min_one: filter_batches(
+            log_.read(offset, max_bytes, max_offset, min_one), view.filter, view.stats
+        )
 
     def fetch_offset_for_timestamp(
         self,

@@ -24,6 +24,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import product
+from math import prod
 
 KEY = "__key"
 Headers = Sequence[tuple[str, bytes | None]]
@@ -237,6 +239,9 @@ class _Parser:
         self.tokens = tokenize(text)
         self.index = 0
         self.names: set[str] = set()
+        # The names each open sub-expression reads (for the root's conjuncts).
+        self._reading: list[set[str]] = []
+        self.conjuncts: list[tuple[Eval, frozenset[str]]] = []
 
     @property
     def token(self) -> Token:
@@ -259,22 +264,35 @@ class _Parser:
     def parse(self) -> Eval:
         if self.token.kind == "end":
             raise self.fail("empty filter: expected a condition")
-        evaluate = self.disjunction()
+        evaluate = self.disjunction(root=True)
         if self.token.kind != "end":
             raise self.fail("expected AND, OR or the end of the filter")
         return evaluate
 
-    def disjunction(self) -> Eval:
-        parts = [self.conjunction()]
+    def disjunction(self, root: bool = False) -> Eval:
+        conjuncts: list[tuple[Eval, frozenset[str]]] = []
+        parts = [self.conjunction(conjuncts)]
         while self.take("keyword", "OR"):
-            parts.append(self.conjunction())
-        return parts[0] if len(parts) == 1 else _or(parts)
+            parts.append(self.conjunction([]))
+        evaluate = parts[0] if len(parts) == 1 else _or(parts)
+        if root:  # the root is an AND of these conjuncts (an OR is one conjunct)
+            self.conjuncts = conjuncts if len(parts) == 1 else [(evaluate, frozenset(self.names))]
+        return evaluate
 
-    def conjunction(self) -> Eval:
-        parts = [self.negation()]
+    def conjunction(self, conjuncts: list[tuple[Eval, frozenset[str]]]) -> Eval:
+        parts = [self.reading(self.negation, conjuncts)]
         while self.take("keyword", "AND"):
-            parts.append(self.negation())
+            parts.append(self.reading(self.negation, conjuncts))
         return parts[0] if len(parts) == 1 else _and(parts)
+
+    def reading(
+        self, part: Callable[[], Eval], conjuncts: list[tuple[Eval, frozenset[str]]]
+    ) -> Eval:
+        """Parse `part`, noting it in `conjuncts` with the names it reads."""
+        self._reading.append(set())
+        evaluate = part()
+        conjuncts.append((evaluate, frozenset(self._reading.pop())))
+        return evaluate
 
     def negation(self) -> Eval:
         if self.take("keyword", "NOT"):
@@ -337,6 +355,8 @@ class _Parser:
             self.index += 1
             name = token.text
             self.names.add(name)
+            for reading in self._reading:
+                reading.add(name)
             return _Side(lambda env: env.get(name), True)
         if token.kind == "string":
             self.index += 1
@@ -350,6 +370,9 @@ class _Parser:
 
 
 MEMO_LIMIT = 4096  # distinct (key, header values) remembered per filter
+MAX_COMBINATIONS = 256  # header value combinations tried per conjunct and batch
+# Per header, the values a batch holds (None: a record lacks it or has a null value).
+ValueSets = tuple[tuple[str, frozenset[str | None]], ...]
 
 
 class Filter:
@@ -358,8 +381,16 @@ class Filter:
     `match` (the data path) takes the raw values of the headers it names, `header_names`,
     and remembers its answers per distinct values (headers such as tags repeat)."""
 
-    def __init__(self, text: str, names: frozenset[str], evaluate: Eval) -> None:
+    def __init__(
+        self,
+        text: str,
+        names: frozenset[str],
+        evaluate: Eval,
+        conjuncts: Sequence[tuple[Eval, frozenset[str]]] = (),
+    ) -> None:
         self.text = text
+        self._conjuncts = tuple(conjuncts)  # the root is their AND
+        self._may_match: dict[tuple[ValueSets, frozenset[str]], bool] = {}
         self.names = names  # the headers it reads (and __key)
         self.reads_key = KEY in names
         self.header_names = frozenset(n.encode() for n in names if n != KEY)
@@ -389,6 +420,40 @@ class Filter:
             self._memo[memo_key] = found
         return found
 
+    def uses_index(self, indexed: frozenset[str]) -> bool:
+        """Can a header index of `indexed` rule batches out for this filter?"""
+        return any(names <= indexed and KEY not in names for _, names in self._conjuncts)
+
+    def may_match(self, value_sets: ValueSets, indexed: frozenset[str]) -> bool:
+        """Could a record of a batch whose indexed headers take these values match? False
+        only when a condition the filter ANDs, reading indexed headers only, is TRUE for no
+        combination of the values (each record's values are one of the combinations)."""
+        memo_key = (value_sets, indexed)
+        found = self._may_match.get(memo_key)
+        if found is None:
+            found = all(
+                self._conjunct_may_match(evaluate, names, dict(value_sets))
+                for evaluate, names in self._conjuncts
+                if names <= indexed and KEY not in names
+            )
+            if len(self._may_match) >= MEMO_LIMIT:
+                self._may_match.clear()
+            self._may_match[memo_key] = found
+        return found
+
+    @staticmethod
+    def _conjunct_may_match(
+        evaluate: Eval, names: frozenset[str], sets: dict[str, frozenset[str | None]]
+    ) -> bool:
+        order = sorted(names)
+        choices = [sorted(sets.get(name, {None}), key=str) for name in order]
+        if prod(len(c) for c in choices) > MAX_COMBINATIONS:
+            return True
+        return any(
+            evaluate(dict(zip(order, combination, strict=True))) is True
+            for combination in product(*choices)
+        )
+
     def _decide(self, key: bytes | None, values: dict[bytes, bytes | None]) -> bool:
         env: Env = {
             name.decode(): None if value is None else value.decode("utf-8", "replace")
@@ -403,4 +468,4 @@ def parse(text: str) -> Filter:
     """The filter `text` states; raises FilterSyntaxError naming the position."""
     parser = _Parser(text)
     evaluate = parser.parse()
-    return Filter(text, frozenset(parser.names), evaluate)
+    return Filter(text, frozenset(parser.names), evaluate, parser.conjuncts)

@@ -41,8 +41,10 @@ class FilterStats:
 
     records_read: int = 0
     records_matched: int = 0
-    bytes_in: int = 0
-    bytes_out: int = 0
+    bytes_in: int = 0  # read and filtered
+    bytes_out: int = 0  # what filtering those returned
+    batches_skipped: int = 0  # ruled out by a header index: not read at all
+    bytes_skipped: int = 0
 
 
 def filter_batches(
@@ -82,12 +84,16 @@ def _matching(payload: bytes, count: int, matcher: RecordMatcher) -> list[tuple[
     """(start, end) in `payload` of each record `matcher` keeps, length prefix included."""
     match, names = matcher.match, matcher.header_names
     try:
-        return [(s, e) for s, e, key, values in _scan(payload, count, names) if match(key, values)]
+        return [
+            (s, e)
+            for s, e, key, values in scan_records(payload, count, names)
+            if match(key, values)
+        ]
     except IndexError as exc:
         raise CorruptRecordError("record data ends inside a record") from exc
 
 
-def _scan(
+def scan_records(
     data: bytes, count: int, names: frozenset[bytes]
 ) -> Iterator[tuple[int, int, bytes | None, HeaderValues]]:
     """Each record's (start, end, key, values of the headers in `names`).

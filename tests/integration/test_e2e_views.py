@@ -162,11 +162,15 @@ OPERATORS: list[tuple[str, Callable[[Headers, bytes | None], bool]]] = [
 ]
 
 
+@pytest.mark.parametrize("indexed", [False, True])
 def test_every_operator_reads_what_a_client_side_filter_keeps(
-    bootstrap: str, admin: AdminClient
+    embedded: EmbeddedBroker, bootstrap: str, admin: AdminClient, indexed: bool
 ) -> None:
+    """With `indexed`, the source indexes its headers: batches the filter rules out by the
+    index are not read (and the answer is the same)."""
     source = make_topic_name("ops")
-    create(admin, source, PARTITIONS)
+    index = {"kafkalite.index.headers": "region,tag,n,price"} if indexed else {}
+    create(admin, source, PARTITIONS, **index)
     _fill_source(bootstrap, source, 1200)
     rows, headers = read_with_headers(bootstrap, source)
     assert len(rows) == 1200
@@ -175,13 +179,21 @@ def test_every_operator_reads_what_a_client_side_filter_keeps(
         create_view(admin, view, source, text)
         expected = [row for row, h in zip(rows, headers, strict=True) if keep(h, row[2])]
         assert read_all(bootstrap, view) == expected, text  # same offsets, keys, values
+    skipped = sum(
+        embedded.call(
+            lambda v=v: embedded.broker.replica_manager.views.get(v).stats
+        ).batches_skipped
+        for v in (f"{source}.v{n}" for n in range(len(OPERATORS)))
+    )
+    assert (skipped > 0) is indexed
 
 
 def test_transactional_source_read_committed_and_uncommitted(
     bootstrap: str, admin: AdminClient
 ) -> None:
+    """The source indexes `region`: control batches are kept, whatever the index says."""
     source = make_topic_name("txn")
-    create(admin, source, PARTITIONS)
+    create(admin, source, PARTITIONS, **{"kafkalite.index.headers": "region"})
     view = f"{source}.eu"
     create_view(admin, view, source, "region = 'eu'")
     txn = Producer(

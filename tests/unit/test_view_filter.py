@@ -234,3 +234,61 @@ def test_any_text_parses_or_fails_with_a_position(text: str) -> None:
     except FilterSyntaxError as exc:
         assert 1 <= exc.position <= len(text) + 1
         assert f"at position {exc.position}" in str(exc)
+
+
+# -- what a header index can rule out ----------------------------------------------------------
+
+INDEXED = frozenset({"region", "tag"})
+
+
+def _sets(**values: set[str | None]) -> tuple[tuple[str, frozenset[str | None]], ...]:
+    return tuple(sorted((name, frozenset(v)) for name, v in values.items()))
+
+
+@pytest.mark.parametrize(
+    ("text", "sets", "may"),
+    [
+        ("region = 'eu'", _sets(region={"us", None}, tag=set()), False),
+        ("region = 'eu'", _sets(region={"us", "eu"}, tag=set()), True),
+        ("region IN ('eu', 'de')", _sets(region={"de"}, tag=set()), True),
+        ("region IS NULL", _sets(region={"us"}, tag=set()), False),
+        ("region IS NULL", _sets(region={"us", None}, tag=set()), True),
+        # each ANDed condition on indexed headers must be possible
+        ("region = 'eu' AND n > 3", _sets(region={"us"}, tag=set()), False),
+        ("region = 'eu' AND n > 3", _sets(region={"eu"}, tag=set()), True),
+        ("region = 'eu' AND tag = 'x'", _sets(region={"eu"}, tag={"y"}), False),
+        # an OR over indexed headers is one condition
+        ("region = 'eu' OR tag = 'x'", _sets(region={"us"}, tag={"y"}), False),
+        ("region = 'eu' OR tag = 'x'", _sets(region={"us"}, tag={"x"}), True),
+        # unindexed headers and the key leave the batch to be read
+        ("region = 'eu' OR n > 3", _sets(region={"us"}, tag=set()), True),
+        ("__key = 'k' AND NOT region = 'eu'", _sets(region={"eu"}, tag=set()), False),
+        ("__key = 'k'", _sets(region={"eu"}, tag=set()), True),
+    ],
+)
+def test_may_match_rules_out_only_impossible_batches(
+    text: str, sets: tuple[tuple[str, frozenset[str | None]], ...], may: bool
+) -> None:
+    assert parse(text).may_match(sets, INDEXED) is may
+
+
+def test_uses_index() -> None:
+    assert parse("region = 'eu' AND n > 3").uses_index(INDEXED)
+    assert not parse("region = 'eu' OR n > 3").uses_index(INDEXED)
+    assert not parse("__key = 'k'").uses_index(INDEXED)
+    assert not parse("n > 3").uses_index(INDEXED)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_EXPRESSIONS, st.lists(_HEADERS, min_size=1, max_size=4))
+def test_may_match_is_never_wrong_about_a_batch(
+    text: str, records: list[dict[str, str | None]]
+) -> None:
+    """If a record of the batch matches, the index must not rule the batch out."""
+    indexed = frozenset({"a", "b"})
+    sets = tuple(
+        sorted((name, frozenset(r.get(name) for r in records)) for name in sorted(indexed))
+    )
+    f = parse(text)
+    if any(f.matches(None, _encode(r)) for r in records):
+        assert f.may_match(sets, indexed)
