@@ -1,15 +1,18 @@
 """Views (issue 18): reading a view vs reading its source and filtering in the client.
 
     python -m bench.view_bench [--records 200000] [--size 100] [--compression none]
+        [--clustered] [--index]
 
 One kafkalite broker process (kafkalite.testing.BrokerProcess, its own temp dir), one source
-partition of `--records` records of `--size` bytes whose header `p` is `i % 100`, and views
-`p < 50`, `p < 10`, `p < 1` (50%, 10%, 1% selectivity). Each reading is a fresh
+partition of `--records` records of `--size` bytes whose header `p` is `i % 100` (with
+`--clustered`: `(i // 1000) % 100`, runs of 1000 records with one value, as when producers
+write one tag at a time), and views `p < 50`, `p < 10`, `p < 1` (50%, 10%, 1% selectivity).
+With `--index` the source indexes `p` (kafkalite.index.headers). Each reading is a fresh
 confluent-kafka consumer in assign mode from offset 0 to the end; it reports records
-delivered (that match), seconds, records/s and the bytes the client received (librdkafka's
-statistics, `rxbytes` of the broker connections). Bytes read from disk are the source's in
-both cases: there is no header index yet (point 4 of the issue), so a view reads every batch.
-It prints figures, it is not a test.
+delivered (that match), seconds, records/s, the bytes the client received (librdkafka's
+statistics, `rxbytes` of the broker connections) and the bytes the broker process read
+(`rchar` of /proc/<pid>/io: log reads, page cache included, and requests). It prints
+figures, it is not a test.
 """
 
 from __future__ import annotations
@@ -30,7 +33,15 @@ from kafkalite.testing import BrokerProcess
 SELECTIVITIES = (50, 10, 1)  # percent
 
 
-def _fill(bootstrap: str, topic: str, records: int, size: int, compression: str) -> None:
+def _broker_read_bytes(broker: BrokerProcess) -> int:
+    assert broker.process is not None
+    with open(f"/proc/{broker.process.pid}/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("rchar:"))
+
+
+def _fill(
+    bootstrap: str, topic: str, records: int, size: int, compression: str, clustered: bool
+) -> None:
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": compression}
     )
@@ -38,7 +49,8 @@ def _fill(bootstrap: str, topic: str, records: int, size: int, compression: str)
     for i in range(records):
         while True:
             try:
-                producer.produce(topic, value, headers=[("p", str(i % 100).encode())])
+                p = (i // 1000) % 100 if clustered else i % 100
+                producer.produce(topic, value, headers=[("p", str(p).encode())])
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -85,13 +97,16 @@ def _read(bootstrap: str, topic: str, keep: Callable[[Any], bool]) -> dict[str, 
     return {"records": kept, "seconds": seconds, "rx_bytes": received}
 
 
-def run(records: int, size: int, compression: str) -> list[dict[str, Any]]:
+def run(
+    records: int, size: int, compression: str, clustered: bool, index: bool
+) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as data_dir:
         broker = BrokerProcess(Path(data_dir), {"num.partitions": "1"}).start()
         try:
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-            admin.create_topics([NewTopic("source", 1, 1)])["source"].result(30)
-            _fill(broker.bootstrap, "source", records, size, compression)
+            config = {"kafkalite.index.headers": "p"} if index else {}
+            admin.create_topics([NewTopic("source", 1, 1, config=config)])["source"].result(30)
+            _fill(broker.bootstrap, "source", records, size, compression, clustered)
             rows = []
             for percent in SELECTIVITIES:
                 view = f"source.p{percent}"
@@ -104,8 +119,14 @@ def run(records: int, size: int, compression: str) -> list[dict[str, Any]]:
                 def client_side(m: Any, limit: int = percent) -> bool:
                     return int(dict(m.headers())["p"]) < limit
 
+                before = _broker_read_bytes(broker)
                 client = _read(broker.bootstrap, "source", client_side)
+                client["read_bytes"], before = (
+                    _broker_read_bytes(broker) - before,
+                    _broker_read_bytes(broker),
+                )
                 served = _read(broker.bootstrap, view, lambda m: True)
+                served["read_bytes"] = _broker_read_bytes(broker) - before
                 assert client["records"] == served["records"], (client, served)
                 rows.append({"selectivity": percent, "client_filter": client, "view": served})
             return rows
@@ -118,16 +139,23 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--compression", default="none")
+    parser.add_argument("--clustered", action="store_true")
+    parser.add_argument("--index", action="store_true")
     args = parser.parse_args()
-    rows = run(args.records, args.size, args.compression)
-    print(f"{args.records} records of {args.size} B, compression {args.compression}")
-    print("selectivity  reader         records  seconds  records/s   MB received")
+    rows = run(args.records, args.size, args.compression, args.clustered, args.index)
+    print(
+        f"{args.records} records of {args.size} B, compression {args.compression}, "
+        f"{'clustered' if args.clustered else 'interleaved'} values, "
+        f"{'indexed' if args.index else 'no index'}"
+    )
+    print("selectivity  reader         records  seconds  records/s  MB received  MB read")
     for row in rows:
         for reader in ("client_filter", "view"):
             r = row[reader]
             print(
                 f"{row['selectivity']:>10}%  {reader:<13} {r['records']:>8} {r['seconds']:>8.2f}"
                 f" {r['records'] / r['seconds']:>10.0f} {r['rx_bytes'] / 2**20:>12.2f}"
+                f" {r['read_bytes'] / 2**20:>8.2f}"
             )
 
 

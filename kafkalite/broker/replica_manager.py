@@ -562,7 +562,7 @@ class ReplicaManager:
                 max_bytes,
                 max_offset,
                 min_one,
-                lambda value_sets: view.filter.may_match(value_sets, names),
+                lambda value_sets: view.filter.classify(value_sets, names),
                 view.filter,
                 view.stats,
             )

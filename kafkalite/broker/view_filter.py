@@ -370,6 +370,21 @@ class _Parser:
 
 
 MEMO_LIMIT = 4096  # distinct (key, header values) remembered per filter
+NO_RECORD, SOME_RECORDS, EVERY_RECORD = 0, 1, 2  # of a batch that matches, by its index
+
+
+def _outcomes(
+    evaluate: Eval, names: frozenset[str], sets: dict[str, frozenset[str | None]]
+) -> set[Truth] | None:
+    """What `evaluate` gives over every combination of the headers' values (None: more
+    than MAX_COMBINATIONS of them)."""
+    order = sorted(names)
+    choices = [sorted(sets.get(name, frozenset({None})), key=str) for name in order]
+    if prod(len(c) for c in choices) > MAX_COMBINATIONS:
+        return None
+    return {evaluate(dict(zip(order, combo, strict=True))) for combo in product(*choices)}
+
+
 MAX_COMBINATIONS = 256  # header value combinations tried per conjunct and batch
 # Per header, the values a batch holds (None: a record lacks it or has a null value).
 ValueSets = tuple[tuple[str, frozenset[str | None]], ...]
@@ -390,7 +405,7 @@ class Filter:
     ) -> None:
         self.text = text
         self._conjuncts = tuple(conjuncts)  # the root is their AND
-        self._may_match: dict[tuple[ValueSets, frozenset[str]], bool] = {}
+        self._classified: dict[tuple[ValueSets, frozenset[str]], int] = {}
         self.names = names  # the headers it reads (and __key)
         self.reads_key = KEY in names
         self.header_names = frozenset(n.encode() for n in names if n != KEY)
@@ -428,31 +443,35 @@ class Filter:
         """Could a record of a batch whose indexed headers take these values match? False
         only when a condition the filter ANDs, reading indexed headers only, is TRUE for no
         combination of the values (each record's values are one of the combinations)."""
+        return self.classify(value_sets, indexed) != NO_RECORD
+
+    def classify(self, value_sets: ValueSets, indexed: frozenset[str]) -> int:
+        """NO_RECORD, SOME_RECORDS (read the batch to know) or EVERY_RECORD of a batch whose
+        indexed headers take these values matches. EVERY_RECORD needs every condition the
+        filter ANDs to read indexed headers only and to be TRUE for every combination."""
         memo_key = (value_sets, indexed)
-        found = self._may_match.get(memo_key)
+        found = self._classified.get(memo_key)
         if found is None:
-            found = all(
-                self._conjunct_may_match(evaluate, names, dict(value_sets))
-                for evaluate, names in self._conjuncts
-                if names <= indexed and KEY not in names
-            )
-            if len(self._may_match) >= MEMO_LIMIT:
-                self._may_match.clear()
-            self._may_match[memo_key] = found
+            found = self._classify(dict(value_sets), indexed)
+            if len(self._classified) >= MEMO_LIMIT:
+                self._classified.clear()
+            self._classified[memo_key] = found
         return found
 
-    @staticmethod
-    def _conjunct_may_match(
-        evaluate: Eval, names: frozenset[str], sets: dict[str, frozenset[str | None]]
-    ) -> bool:
-        order = sorted(names)
-        choices = [sorted(sets.get(name, {None}), key=str) for name in order]
-        if prod(len(c) for c in choices) > MAX_COMBINATIONS:
-            return True
-        return any(
-            evaluate(dict(zip(order, combination, strict=True))) is True
-            for combination in product(*choices)
-        )
+    def _classify(self, sets: dict[str, frozenset[str | None]], indexed: frozenset[str]) -> int:
+        every = bool(self._conjuncts)
+        for evaluate, names in self._conjuncts:
+            if not names <= indexed or KEY in names:
+                every = False
+                continue
+            outcomes = _outcomes(evaluate, names, sets)
+            if outcomes is None:  # too many combinations to try
+                every = False
+            elif True not in outcomes:
+                return NO_RECORD
+            elif outcomes != {True}:
+                every = False
+        return EVERY_RECORD if every else SOME_RECORDS
 
     def _decide(self, key: bytes | None, values: dict[bytes, bytes | None]) -> bool:
         env: Env = {

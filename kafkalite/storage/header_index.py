@@ -37,6 +37,9 @@ from kafkalite.storage.segment import LogSegment, scan_headers
 
 # Per indexed header (sorted by name), the values a batch holds.
 ValueSets = tuple[tuple[str, frozenset[str | None]], ...]
+# What the index says of a batch for a view's filter: no record, some or every record
+# matches (broker/view_filter.py's Filter.classify).
+NO_RECORD, SOME_RECORDS, EVERY_RECORD = 0, 1, 2
 # A view's read covers at most this many source bytes per byte it may return: a selective
 # view answers after a bounded walk, and the consumer fetches on from where it stopped.
 SOURCE_BYTES_PER_ANSWER_BYTE = 16
@@ -63,6 +66,9 @@ class SegmentHeaderIndex:
     entries: list[IndexedBatch] = field(default_factory=list)
     last_offsets: list[int] = field(default_factory=list)  # for the bisect by offset
     upto: int = 0  # file position indexed so far
+    # Batches read to index them, by position, for the read that made the index go on to
+    # take instead of reading them again (dropped at the next extension).
+    recent: dict[int, bytes] = field(default_factory=dict)
 
     def still_matches(self, segment: LogSegment) -> bool:
         """False when the segment was truncated below the last indexed batch."""
@@ -78,8 +84,11 @@ class SegmentHeaderIndex:
         """Index the batches from `upto` to about `until`; False when nothing was left."""
         wanted = frozenset(name.encode() for name in self.names)
         added = False
+        self.recent = {}
         for position, header in scan_headers(segment.fd, self.upto, segment.size):
-            value_sets = _value_sets(segment, position, header, wanted)
+            batch = segment.read_batch(position, header)
+            self.recent[position] = batch
+            value_sets = _value_sets(batch, header, wanted)
             self.entries.append(IndexedBatch(position, header, value_sets))
             self.last_offsets.append(header.last_offset)
             self.upto = position + header.size
@@ -99,13 +108,15 @@ class SegmentHeaderIndex:
                 return
             index = max(index, bisect_left(self.last_offsets, offset))
 
+    def read_batch(self, segment: LogSegment, entry: IndexedBatch) -> bytes:
+        """The batch's bytes: as indexing just read them, or from the segment."""
+        batch = self.recent.pop(entry.position, None)
+        return batch if batch is not None else segment.read_batch(entry.position, entry.header)
 
-def _value_sets(
-    segment: LogSegment, position: int, header: BatchHeader, wanted: frozenset[bytes]
-) -> ValueSets | None:
+
+def _value_sets(batch: bytes, header: BatchHeader, wanted: frozenset[bytes]) -> ValueSets | None:
     if header.is_control:
         return None
-    batch = segment.read_batch(position, header)
     payload = decompress(header.compression, memoryview(batch)[HEADER_SIZE:])
     found: dict[bytes, set[bytes | None]] = {name: set() for name in wanted}
     for _, _, _, values in scan_records(payload, header.records_count, wanted):
@@ -160,14 +171,15 @@ def read_indexed(
     max_bytes: int,
     max_offset: int,
     min_one_batch: bool,
-    may_match: Callable[[ValueSets], bool],
+    classify: Callable[[ValueSets], int],
     matcher: RecordMatcher,
     stats: FilterStats,
 ) -> bytes:
     """UnifiedLog.read for a view over a topic with indexed headers: the batches from the
-    one holding `offset`, below `max_offset`, filtered; those `may_match` rules out are
-    not read. Stops at `max_bytes` of answer (a first batch whole) or after
-    SOURCE_BYTES_PER_ANSWER_BYTE times as many source bytes."""
+    one holding `offset`, below `max_offset`, filtered; those `classify` rules out are
+    not read, those it says match whole are sent as stored. Stops at `max_bytes` of
+    answer (a first batch whole) or after SOURCE_BYTES_PER_ANSWER_BYTE times as many
+    source bytes."""
     end = log.log_end_offset
     if offset < log.log_start_offset or offset > end:
         raise OffsetOutOfRangeError(
@@ -176,22 +188,47 @@ def read_indexed(
     answer = _Answer(max_bytes, min_one_batch)
     for segment in list(log.segments)[log._segment_index(offset) :]:
         index = indexes.of(segment, names)
-        for entry in index.batches_from(segment, offset):
-            header = entry.header
-            if header.base_offset >= min(max_offset, end):
-                return bytes(answer.out)
-            skip = entry.value_sets is not None and not may_match(entry.value_sets)
-            if skip:
-                data = frame_batch(header, b"", 0, NONE)
-            else:
-                data = segment.read_batch(entry.position, header)
-                if entry.value_sets is not None:
-                    data = filter_batches(data, matcher, stats)
-            if answer.full(len(data)):
-                return bytes(answer.out)
-            answer.out += data
-            answer.walked += header.size
-            if skip:
-                stats.batches_skipped += 1
-                stats.bytes_skipped += header.size
+        try:
+            if _answer_from(
+                index, segment, offset, min(max_offset, end), answer, classify, matcher, stats
+            ):
+                break
+        finally:
+            index.recent = {}  # what indexing read and this read did not take
     return bytes(answer.out)
+
+
+def _answer_from(
+    index: SegmentHeaderIndex,
+    segment: LogSegment,
+    offset: int,
+    max_offset: int,
+    answer: _Answer,
+    classify: Callable[[ValueSets], int],
+    matcher: RecordMatcher,
+    stats: FilterStats,
+) -> bool:
+    """Add the segment's batches from `offset` to the answer; True once it is complete."""
+    for entry in index.batches_from(segment, offset):
+        header = entry.header
+        if header.base_offset >= max_offset:
+            return True
+        verdict = SOME_RECORDS if entry.value_sets is None else classify(entry.value_sets)
+        skip = verdict == NO_RECORD
+        if skip:
+            data = frame_batch(header, b"", 0, NONE)
+        else:
+            data = index.read_batch(segment, entry)
+            if entry.value_sets is not None and verdict == SOME_RECORDS:
+                data = filter_batches(data, matcher, stats)
+        if answer.full(len(data)):
+            return True
+        answer.out += data
+        answer.walked += header.size
+        if skip:
+            stats.batches_skipped += 1
+            stats.bytes_skipped += header.size
+        elif verdict == EVERY_RECORD:
+            stats.batches_whole += 1
+            stats.records_matched += header.records_count
+    return False

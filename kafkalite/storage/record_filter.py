@@ -40,11 +40,12 @@ class FilterStats:
     """What filtering did so far: records looked at and kept, bytes in and out."""
 
     records_read: int = 0
-    records_matched: int = 0
+    records_matched: int = 0  # sent, whole batches by the index included
     bytes_in: int = 0  # read and filtered
     bytes_out: int = 0  # what filtering those returned
     batches_skipped: int = 0  # ruled out by a header index: not read at all
     bytes_skipped: int = 0
+    batches_whole: int = 0  # matched whole by a header index: sent without a scan
 
 
 def filter_batches(

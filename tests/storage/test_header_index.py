@@ -69,7 +69,7 @@ def _indexed(log: UnifiedLog, indexes: HeaderIndexes, stats: FilterStats) -> obj
         max_bytes,
         log.log_end_offset,
         True,
-        lambda sets: EU.may_match(sets, NAMES),
+        lambda sets: EU.classify(sets, NAMES),
         EU,
         stats,
     )
@@ -89,9 +89,9 @@ def test_the_index_skips_batches_without_the_value_and_answers_the_same(tmp_path
     expected, _ = _read_to_end(log, _scanned(log))
     assert got == expected and len(got) == 6 * 5  # batches 0, 10, ..., 50
     assert stats.batches_skipped == 54  # never read: only the 6 "eu" batches were
-    assert stats.records_read == 30 and stats.records_matched == 30
-    eu_bytes = sum(len(_batch(i)) for i in range(0, 60, 10))
-    assert stats.bytes_in == eu_bytes
+    # The "eu" batches match whole by the index: sent as stored, without a scan.
+    assert (stats.batches_whole, stats.records_matched, stats.records_read) == (6, 30, 0)
+    assert stats.bytes_in == 0
     log.close()
 
 
@@ -125,4 +125,19 @@ def test_an_answer_covers_contiguous_offsets_within_max_bytes(tmp_path) -> None:
     got, fetches = _read_to_end(log, read, max_bytes=1000)
     assert len(got) == 20 * 5 and fetches > 1
     assert SOURCE_BYTES_PER_ANSWER_BYTE * 1000 < log.segments[-1].size * len(log.segments)
+    log.close()
+
+
+def test_batches_the_index_cannot_decide_are_scanned(tmp_path) -> None:
+    log = UnifiedLog.open(tmp_path / "mixed-0", CONFIG, now_ms=0)
+    for i in range(12):  # each batch: one "eu" record among "us" ones
+        records = [
+            Record(key=b"k%d" % r, headers=(("region", b"eu" if r == i % 4 else b"us"),))
+            for r in range(4)
+        ]
+        log.append_as_leader(make_batch(records), 0, now_ms=i)
+    stats = FilterStats()
+    got, _ = _read_to_end(log, _indexed(log, HeaderIndexes(), stats))
+    assert got == _read_to_end(log, _scanned(log))[0] and len(got) == 12
+    assert (stats.batches_skipped, stats.batches_whole, stats.records_read) == (0, 0, 48)
     log.close()

@@ -7,7 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalite.broker.view_filter import FilterSyntaxError, parse
+from kafkalite.broker.view_filter import (
+    EVERY_RECORD,
+    NO_RECORD,
+    SOME_RECORDS,
+    FilterSyntaxError,
+    parse,
+)
 
 
 def matches(text: str, key: bytes | None = None, **headers: str | None) -> bool:
@@ -292,3 +298,40 @@ def test_may_match_is_never_wrong_about_a_batch(
     f = parse(text)
     if any(f.matches(None, _encode(r)) for r in records):
         assert f.may_match(sets, indexed)
+
+
+@pytest.mark.parametrize(
+    ("text", "sets", "verdict"),
+    [
+        ("region = 'eu'", _sets(region={"eu"}, tag=set()), EVERY_RECORD),
+        ("region = 'eu'", _sets(region={"eu", None}, tag=set()), SOME_RECORDS),
+        ("region = 'eu'", _sets(region={"us"}, tag=set()), NO_RECORD),
+        ("region = 'eu' AND tag IN ('a', 'b')", _sets(region={"eu"}, tag={"a", "b"}), EVERY_RECORD),
+        ("region = 'eu' AND n > 1", _sets(region={"eu"}, tag=set()), SOME_RECORDS),
+        ("region = 'eu' OR n > 1", _sets(region={"eu"}, tag=set()), SOME_RECORDS),
+        ("TRUE", _sets(region={"eu"}, tag=set()), EVERY_RECORD),
+    ],
+)
+def test_classify_says_when_every_record_matches(
+    text: str, sets: tuple[tuple[str, frozenset[str | None]], ...], verdict: int
+) -> None:
+    assert parse(text).classify(sets, INDEXED) == verdict
+
+
+@settings(max_examples=100, deadline=None)
+@given(_EXPRESSIONS, st.lists(_HEADERS, min_size=1, max_size=4))
+def test_classify_is_never_wrong_about_a_batch(
+    text: str, records: list[dict[str, str | None]]
+) -> None:
+    """NO_RECORD only if none matches, EVERY_RECORD only if all do."""
+    indexed = frozenset({"a", "b", "c"})
+    sets = tuple(
+        sorted((name, frozenset(r.get(name) for r in records)) for name in sorted(indexed))
+    )
+    f = parse(text)
+    matching = [f.matches(None, _encode(r)) for r in records]
+    verdict = f.classify(sets, indexed)
+    if verdict == NO_RECORD:
+        assert not any(matching)
+    if verdict == EVERY_RECORD:
+        assert all(matching)
