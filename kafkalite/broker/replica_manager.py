@@ -566,9 +566,15 @@ class ReplicaManager:
                 view.filter,
                 view.stats,
             )
-        return lambda offset, max_bytes, max_offset, min_one: filter_batches(
-            log_.read(offset, max_bytes, max_offset, min_one), view.filter, view.stats
-        )
+
+        def read_all(offset: int, max_bytes: int, max_offset: int, min_one: bool) -> bytes:
+            records = log_.read(offset, max_bytes, max_offset, min_one)
+            answer = filter_batches(records, view.filter, view.stats)
+            view.stats.bytes_read += len(records)
+            view.stats.bytes_served += len(answer)
+            return answer
+
+        return read_all
 
     def fetch_offset_for_timestamp(
         self,

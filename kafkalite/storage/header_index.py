@@ -66,6 +66,7 @@ class SegmentHeaderIndex:
     entries: list[IndexedBatch] = field(default_factory=list)
     last_offsets: list[int] = field(default_factory=list)  # for the bisect by offset
     upto: int = 0  # file position indexed so far
+    bytes_read: int = 0  # from the segment, to index it and for the reads through it
     # Batches read to index them, by position, for the read that made the index go on to
     # take instead of reading them again (dropped at the next extension).
     recent: dict[int, bytes] = field(default_factory=dict)
@@ -87,6 +88,7 @@ class SegmentHeaderIndex:
         self.recent = {}
         for position, header in scan_headers(segment.fd, self.upto, segment.size):
             batch = segment.read_batch(position, header)
+            self.bytes_read += len(batch)
             self.recent[position] = batch
             value_sets = _value_sets(batch, header, wanted)
             self.entries.append(IndexedBatch(position, header, value_sets))
@@ -111,7 +113,10 @@ class SegmentHeaderIndex:
     def read_batch(self, segment: LogSegment, entry: IndexedBatch) -> bytes:
         """The batch's bytes: as indexing just read them, or from the segment."""
         batch = self.recent.pop(entry.position, None)
-        return batch if batch is not None else segment.read_batch(entry.position, entry.header)
+        if batch is None:
+            batch = segment.read_batch(entry.position, entry.header)
+            self.bytes_read += len(batch)
+        return batch
 
 
 def _value_sets(batch: bytes, header: BatchHeader, wanted: frozenset[bytes]) -> ValueSets | None:
@@ -188,6 +193,7 @@ def read_indexed(
     answer = _Answer(max_bytes, min_one_batch)
     for segment in list(log.segments)[log._segment_index(offset) :]:
         index = indexes.of(segment, names)
+        read_before = index.bytes_read
         try:
             if _answer_from(
                 index, segment, offset, min(max_offset, end), answer, classify, matcher, stats
@@ -195,6 +201,8 @@ def read_indexed(
                 break
         finally:
             index.recent = {}  # what indexing read and this read did not take
+            stats.bytes_read += index.bytes_read - read_before
+    stats.bytes_served += len(answer.out)
     return bytes(answer.out)
 
 

@@ -46,6 +46,8 @@ class FilterStats:
     batches_skipped: int = 0  # ruled out by a header index: not read at all
     bytes_skipped: int = 0
     batches_whole: int = 0  # matched whole by a header index: sent without a scan
+    bytes_read: int = 0  # from the log: batches, and to build header indexes
+    bytes_served: int = 0  # answered to consumers
 
 
 def filter_batches(

@@ -20,9 +20,11 @@ from kafkalite.apis import (
 from kafkalite.apis.base import RequestContext
 from kafkalite.broker.admin_manager import AdminManager
 from kafkalite.broker.broker import Broker
+from kafkalite.broker.delayed import FetchInfo, FetchParams
 from kafkalite.broker.views import VIEW_FILTER, VIEW_SOURCE
+from kafkalite.metrics.collector import BrokerCollector
 from kafkalite.protocol.entities import make
-from kafkalite.storage.records import encode_batch
+from kafkalite.storage.records import Record, decode_records, encode_batch, encode_record_batch
 
 from .harness import call, request_module
 from .test_admin_apis import (
@@ -305,3 +307,33 @@ def test_index_headers_is_a_topic_config(broker: Broker) -> None:
     response = alter_topic(broker, "indexed", ("kafkalite.index.headers", SET, "tag"))
     assert response.error_code is ErrorCode.none
     assert broker.replica_manager.partition("indexed", 0).log.config.index_headers == "tag"
+
+
+def test_reading_a_view_counts_in_its_metrics(broker: Broker) -> None:
+    create_ok(broker, "src")
+    create_view(broker, "src.v", "src")
+    batch = encode_record_batch(
+        [Record(i, 1, None, b"v", (("region", b"eu" if i == 1 else b"us"),)) for i in range(4)],
+        base_offset=0,
+        base_timestamp=1,
+        max_timestamp=1,
+    )
+    results, _ = broker.replica_manager.append_records({("src", 0): batch}, 1)
+    assert results[("src", 0)].error is ErrorCode.none
+    params = FetchParams(max_wait_ms=0, min_bytes=1, max_bytes=1_000_000)
+    [read] = broker.replica_manager.read_from_local_log(
+        params, [FetchInfo("src.v", 0, 0, 1_000_000)]
+    ).results
+    assert read.error is ErrorCode.none and read.high_watermark == 4
+    assert [r.offset for r in decode_records(read.records)] == [1]
+    samples = {
+        (metric.name, sample.labels["view"]): sample.value
+        for metric in BrokerCollector(broker, "PLAINTEXT", {}).collect()
+        if metric.name.startswith("kafkalite_view_")
+        for sample in metric.samples
+    }
+    assert samples[("kafkalite_view_records_read", "src.v")] == 4
+    assert samples[("kafkalite_view_records_matched", "src.v")] == 1
+    assert samples[("kafkalite_view_bytes_read", "src.v")] == len(batch)
+    assert samples[("kafkalite_view_bytes_served", "src.v")] == len(read.records)
+    assert samples[("kafkalite_view_batches_skipped", "src.v")] == 0
