@@ -16,7 +16,9 @@ that is not one is UNKNOWN, and only TRUE matches: neither `a = 1` nor `NOT a = 
 record without header `a`.
 
 Sans-IO: `parse` turns the text into a `Filter` (or raises `FilterSyntaxError`, whose
-message names the 1-based position), whose `matches(key, headers)` decides one record.
+message names the 1-based position), whose `matches(key, headers)` decides one record and
+`classify(value_sets, indexed)` a whole batch from a header index (the values each indexed
+header takes in it): no record, some, or every record matches.
 """
 
 from __future__ import annotations

@@ -5,8 +5,10 @@ topic it reads) and `kafkalite.view.filter` (broker/view_filter.py's language). 
 own name and topic id, the partition count of its source (kept in step when the source
 grows) and no log: the ReplicaManager keeps no replica of it, and serves a Fetch of view
 partition p by reading source partition p and dropping the records the filter refuses
-(storage/record_filter.py). Offsets are the source's, so ListOffsets, OffsetForLeaderEpoch
-and committed offsets mean the same on both. Metadata reports the source's partition states
+(storage/record_filter.py; through storage/header_index.py when the source indexes headers
+with `kafkalite.index.headers`, so that batches the filter rules out are not read).
+Offsets are the source's, so ListOffsets, OffsetForLeaderEpoch and committed offsets mean
+the same on both. Metadata reports the source's partition states
 (leaders, replicas, ISR). Views are read-only (Produce is refused), their definition is
 fixed at creation, and a source cannot be deleted while views read it.
 
@@ -28,6 +30,7 @@ from kafkalite.storage.record_filter import FilterStats
 VIEW_SOURCE = "kafkalite.view.source"
 VIEW_FILTER = "kafkalite.view.filter"
 VIEW_CONFIGS = (VIEW_SOURCE, VIEW_FILTER)
+# The coordinators' topics (replica_manager.INTERNAL_TOPICS, which imports this module).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 USE_DEFAULT = -1
 

@@ -191,7 +191,7 @@ def read_indexed(
             f"offset {offset} is out of range [{log.log_start_offset}, {end}] for {log.dir}"
         )
     answer = _Answer(max_bytes, min_one_batch)
-    for segment in list(log.segments)[log._segment_index(offset) :]:
+    for segment in log.segments_from(offset):
         index = indexes.of(segment, names)
         read_before = index.bytes_read
         try:

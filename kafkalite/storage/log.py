@@ -403,6 +403,10 @@ class UnifiedLog:
         self._offset_metadata[offset] = found
         return found
 
+    def segments_from(self, offset: int) -> list[LogSegment]:
+        """The segments from the one holding `offset` (or the first) to the active one."""
+        return self.segments[self._segment_index(offset) :]
+
     def _segment_index(self, offset: int) -> int:
         """Index of the segment whose range holds `offset` (the first one if below all)."""
         return max(bisect_right(self._segment_bases(), offset) - 1, 0)
