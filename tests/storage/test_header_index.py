@@ -4,9 +4,12 @@ appends, truncation and new segments."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from batches import LZ4, Record, make_batch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkalite.broker.view_filter import parse
 from kafkalite.storage.batch import iter_batches
@@ -141,3 +144,53 @@ def test_batches_the_index_cannot_decide_are_scanned(tmp_path) -> None:
     assert got == _read_to_end(log, _scanned(log))[0] and len(got) == 12
     assert (stats.batches_skipped, stats.batches_whole, stats.records_read) == (0, 0, 48)
     log.close()
+
+
+_REGIONS = st.sampled_from([b"eu", b"us", b"apac"])
+_BATCH_REGIONS = st.lists(
+    st.lists(st.one_of(st.none(), _REGIONS), min_size=1, max_size=4), min_size=1, max_size=25
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    _BATCH_REGIONS,
+    st.sampled_from(
+        [
+            "region = 'eu'",
+            "region IN ('eu', 'us') AND __key IS NOT NULL",
+            "region IS NULL",
+            "NOT region = 'us'",
+        ]
+    ),
+    st.integers(min_value=100, max_value=3000),
+)
+def test_indexed_reads_answer_as_scanning_reads(
+    batches: list[list[bytes | None]], text: str, max_bytes: int
+) -> None:
+    f = parse(text)
+    with tempfile.TemporaryDirectory() as tmp:
+        log = UnifiedLog.open(Path(tmp) / "t-0", CONFIG, now_ms=0)
+        for n, regions in enumerate(batches):
+            records = [
+                Record(key=b"k%d" % n, headers=() if r is None else (("region", r),))
+                for r in regions
+            ]
+            log.append_as_leader(make_batch(records, compression=LZ4 if n % 2 else 0), 0, now_ms=n)
+        indexed = lambda offset, mb: read_indexed(  # noqa: E731
+            log,
+            HeaderIndexes(),
+            NAMES,
+            offset,
+            mb,
+            log.log_end_offset,
+            True,
+            lambda sets: f.classify(sets, NAMES),
+            f,
+            FilterStats(),
+        )
+        scanned = lambda offset, mb: filter_batches(  # noqa: E731
+            log.read(offset, mb, log.log_end_offset), f
+        )
+        assert _read_to_end(log, indexed, max_bytes)[0] == _read_to_end(log, scanned, max_bytes)[0]
+        log.close()

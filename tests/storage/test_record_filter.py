@@ -4,6 +4,8 @@ valid batches (CRC, codec), keeps control batches, and leaves empty batches over
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkalite.storage.batch import BatchHeader, compute_crc, iter_batches
 from kafkalite.storage.record_filter import (
@@ -138,3 +140,61 @@ def test_a_view_filter_is_a_matcher() -> None:
         (1, b"k1"),
         (2, b"k2"),
     ]
+
+
+# -- against an oracle -------------------------------------------------------------------------
+
+_VALUES = st.one_of(st.none(), st.sampled_from([b"eu", b"us", b"1", b"10", b"", b"\xff"]))
+_RECORDS = st.lists(
+    st.builds(
+        Record,
+        key=st.one_of(st.none(), st.sampled_from([b"k1", b"k2", b"x" * 200])),
+        value=st.one_of(st.none(), st.binary(max_size=150)),
+        headers=st.lists(
+            st.tuples(st.sampled_from(["region", "n", "other"]), _VALUES), max_size=4
+        ).map(tuple),
+    ),
+    min_size=1,
+    max_size=12,
+)
+_CODECS = st.sampled_from([NONE, GZIP, LZ4, ZSTD])
+_FILTERS = st.sampled_from(
+    [
+        "region = 'eu'",
+        "region <> 'eu' OR n > 5",
+        "n BETWEEN 1 AND 10 AND __key IS NOT NULL",
+        "region IS NULL",
+        "NOT region IN ('us')",
+        "__key = 'k1'",
+    ]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(_RECORDS, st.sampled_from([NONE, GZIP, LZ4, ZSTD])), max_size=5), _FILTERS
+)
+def test_filtering_keeps_exactly_what_the_filter_accepts(
+    batches: list[tuple[list[Record], int]], text: str
+) -> None:
+    from kafkalite.broker.view_filter import parse
+
+    data, offset = b"", 0
+    for records, codec in batches:
+        data += make_batch(records, base_offset=offset, compression=codec)
+        offset += len(records)
+    f = parse(text)
+    out = filter_batches(data, f)
+    decoded = [r for pos, h in iter_batches(data) for r in decode_records(data[pos : pos + h.size])]
+    expected = [
+        (r.offset, r.key, r.value, r.headers) for r in decoded if f.matches(r.key, r.headers)
+    ]
+    got = [(r.offset, r.key, r.value, r.headers) for r in decode_records_all(out)]
+    assert got == expected
+    headers = validate_batches(out, len(out))
+    assert [h.base_offset for h in headers] == [h.base_offset for _, h in iter_batches(data)]
+    assert [h.next_offset for h in headers] == [h.next_offset for _, h in iter_batches(data)]
+
+
+def decode_records_all(data: bytes) -> list:
+    return [r for pos, h in iter_batches(data) for r in decode_records(data[pos : pos + h.size])]
