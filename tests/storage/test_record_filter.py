@@ -4,6 +4,7 @@ valid batches (CRC, codec), keeps control batches, and leaves empty batches over
 from __future__ import annotations
 
 import pytest
+from batches import GZIP, LZ4, NONE, SNAPPY, SNAPPY_RAW, ZSTD, Record, make_batch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +16,6 @@ from kafkalite.storage.record_filter import (
     predicate_matcher,
 )
 from kafkalite.storage.records import decode_records
-from tests.storage.batches import GZIP, LZ4, NONE, SNAPPY, SNAPPY_RAW, ZSTD, Record, make_batch
 
 _eu = predicate_matcher(
     lambda key, headers: headers.get(b"region") == b"eu", frozenset({b"region"})
