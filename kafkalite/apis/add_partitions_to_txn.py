@@ -2,7 +2,8 @@
 
 v0-3 (clients): add the partitions to the transaction of one transactional id; every
 partition is answered with the one outcome (an unknown partition fails the request:
-UNKNOWN_TOPIC_OR_PARTITION for it, OPERATION_NOT_ATTEMPTED for the others, as Kafka).
+UNKNOWN_TOPIC_OR_PARTITION for it, OPERATION_NOT_ATTEMPTED for the others, as Kafka; a
+view's partition, read-only, fails it the same way with INVALID_TOPIC_EXCEPTION).
 v4+ (brokers, KIP-890): a batch of transactions, each possibly `verify_only` (is the
 partition already in the ongoing transaction? INVALID_TXN_STATE when not); a top-level
 error only for the whole request.
@@ -41,10 +42,14 @@ async def _add(
     if error is ErrorCode.none:
         # The cluster's partitions, hosted here or not (Kafka asks its metadata cache).
         unknown = [tp for tp in partitions if ctx.broker.metadata.partition_state(*tp) is None]
-        if unknown:
+        # A view is read-only: in a transaction it would wait forever for its markers.
+        views = [tp for tp in partitions if ctx.broker.replica_manager.view(tp[0]) is not None]
+        if unknown or views:
             return {
                 tp: ErrorCode.unknown_topic_or_partition
                 if tp in unknown
+                else ErrorCode.invalid_topic_exception
+                if tp in views
                 else ErrorCode.operation_not_attempted
                 for tp in partitions
             }

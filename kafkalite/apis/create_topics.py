@@ -26,9 +26,10 @@ from kafkalite.apis.topic_admin import (
     answer_each_name_once,
     validate_manual_assignment,
 )
-from kafkalite.broker import partition_limits
+from kafkalite.broker import partition_limits, views
 from kafkalite.broker.admin_manager import OK, Outcome, topic_name_error
 from kafkalite.broker.topic_config import (
+    SOURCE_TOPIC,
     TOPIC_CONFIGS,
     InvalidConfig,
     effective_value,
@@ -133,6 +134,23 @@ def _resolve_counts(ctx: RequestContext, topic: Any) -> tuple[Outcome, int, int]
     return OK, partitions, replication
 
 
+def _plan_view(ctx: RequestContext, topic: Any) -> tuple[Outcome, TopicPlan | None]:
+    """A view: no manual assignment; its source's partitions and replication factor."""
+    if topic.assignments:
+        return Outcome(
+            ErrorCode.invalid_request,
+            "A view has the partitions of its source: it takes no replica assignment.",
+        ), None
+    configs = {c.name: c.value for c in topic.configs}
+    outcome, normalised = ctx.broker.admin_manager.check_new_topic(
+        topic.name, topic.num_partitions, topic.replication_factor, configs
+    )
+    if not outcome.ok:
+        return outcome, None
+    source = ctx.broker.metadata.topics[normalised[views.VIEW_SOURCE]]
+    return OK, TopicPlan(source.num_partitions, source.replication_factor, normalised)
+
+
 def plan_topic(ctx: RequestContext, topic: Any) -> tuple[Outcome, TopicPlan | None]:
     """Every check of one entry, in Kafka's order."""
     if topic.name == CLUSTER_METADATA_TOPIC:
@@ -147,6 +165,8 @@ def plan_topic(ctx: RequestContext, topic: Any) -> tuple[Outcome, TopicPlan | No
         return Outcome(
             ErrorCode.topic_already_exists, f"Topic '{topic.name}' already exists."
         ), None
+    if views.is_view_request({c.name: c.value for c in topic.configs}):
+        return _plan_view(ctx, topic)
     outcome, configs = _check_configs(topic)
     if not outcome.ok:
         return outcome, None
@@ -166,6 +186,18 @@ def plan_topic(ctx: RequestContext, topic: Any) -> tuple[Outcome, TopicPlan | No
 def _config_entries(ctx: RequestContext, overrides: dict[str, str]) -> tuple[Any, ...]:
     if not has_field(ctx.schema.CreatableTopicResult, "configs"):
         return ()  # before v5
+    if views.is_view_request(overrides):  # a view's configs are its definition only
+        return tuple(
+            make(
+                ctx.schema.CreatableTopicConfigs,
+                name=name,
+                value=overrides[name],
+                read_only=True,
+                config_source=SOURCE_TOPIC,
+                is_sensitive=False,
+            )
+            for name in views.VIEW_CONFIGS
+        )
     entries = []
     for name in sorted(TOPIC_CONFIGS):
         value, source = effective_value(ctx.broker.config, overrides, name)

@@ -19,6 +19,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.broker import views
 from kafkalite.broker.admin_manager import Outcome, topic_name_error
 from kafkalite.broker.dynamic_config import (
     DYNAMIC,
@@ -33,7 +34,7 @@ from kafkalite.broker.topic_config import (
     broker_synonyms,
     effective_value,
 )
-from kafkalite.config import PROPERTIES, is_password
+from kafkalite.config import PROPERTIES, TYPE_STRING, is_password
 from kafkalite.protocol.entities import NO_THROTTLE, make
 
 RESOURCE_TOPIC = 2
@@ -140,7 +141,26 @@ def _describe_topic(ctx: RequestContext, name: str, flags: _Flags) -> tuple[Outc
     topic = ctx.broker.metadata.topics.get(name)  # any topic of the cluster, hosted here or not
     if topic is None:
         return Outcome(ErrorCode.unknown_topic_or_partition), []  # Kafka sends no message
+    if views.is_view(topic):
+        return Outcome(), _view_entries(ctx, topic.configs, flags)
     return Outcome(), _topic_entries(ctx, topic.configs, flags)
+
+
+def _view_entries(ctx: RequestContext, configs: dict[str, str], flags: _Flags) -> list[Any]:
+    """A view's definition, read-only (fixed at creation); it has no log configs."""
+    return [
+        _entry(
+            ctx,
+            name,
+            configs[name],
+            SOURCE_TOPIC,
+            read_only=True,
+            synonyms=(_synonym(ctx, name, configs[name], SOURCE_TOPIC),) if flags.synonyms else (),
+            config_type=TYPE_STRING,
+            documentation=None,
+        )
+        for name in views.VIEW_CONFIGS
+    ]
 
 
 def _layers(ctx: RequestContext, name: str) -> list[tuple[str, int]]:

@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import authorized_operations
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.broker import views
 from kafkalite.broker.admin_manager import topic_name_error
 from kafkalite.broker.partition import PartitionState
 from kafkalite.broker.replica_manager import INTERNAL_TOPICS
@@ -109,7 +110,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             topics.append(_missing(ctx, name))
             continue
         start = first if name == start_name else 0
-        states = metadata.partition_states(name)
+        states = views.partition_states(metadata, topic)
         partitions = _partitions(ctx, states, start, budget)
         topics.append(
             _topic(

@@ -20,7 +20,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
-from kafkalite.broker.admin_manager import OK, Outcome, topic_name_error
+from kafkalite.broker.admin_manager import OK, VIEW_IS_FIXED, Outcome, topic_name_error
 from kafkalite.broker.dynamic_config import DEFAULT_ENTITY, DynamicConfigError
 from kafkalite.broker.topic_config import TOPIC_CONFIGS, InvalidConfig, validate_topic_configs
 from kafkalite.config import TYPE_LIST
@@ -84,6 +84,8 @@ def alter_topic(
     reason = topic_name_error(name)
     if reason:
         return Outcome(ErrorCode.invalid_topic_exception, reason)
+    if ctx.broker.replica_manager.view(name) is not None:
+        return Outcome(ErrorCode.invalid_config, VIEW_IS_FIXED.format(name=name))
     topic = ctx.broker.replica_manager.topics.get(name)
     current = topic.metadata.configs if topic is not None else {}
     outcome, altered = change(current)

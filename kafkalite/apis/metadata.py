@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import authorized_operations
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.broker import views
 from kafkalite.broker.admin_manager import topic_name_error
 from kafkalite.broker.cluster_metadata import TopicMetadata
 from kafkalite.broker.partition import PartitionState
@@ -46,7 +47,7 @@ def _partition(ctx: RequestContext, state: PartitionState, live: set[int]) -> An
 
 def _topic(ctx: RequestContext, topic: TopicMetadata, operations: int) -> Any:
     metadata = ctx.broker.metadata
-    states = metadata.partition_states(topic.name)
+    states = views.partition_states(metadata, topic)
     if len(states) < topic.num_partitions:
         # Some partitions' states are not known here yet (the controller writes them one by
         # one; this broker reads them as they come). Kafka's cache holds a topic with all its

@@ -22,6 +22,7 @@ from kafkalite.apis.leader_hint import current_leader, node_endpoints
 from kafkalite.apis.topic_ids import topic_name
 from kafkalite.broker.delayed import ProduceResult, TopicPartition
 from kafkalite.broker.delayed_wait import complete_or_expire
+from kafkalite.broker.views import view_refusal
 from kafkalite.protocol.entities import NO_THROTTLE, make, millis
 from kafkalite.storage.batch import HEADER_SIZE, LOG_OVERHEAD, parse_header, peek_offset_and_size
 from kafkalite.storage.errors import RecordError
@@ -76,10 +77,17 @@ def _holds_several_batches(records: bytes) -> bool:
     return peek_offset_and_size(records, 0)[1] < len(records)
 
 
-def _check_partition(ctx: RequestContext, topic: str, data: Any) -> ErrorCode | str | None:
-    """What KafkaApis answers before the replica manager: unknown partitions, then Kafka's
-    ProduceRequest.validateRecords (an error code, or a message for INVALID_RECORD)."""
-    if ctx.broker.replica_manager.partition(topic, data.index) is None:
+def _check_partition(
+    ctx: RequestContext, topic: str, data: Any
+) -> ErrorCode | str | ProduceResult | None:
+    """What KafkaApis answers before the replica manager: unknown partitions (a view:
+    read-only), then Kafka's ProduceRequest.validateRecords (an error code, or a message
+    for INVALID_RECORD)."""
+    manager = ctx.broker.replica_manager
+    if manager.partition(topic, data.index) is None:
+        view = manager.view(topic)
+        if view is not None:
+            return ProduceResult(ErrorCode.invalid_topic_exception, message=view_refusal(view))
         return ErrorCode.unknown_topic_or_partition
     if data.records is None or len(data.records) == 0:
         return "no record batches"
@@ -139,7 +147,9 @@ def _verify_txn(
     return ErrorCode.invalid_txn_state
 
 
-def _refused(ctx: RequestContext, index: int, problem: ErrorCode | str) -> Any:
+def _refused(ctx: RequestContext, index: int, problem: ErrorCode | str | ProduceResult) -> Any:
+    if isinstance(problem, ProduceResult):
+        return _partition_response(ctx, index, problem.error, message=problem.message)
     if isinstance(problem, str):
         return _partition_response(ctx, index, ErrorCode.invalid_record, message=problem)
     return _partition_response(ctx, index, problem)

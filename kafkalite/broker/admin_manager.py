@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.broker import partition_limits
+from kafkalite.broker import partition_limits, views
 from kafkalite.broker.cluster_metadata import ClusterMetadata, TopicMetadata
+from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.replica_assignment import assign_replicas
 from kafkalite.broker.topic_config import InvalidConfig, validate_topic_configs
 from kafkalite.config import BrokerConfig
@@ -55,6 +56,7 @@ class Outcome:
 
 
 OK = Outcome()
+VIEW_IS_FIXED = "{name} is a view: its definition is fixed at creation; delete and create it again."
 
 
 class AdminManager:
@@ -91,6 +93,8 @@ class AdminManager:
                 ErrorCode.invalid_topic_exception,
                 f"Topic '{name}' collides with existing topic: {colliding}",
             ), {}
+        if views.is_view_request(configs):
+            return self._check_new_view(name, num_partitions, replication_factor, configs)
         if num_partitions < 1:
             return Outcome(
                 ErrorCode.invalid_partitions, "Number of partitions must be larger than 0."
@@ -117,6 +121,24 @@ class AdminManager:
         except InvalidConfig as exc:
             return Outcome(ErrorCode.invalid_config, str(exc)), {}
 
+    def _check_new_view(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str | None],
+    ) -> tuple[Outcome, dict[str, str]]:
+        """A view: its definition is checked, its counts must be unset or its source's."""
+        if not isinstance(self.metadata, SingleNodeMetadata):
+            message = "Views are served by a single-node kafkalite only in this version."
+            return Outcome(ErrorCode.invalid_config, message), {}
+        try:
+            source, normalised = views.check_view_configs(self.metadata, name, configs)
+            views.check_view_counts(source, num_partitions, replication_factor)
+        except views.ViewError as exc:
+            return Outcome(exc.error, str(exc)), {}
+        return OK, normalised
+
     def _colliding_topic(self, name: str) -> str | None:
         normalised = name.replace(".", "_")
         topics = self.metadata.topics
@@ -141,6 +163,8 @@ class AdminManager:
         configs: Mapping[str, str | None] | None = None,
         assignment: list[list[int]] | None = None,  # manual (validated): replicas by partition
     ) -> tuple[Outcome, TopicMetadata | None]:
+        if views.is_view_request(configs or {}):
+            return self._create_view(name, num_partitions, replication_factor, configs or {})
         num_partitions = num_partitions or self.config.int("num.partitions")
         replication_factor = replication_factor or self.config.int("default.replication.factor")
         outcome, normalised = self.check_new_topic(
@@ -154,9 +178,36 @@ class AdminManager:
         # As the cluster metadata knows it: a broker need not hold a replica of every topic.
         return OK, self.metadata.topics.get(name)
 
+    def _create_view(
+        self,
+        name: str,
+        num_partitions: int | None,
+        replication_factor: int | None,
+        configs: Mapping[str, str | None],
+    ) -> tuple[Outcome, TopicMetadata | None]:
+        """A view takes its source's partitions and their replicas (it has no log)."""
+        outcome, normalised = self.check_new_topic(
+            name, num_partitions or -1, replication_factor or -1, configs
+        )
+        if not outcome.ok:
+            return outcome, None
+        source = self.metadata.topics[normalised[views.VIEW_SOURCE]]
+        meta = TopicMetadata(
+            name, uuid.uuid4(), source.num_partitions, source.replication_factor, normalised
+        )
+        placed = [list(state.replicas) for state in self.metadata.partition_states(source.name)]
+        self.metadata.create_topic(meta, placed)
+        return OK, self.metadata.topics.get(name)
+
     def delete_topic(self, name: str) -> Outcome:
         if name not in self.metadata.topics:
             return Outcome(ErrorCode.unknown_topic_or_partition)
+        readers = views.views_of(self.metadata, name)
+        if readers:
+            return Outcome(
+                ErrorCode.invalid_request,
+                f"Topic {name} has views ({', '.join(readers)}); delete them first.",
+            )
         self.metadata.delete_topic(name)
         return OK
 
@@ -165,6 +216,8 @@ class AdminManager:
         to its logs when the metadata reports the change."""
         if name not in self.metadata.topics:
             return Outcome(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
+        if views.is_view(self.metadata.topics[name]):
+            return Outcome(ErrorCode.invalid_config, VIEW_IS_FIXED.format(name=name))
         self.metadata.set_topic_configs(name, configs)
         return OK
 
@@ -176,6 +229,12 @@ class AdminManager:
         topic = self.metadata.topics.get(name)
         if topic is None:
             return Outcome(ErrorCode.unknown_topic_or_partition)  # Kafka sends no message here
+        if views.is_view(topic):
+            return Outcome(
+                ErrorCode.invalid_request,
+                f"{name} is a view: it has the partitions of its source "
+                f"{topic.configs[views.VIEW_SOURCE]}; add partitions there.",
+            )
         current = topic.num_partitions
         if count == current:
             return Outcome(
@@ -200,4 +259,6 @@ class AdminManager:
         added = count - topic.num_partitions
         assignment = self.assign_replicas(added, topic.replication_factor, topic.num_partitions)
         self.metadata.add_partitions(name, assignment)
+        for view in views.views_of(self.metadata, name):  # a view has its source's partitions
+            self.metadata.add_partitions(view, assignment)
         return OK

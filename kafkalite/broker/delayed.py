@@ -294,9 +294,11 @@ class DelayedFetch(DelayedOperation):
         infos: Iterable[FetchInfo],
         read: Callable[[], FetchRead],
         partition: Callable[[TopicPartition], Partition | None],
+        key_of: Callable[[TopicPartition], TopicPartition] = lambda tp: tp,
     ) -> None:
         self.infos = tuple(infos)
-        super().__init__(dict.fromkeys(info.tp for info in self.infos))
+        # Watched under the partitions whose appends it waits for (a view's: its source's).
+        super().__init__(dict.fromkeys(key_of(info.tp) for info in self.infos))
         self.params = params
         self._read = read
         self._partition = partition

@@ -36,6 +36,7 @@ from kafkalite.broker.coordinator_partitions import CoordinatorPartitions
 from kafkalite.broker.coordinator_runtime import CoordinatorRuntime, InternalTopic
 from kafkalite.broker.partition_loader import Batch, log_chunks
 from kafkalite.broker.replica_manager import OFFSETS_TOPIC
+from kafkalite.broker.views import is_view
 from kafkalite.coordinator import (
     GroupConfig,
     GroupCoordinator,
@@ -517,12 +518,17 @@ class TopicsView:
 
     def by_name(self, name: str) -> TopicInfo | None:
         topic = self.replica_manager.topics.get(name)
-        if topic is None:
-            return None
-        return TopicInfo(topic.topic_id, name, topic.metadata.num_partitions)
+        if topic is not None:
+            return TopicInfo(topic.topic_id, name, topic.metadata.num_partitions)
+        view = self.replica_manager.metadata.topics.get(name)  # views have no replica here
+        if is_view(view):
+            assert view is not None
+            return TopicInfo(view.topic_id, name, view.num_partitions)
+        return None
 
     def names(self) -> Iterable[str]:
-        return self.replica_manager.topics.keys()
+        views = (view.name for view in self.replica_manager.views.all())
+        return [*self.replica_manager.topics.keys(), *views]
 
 
 def _record(change: Change) -> tuple[bytes, bytes | None]:

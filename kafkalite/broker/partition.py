@@ -15,7 +15,7 @@ Sans-IO: plain synchronous state, driven by the ReplicaManager.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Container
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
@@ -377,12 +377,15 @@ class Partition:
         isolation_level: int = READ_UNCOMMITTED,
         min_one_batch: bool = True,
         last_fetched_epoch: int = -1,
+        read: Callable[[int, int, int, bool], bytes] | None = None,
     ) -> LogReadResult:
         """Kafka's fetchRecords: followers read to the log end, consumers to the high
         watermark (read_committed: the last stable offset). A follower whose last fetched
         epoch ends earlier here gets the diverging epoch instead of records (KIP-595's
         truncation detection). Only reads: a follower's position is recorded once per
-        request, before (`record_follower_fetch`), not on a parked fetch's final read."""
+        request, before (`record_follower_fetch`), not on a parked fetch's final read.
+        `read` replaces the log's read (offset, max bytes, max offset, min one batch): a
+        view's filtered read of this partition."""
         error = self.check_leader(current_leader_epoch)
         if error is not ErrorCode.none:
             return LogReadResult(error)
@@ -394,7 +397,7 @@ class Partition:
                 return self._read_result(b"", diverging)
         max_offset = self._fetch_upper_bound(replica_id, isolation_level)
         try:
-            records = self.log.read(fetch_offset, max_bytes, max_offset, min_one_batch)
+            records = (read or self.log.read)(fetch_offset, max_bytes, max_offset, min_one_batch)
         except OffsetOutOfRangeError:
             return LogReadResult(ErrorCode.offset_out_of_range)
         result = self._read_result(records)

@@ -45,11 +45,14 @@ from kafkalite.broker.partition import (
     PartitionState,
 )
 from kafkalite.broker.topic_config import effective_value, log_config_for
+from kafkalite.broker.views import View, ViewCatalog, is_view, view_refusal
 from kafkalite.config import BrokerConfig
 from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.errors import StorageError
+from kafkalite.storage.header_index import HeaderIndexes, index_names, read_indexed
 from kafkalite.storage.log import LogConfig
 from kafkalite.storage.log_dirs import LogDirs
+from kafkalite.storage.record_filter import filter_batches
 
 log = logging.getLogger("kafkalite.replica_manager")
 
@@ -125,6 +128,9 @@ class ReplicaManager:
         self.delayed_delivery = DelayedDelivery(
             lambda: self.config, self._partition_of, lambda: self.metadata.topics
         )
+        # Topics that read another topic through a filter: no replica, read at the source.
+        self.views = ViewCatalog(metadata)
+        self.header_indexes = HeaderIndexes()  # per segment, for views' reads
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -153,7 +159,10 @@ class ReplicaManager:
 
     def on_partition_state_changed(self, meta: TopicMetadata, state: PartitionState) -> None:
         """Kafka's becomeLeaderOrFollower for one partition: create its replica if needed,
-        then make it leader or follower (stale epochs are fenced by the Partition)."""
+        then make it leader or follower (stale epochs are fenced by the Partition). A view
+        has no replica: its source's serve it."""
+        if is_view(meta):
+            return
         if self.node_id not in state.replicas:
             self._remove_replica(meta.name, state.partition)  # moved away, if it was here
             return
@@ -302,6 +311,19 @@ class ReplicaManager:
     def _partition_of(self, tp: TopicPartition) -> Partition | None:
         return self.partition(*tp)
 
+    def view(self, topic: str) -> View | None:
+        """The view named `topic` (None for any other topic)."""
+        return None if topic in self.topics else self.views.get(topic)
+
+    def _source_tp(self, tp: TopicPartition) -> TopicPartition:
+        """Where a partition's records are: a view's are in its source's partition."""
+        view = self.view(tp[0])
+        return tp if view is None else (view.source, tp[1])
+
+    def _readable_partition(self, tp: TopicPartition) -> Partition | None:
+        """The partition that serves reads of `tp` (a view's source partition)."""
+        return self.partition(*tp) or self.partition(*self._source_tp(tp))
+
     def missing_partition_error(self, tp: TopicPartition) -> ErrorCode:
         """Kafka's getPartitionOrError for a partition with no replica here: one the cluster
         has is NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata), else unknown."""
@@ -374,6 +396,8 @@ class ReplicaManager:
             message = f"Cannot append to internal topic {tp[0]}"
             return ProduceResult(ErrorCode.invalid_topic_exception, message=message), -1
         partition = self._partition_of(tp)
+        if partition is None and (view := self.view(tp[0])) is not None:
+            return ProduceResult(ErrorCode.invalid_topic_exception, message=view_refusal(view)), -1
         if partition is None:
             return ProduceResult(self.missing_partition_error(tp)), -1
         high_watermark = partition.high_watermark
@@ -493,7 +517,11 @@ class ReplicaManager:
             for info in infos:
                 self._update_follower_fetch_state(params.replica_id, info)
         return DelayedFetch(
-            params, infos, lambda: self.read_from_local_log(params, infos), self._partition_of
+            params,
+            infos,
+            lambda: self.read_from_local_log(params, infos),
+            self._readable_partition,
+            self._source_tp,
         )
 
     def _update_follower_fetch_state(self, replica_id: int, info: FetchInfo) -> None:
@@ -546,6 +574,9 @@ class ReplicaManager:
         remaining, first, results = params.max_bytes, True, []
         for info in infos:
             partition = self._partition_of(info.tp)
+            view = self.view(info.topic) if partition is None else None
+            if view is not None and not params.is_from_follower:
+                partition = self._partition_of((view.source, info.partition))
             if partition is None:
                 results.append(LogReadResult(self.missing_partition_error(info.tp)))
                 continue
@@ -557,12 +588,42 @@ class ReplicaManager:
                 isolation_level=params.isolation_level,
                 min_one_batch=first,
                 last_fetched_epoch=info.last_fetched_epoch,
+                read=self._view_read(view, partition) if view is not None else None,
             )
             if result.records:
                 first = False
                 remaining = max(remaining - len(result.records), 0)
             results.append(result)
         return FetchRead(tuple(results))
+
+    def _view_read(
+        self, view: View, partition: Partition
+    ) -> Callable[[int, int, int, bool], bytes]:
+        """How a view reads its source partition: through the header index when the topic
+        indexes headers its filter can rule batches out by, else every batch, filtered."""
+        log_, names = partition.log, index_names(partition.log.config.index_headers)
+        if names and view.filter.uses_index(names):
+            return lambda offset, max_bytes, max_offset, min_one: read_indexed(
+                log_,
+                self.header_indexes,
+                names,
+                offset,
+                max_bytes,
+                max_offset,
+                min_one,
+                lambda value_sets: view.filter.classify(value_sets, names),
+                view.filter,
+                view.stats,
+            )
+
+        def read_all(offset: int, max_bytes: int, max_offset: int, min_one: bool) -> bytes:
+            records = log_.read(offset, max_bytes, max_offset, min_one)
+            answer = filter_batches(records, view.filter, view.stats)
+            view.stats.bytes_read += len(records)
+            view.stats.bytes_served += len(answer)
+            return answer
+
+        return read_all
 
     def fetch_offset_for_timestamp(
         self,
@@ -572,8 +633,9 @@ class ReplicaManager:
         isolation_level: int = 0,
         from_client: bool = True,
     ) -> tuple[ErrorCode, tuple[int, int, int]]:
-        """ListOffsets for one partition: (error, (offset, timestamp, leader epoch))."""
-        partition = self._partition_of(tp)
+        """ListOffsets for one partition: (error, (offset, timestamp, leader epoch)); a view
+        answers with its source's offsets (they are the same)."""
+        partition = self._readable_partition(tp)
         if partition is None:
             return ErrorCode.unknown_topic_or_partition, NOT_FOUND
         return partition.fetch_offset_for_timestamp(
@@ -583,8 +645,9 @@ class ReplicaManager:
     def last_offset_for_leader_epoch(
         self, tp: TopicPartition, current_leader_epoch: int, leader_epoch: int
     ) -> tuple[ErrorCode, int, int]:
-        """OffsetForLeaderEpoch for one partition: (error, epoch, end offset)."""
-        partition = self._partition_of(tp)
+        """OffsetForLeaderEpoch for one partition: (error, epoch, end offset); a view
+        answers with its source's."""
+        partition = self._readable_partition(tp)
         if partition is None:
             return ErrorCode.unknown_topic_or_partition, -1, -1
         return partition.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)

@@ -93,6 +93,14 @@ def _cleanup_policy(value: str) -> str:
     return ",".join(parts)
 
 
+def _header_names(value: str) -> str:
+    """kafkalite.index.headers: header names, comma-separated (empty: none)."""
+    names = [name.strip() for name in value.split(",")]
+    if value.strip() and not all(names):
+        raise InvalidConfig("Header names must be non-empty, separated by commas")
+    return ",".join(name for name in names if name)
+
+
 def _ratio(value: str) -> float:
     try:
         number = float(value.strip())
@@ -261,6 +269,10 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         TopicConfigDef("compression.lz4.level", _int(1, 17), TYPE_INT, "9", None, None),
         TopicConfigDef("compression.zstd.level", _int(-131072, 22), TYPE_INT, "3", None, None),
         TopicConfigDef("segment.jitter.ms", _long(0), TYPE_LONG, "0", None, None),
+        # Headers whose values each segment indexes per batch, for views (issue 18).
+        TopicConfigDef(
+            "kafkalite.index.headers", _header_names, TYPE_LIST, "", None, "index_headers"
+        ),
         TopicConfigDef(
             "max.decompressed.message.bytes",
             _int(1, I32_MAX - 8),

@@ -36,6 +36,13 @@ _TOPIC_METERS = {
     "totalproducerequests": ("total_produce_requests", "Produce partition requests"),
     "totalfetchrequests": ("total_fetch_requests", "Fetch partition requests"),
 }
+_VIEW_COUNTERS = {
+    "records_read": "Records of the source a view's reads scanned",
+    "records_matched": "Records a view sent",
+    "bytes_read": "Bytes a view's reads (and its header index) read from the source's log",
+    "bytes_served": "Bytes a view answered to consumers",
+    "batches_skipped": "Source batches a header index let a view answer without reading",
+}
 _GROUP_STATES = {
     "numgroupspreparingrebalance": GroupState.PREPARING_REBALANCE,
     "numgroupscompletingrebalance": GroupState.COMPLETING_REBALANCE,
@@ -74,6 +81,21 @@ class BrokerCollector(Collector):
         yield from self._logs()
         yield from self._groups()
         yield from self._delayed_delivery()
+        yield from self._views()
+
+    def _views(self) -> Iterator[Metric]:
+        """What reading each view did (issue 18): records scanned and sent, bytes read from
+        the source's log and served, batches a header index let it skip."""
+        labels = ["view", "source"]
+        families = [
+            (attr, CounterMetricFamily(f"kafkalite_view_{attr}", doc, labels=labels))
+            for attr, doc in _VIEW_COUNTERS.items()
+        ]
+        for view in self.broker.replica_manager.views.all():
+            for attr, family in families:
+                family.add_metric([view.name, view.source], getattr(view.stats, attr))
+        for _, family in families:
+            yield family
 
     def _api_name(self, api_key: int) -> str:
         return self.api_names.get(api_key, str(api_key))

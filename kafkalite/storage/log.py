@@ -105,6 +105,9 @@ class LogConfig:
     delete_retention_ms: int = 86_400_000  # how long the cleaner keeps tombstones
     min_cleanable_dirty_ratio: float = 0.5  # clean once dirty bytes / cleanable bytes reach it
     min_compaction_lag_ms: int = 0  # segments with newer records are not cleaned yet
+    # kafkalite.index.headers: headers a view's read finds per batch in a header index
+    # (storage/header_index.py), comma-separated.
+    index_headers: str = ""
 
     @property
     def compacted(self) -> bool:
@@ -399,6 +402,10 @@ class UnifiedLog:
             self._offset_metadata.clear()
         self._offset_metadata[offset] = found
         return found
+
+    def segments_from(self, offset: int) -> list[LogSegment]:
+        """The segments from the one holding `offset` (or the first) to the active one."""
+        return self.segments[self._segment_index(offset) :]
 
     def _segment_index(self, offset: int) -> int:
         """Index of the segment whose range holds `offset` (the first one if below all)."""

@@ -147,8 +147,13 @@ def encode_record_batch(
         body += encoded
     if last_offset_delta is None:
         last_offset_delta = records[-1].offset - base_offset if records else -1
-    after_crc = _AFTER_CRC.pack(
-        (attributes & ~COMPRESSION_MASK) | compression,
+    header = BatchHeader(
+        base_offset,
+        0,  # batch length and CRC: computed by frame_batch
+        partition_leader_epoch,
+        2,
+        0,
+        attributes,
         last_offset_delta,
         base_timestamp,
         max_timestamp,
@@ -156,10 +161,28 @@ def encode_record_batch(
         producer_epoch,
         base_sequence,
         len(records),
-    ) + compress(compression, bytes(body))
+    )
+    return frame_batch(header, bytes(body), len(records), compression)
+
+
+def frame_batch(header: BatchHeader, body: bytes, records_count: int, compression: int) -> bytes:
+    """A batch with `header`'s fields around the encoded records `body` (compressed with
+    `compression`, which replaces the header's codec bits): new length, count and CRC."""
+    after_crc = _AFTER_CRC.pack(
+        (header.attributes & ~COMPRESSION_MASK) | compression,
+        header.last_offset_delta,
+        header.base_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        records_count,
+    ) + compress(compression, body)
     batch_length = 4 + 1 + 4 + len(after_crc)  # leader epoch, magic, crc, rest
     return (
-        _BEFORE_CRC.pack(base_offset, batch_length, partition_leader_epoch, 2, crc32c(after_crc))
+        _BEFORE_CRC.pack(
+            header.base_offset, batch_length, header.partition_leader_epoch, 2, crc32c(after_crc)
+        )
         + after_crc
     )
 
