@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "kafkalite.__main__",
         "kafkalite.cli",
+        "kafkalite.serve_command",
         "kafkalite.server",
         "kafkalite.pytest_plugin",
         "kafkalite.testing",
