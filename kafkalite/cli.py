@@ -29,8 +29,26 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
+class _VersionAction(argparse.Action):
+    """`--version`: the installed distribution's version (read only when asked for)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            text = version("kafkalite")
+        except PackageNotFoundError:  # run from a source tree that is not installed
+            text = "unknown (not installed)"
+        sys.stdout.write(f"kafkalite {text}\n")
+        parser.exit()
+
+
 def _parser(with_tools: bool = True) -> argparse.ArgumentParser:
     parser = _Parser(prog="kafkalite", description="A Kafka-compatible broker.")
+    parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     serve_cmd = commands.add_parser("serve", help="run the broker")
     serve_cmd.add_argument("--config", type=Path, help="server.properties file")

@@ -25,6 +25,7 @@ from kafkalite.tools.common import (
     check_reachable,
     connection,
     error_text,
+    new_client,
     positive_int,
     timestamp_ms,
     topic_metadata,
@@ -182,7 +183,8 @@ def consume_messages(args: argparse.Namespace) -> int:
     if args.group and args.partition:
         raise UsageError("--group and --partition cannot be combined (the group assigns)")
     conn = connection(args)
-    consumer = Consumer(
+    consumer = new_client(
+        Consumer,
         conn.conf(
             **{
                 "group.id": args.group or f"kafkalite-consume-{uuid.uuid4().hex}",
@@ -190,7 +192,7 @@ def consume_messages(args: argparse.Namespace) -> int:
                 "enable.partition.eof": False,
                 "auto.offset.reset": "latest" if args.offset == "end" else "earliest",
             }
-        )
+        ),
     )
     try:
         check_reachable(consumer, conn)

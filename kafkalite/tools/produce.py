@@ -18,6 +18,7 @@ from kafkalite.tools.common import (
     connection,
     error_text,
     key_value,
+    new_client,
     topic_metadata,
 )
 from kafkalite.tools.output import emit
@@ -107,7 +108,8 @@ def produce_lines(args: argparse.Namespace) -> int:
         raise UsageError("--key-delimiter must not be empty")
     stream, size = _input(args)
     conn = connection(args)
-    producer = Producer(
+    producer = new_client(
+        Producer,
         conn.conf(
             **{
                 "acks": args.acks,
@@ -115,7 +117,7 @@ def produce_lines(args: argparse.Namespace) -> int:
                 "linger.ms": 5,
                 "message.timeout.ms": int(max(conn.timeout, 1) * 3000),
             }
-        )
+        ),
     )
     check_reachable(producer, conn)
     _require_topic(producer, conn, args.topic)

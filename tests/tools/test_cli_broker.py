@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from compat.cli_runner import kafkalite_here, ok, one_line_error
+from compat.cli_runner import kafkalite_here, ok, ok_json, one_line_error
 
 
 def test_unknown_topic_fails_at_once_without_auto_creation(broker_factory) -> None:
@@ -64,3 +64,30 @@ def test_progress_line_on_a_terminal(broker_factory, tmp_path: Path) -> None:
         assert last.startswith("[########################] 100% "), last
         assert "/s ETA 00:00" in last
     assert result.stdout.splitlines() == [str(i) for i in range(2000)]
+
+
+def test_client_properties_reach_every_client(broker_factory) -> None:
+    """-X goes to the admin client, the producer and the consumer (it crashed with
+    "dictionary update sequence element #0 has length 13")."""
+    broker = broker_factory()
+    common = ["-b", broker.bootstrap, "-X", "client.id=cli-test"]
+    ok(kafkalite_here("topic", "create", "x", *common))
+    assert "x" in ok(kafkalite_here("topic", "list", *common))
+    ok(kafkalite_here("produce", "x", *common, stdin="one\ntwo\n"))
+    read_committed = ["-X", "isolation.level=read_committed"]
+    consume = ["consume", "x", "--from-beginning", "-c", "2"]
+    consumed = kafkalite_here(*consume, *common, *read_committed)
+    assert ok(consumed).splitlines() == ["one", "two"]
+
+
+def test_config_get_lists_every_broker_config_with_its_source(broker_factory) -> None:
+    broker = broker_factory({"log.retention.hours": "48"})
+    bootstrap = ["-b", broker.bootstrap, "--format", "json"]
+    (node,) = ok_json(kafkalite_here("cluster", "info", *bootstrap))["brokers"]
+    keys = ["log.retention.ms", "log.retention.hours", "num.partitions"]
+    entries = ok_json(kafkalite_here("config", "get", "broker", str(node["id"]), *keys, *bootstrap))
+    assert [(e["name"], e["value"], e["source"]) for e in entries] == [
+        ("log.retention.hours", "48", "static_broker"),
+        ("log.retention.ms", None, "default"),
+        ("num.partitions", "1", "static_broker"),
+    ]

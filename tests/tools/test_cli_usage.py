@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import socket
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,10 @@ BAD_ARGUMENTS = [
     ["config", "get", "broker", "zero"],
     ["config", "set", "topic", "t"],
     ["config", "set", "topic", "t", "novalue"],
+    ["topic", "list", "-X", "novalue"],
+    ["topic", "list", "-X", "no.such.property=1"],
+    ["produce", "t", "-X", "no.such.property=1"],
+    ["consume", "t", "-X", "no.such.property=1"],
 ]
 
 
@@ -166,3 +171,10 @@ def test_progress_shows_rate_and_eta_on_a_terminal_only() -> None:
     quiet.advance(10)
     quiet.close()
     assert pipe.getvalue() == ""
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"kafkalite {version('kafkalite')}\n"
