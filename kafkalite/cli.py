@@ -13,7 +13,7 @@ import logging
 import sys
 from pathlib import Path
 
-from kafkalite.config import ConfigError, build_config, parse_override
+from kafkalite.config import ConfigError, build_config, parse_override, read_properties
 from kafkalite.console.command import add_console_command, run_console
 
 # Every command imports only what it runs (the broker for `serve`, the launcher for `cluster`,
@@ -126,10 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stdout,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from kafkalite.serve_command import run_broker
+    try:  # a bad config fails before the broker's imports
+        file_props = read_properties(args.config) if args.config else {}
+        config = build_config(file_props, map(parse_override, args.override))
+        from kafkalite.serve_command import run_broker
 
-    try:
-        return run_broker(args.config, args.override, args.log_level)
+        return run_broker(config, args.log_level)
     except ConfigError as exc:
         return _fail(str(exc))
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import trio
 
 from kafkalite.broker.broker import Broker, local_broker_info
-from kafkalite.config import BrokerConfig, build_config, parse_override, read_properties
+from kafkalite.config import BrokerConfig
 from kafkalite.logging_config import configure_from_properties
 from kafkalite.metrics.http import open_metrics_listeners
 from kafkalite.server import bound_config, open_listeners, serve
@@ -27,9 +27,9 @@ log = logging.getLogger("kafkalite")
 EXIT_USAGE = 2
 
 
-def run_broker(config_file: Path | None, overrides: Sequence[str], log_level: str | None) -> int:
+def run_broker(config: BrokerConfig, log_level: str | None) -> int:
     """Run until SIGINT/SIGTERM; a ConfigError propagates (the caller prints it)."""
-    return trio.run(_run, config_file, overrides, log_level)
+    return trio.run(_run, config, log_level)
 
 
 def _fail(message: str) -> int:
@@ -50,9 +50,7 @@ def _lock_log_dirs(dirs: Sequence[Path]) -> list[int]:
     return locks
 
 
-async def _run(config_file: Path | None, overrides: Sequence[str], log_level: str | None) -> int:
-    file_props = read_properties(config_file) if config_file else {}
-    config = build_config(file_props, map(parse_override, overrides))
+async def _run(config: BrokerConfig, log_level: str | None) -> int:
     configure_from_properties(config.raw, log_level)
     try:
         locks = _lock_log_dirs(config.log_dirs)

@@ -37,3 +37,11 @@ def test_the_broker_imports_no_test_tools() -> None:
 def test_help_imports_neither_broker_nor_protocol(argv: list[str]) -> None:
     code = f"from kafkalite.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass"
     assert loaded(code, "kafkalite.broker", "kafkalite.server", "trio", "kio.schema") == []
+
+
+def test_serve_refuses_a_bad_config_before_importing_the_broker() -> None:
+    code = (
+        "from kafkalite.cli import main\n"
+        "assert main(['serve', '--override', 'num.partitions=zero']) == 2"
+    )
+    assert loaded(code, "kafkalite.broker", "kafkalite.server", "trio", "kio.schema") == []
