@@ -3,7 +3,9 @@ contacted; a broker that does not answer: one line naming the address and exit c
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import socket
 import time
 from importlib.metadata import version
@@ -13,6 +15,7 @@ import pytest
 
 from compat.cli_runner import kafkalite, kafkalite_here, ok_json, one_line_error
 from kafkalite.cli import main
+from kafkalite.tools.consume import as_json
 from kafkalite.tools.progress import Progress
 
 NOWHERE = "127.0.0.1:9"  # discard port: nothing listens
@@ -178,3 +181,48 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out == f"kafkalite {version('kafkalite')}\n"
+
+
+class _Message:
+    def __init__(self, key: bytes | None, value: bytes | None, headers: list) -> None:
+        self._key, self._value, self._headers = key, value, headers
+
+    def topic(self) -> str:
+        return "t"
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return 5
+
+    def timestamp(self) -> tuple[int, int]:
+        return 1, 1700000000000
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def headers(self) -> list:
+        return self._headers
+
+
+def test_consume_json_names_the_encoding_of_binary_data() -> None:
+    """Bytes that are not UTF-8 come base64-encoded, named so (they were backslash escapes,
+    which a reader cannot tell from text holding backslashes)."""
+    binary = _Message(b"\xff\x00k", b"text \\xff", [("h", b"\x80"), ("n", b"1"), ("z", None)])
+    assert json.loads(as_json(binary)) == {
+        "topic": "t",
+        "partition": 0,
+        "offset": 5,
+        "timestamp": 1700000000000,
+        "key": base64.b64encode(b"\xff\x00k").decode(),
+        "key_encoding": "base64",
+        "value": "text \\xff",
+        "value_encoding": "utf-8",
+        "headers": [["h", "gA==", "base64"], ["n", "1"], ["z", None]],
+    }
+    tombstone = json.loads(as_json(_Message(None, None, [])))
+    assert (tombstone["key"], tombstone["value"]) == (None, None)
