@@ -47,6 +47,12 @@ def register(commands: Any, parents: dict, parser_class: type) -> None:
         metavar="KEY=VALUE",
         help="a header on every message (repeatable)",
     )
+    produce.add_argument(
+        "-Z",
+        "--null-empty",
+        action="store_true",
+        help="an empty value or key is sent as null (kcat's -Z): `key:` makes a tombstone",
+    )
     produce.add_argument("-p", "--partition", type=int, help="this partition (default: by key)")
     produce.add_argument("-z", "--compression", choices=COMPRESSIONS, default="none")
     produce.add_argument("--acks", choices=["0", "1", "all", "-1"], default="all")
@@ -133,6 +139,8 @@ def produce_lines(args: argparse.Namespace) -> int:
         for raw in stream:
             line = raw[:-1] if raw.endswith(b"\n") else raw
             key, value = _split(line.removesuffix(b"\r"), delimiter)
+            if args.null_empty:
+                key, value = key or None, value or None
             _send(producer, args.topic, key, value, headers, deliveries, extra)
             sent += 1
             progress.advance(len(raw))
@@ -153,7 +161,7 @@ def _send(
     producer: Producer,
     topic: str,
     key: bytes | None,
-    value: bytes,
+    value: bytes | None,
     headers: list,
     callback: Any,
     extra: dict,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import subprocess
@@ -90,4 +91,19 @@ def test_config_get_lists_every_broker_config_with_its_source(broker_factory) ->
         ("log.retention.hours", "48", "static_broker"),
         ("log.retention.ms", None, "default"),
         ("num.partitions", "1", "static_broker"),
+    ]
+
+
+def test_produce_null_empty_makes_tombstones(broker_factory) -> None:
+    broker = broker_factory()
+    bootstrap = ["-b", broker.bootstrap]
+    ok(kafkalite_here("produce", "z", "-K", ":", "-Z", *bootstrap, stdin="a:1\nb:\n:\n"))
+    ok(kafkalite_here("produce", "z", "-K", ":", *bootstrap, stdin="c:\n"))
+    lines = ok(kafkalite_here("consume", "z", "--from-beginning", "-f", "json", *bootstrap))
+    messages = [json.loads(line) for line in lines.splitlines()]
+    assert [(m["key"], m["value"]) for m in messages] == [
+        ("a", "1"),
+        ("b", None),  # a tombstone
+        (None, None),
+        ("c", ""),  # without -Z: an empty value
     ]
