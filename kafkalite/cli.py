@@ -13,6 +13,7 @@ import logging
 import sys
 from pathlib import Path
 
+from kafkalite.completion import add_completion_command, bash_script
 from kafkalite.config import ConfigError, build_config, parse_override, read_properties
 from kafkalite.console.command import add_console_command, run_console
 
@@ -70,6 +71,7 @@ def _parser(with_tools: bool = True) -> argparse.ArgumentParser:
 
         tools.register(commands, _Parser)
     add_console_command(commands)
+    add_completion_command(commands)
     return parser
 
 
@@ -109,7 +111,11 @@ def _fail(message: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = _parser(with_tools=argv[:1] != ["serve"]).parse_args(argv)
+    parser = _parser(with_tools=argv[:1] != ["serve"])
+    args = parser.parse_args(argv)
+    if args.command == "completion":
+        sys.stdout.write(bash_script(parser))
+        return 0
     if hasattr(args, "run"):  # an admin command (kafkalite/tools/)
         from kafkalite import tools
 

@@ -7,13 +7,14 @@ import base64
 import io
 import json
 import socket
+import subprocess
 import time
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
-from compat.cli_runner import kafkalite, kafkalite_here, ok_json, one_line_error
+from compat.cli_runner import kafkalite, kafkalite_here, ok, ok_json, one_line_error
 from kafkalite.cli import main
 from kafkalite.tools.consume import as_json
 from kafkalite.tools.progress import Progress
@@ -226,3 +227,30 @@ def test_consume_json_names_the_encoding_of_binary_data() -> None:
     }
     tombstone = json.loads(as_json(_Message(None, None, [])))
     assert (tombstone["key"], tombstone["value"]) == (None, None)
+
+
+_COMPLETE = """
+source "$1"
+complete_line() {
+  COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _kafkalite; echo "${COMPREPLY[*]}"
+}
+complete_line kafkalite to
+complete_line kafkalite topic cr
+complete_line kafkalite topic create orders --part
+complete_line kafkalite cluster h
+complete_line kafkalite produce t --file kafkalite.b
+"""
+
+
+def test_bash_completion_follows_the_parser(tmp_path: Path) -> None:
+    script = tmp_path / "kafkalite.bash"
+    script.write_text(ok(kafkalite_here("completion", "bash")))
+    driver = tmp_path / "complete.sh"
+    driver.write_text(_COMPLETE)
+    result = subprocess.run(
+        ["bash", str(driver), str(script)], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+    # No command word matches: file names (the last line).
+    expected = ["topic", "create", "--partitions", "health", "kafkalite.bash"]
+    assert result.stdout.splitlines() == expected
