@@ -106,8 +106,8 @@ class BrokerProcess:
                 code = self.process.wait(timeout)
         if code is not None:
             return f"kafkalite exited with code {code} before it started"
-        waited = "its first output (still importing)" if not self.lines else "its started line"
-        return f"kafkalite did not start within {timeout:g}s: no {waited}"
+        missing = "output yet (still importing)" if not self.lines else "started line"
+        return f"kafkalite did not start within {timeout:g}s: no {missing}"
 
     def _read_output(self, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None

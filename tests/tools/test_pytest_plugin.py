@@ -187,3 +187,21 @@ def test_broker_process_says_it_exited(tmp_path: Path) -> None:
     else:
         broker.stop()
         raise AssertionError("a bad property started a broker")
+
+
+class _SilentProcess(BrokerProcess):
+    """A process that prints nothing (an interpreter still importing, say)."""
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-c", "import time; time.sleep(60)"]
+
+
+def test_broker_process_says_what_it_waited_for(tmp_path: Path) -> None:
+    broker = _SilentProcess(tmp_path)
+    try:
+        broker.start(timeout=0.5)
+    except RuntimeError as exc:
+        assert str(exc) == "kafkalite did not start within 0.5s: no output yet (still importing):\n"
+    else:
+        raise AssertionError("a silent process counted as started")
+    assert broker.process is None  # stopped
