@@ -4,8 +4,12 @@
 setup:
 	./scripts/bootstrap.sh
 
-serve: setup
-	.venv/bin/kafkalite serve --config config/server.properties
+# Installs the runtime dependencies only; ARGS go to `kafkalite serve`, e.g.
+# make serve ARGS="--override listeners=PLAINTEXT://127.0.0.1:19092"
+ARGS ?=
+serve:
+	./scripts/bootstrap.sh runtime
+	.venv/bin/kafkalite serve --config config/server.properties $(ARGS)
 
 # The console's browser tests need Debian's chromium and chromium-driver (installed if missing).
 test: setup

@@ -56,6 +56,7 @@ class BrokerProcess:
         self.host = "127.0.0.1"
         self.port = 0
         self._started = threading.Event()
+        self._output_ended = threading.Event()
         self._reader: threading.Thread | None = None
 
     @property
@@ -78,6 +79,7 @@ class BrokerProcess:
                 raise RuntimeError("the broker is running: stop() or kill() it first")
             self.stop()  # it exited by itself: reap it and its reader
         self._started.clear()
+        self._output_ended.clear()
         self.process = subprocess.Popen(
             self.command(),
             stdout=subprocess.PIPE,
@@ -87,11 +89,25 @@ class BrokerProcess:
         )
         self._reader = threading.Thread(target=self._read_output, args=(self.process,), daemon=True)
         self._reader.start()
-        if not self._started.wait(timeout) or self.process.poll() is not None:
+        # _output_ended: it exited (it may not be reaped yet, so poll() can still say None).
+        if not self._started.wait(timeout) or self._output_ended.is_set():
+            reason = self._not_started(timeout)
             output = "".join(self.lines[-30:])
             self.stop()
-            raise RuntimeError(f"kafkalite did not start within {timeout}s:\n{output}")
+            raise RuntimeError(f"{reason}:\n{output}")
         return self
+
+    def _not_started(self, timeout: float) -> str:
+        """What start() waited for in vain."""
+        assert self.process is not None
+        code = self.process.poll()
+        if code is None and self._output_ended.is_set():  # exiting: its output is closed
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = self.process.wait(timeout)
+        if code is not None:
+            return f"kafkalite exited with code {code} before it started"
+        missing = "output yet (still importing)" if not self.lines else "started line"
+        return f"kafkalite did not start within {timeout:g}s: no {missing}"
 
     def _read_output(self, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
@@ -99,6 +115,7 @@ class BrokerProcess:
             output = stack.enter_context(open(self.output_file, "a")) if self.output_file else None
             for line in process.stdout:
                 self._take_line(line, output)
+        self._output_ended.set()
         self._started.set()  # process ended: wake a waiting start()
 
     def _take_line(self, line: str, output: TextIO | None) -> None:

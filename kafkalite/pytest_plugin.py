@@ -24,7 +24,13 @@ from typing import Any
 
 import pytest
 
-from kafkalite.testing import EMBEDDED_DEFAULTS, BrokerProcess, EmbeddedBroker, stop_all
+from kafkalite.testing import (
+    EMBEDDED_DEFAULTS,
+    BrokerProcess,
+    EmbeddedBroker,
+    import_broker_modules,
+    stop_all,
+)
 
 FIXTURE_PREFIX = "kafkalite_"
 
@@ -46,12 +52,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for item in items
         for name in getattr(item, "fixturenames", ())
     ):
-        threading.Thread(target=_import_broker, daemon=True).start()
-
-
-def _import_broker() -> None:
-    import kafkalite.broker.broker  # noqa: F401
-    import kafkalite.server  # noqa: F401
+        threading.Thread(target=import_broker_modules, daemon=True).start()
 
 
 def _overrides(config: pytest.Config, extra: Mapping[str, str] | None) -> dict[str, str]:

@@ -42,6 +42,12 @@ EMBEDDED_DEFAULTS: dict[str, str] = {
 }
 
 
+def import_broker_modules() -> None:
+    """The broker's modules (about a second of CPU; EmbeddedBroker.start does it first)."""
+    import kafkalite.broker.broker  # noqa: F401
+    import kafkalite.server  # noqa: F401
+
+
 class EmbeddedBroker:
     """A kafkalite broker in a thread of this process (see the module docstring)."""
 
@@ -65,6 +71,8 @@ class EmbeddedBroker:
         self._cancel: trio.CancelScope | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self._stage = ""  # what start() is waiting for, for its timeout message
+        self._stop_requested = threading.Event()  # also before the event loop can be cancelled
 
     @property
     def bootstrap(self) -> str:
@@ -75,18 +83,27 @@ class EmbeddedBroker:
         return f"{self.host}:{self.listener_ports[listener.upper()]}"
 
     def start(self, timeout: float = 30.0) -> EmbeddedBroker:
+        """Start and wait up to `timeout` seconds for the broker to listen; the broker's
+        imports (seconds on a loaded machine, the first time) are done before the clock."""
         if self._thread is not None:
             raise RuntimeError("the broker is running: stop() it first")
+        import_broker_modules()
         self._ready.clear()
+        self._stop_requested.clear()
         self._error = None
+        self._stage = "starting its event loop"
         self._thread = threading.Thread(
             target=trio.run, args=(self._main,), name=f"kafkalite-{id(self):x}", daemon=True
         )
         self._thread.start()
         if not self._ready.wait(timeout) or self._error is not None:
-            error = self._error
+            error, stage = self._error, self._stage
             self.stop()
-            raise RuntimeError(f"kafkalite did not start: {error or 'timed out'}") from error
+            if error is None:
+                raise RuntimeError(
+                    f"kafkalite did not start within {timeout:g}s (imports excluded): still {stage}"
+                )
+            raise RuntimeError(f"kafkalite did not start: {error} (while {stage})") from error
         return self
 
     async def _main(self) -> None:
@@ -95,9 +112,13 @@ class EmbeddedBroker:
         from kafkalite.server import bound_config, open_listeners, serve
 
         try:
+            self._stage = "reading its configuration"
             config = build_config(self.overrides)
+            where = ", ".join(f"{lst.host}:{lst.port}" for lst in config.listeners)
+            self._stage = f"binding its listeners ({where})"
             listeners = await open_listeners(config)
             config = bound_config(config, listeners)
+            self._stage = f"opening its log dirs ({', '.join(map(str, config.log_dirs))})"
             broker = Broker.open(config)
         except BaseException as exc:
             self._error = exc
@@ -106,7 +127,10 @@ class EmbeddedBroker:
         try:
             with trio.CancelScope() as self._cancel:
                 self._token = trio.lowlevel.current_trio_token()
+                if self._stop_requested.is_set():  # start() gave up while the broker opened
+                    self._cancel.cancel()
                 async with trio.open_nursery() as nursery:
+                    self._stage = "starting its server"
                     await nursery.start(
                         lambda task_status: serve(
                             broker, listeners, handle_signals=False, task_status=task_status
@@ -147,6 +171,7 @@ class EmbeddedBroker:
         self.call(lambda: self.broker.admin_manager.delete_topic(name))
 
     def stop(self, timeout: float = 30.0) -> None:
+        self._stop_requested.set()  # before reading the token: see _main
         thread, token, cancel = self._thread, self._token, self._cancel
         if thread is None:
             return

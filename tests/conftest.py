@@ -6,10 +6,16 @@
 - `module_broker_factory` / `module_broker`: the same, shared by the tests of one module,
   for tests that do not need a fresh broker (they keep apart through unique topic names).
 - `topic_name`: makes unique, legal topic names.
+
+With PYTHONDONTWRITEBYTECODE set, every `kafkalite serve` subprocess would compile each module
+it imports from source (0.3-0.5 s of CPU per broker, hundreds of brokers per run): the
+processes the tests start cache bytecode in the session's temp dir instead (the source tree
+stays free of __pycache__).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -25,6 +31,17 @@ DEFAULT_OVERRIDES: dict[str, str] = {
 }
 
 BrokerFactory = Callable[..., BrokerProcess]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _subprocess_bytecode_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("PYTHONDONTWRITEBYTECODE")
+        patch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path_factory.mktemp("pycache")))
+        yield
 
 
 class _Brokers:

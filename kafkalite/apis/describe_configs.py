@@ -12,7 +12,7 @@ defaults; synonyms come only with `include_synonyms`, documentation only with
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,8 +175,14 @@ def _layers(ctx: RequestContext, name: str) -> list[tuple[str, int]]:
     return found + ([(default, SOURCE_DEFAULT)] if default is not None else [])
 
 
+def _listed_layers(ctx: RequestContext, name: str) -> list[tuple[str | None, int]]:
+    """As Kafka lists a broker's configs: every property, one without a value at any level
+    (log.retention.ms, whose default comes from log.retention.hours) as a null default."""
+    return list(_layers(ctx, name)) or [(None, SOURCE_DEFAULT)]
+
+
 def _broker_entry(
-    ctx: RequestContext, name: str, layers: list[tuple[str, int]], flags: _Flags
+    ctx: RequestContext, name: str, layers: Sequence[tuple[str | None, int]], flags: _Flags
 ) -> Any:
     prop = PROPERTIES[name]
     secret = is_password(name)  # Kafka never sends a password's value
@@ -188,21 +194,20 @@ def _broker_entry(
         source,
         read_only=name not in DYNAMIC,  # Kafka: what cannot be updated dynamically
         sensitive=secret,
-        synonyms=tuple(_synonym(ctx, name, None if secret else v, s) for v, s in layers)
-        if flags.synonyms
-        else (),
+        synonyms=(
+            tuple(_synonym(ctx, name, None if secret else v, s) for v, s in layers if v is not None)
+            if flags.synonyms
+            else ()
+        ),
         config_type=prop.config_type,
         documentation=prop.doc if flags.documentation else None,
     )
 
 
 def _broker_entries(ctx: RequestContext, flags: _Flags) -> list[Any]:
-    entries = []
-    for name in sorted(PROPERTIES):
-        layers = _layers(ctx, name)
-        if layers:
-            entries.append(_broker_entry(ctx, name, layers, flags))
-    return entries
+    return [
+        _broker_entry(ctx, name, _listed_layers(ctx, name), flags) for name in sorted(PROPERTIES)
+    ]
 
 
 def _default_entries(ctx: RequestContext, flags: _Flags) -> list[Any]:

@@ -24,8 +24,6 @@ from kafkalite.cluster.zookeeper_server import ZooKeeperServer, stop_signals, wa
 from kafkalite.maven_dist import ProvisionError
 from kafkalite.process import BrokerProcess, stop_all
 
-DEFAULT_DATA_DIR = Path("data/cluster")
-MAX_BROKERS = 32
 # Set per broker by the launcher; an --override of one would break the cluster.
 LAUNCHER_PROPERTIES = frozenset(
     {"broker.id", "node.id", "listeners", "log.dir", "log.dirs", "zookeeper.connect"}

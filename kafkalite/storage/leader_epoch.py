@@ -2,7 +2,13 @@
 
 Persisted to `leader-epoch-checkpoint` in the partition dir in Kafka's checkpoint format:
 a version line "0", an entry count line, then "epoch start_offset" lines. Every change is
-written to a temporary file, fsynced and renamed over the old one.
+written to a temporary file and renamed over the old one.
+
+A new entry (`assign`) is not fsynced at once (as Kafka since KAFKA-15046): until the log's
+next flush only unflushed batches carry the new epoch, and a restart rebuilds the entries of
+unflushed batches, or all of them if the file is lost or torn, from the batches themselves.
+The log syncs the file (`take_unsynced`) before its recovery point passes them. Truncations
+and rebuilds are fsynced at once: a stale file must never claim epochs the log lost.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkalite.storage.durable_files import write_atomically
+from kafkalite.storage.durable_files import replace_unsynced, write_atomically
 
 log = logging.getLogger("kafkalite.storage")
 
@@ -33,6 +39,7 @@ class LeaderEpochCache:
     path: Path
     entries: list[EpochEntry] = field(default_factory=list)  # ascending epoch and offset
     loaded_ok: bool = True  # False if the file was missing or unreadable
+    unsynced: bool = False  # the file was replaced without fsync (see the module docstring)
 
     @classmethod
     def load(cls, dir: Path) -> LeaderEpochCache:
@@ -60,12 +67,13 @@ class LeaderEpochCache:
         latest = self.latest_entry
         if latest is not None and epoch == latest.epoch and start_offset >= latest.start_offset:
             return
-        while self.entries and (
-            self.entries[-1].epoch >= epoch or self.entries[-1].start_offset >= start_offset
-        ):
-            self.entries.pop()
-        self.entries.append(EpochEntry(epoch, start_offset))
-        self.flush()
+        entries = list(self.entries)
+        while entries and (entries[-1].epoch >= epoch or entries[-1].start_offset >= start_offset):
+            entries.pop()
+        entries.append(EpochEntry(epoch, start_offset))
+        replace_unsynced(self.path, _content(entries))  # first: a full disk changes nothing
+        self.entries = entries
+        self.unsynced = True
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """Kafka's endOffsetFor: (largest epoch <= requested, start offset of the next epoch)."""
@@ -110,9 +118,20 @@ class LeaderEpochCache:
             self.flush()
 
     def flush(self) -> None:
-        lines = [str(VERSION), str(len(self.entries))]
-        lines += [f"{entry.epoch} {entry.start_offset}" for entry in self.entries]
-        write_atomically(self.path, "\n".join(lines) + "\n")
+        """Write the file durably (fsynced, with its directory)."""
+        write_atomically(self.path, _content(self.entries))
+        self.unsynced = False
+
+    def take_unsynced(self) -> bool:
+        """True once per unsynced write: the caller fsyncs the file and its directory."""
+        unsynced, self.unsynced = self.unsynced, False
+        return unsynced
+
+
+def _content(entries: list[EpochEntry]) -> str:
+    lines = [str(VERSION), str(len(entries))]
+    lines += [f"{entry.epoch} {entry.start_offset}" for entry in entries]
+    return "\n".join(lines) + "\n"
 
 
 def _parse(text: str) -> list[EpochEntry]:

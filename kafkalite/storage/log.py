@@ -7,6 +7,7 @@ after the recovery point on open, and enforces retention. Synchronous and sans-t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -35,7 +36,7 @@ from kafkalite.storage.cleaner import (
     find_cleanable,
 )
 from kafkalite.storage.control_batch import EndTxnMarker, decode_marker, encode_marker
-from kafkalite.storage.durable_files import fsync_dir
+from kafkalite.storage.durable_files import fsync_dir, fsync_file
 from kafkalite.storage.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -135,6 +136,9 @@ class UnifiedLog:
     _now_ms: int = 0  # latest time a caller gave us, stamps flushes
     _last_flush_ms: int = 0
     _dir_dirty: bool = False  # a segment file was created since the last directory fsync
+    # A new log's directory entries: made durable by its first flush of data, not before
+    # (lost, the broker creates the log again; nothing in it depends on them until then).
+    _new_entries_unsynced: bool = False
     _bases: list[int] = field(default_factory=list, repr=False)
     _bases_key: tuple[int, int, int] | None = None
     # Set by the broker: a roll's fsync and the removal of deleted segments' files wait for
@@ -162,6 +166,7 @@ class UnifiedLog:
         now_ms: int,
     ) -> UnifiedLog:
         dir = Path(dir)
+        new = not dir.exists()
         dir.mkdir(parents=True, exist_ok=True)
         _prepare_files(dir)
         self = cls(
@@ -179,6 +184,7 @@ class UnifiedLog:
             self.segments.append(self._open_segment(log_start_offset, now_ms))
         self._recover(recovery_point)
         self._finish_load(now_ms)
+        self._new_entries_unsynced = new
         return self
 
     def _open_segment(self, base_offset: int, now_ms: int, suffix: str = "") -> LogSegment:
@@ -247,7 +253,8 @@ class UnifiedLog:
         self.leader_epoch_cache.truncate_from_end(leo)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         if not self.leader_epoch_cache.loaded_ok:
-            self.leader_epoch_cache.flush()
+            if leo > self.log_start_offset:  # rebuilt: a restart need not scan the log again
+                self.leader_epoch_cache.flush()
             self.leader_epoch_cache.loaded_ok = True
         self._load_producer_state(now_ms)
 
@@ -828,11 +835,17 @@ class UnifiedLog:
             flush = [s for s in self.segments[start:] if s.base_offset < offset]
         else:
             offset = None
-        if not flush and not self._dir_dirty and not self._doomed:
+        sync_epochs = bool(flush) and self.leader_epoch_cache.take_unsynced()
+        flush_dir = self._dir_dirty or (bool(flush) and self._take_new_entries()) or sync_epochs
+        if not flush and not flush_dir and not self._doomed:
             return None
-        work = DiskWork(self, flush, self._dir_dirty, offset, self._doomed)
+        work = DiskWork(self, flush, flush_dir, offset, self._doomed, sync_epochs)
         self._dir_dirty, self._doomed = False, []
         return work
+
+    def _take_new_entries(self) -> bool:
+        new, self._new_entries_unsynced = self._new_entries_unsynced, False
+        return new
 
     def remove_expired_producers(self, now_ms: int) -> int:
         return self.producer_state.remove_expired(now_ms)
@@ -1105,7 +1118,11 @@ class UnifiedLog:
             if segment.base_offset >= offset:
                 break
             segment.flush()
-        if self._dir_dirty:
+        sync_epochs = self.leader_epoch_cache.take_unsynced()
+        if sync_epochs:
+            with contextlib.suppress(FileNotFoundError):  # the log was deleted meanwhile
+                fsync_file(self.leader_epoch_cache.path)
+        if self._dir_dirty or self._take_new_entries() or sync_epochs:
             fsync_dir(self.dir)
             self._dir_dirty = False
         self.recovery_point = max(self.recovery_point, offset)
@@ -1185,6 +1202,7 @@ class DiskWork:
     flush_dir: bool
     flush_offset: int | None  # the recovery point once the fsyncs are done
     doomed: list[LogSegment]
+    sync_epochs: bool = False  # the leader epoch checkpoint was replaced without fsync
 
     def run(self) -> None:
         for segment in self.flush:
@@ -1192,6 +1210,9 @@ class DiskWork:
                 segment.flush()
             except FileNotFoundError:  # deleted meanwhile: nothing left to make durable
                 pass
+        if self.sync_epochs:
+            with contextlib.suppress(FileNotFoundError):
+                fsync_file(self.log.leader_epoch_cache.path)
         if self.flush_dir:
             fsync_dir(self.log.dir)
         for segment in self.doomed:
@@ -1205,6 +1226,7 @@ class DiskWork:
         """After a failed run: the log asks for the same work again next time."""
         log_ = self.log
         log_._dir_dirty |= self.flush_dir
+        log_.leader_epoch_cache.unsynced |= self.sync_epochs
         if self.flush_offset is not None:
             log_._roll_flush_offset = max(log_._roll_flush_offset or 0, self.flush_offset)
         log_._doomed.extend(self.doomed)

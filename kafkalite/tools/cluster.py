@@ -1,10 +1,12 @@
-"""`kafkalite cluster info`: brokers, controller and cluster id (from a Metadata request)."""
+"""`kafkalite cluster info`: brokers, controller and cluster id (from a Metadata request);
+`kafkalite cluster health`: kafkalite/tools/health.py."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from kafkalite.tools import health
 from kafkalite.tools.common import admin_client, check_reachable, connection
 from kafkalite.tools.output import emit
 
@@ -13,11 +15,12 @@ def register(commands: Any, parents: dict, parser_class: type) -> None:
     # `kafkalite cluster` alone is the local cluster launcher (kafkalite/cluster/launcher.py):
     # `info` is an optional sub-command of the same parser.
     cluster = commands.choices.get("cluster") or commands.add_parser("cluster")
-    sub = cluster.add_subparsers(dest="action", parser_class=parser_class, metavar="[info]")
+    sub = cluster.add_subparsers(dest="action", parser_class=parser_class, metavar="[info|health]")
     info = sub.add_parser(
         "info", parents=[parents["connection"], parents["output"]], help="brokers and controller"
     )
     info.set_defaults(run=cluster_info)
+    health.register(sub, parents)
 
 
 def cluster_info(args: argparse.Namespace) -> int:

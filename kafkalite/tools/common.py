@@ -16,7 +16,7 @@ import argparse
 import logging
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -95,8 +95,9 @@ def connection_parent() -> argparse.ArgumentParser:
         dest="client_properties",
         action="append",
         default=[],
+        type=key_value,
         metavar="KEY=VALUE",
-        help="a librdkafka client property (repeatable)",
+        help="a librdkafka client property (repeatable), e.g. security.protocol=SSL",
     )
     return parent
 
@@ -178,12 +179,17 @@ def connection(args: argparse.Namespace) -> Connection:
 
 def admin_client(conn: Connection) -> AdminClient:
     """An AdminClient whose cluster answered a metadata request within the timeout."""
-    try:
-        client = AdminClient(conn.conf())
-    except KafkaException as exc:
-        raise UsageError(f"bad client configuration: {error_text(exc)}") from None
+    client = new_client(AdminClient, conn.conf())
     check_reachable(client, conn)
     return client
+
+
+def new_client(factory: Callable[[dict[str, Any]], Any], conf: dict[str, Any]) -> Any:
+    """A librdkafka client; a property it refuses (`-X`, the profile) is a usage error."""
+    try:
+        return factory(conf)
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise UsageError(f"bad client configuration: {error_text(exc)}") from None
 
 
 def check_reachable(client: Any, conn: Connection) -> Any:

@@ -8,6 +8,7 @@ Without `--follow` it stops at the end of the partitions (their ends when it sta
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import re
 import sys
@@ -25,6 +26,7 @@ from kafkalite.tools.common import (
     check_reachable,
     connection,
     error_text,
+    new_client,
     positive_int,
     timestamp_ms,
     topic_metadata,
@@ -111,17 +113,37 @@ def render(template: str, message: Any) -> str:
     return _TOKEN.sub(lambda m: values.get(m.group(0)) or _ESCAPES.get(m.group(0), ""), template)
 
 
+def _encoded(data: bytes | None) -> tuple[str | None, str]:
+    """(text, encoding): UTF-8 as it is, anything else in base64, so no byte is lost."""
+    if data is None:
+        return None, "utf-8"
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(data).decode("ascii"), "base64"
+
+
+def _json_header(name: str, value: bytes | None) -> list[str | None]:
+    text, encoding = _encoded(value)
+    return [name, text] if encoding == "utf-8" else [name, text, encoding]
+
+
 def as_json(message: Any) -> str:
-    key, value = message.key(), message.value()
+    """One message as JSON: key and value as text, each with its encoding (utf-8, or base64
+    for bytes that are not UTF-8); a header [name, value], or [name, value, "base64"]."""
+    key, key_encoding = _encoded(message.key())
+    value, value_encoding = _encoded(message.value())
     return json.dumps(
         {
             "topic": message.topic(),
             "partition": message.partition(),
             "offset": message.offset(),
             "timestamp": message.timestamp()[1],
-            "key": None if key is None else _text(key),
-            "value": None if value is None else _text(value),
-            "headers": [[k, None if v is None else _text(v)] for k, v in _headers(message)],
+            "key": key,
+            "key_encoding": key_encoding,
+            "value": value,
+            "value_encoding": value_encoding,
+            "headers": [_json_header(k, v) for k, v in _headers(message)],
         }
     )
 
@@ -182,7 +204,8 @@ def consume_messages(args: argparse.Namespace) -> int:
     if args.group and args.partition:
         raise UsageError("--group and --partition cannot be combined (the group assigns)")
     conn = connection(args)
-    consumer = Consumer(
+    consumer = new_client(
+        Consumer,
         conn.conf(
             **{
                 "group.id": args.group or f"kafkalite-consume-{uuid.uuid4().hex}",
@@ -190,7 +213,7 @@ def consume_messages(args: argparse.Namespace) -> int:
                 "enable.partition.eof": False,
                 "auto.offset.reset": "latest" if args.offset == "end" else "earliest",
             }
-        )
+        ),
     )
     try:
         check_reachable(consumer, conn)

@@ -18,6 +18,7 @@ from kafkalite.tools.common import (
     connection,
     error_text,
     key_value,
+    new_client,
     topic_metadata,
 )
 from kafkalite.tools.output import emit
@@ -45,6 +46,12 @@ def register(commands: Any, parents: dict, parser_class: type) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a header on every message (repeatable)",
+    )
+    produce.add_argument(
+        "-Z",
+        "--null-empty",
+        action="store_true",
+        help="an empty value or key is sent as null (kcat's -Z): `key:` makes a tombstone",
     )
     produce.add_argument("-p", "--partition", type=int, help="this partition (default: by key)")
     produce.add_argument("-z", "--compression", choices=COMPRESSIONS, default="none")
@@ -107,7 +114,8 @@ def produce_lines(args: argparse.Namespace) -> int:
         raise UsageError("--key-delimiter must not be empty")
     stream, size = _input(args)
     conn = connection(args)
-    producer = Producer(
+    producer = new_client(
+        Producer,
         conn.conf(
             **{
                 "acks": args.acks,
@@ -115,7 +123,7 @@ def produce_lines(args: argparse.Namespace) -> int:
                 "linger.ms": 5,
                 "message.timeout.ms": int(max(conn.timeout, 1) * 3000),
             }
-        )
+        ),
     )
     check_reachable(producer, conn)
     _require_topic(producer, conn, args.topic)
@@ -131,6 +139,8 @@ def produce_lines(args: argparse.Namespace) -> int:
         for raw in stream:
             line = raw[:-1] if raw.endswith(b"\n") else raw
             key, value = _split(line.removesuffix(b"\r"), delimiter)
+            if args.null_empty:
+                key, value = key or None, value or None
             _send(producer, args.topic, key, value, headers, deliveries, extra)
             sent += 1
             progress.advance(len(raw))
@@ -151,7 +161,7 @@ def _send(
     producer: Producer,
     topic: str,
     key: bytes | None,
-    value: bytes,
+    value: bytes | None,
     headers: list,
     callback: Any,
     extra: dict,

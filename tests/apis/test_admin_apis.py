@@ -696,7 +696,8 @@ def test_describe_broker_configs(broker_factory: Any, version: int) -> None:
     ).results
     assert result.error_code == ErrorCode.none
     configs = {c.name: c for c in result.configs}
-    assert "node.id" not in configs  # no value: not listed
+    # Every property is listed, one without a value as Kafka lists it: null, DEFAULT_CONFIG.
+    assert (configs["node.id"].value, configs["node.id"].config_source) == (None, SOURCE_DEFAULT)
     assert (configs["num.partitions"].value, configs["num.partitions"].config_source) == (
         "3",
         SOURCE_STATIC_BROKER,

@@ -29,11 +29,11 @@ Retention = tuple[str, int] | None
 
 def retention(admin: AdminClient, broker_id: int) -> Retention:
     """`log.retention.ms` as broker `broker_id` describes itself (value, source); None when
-    no level sets it (kafkalite lists no entry for a property without a default)."""
+    no level sets it (listed with a null value, as Kafka lists it)."""
     resource = ConfigResource(ResourceType.BROKER, str(broker_id))
     configs = admin.describe_configs([resource], request_timeout=10)[resource].result(15)
-    entry = configs.get("log.retention.ms")
-    return None if entry is None else (entry.value, entry.source)
+    entry = configs["log.retention.ms"]
+    return None if entry.value is None else (entry.value, entry.source)
 
 
 def retentions(admin: AdminClient) -> dict[int, Retention]:

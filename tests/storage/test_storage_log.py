@@ -12,6 +12,7 @@ from batches import NONE, ZSTD, Record, make_batch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafkalite.storage import leader_epoch
 from kafkalite.storage.batch import compute_crc, iter_batches, parse_header
 from kafkalite.storage.errors import (
     CorruptRecordError,
@@ -24,7 +25,6 @@ from kafkalite.storage.errors import (
     RecordTooLargeError,
     UnsupportedMessageFormatError,
 )
-from kafkalite.storage.leader_epoch import LeaderEpochCache
 from kafkalite.storage.log import LogConfig, UnifiedLog
 
 SMALL = LogConfig(segment_bytes=1000, index_interval_bytes=200)
@@ -601,20 +601,21 @@ def test_a_leader_epoch_checkpoint_refused_by_a_full_disk_writes_nothing(
     log = open_log(tmp_path, LogConfig())
     idempotent = {"producer_id": 7, "producer_epoch": 0}
     log.append_as_leader(make_batch(2, base_sequence=0, **idempotent), 0, now_ms=0)
-    real = LeaderEpochCache.flush
+    real = leader_epoch.replace_unsynced
 
-    def disk_full(self):
+    def disk_full(path, content):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(LeaderEpochCache, "flush", disk_full)
+    monkeypatch.setattr(leader_epoch, "replace_unsynced", disk_full)
     second = make_batch(2, base_sequence=2, **idempotent)
     with pytest.raises(KafkaStorageError):
         log.append_as_leader(second, 1, now_ms=0)
-    monkeypatch.setattr(LeaderEpochCache, "flush", real)
+    monkeypatch.setattr(leader_epoch, "replace_unsynced", real)
     retried = log.append_as_leader(second, 1, now_ms=0)
 
     assert (retried.first_offset, retried.last_offset) == (2, 3)
     assert read_all(log) == [(0, 1), (2, 3)]
+    assert leader_epoch.LeaderEpochCache.load(log.dir).entries == log.leader_epoch_cache.entries
     log.close()
 
 

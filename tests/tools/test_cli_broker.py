@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import subprocess
@@ -95,3 +96,45 @@ def test_topic_describe_shows_held_delayed_records_from_the_metrics(broker_facto
     assert [p["log_end_offset"] for p in topic["partitions"]] == [0, 0]
     table = ok(kafkalite_here("topic", "describe", "later", *metrics, *bootstrap))
     assert "HELD" in table.splitlines()[1] and "NEXT-DUE" in table.splitlines()[1]
+
+
+def test_client_properties_reach_every_client(broker_factory) -> None:
+    """-X goes to the admin client, the producer and the consumer (it crashed with
+    "dictionary update sequence element #0 has length 13")."""
+    broker = broker_factory()
+    common = ["-b", broker.bootstrap, "-X", "client.id=cli-test"]
+    ok(kafkalite_here("topic", "create", "x", *common))
+    assert "x" in ok(kafkalite_here("topic", "list", *common))
+    ok(kafkalite_here("produce", "x", *common, stdin="one\ntwo\n"))
+    read_committed = ["-X", "isolation.level=read_committed"]
+    consume = ["consume", "x", "--from-beginning", "-c", "2"]
+    consumed = kafkalite_here(*consume, *common, *read_committed)
+    assert ok(consumed).splitlines() == ["one", "two"]
+
+
+def test_config_get_lists_every_broker_config_with_its_source(broker_factory) -> None:
+    broker = broker_factory({"log.retention.hours": "48"})
+    bootstrap = ["-b", broker.bootstrap, "--format", "json"]
+    (node,) = ok_json(kafkalite_here("cluster", "info", *bootstrap))["brokers"]
+    keys = ["log.retention.ms", "log.retention.hours", "num.partitions"]
+    entries = ok_json(kafkalite_here("config", "get", "broker", str(node["id"]), *keys, *bootstrap))
+    assert [(e["name"], e["value"], e["source"]) for e in entries] == [
+        ("log.retention.hours", "48", "static_broker"),
+        ("log.retention.ms", None, "default"),
+        ("num.partitions", "1", "static_broker"),
+    ]
+
+
+def test_produce_null_empty_makes_tombstones(broker_factory) -> None:
+    broker = broker_factory()
+    bootstrap = ["-b", broker.bootstrap]
+    ok(kafkalite_here("produce", "z", "-K", ":", "-Z", *bootstrap, stdin="a:1\nb:\n:\n"))
+    ok(kafkalite_here("produce", "z", "-K", ":", *bootstrap, stdin="c:\n"))
+    lines = ok(kafkalite_here("consume", "z", "--from-beginning", "-f", "json", *bootstrap))
+    messages = [json.loads(line) for line in lines.splitlines()]
+    assert [(m["key"], m["value"]) for m in messages] == [
+        ("a", "1"),
+        ("b", None),  # a tombstone
+        (None, None),
+        ("c", ""),  # without -Z: an empty value
+    ]

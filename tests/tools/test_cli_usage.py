@@ -3,15 +3,20 @@ contacted; a broker that does not answer: one line naming the address and exit c
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import socket
+import subprocess
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
-from compat.cli_runner import kafkalite, kafkalite_here, ok_json, one_line_error
+from compat.cli_runner import kafkalite, kafkalite_here, ok, ok_json, one_line_error
 from kafkalite.cli import main
+from kafkalite.tools.consume import as_json
 from kafkalite.tools.progress import Progress
 
 NOWHERE = "127.0.0.1:9"  # discard port: nothing listens
@@ -63,6 +68,10 @@ BAD_ARGUMENTS = [
     ["config", "get", "broker", "zero"],
     ["config", "set", "topic", "t"],
     ["config", "set", "topic", "t", "novalue"],
+    ["topic", "list", "-X", "novalue"],
+    ["topic", "list", "-X", "no.such.property=1"],
+    ["produce", "t", "-X", "no.such.property=1"],
+    ["consume", "t", "-X", "no.such.property=1"],
 ]
 
 
@@ -166,3 +175,82 @@ def test_progress_shows_rate_and_eta_on_a_terminal_only() -> None:
     quiet.advance(10)
     quiet.close()
     assert pipe.getvalue() == ""
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"kafkalite {version('kafkalite')}\n"
+
+
+class _Message:
+    def __init__(self, key: bytes | None, value: bytes | None, headers: list) -> None:
+        self._key, self._value, self._headers = key, value, headers
+
+    def topic(self) -> str:
+        return "t"
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return 5
+
+    def timestamp(self) -> tuple[int, int]:
+        return 1, 1700000000000
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def headers(self) -> list:
+        return self._headers
+
+
+def test_consume_json_names_the_encoding_of_binary_data() -> None:
+    """Bytes that are not UTF-8 come base64-encoded, named so (they were backslash escapes,
+    which a reader cannot tell from text holding backslashes)."""
+    binary = _Message(b"\xff\x00k", b"text \\xff", [("h", b"\x80"), ("n", b"1"), ("z", None)])
+    assert json.loads(as_json(binary)) == {
+        "topic": "t",
+        "partition": 0,
+        "offset": 5,
+        "timestamp": 1700000000000,
+        "key": base64.b64encode(b"\xff\x00k").decode(),
+        "key_encoding": "base64",
+        "value": "text \\xff",
+        "value_encoding": "utf-8",
+        "headers": [["h", "gA==", "base64"], ["n", "1"], ["z", None]],
+    }
+    tombstone = json.loads(as_json(_Message(None, None, [])))
+    assert (tombstone["key"], tombstone["value"]) == (None, None)
+
+
+_COMPLETE = """
+source "$1"
+complete_line() {
+  COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _kafkalite; echo "${COMPREPLY[*]}"
+}
+complete_line kafkalite to
+complete_line kafkalite topic cr
+complete_line kafkalite topic create orders --part
+complete_line kafkalite cluster h
+complete_line kafkalite produce t --file kafkalite.b
+"""
+
+
+def test_bash_completion_follows_the_parser(tmp_path: Path) -> None:
+    script = tmp_path / "kafkalite.bash"
+    script.write_text(ok(kafkalite_here("completion", "bash")))
+    driver = tmp_path / "complete.sh"
+    driver.write_text(_COMPLETE)
+    result = subprocess.run(
+        ["bash", str(driver), str(script)], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+    # No command word matches: file names (the last line).
+    expected = ["topic", "create", "--partitions", "health", "kafkalite.bash"]
+    assert result.stdout.splitlines() == expected

@@ -7,11 +7,12 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kafkalite.testing import EmbeddedBroker
+from kafkalite.testing import BrokerProcess, EmbeddedBroker
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
 
@@ -112,3 +113,95 @@ def test_embedded_broker_reports_a_bad_property() -> None:
         broker.stop()
         raise AssertionError("a bad property started a broker")
     assert not broker.data_dir.exists()
+
+
+def test_embedded_broker_names_what_failed() -> None:
+    broker = EmbeddedBroker(overrides={"num.partitions": "zero"})
+    try:
+        broker.start()
+    except RuntimeError as exc:
+        assert str(exc).endswith("(while reading its configuration)")
+    else:
+        broker.stop()
+        raise AssertionError("a bad property started a broker")
+
+
+def test_embedded_broker_timeout_names_what_it_waited_for(monkeypatch) -> None:
+    from kafkalite.broker.broker import Broker
+
+    real_open = Broker.open
+
+    def slow_open(config, *args, **kwargs):  # a disk that takes longer than the timeout
+        time.sleep(1.0)
+        return real_open(config, *args, **kwargs)
+
+    monkeypatch.setattr(Broker, "open", staticmethod(slow_open))
+    broker = EmbeddedBroker()
+    try:
+        broker.start(timeout=0.2)
+    except RuntimeError as exc:
+        assert str(exc) == (
+            "kafkalite did not start within 0.2s (imports excluded): "
+            f"still opening its log dirs ({broker.data_dir})"
+        )
+    else:
+        broker.stop()
+        raise AssertionError("started within the timeout")
+    assert not broker.data_dir.exists()
+
+
+# The broker's imports take 2.5 s more here; the start timeout, 2 s, must not count them.
+_SLOW_IMPORTS = """
+import sys, time
+from kafkalite.testing import BrokerProcess, EmbeddedBroker
+
+class SlowImports:
+    def find_spec(self, name, path=None, target=None):
+        if name == "kafkalite.server":
+            time.sleep(2.5)
+        return None
+
+sys.meta_path.insert(0, SlowImports())
+broker = EmbeddedBroker().start(timeout=2)
+broker.stop()
+print("started")
+"""
+
+
+def test_embedded_broker_start_timeout_excludes_imports() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _SLOW_IMPORTS], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "started\n"
+
+
+def test_broker_process_says_it_exited(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path, {"num.partitions": "zero"})
+    try:
+        broker.start()
+    except RuntimeError as exc:
+        reason, _, output = str(exc).partition(":\n")
+        assert reason == "kafkalite exited with code 2 before it started"
+        assert "num.partitions" in output
+    else:
+        broker.stop()
+        raise AssertionError("a bad property started a broker")
+
+
+class _SilentProcess(BrokerProcess):
+    """A process that prints nothing (an interpreter still importing, say)."""
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-c", "import time; time.sleep(60)"]
+
+
+def test_broker_process_says_what_it_waited_for(tmp_path: Path) -> None:
+    broker = _SilentProcess(tmp_path)
+    try:
+        broker.start(timeout=0.5)
+    except RuntimeError as exc:
+        assert str(exc) == "kafkalite did not start within 0.5s: no output yet (still importing):\n"
+    else:
+        raise AssertionError("a silent process counted as started")
+    assert broker.process is None  # stopped

@@ -25,6 +25,8 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "kafkalite.__main__",
         "kafkalite.cli",
+        "kafkalite.serve_command",
+        "kafkalite.completion",
         "kafkalite.server",
         "kafkalite.pytest_plugin",
         "kafkalite.testing",
