@@ -21,14 +21,17 @@ from kafkalite.coordinator.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatResponse,
 )
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.share.share_group import ShareGroupHeartbeatResponse
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if is_share_group(ctx, request.group_id):
         message = f"Group {request.group_id} is not a consumer group."
-        return _response(ctx, ConsumerGroupHeartbeatResponse(ErrorCode.group_id_not_found, message))
+        return heartbeat_response(
+            ctx, ConsumerGroupHeartbeatResponse(ErrorCode.group_id_not_found, message)
+        )
     response = await ctx.broker.groups.consumer_group_heartbeat(_request(ctx, request))
-    return _response(ctx, response)
+    return heartbeat_response(ctx, response)
 
 
 def _request(ctx: RequestContext, request: Any) -> ConsumerGroupHeartbeatRequest:
@@ -53,7 +56,12 @@ def _request(ctx: RequestContext, request: Any) -> ConsumerGroupHeartbeatRequest
     )
 
 
-def _response(ctx: RequestContext, response: ConsumerGroupHeartbeatResponse) -> Any:
+def heartbeat_response(
+    ctx: RequestContext,
+    response: ConsumerGroupHeartbeatResponse | ShareGroupHeartbeatResponse,
+    entity: str = "ConsumerGroupHeartbeatResponse",
+) -> Any:
+    """The KIP-848 heartbeat's answer; share groups' (KIP-932) has the same fields."""
     schema = ctx.schema
     assignment = None
     if response.assignment is not None:
@@ -61,7 +69,7 @@ def _response(ctx: RequestContext, response: ConsumerGroupHeartbeatResponse) -> 
             schema.Assignment, topic_partitions=_topic_partitions(schema, response.assignment)
         )
     return make(
-        schema.ConsumerGroupHeartbeatResponse,
+        getattr(schema, entity),
         throttle_time=NO_THROTTLE,
         error_code=response.error,
         error_message=response.error_message,

@@ -333,32 +333,22 @@ class SharePartition:
 
     def state_batches(self) -> list[StateBatch]:
         """The in-flight records as runs of one (state, delivery count)."""
-        batches: list[StateBatch] = []
-        for offset in range(self.start_offset, self.end_offset):
-            record = self.records[offset]
-            state = record.state
-            if state is RecordState.ACQUIRED:
-                state = RecordState.AVAILABLE
-            last = batches[-1] if batches else None
-            if (
-                last is not None
-                and last.last_offset == offset - 1
-                and (last.delivery_state, last.delivery_count) == (state, record.delivery_count)
-            ):
-                batches[-1] = StateBatch(last.first_offset, offset, state, record.delivery_count)
-            else:
-                batches.append(StateBatch(offset, offset, state, record.delivery_count))
-        return batches
+        return self._state_batches(range(self.start_offset, self.end_offset))
 
     def take_changes(self) -> list[StateBatch]:
         """The changed records still in flight, as state batches (Kafka's partition leader
         sends the share coordinator the batches it changed)."""
         changed, self.changed = sorted(o for o in self.changed if o >= self.start_offset), set()
+        return self._state_batches(changed)
+
+    def _state_batches(self, offsets: Iterable[int]) -> list[StateBatch]:
+        """`offsets` (ascending) as runs of one (state, delivery count); an acquired record
+        is saved as available (a lock is not state: after a restart it is delivered again)."""
         batches: list[StateBatch] = []
-        for offset in changed:
+        for offset in offsets:
             record = self.records[offset]
             state = record.state
-            if state is RecordState.ACQUIRED:  # released, then acquired again: not a lock
+            if state is RecordState.ACQUIRED:
                 state = RecordState.AVAILABLE
             last = batches[-1] if batches else None
             if (
