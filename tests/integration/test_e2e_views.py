@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-from conftest import make_topic_name
 from e2e_helpers import CLIENT_TIMEOUT, consumer, produce_all, producer, wait_until
 
 from kafkalite.testing import EmbeddedBroker
+from tests.conftest import make_topic_name
 
 Row = tuple[int, int, bytes | None, bytes | None]  # partition, offset, key, value
 Headers = dict[str, str]
