@@ -16,6 +16,10 @@ test: setup
 	./scripts/install_chromium.sh
 	.venv/bin/python -m pytest -q --durations=30
 
+# Apache Kafka's side of the third-party suites and Spark jobs (about 5 minutes).
+test-reference: setup
+	.venv/bin/python -m pytest -q -m reference
+
 test-fast: setup
 	./scripts/install_chromium.sh
 	.venv/bin/python -m pytest -q -m "not slow"
@@ -49,7 +53,7 @@ bench-compare: setup
 
 # Spark Structured Streaming jobs (spark_jobs/) against kafkalite and Apache Kafka.
 spark-test: setup
-	.venv/bin/python -m pytest -q tests/spark
+	.venv/bin/python -m pytest -q tests/spark -m "reference or not reference"
 
 bench-spark: setup
 	.venv/bin/python -m bench.spark_microbatch

@@ -134,6 +134,10 @@ def topic_name(request: pytest.FixtureRequest) -> Callable[..., str]:
     return make
 
 
+# Suites whose Kafka-side run only confirms the suite (and its allowlist) on Kafka itself.
+REFERENCE_FILES = frozenset({"test_third_party.py"})
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if not item.path.is_relative_to(COMPAT_DIR):
@@ -145,3 +149,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             callspec.params.get("cluster_name"),
         ):
             item.add_marker(pytest.mark.kafka)
+            if item.path.name in REFERENCE_FILES:
+                item.add_marker(pytest.mark.reference)

@@ -11,7 +11,8 @@ regression; on Kafka it means the allowlist holds something Kafka itself does no
 - franz_go: franz-go's kgo integration tests with `go test` (about 45 s on kafkalite, 100 s on
   Kafka; the first run downloads the module and compiles for about a minute, under .cache/go/).
 
-Both are marked slow (`-m "not slow"` leaves them out). Missing tools (go, java) or an
+Both are marked slow (`-m "not slow"` leaves them out); their Kafka side is also marked
+`reference` (compat/conftest.py) and is left out of the default run: `make test-reference`. Missing tools (go, java) or an
 unreachable package index fail the test with a one-line reason (CompatSetupError).
 """
 

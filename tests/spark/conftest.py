@@ -34,7 +34,8 @@ from spark_jobs.jars import SetupError
 TARGET_PARAMS = [
     pytest.param("kafkalite", id="kafkalite"),
     pytest.param("cluster", id="cluster"),
-    pytest.param("kafka", id="kafka", marks=pytest.mark.kafka),
+    # The same jobs on Kafka confirm the expected figures there: `make test-reference`.
+    pytest.param("kafka", id="kafka", marks=[pytest.mark.kafka, pytest.mark.reference]),
 ]
 OFFSETS_TOPIC = "__consumer_offsets"
 # Replicated topics as issue 13's durability promise has them.
