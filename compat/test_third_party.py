@@ -12,8 +12,9 @@ regression; on Kafka it means the allowlist holds something Kafka itself does no
   Kafka; the first run downloads the module and compiles for about a minute, under .cache/go/).
 
 Both are marked slow (`-m "not slow"` leaves them out); their Kafka side is also marked
-`reference` (compat/conftest.py) and is left out of the default run: `make test-reference`. Missing tools (go, java) or an
-unreachable package index fail the test with a one-line reason (CompatSetupError).
+`reference` (compat/conftest.py) and is left out of the default run: `make test-reference`.
+Missing tools (go, java) or an unreachable package index fail the test with a one-line reason
+(CompatSetupError).
 """
 
 from __future__ import annotations
