@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from cluster_helpers import CLUSTER_SESSION_TIMEOUT_MS, StartBrokers
+from cluster_helpers import CLUSTER_SESSION_TIMEOUT_MS, StartBrokers, poll
+from confluent_kafka.admin import AdminClient
 
 from kafkalite.cluster.zookeeper_server import ZooKeeperServer
 from kafkalite.maven_dist import ProvisionError
@@ -64,6 +65,12 @@ def zookeeper_factory(
             server.stop()
 
 
+def sees_brokers(bootstrap: str) -> dict:
+    """The brokers one broker's metadata lists (a new client asks its bootstrap broker first:
+    a broker whose cache lags would refuse replication factor 3 in CreateTopics)."""
+    return AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).brokers
+
+
 @pytest.fixture
 def start_brokers(zk_connect: str, tmp_path: Path) -> Iterator[StartBrokers]:
     processes: dict[int, BrokerProcess] = {}
@@ -78,6 +85,11 @@ def start_brokers(zk_connect: str, tmp_path: Path) -> Iterator[StartBrokers]:
             }
             process = BrokerProcess(tmp_path / f"broker-{broker_id}", config)
             processes[broker_id] = process.start()
+        for process in processes.values():  # each one's own view, not one broker's for all
+            poll(
+                lambda p=process: len(sees_brokers(p.bootstrap)) == 3,
+                f"3 brokers at {process.bootstrap}",
+            )
         return processes
 
     try:
