@@ -21,7 +21,6 @@ from kafkalite.coordinator.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatResponse,
 )
 from kafkalite.protocol.entities import NO_THROTTLE, make
-from kafkalite.share.share_group import ShareGroupHeartbeatResponse
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -58,7 +57,7 @@ def _request(ctx: RequestContext, request: Any) -> ConsumerGroupHeartbeatRequest
 
 def heartbeat_response(
     ctx: RequestContext,
-    response: ConsumerGroupHeartbeatResponse | ShareGroupHeartbeatResponse,
+    response: ConsumerGroupHeartbeatResponse,
     entity: str = "ConsumerGroupHeartbeatResponse",
 ) -> Any:
     """The KIP-848 heartbeat's answer; share groups' (KIP-932) has the same fields."""

@@ -23,7 +23,11 @@ from typing import Protocol
 from kio.schema.errors import ErrorCode
 
 from kafkalite.coordinator.consumer_group import Partitions, TopicInfo
+from kafkalite.coordinator.consumer_group_heartbeat import ConsumerGroupHeartbeatResponse
 from kafkalite.share import simple_assignor
+
+# The share heartbeat's answer has the KIP-848 heartbeat's fields, one for one.
+ShareGroupHeartbeatResponse = ConsumerGroupHeartbeatResponse
 
 SHARE_GROUP_TYPE = "share"
 SHARE_PROTOCOL_TYPE = "share"
@@ -91,16 +95,6 @@ class ShareGroupHeartbeatRequest:
     subscribed_topic_names: tuple[str, ...] | None = None  # None: unchanged
     client_id: str = ""
     client_host: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ShareGroupHeartbeatResponse:
-    error: ErrorCode
-    error_message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: Partitions | None = None  # None: unchanged, not sent
 
 
 @dataclass(frozen=True, slots=True)
