@@ -11,6 +11,9 @@ With PYTHONDONTWRITEBYTECODE set, every `kafkalite serve` subprocess would compi
 it imports from source (0.3-0.5 s of CPU per broker, hundreds of brokers per run): the
 processes the tests start cache bytecode in the session's temp dir instead (the source tree
 stays free of __pycache__).
+
+Hypothesis runs derandomized (the same examples every run, so CI is deterministic); set
+HYPOTHESIS_PROFILE=explore to search with fresh random examples, and more of them.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from kafkalite.testing import BrokerProcess, stop_all
 
@@ -31,6 +35,10 @@ DEFAULT_OVERRIDES: dict[str, str] = {
 }
 
 BrokerFactory = Callable[..., BrokerProcess]
+
+settings.register_profile("deterministic", derandomize=True, database=None)
+settings.register_profile("explore", max_examples=2000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -72,6 +72,32 @@ def _assign(
         while len(holders[tp]) < sharing:
             candidates = [m for m in members if m not in holders[tp]]
             member = max(candidates, key=lambda m: (desired[m] - len(held[m]), -members.index(m)))
+            if len(held[member]) >= desired[member]:
+                member = _swap_for(tp, member, members, desired, held, holders)
             held[member].append(tp)
             holders[tp].append(member)
     return {member: frozenset(tps) for member, tps in held.items()}
+
+
+def _swap_for(
+    tp: TopicIdPartition,
+    full: str,
+    members: list[str],
+    desired: dict[str, int],
+    held: dict[str, list[TopicIdPartition]],
+    holders: dict[TopicIdPartition, list[str]],
+) -> str:
+    """`tp` has a free slot but every member without it has its share: the members below
+    their share all hold `tp` already. One of those (`short`) takes a partition `other` from
+    `full`, which then has room for `tp`; counts stay even and no partition is held twice."""
+    for short in members:
+        if len(held[short]) >= desired[short]:
+            continue
+        for other in held[full]:
+            if short not in holders[other]:
+                held[full].remove(other)
+                holders[other].remove(full)
+                held[short].append(other)
+                holders[other].append(short)
+                return full
+    return full  # no swap exists: `full` goes one over its share rather than leave tp short

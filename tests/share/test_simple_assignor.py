@@ -65,3 +65,14 @@ def test_every_partition_is_shared_evenly(members: int, partitions: int, previou
         assert sum(tp in tps for tps in target.values()) == sharing
     sizes = [len(tps) for tps in target.values()]
     assert max(sizes) - min(sizes) <= 1
+
+
+def test_a_free_slot_held_back_by_the_only_short_member_is_filled_by_a_swap() -> None:
+    # Found by CI: m3 kept partition 3 and was the only member below its share when 3 still
+    # had a free slot, so the fill gave m0 a third partition while m2 had one.
+    current = {"m4": frozenset({(A, 0)}), "m3": frozenset({(A, 3)})}
+    members = {f"m{i}": frozenset({"a"}) for i in range(5)}
+    target = assign(members, {"a": parts(A, 4)}, current)
+    assert sorted(len(tps) for tps in target.values()) == [1, 1, 2, 2, 2]
+    for tp in parts(A, 4):
+        assert sum(tp in tps for tps in target.values()) == 2
