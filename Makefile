@@ -1,5 +1,5 @@
 # Every target installs what it needs first (scripts/bootstrap.sh is idempotent).
-.PHONY: setup serve test test-fast lint bench compat bench-compare spark-test bench-spark fuzz chaos
+.PHONY: setup serve test test-fast lint docs bench compat bench-compare spark-test bench-spark fuzz chaos
 
 setup:
 	./scripts/bootstrap.sh
@@ -37,6 +37,10 @@ FRAMES ?= 50000
 SEED ?= 1
 fuzz: setup
 	.venv/bin/python -m fuzz --frames $(FRAMES) --seed $(SEED)
+
+# The configuration reference, generated from the property tables.
+docs: setup
+	.venv/bin/python -m kafkalite.tools.config_reference > docs/configuration.md
 
 bench: setup
 	.venv/bin/python -m bench.broker_bench

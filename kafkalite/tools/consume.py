@@ -1,7 +1,8 @@
 """`kafkalite consume TOPIC`: print messages with a kcat-style `--format`, or as JSON lines.
 
-Format tokens (kcat -f): %t topic, %p partition, %o offset, %k key, %s value, %K key size,
-%S value size, %T timestamp (ms), %h headers (k=v,...), %% a percent sign; \\n \\t \\\\ escapes.
+Format tokens (kcat -f): %t topic, %p partition, %o offset, %k key, %s value (or rpk's %v),
+%K key size, %S value size, %T timestamp (ms), %h headers (k=v,...), %% a percent sign;
+\\n \\t \\\\ escapes.
 Without `--follow` it stops at the end of the partitions (their ends when it started).
 """
 
@@ -35,7 +36,7 @@ from kafkalite.tools.progress import Progress
 
 DEFAULT_FORMAT = "%s\\n"
 BATCH = 500  # messages per consume() call
-_TOKEN = re.compile(r"%[tpokKsSTh%]|\\[nt\\]")
+_TOKEN = re.compile(r"%[tpokKsvSTh%]|\\[nt\\]")
 _ESCAPES = {"\\n": "\n", "\\t": "\t", "\\\\": "\\"}
 
 
@@ -104,6 +105,7 @@ def render(template: str, message: Any) -> str:
         "%o": str(message.offset()),
         "%k": _text(key),
         "%s": _text(value),
+        "%v": _text(value),
         "%K": str(-1 if key is None else len(key)),
         "%S": str(-1 if value is None else len(value)),
         "%T": str(message.timestamp()[1]),
