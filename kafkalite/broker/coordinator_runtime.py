@@ -120,6 +120,7 @@ class CoordinatorRuntime:
     # Writes not yet committed, per partition, oldest first.
     _writes: dict[int, list[DelayedCommit]] = field(default_factory=dict)
     _num_partitions: int = 0  # of the topic, as last known
+    _create_failure: str = ""  # the last reason creating the topic failed, logged once
 
     def __post_init__(self) -> None:
         self.loader = PartitionLoader(
@@ -146,7 +147,12 @@ class CoordinatorRuntime:
             log.info("%s was created by another broker", spec.name)
             return ErrorCode.none
         if not outcome.ok:
-            log.error("cannot create %s: %s", spec.name, outcome.message)
+            # Retriable (too few brokers alive yet, as a rolling start has): clients are told
+            # COORDINATOR_NOT_AVAILABLE and ask again, as Kafka does. Said once, not per ask.
+            reason = outcome.message or outcome.error.name
+            if reason != self._create_failure:
+                log.warning("cannot create %s yet: %s", spec.name, reason)
+            self._create_failure = reason
             return ErrorCode.coordinator_not_available
         log.info("created %s", spec.name)
         return ErrorCode.none

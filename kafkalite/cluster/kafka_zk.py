@@ -313,7 +313,10 @@ class KafkaZkClient:
         try:
             await self.zk.set(path, data)
         except NoNode:
-            await self.zk.create(path, data, make_parents=True)
+            try:
+                await self.zk.create(path, data, make_parents=True)
+            except NodeExists:  # another broker created it meanwhile (both creating a topic)
+                await self.zk.set(path, data)
         await self.zk.create(
             f"{zd.CONFIG_CHANGES}/{zd.CONFIG_CHANGE_PREFIX}",
             zd.encode_config_change(entity_type, entity_name),

@@ -25,7 +25,7 @@ from kafkalite.cluster.kafka_zk import (
     StalePartitionState,
     keep_broker_registered,
 )
-from kafkalite.cluster.zk_client import SessionState, WatchEvent, ZkClient
+from kafkalite.cluster.zk_client import NoNode, SessionState, WatchEvent, ZkClient
 from kafkalite.cluster.zookeeper_server import ZooKeeperServer
 
 pytestmark = pytest.mark.slow
@@ -273,6 +273,34 @@ def test_configs_are_written_and_announced(zk_connect: str) -> None:
             await kafka_zk.mark_topic_for_deletion("orders")
             await kafka_zk.mark_topic_for_deletion("orders")
             assert await zk.children(zd.DELETE_TOPICS) == ["orders"]
+
+    trio.run(main)
+
+
+def test_a_config_another_broker_creates_between_set_and_create_is_overwritten(
+    zk_connect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two brokers creating `__consumer_offsets` at once: both found no /config/topics znode,
+    the second create failed with NodeExists and was logged as an ERROR ("ZooKeeper write
+    create topic __consumer_offsets failed"); it sets the znode instead."""
+
+    async def main() -> None:
+        async with ZkClient.open(zk_connect) as other, ZkClient.open(zk_connect) as zk:
+            kafka_zk = KafkaZkClient(zk)
+            await kafka_zk.create_top_level_paths()
+            path = zd.config_path("topics", "raced")
+            set_znode = zk.set
+
+            async def set_losing_the_race(at: str, data: bytes, version: int = -1) -> object:
+                try:
+                    return await set_znode(at, data, version)
+                except NoNode:  # the other broker creates it just after this answer
+                    await other.create(path, zd.encode_config({"x": "1"}), make_parents=True)
+                    raise
+
+            monkeypatch.setattr(zk, "set", set_losing_the_race)
+            await kafka_zk.set_entity_config("topics", "raced", {"retention.ms": "5"})
+            assert await kafka_zk.entity_config("topics", "raced") == {"retention.ms": "5"}
 
     trio.run(main)
 
