@@ -225,6 +225,13 @@ def test_consumer_group_lag_reset_delete(target: Target, topic_name: Callable[..
         "m4",
     ]
 
+    deleted = ok_json(
+        cli(target, "group", "delete-offsets", group, "--topic", name, "--format", "json")
+    )
+    assert deleted == [{"topic": name, "partition": 0, "error": None}]
+    (emptied,) = ok_json(cli(target, "group", "describe", group, "--format", "json"))
+    assert emptied["offsets"] == []
+
     assert ok_json(cli(target, "group", "delete", group, "--format", "json")) == {
         "deleted": [group]
     }
@@ -291,5 +298,23 @@ def test_group_with_a_live_member(target: Target, topic_name: Callable[..., str]
             "STABLE",
         )
         one_line_error(cli(target, "group", "delete", group), 1, group)
+        subscribed = cli(target, "group", "delete-offsets", group, "--topic", f"{name}:0")
+        assert subscribed.returncode == 1
+        assert "GROUP_SUBSCRIBED_TO_TOPIC" in subscribed.stdout, subscribed
     finally:
         member.close()
+
+
+def test_partition_sizes_and_log_dirs(target: Target, topic_name: Callable[..., str]) -> None:
+    name = topic_name()
+    ok(cli(target, "topic", "create", name, "-p", "2"))
+    ok(cli(target, "produce", name, "-p", "1", stdin="".join(f"m{i}\n" for i in range(20))))
+    (described,) = ok_json(cli(target, "topic", "describe", name, "--format", "json"))
+    sizes = [p["size_bytes"] for p in described["partitions"]]
+    assert sizes[0] == 0 and sizes[1] > 20 * 2  # the batch as stored, at least its values
+    (log_dir,) = ok_json(cli(target, "log-dirs", "--topic", name, "--format", "json"))
+    assert log_dir["error"] is None and 0 < log_dir["usable_bytes"] <= log_dir["total_bytes"]
+    assert [(p["partition"], p["size_bytes"]) for p in log_dir["partitions"]] == [
+        (0, 0),
+        (1, sizes[1]),
+    ]

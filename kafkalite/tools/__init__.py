@@ -13,7 +13,7 @@ import sys
 
 from confluent_kafka import KafkaException
 
-from kafkalite.tools import cluster, config_cmd, consume, group, produce, topic
+from kafkalite.tools import cluster, config_cmd, consume, group, log_dirs, produce, topic
 from kafkalite.tools.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -23,7 +23,7 @@ from kafkalite.tools.common import (
     output_parent,
 )
 
-_GROUPS = (topic, group, produce, consume, cluster, config_cmd)
+_GROUPS = (topic, group, produce, consume, cluster, config_cmd, log_dirs)
 
 
 def register(commands: argparse._SubParsersAction, parser_class: type) -> None:

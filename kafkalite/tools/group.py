@@ -1,4 +1,5 @@
-"""`kafkalite group list|describe|reset-offsets|delete`, with lag per partition and in total."""
+"""`kafkalite group list|describe|reset-offsets|delete-offsets|delete`, with lag per partition
+and in total."""
 
 from __future__ import annotations
 
@@ -55,6 +56,17 @@ def register(commands: Any, parents: dict, parser_class: type) -> None:
     to.add_argument("--shift-by", type=int, metavar="N")
     reset.add_argument("--execute", action="store_true", help="commit the new offsets")
     reset.set_defaults(run=reset_offsets)
+
+    delete_offsets = sub.add_parser(
+        "delete-offsets",
+        parents=both,
+        help="delete committed offsets (OffsetDelete; PLAINTEXT listeners)",
+    )
+    delete_offsets.add_argument("group", metavar="GROUP")
+    delete_offsets.add_argument(
+        "--topic", action="append", type=_topic_scope, metavar="TOPIC[:P,P...]", required=True
+    )
+    delete_offsets.set_defaults(run=delete_group_offsets)
 
     delete = sub.add_parser("delete", parents=both, help="delete groups")
     delete.add_argument("groups", nargs="+", metavar="GROUP")
@@ -311,3 +323,30 @@ def delete_groups(args: argparse.Namespace) -> int:
         [(None, ["DELETED"], [[g] for g in args.groups])],
     )
     return 0
+
+
+def delete_group_offsets(args: argparse.Namespace) -> int:
+    """As `kafka-consumer-groups.sh --delete-offsets`: allowed for an empty group, or for
+    topics its members do not subscribe to (GROUP_SUBSCRIBED_TO_TOPIC otherwise)."""
+    from kafkalite.tools.raw_requests import delete_offsets, require_plaintext  # trio, kio
+
+    conn = connection(args)
+    require_plaintext(conn, "group delete-offsets")
+    client = admin_client(conn)
+    partitions: dict[str, list[int]] = {}
+    for topic, chosen in args.topic:
+        metadata = topic_metadata(client, conn, topic)
+        if metadata is None:
+            raise ToolError(f"unknown topic {topic}")
+        partitions[topic] = chosen if chosen is not None else sorted(metadata.partitions)
+    address = conn.bootstrap.split(",")[0].strip()
+    group_error, errors = delete_offsets(conn, address, args.group, partitions)
+    if group_error != 0:
+        raise ToolError(f"cannot delete offsets of group {args.group}: {group_error.name.upper()}")
+    rows = [
+        {"topic": t, "partition": p, "error": None if e == 0 else e.name.upper()}
+        for (t, p), e in sorted(errors.items())
+    ]
+    table = [[r["topic"], r["partition"], r["error"] or "deleted"] for r in rows]
+    emit(args.format, rows, [(None, ["TOPIC", "PARTITION", "STATUS"], table)])
+    return 1 if any(r["error"] for r in rows) else 0

@@ -1,4 +1,5 @@
-"""`kafkalite produce TOPIC`: one message per input line (stdin or --file)."""
+"""`kafkalite produce TOPIC`: one message per input line (stdin or --file), split by -K or
+read by an input template (-f, rpk's format: kafkalite/tools/input_template.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from kafkalite.tools.common import (
     new_client,
     topic_metadata,
 )
+from kafkalite.tools.input_template import InputTemplate, TemplateError, compile_template
 from kafkalite.tools.output import emit
 from kafkalite.tools.progress import Progress
 
@@ -34,9 +36,17 @@ def register(commands: Any, parents: dict, parser_class: type) -> None:
         help="produce lines of stdin or a file as messages",
     )
     produce.add_argument("topic", metavar="TOPIC")
-    produce.add_argument("-f", "--file", type=Path, help="read lines from this file, not stdin")
-    produce.add_argument(
+    produce.add_argument("--file", type=Path, help="read lines from this file, not stdin")
+    source = produce.add_mutually_exclusive_group()
+    source.add_argument(
         "-K", "--key-delimiter", help="split each line into key and value at the first DELIM"
+    )
+    source.add_argument(
+        "-f",
+        "--input-format",
+        metavar="TEMPLATE",
+        help="read each line as rpk does: %%k key, %%v value, %%p partition, "
+        "%%h headers (a=1,b=2), e.g. '%%k %%v'",
     )
     produce.add_argument(
         "-H",
@@ -112,6 +122,7 @@ def produce_lines(args: argparse.Namespace) -> int:
         raise UsageError(f"--partition {args.partition} must not be negative")
     if args.key_delimiter == "":
         raise UsageError("--key-delimiter must not be empty")
+    template = _template(args.input_format)
     stream, size = _input(args)
     conn = connection(args)
     producer = new_client(
@@ -133,15 +144,25 @@ def produce_lines(args: argparse.Namespace) -> int:
         progress.enabled = False  # someone typing lines: no progress line between them
     delimiter = args.key_delimiter.encode() if args.key_delimiter is not None else None
     headers = [(k, v.encode()) for k, v in args.header]
-    extra = {"partition": args.partition} if args.partition is not None else {}
     sent = 0
     with stream:
         for raw in stream:
-            line = raw[:-1] if raw.endswith(b"\n") else raw
-            key, value = _split(line.removesuffix(b"\r"), delimiter)
+            line = (raw[:-1] if raw.endswith(b"\n") else raw).removesuffix(b"\r")
+            if template is None:
+                key, value = _split(line, delimiter)
+                extra_headers, partition = [], args.partition
+            else:
+                try:
+                    message = template.parse(line)
+                except TemplateError as exc:
+                    producer.flush(conn.timeout * 3)  # what came before it is still sent
+                    raise ToolError(f"{exc} (after {sent} message(s))") from None
+                key, value, extra_headers = message.key, message.value, message.headers
+                partition = args.partition if message.partition is None else message.partition
             if args.null_empty:
                 key, value = key or None, value or None
-            _send(producer, args.topic, key, value, headers, deliveries, extra)
+            extra = {"partition": partition} if partition is not None else {}
+            _send(producer, args.topic, key, value, headers + extra_headers, deliveries, extra)
             sent += 1
             progress.advance(len(raw))
     left = producer.flush(conn.timeout * 3)
@@ -155,6 +176,15 @@ def produce_lines(args: argparse.Namespace) -> int:
     rows = [[args.topic, p, n] for p, n in by_partition.items()]
     emit(args.format, result, [(None, ["TOPIC", "PARTITION", "MESSAGES"], rows)])
     return 0
+
+
+def _template(text: str | None) -> InputTemplate | None:
+    if text is None:
+        return None
+    try:
+        return compile_template(text)
+    except TemplateError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _send(

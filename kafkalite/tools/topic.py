@@ -23,6 +23,7 @@ from kafkalite.tools.common import (
 )
 from kafkalite.tools.config_cmd import alter, alteration, describe_configs, is_override
 from kafkalite.tools.held_records import Held, held_records
+from kafkalite.tools.log_dirs import leader_sizes
 from kafkalite.tools.output import emit
 
 
@@ -132,7 +133,7 @@ def describe(
 ) -> list[dict[str, Any]]:
     """Partitions with leaders, replicas and ISR, and (with_offsets) log start/end offsets.
 
-    The size on disk needs DescribeLogDirs, which confluent-kafka does not expose: `null`."""
+    Sizes are `null` here: describe_topics adds them (DescribeLogDirs: tools/log_dirs.py)."""
     described = []
     for name in names:
         topic = topic_metadata(client, conn, name)
@@ -179,7 +180,10 @@ def describe_topics(args: argparse.Namespace) -> int:
     conn = connection(args)
     client = admin_client(conn)
     described = describe(client, conn, args.topics)
+    sizes = leader_sizes(conn, check_reachable(client, conn), set(args.topics))
     for topic in described:
+        for p in topic["partitions"]:
+            p["size_bytes"] = sizes.get((topic["name"], p["partition"]))
         topic["configs"] = {
             entry["name"]: entry["value"]
             for entry in describe_configs(client, conn, "topic", topic["name"])

@@ -138,3 +138,28 @@ def test_produce_null_empty_makes_tombstones(broker_factory) -> None:
         (None, None),
         ("c", ""),  # without -Z: an empty value
     ]
+
+
+def test_produce_reads_lines_by_an_input_template(broker_factory) -> None:
+    """rpk's `-f`: key, value, partition and headers per line; a line that does not fit ends
+    the command with one line, after sending the lines before it."""
+    broker = broker_factory()
+    bootstrap = ["-b", broker.bootstrap]
+    ok(kafkalite_here("topic", "create", "tpl", "-p", "2", *bootstrap))
+    lines = "1|k1|color=red,size=2|first value\n0|k2||second|value\n"
+    ok(kafkalite_here("produce", "tpl", "-f", "%p|%k|%h|%v", *bootstrap, stdin=lines))
+    one_line_error(
+        kafkalite_here(
+            "produce", "tpl", "-f", "%k %v", "-p", "0", *bootstrap, stdin="k3 c\nnone\n"
+        ),
+        1,
+        "does not match",
+    )
+    out = ok(kafkalite_here("consume", "tpl", "-f", "json", *bootstrap))
+    messages = sorted((json.loads(line) for line in out.splitlines()), key=lambda m: m["key"])
+    got = [(m["partition"], m["key"], m["value"], m["headers"]) for m in messages]
+    assert got == [
+        (1, "k1", "first value", [["color", "red"], ["size", "2"]]),
+        (0, "k2", "second|value", []),
+        (0, "k3", "c", []),  # -p where the template has no %p
+    ]

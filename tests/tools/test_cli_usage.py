@@ -56,6 +56,8 @@ BAD_ARGUMENTS = [
     ["produce", "t", "-H", "nokey"],
     ["produce", "t", "-p", "-1"],
     ["produce", "t", "--file", "/nonexistent/lines.txt"],
+    ["produce", "t", "-f", "%k"],
+    ["produce", "t", "-f", "%k %v", "-K", ":"],
     ["consume"],
     ["consume", "t", "-o", "middle"],
     ["consume", "t", "-c", "0"],

@@ -1,0 +1,96 @@
+"""Requests confluent-kafka's AdminClient does not offer (OffsetDelete, DescribeLogDirs), sent
+as kio entities on kafkalite's own client connection (kafkalite/broker/broker_connection.py).
+
+That client speaks the plain protocol only: these commands need a PLAINTEXT listener (the
+other commands take TLS and SASL from librdkafka through `-X`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+from kio.schema.offset_delete.v0.request import (
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
+)
+
+from kafkalite.broker.broker_connection import BrokerConnection, ConnectionLost
+from kafkalite.tools.common import Connection, ToolError, UsageError
+
+CLIENT_ID = "kafkalite-cli"
+
+
+def require_plaintext(conn: Connection, what: str) -> None:
+    protocol = conn.client.get("security.protocol", "plaintext").lower()
+    if protocol != "plaintext":
+        raise UsageError(
+            f"{what} needs a PLAINTEXT listener: confluent-kafka does not offer it, and "
+            f"kafkalite's own client does not speak {protocol.upper()}"
+        )
+
+
+def ask(conn: Connection, address: str, request: Any) -> Any:
+    """Send one request to `address` (host:port) and return its response."""
+    host, _, port = address.rpartition(":")
+
+    async def exchange() -> Any:
+        with trio.fail_after(conn.timeout):
+            connection = await BrokerConnection.open(host, int(port), CLIENT_ID)
+            try:
+                return await connection.request(request)
+            finally:
+                await connection.aclose()
+
+    try:
+        return trio.run(exchange)
+    except ConnectionLost as exc:
+        raise ToolError(f"{address}: {exc}") from None
+    except trio.TooSlowError:
+        raise ToolError(f"{address} did not answer within {conn.timeout:g}s") from None
+
+
+def group_coordinator(conn: Connection, address: str, group: str) -> str:
+    """host:port of `group`'s coordinator, asked of the broker at `address`."""
+    answer = ask(conn, address, FindCoordinatorRequest(key_type=0, coordinator_keys=(group,)))
+    (found,) = answer.coordinators
+    if found.error_code != ErrorCode.none:
+        raise ToolError(
+            f"cannot find the coordinator of group {group}: {found.error_code.name.upper()}"
+        )
+    return f"{found.host}:{found.port}"
+
+
+def delete_offsets(
+    conn: Connection, address: str, group: str, partitions: dict[str, list[int]]
+) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+    """OffsetDelete at the group's coordinator: the group's error and each partition's."""
+    request = OffsetDeleteRequest(
+        group_id=group,
+        topics=tuple(
+            OffsetDeleteRequestTopic(
+                name=topic,
+                partitions=tuple(OffsetDeleteRequestPartition(partition_index=p) for p in parts),
+            )
+            for topic, parts in partitions.items()
+        ),
+    )
+    answer = ask(conn, group_coordinator(conn, address, group), request)
+    errors = {
+        (topic.name, partition.partition_index): partition.error_code
+        for topic in answer.topics
+        for partition in topic.partitions
+    }
+    return answer.error_code, errors
+
+
+def log_dirs(conn: Connection, address: str) -> list[Any]:
+    """DescribeLogDirs of every partition the broker at `address` holds."""
+    answer = ask(conn, address, DescribeLogDirsRequest(topics=None))
+    if answer.error_code != ErrorCode.none:
+        raise ToolError(f"{address}: DescribeLogDirs: {answer.error_code.name.upper()}")
+    return list(answer.results)
