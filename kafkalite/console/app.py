@@ -126,8 +126,12 @@ def build_app(cluster: Cluster) -> Starlette:
     def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html")
 
+    def favicon(request: Request) -> Response:  # asked for by browsers whatever the page links
+        return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
+
     routes = [
         Route("/", index),
+        Route("/favicon.ico", favicon),
         Route("/api/cluster", api(lambda r: cluster.overview())),
         Route("/api/topics", api(lambda r: cluster.topics()), methods=["GET"]),
         Route("/api/topics", create_topic, methods=["POST"]),

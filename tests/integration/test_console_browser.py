@@ -7,10 +7,13 @@ shows with what was written; actions taken in the page are checked through the A
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 
@@ -100,6 +103,20 @@ def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> N
         [ConsumerGroupTopicPartitions(group, parts)]
     )
     futures[group].result(CLIENT_TIMEOUT)
+
+
+def http(
+    console: ConsoleProcess, method: str, path: str, body: object = None
+) -> tuple[int, object]:
+    """One call of the console's JSON API: (status, decoded answer)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(console.url + path, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
 
 
 def test_brokers_page_shows_the_cluster(
@@ -327,6 +344,7 @@ def test_create_and_delete_topic_from_the_page(
     )
     assert topic not in admin(broker.bootstrap).list_topics(timeout=CLIENT_TIMEOUT).topics
     assert not browser.find_elements(By.CSS_SELECTOR, f"tr[data-topic='{topic}']")
+    assert text(browser, "#notice") == f"Topic {topic} deleted"
 
 
 def test_throughput_chart_follows_new_messages(
@@ -426,3 +444,25 @@ def test_console_without_a_broker_exit_1_naming_it() -> None:
         )
     assert result.returncode == 1
     assert result.stderr == f"kafkalite: no Kafka broker answered at 127.0.0.1:{port} within 2s\n"
+
+
+def test_favicon_is_served(console: ConsoleProcess) -> None:
+    with urllib.request.urlopen(console.url + "/favicon.ico", timeout=60) as answer:
+        assert answer.status == 200
+        assert answer.headers["Content-Type"] == "image/svg+xml"
+        assert answer.read().startswith(b"<svg")
+    with urllib.request.urlopen(console.url + "/", timeout=60) as answer:
+        assert b'<link rel="icon" href="/static/favicon.svg"' in answer.read()
+
+
+def test_ctrl_c_stops_the_console_quietly(broker: BrokerProcess) -> None:
+    process = ConsoleProcess(broker.bootstrap).start()
+    try:
+        with urllib.request.urlopen(process.url + "/", timeout=60) as answer:
+            assert answer.status == 200  # serving: uvicorn's signal handlers are in place
+        assert process.process is not None
+        process.process.send_signal(signal.SIGINT)
+        assert process.exit_code() == 0
+    finally:
+        process.stop()
+    assert [line for line in process.lines if "kafkalite console on" not in line] == []

@@ -166,8 +166,7 @@ async function topicPage(name) {
     if (!await confirmAction(`Delete topic "${name}" and all its messages?`)) return;
     try {
       await api(`/api/topics/${encodeURIComponent(name)}`, { method: "DELETE" });
-      showNotice(`Topic ${name} deleted`);
-      location.hash = "#/topics";
+      navigate("#/topics", `Topic ${name} deleted`);
     } catch (e) { showError(e.message); }
   } }, "Delete topic");
   const total = topic.partitions.reduce((sum, p) => sum + p.messages, 0);
@@ -329,5 +328,13 @@ async function route() {
   }
 }
 
-window.addEventListener("hashchange", () => { showNotice(""); route(); });
+// A notice for the page navigated to (a hash change clears the previous page's notice).
+let pendingNotice = "";
+
+function navigate(hash, notice) {
+  pendingNotice = notice;
+  location.hash = hash;
+}
+
+window.addEventListener("hashchange", () => { showNotice(pendingNotice); pendingNotice = ""; route(); });
 route();
