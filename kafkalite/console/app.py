@@ -6,6 +6,8 @@ confluent-kafka calls never stall the event loop.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime
 from collections.abc import Callable
 from pathlib import Path
@@ -61,6 +63,17 @@ async def _json_body(request: Request) -> dict[str, Any]:
     return body
 
 
+def _bytes(part: Any) -> bytes | None:
+    """A key, value or header as the API shows them: null, text, or {"base64": ...}."""
+    if part is None:
+        return None
+    if isinstance(part, dict) and "base64" in part:
+        return base64.b64decode(str(part["base64"]), validate=True)
+    if isinstance(part, str):
+        return part.encode("utf-8")
+    raise ValueError(f"expected text, null or {{base64: ...}}, got {part!r}")
+
+
 def build_app(cluster: Cluster) -> Starlette:
     def api(handler: Callable[[Request], Any]) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:
@@ -100,6 +113,27 @@ def build_app(cluster: Cluster) -> Starlette:
         return await _in_thread(
             lambda: cluster.create_topic(name, partitions, replication, configs)
         )
+
+    async def produce(request: Request) -> Response:
+        body = await _json_body(request)
+        partition = body.get("partition")
+        try:
+            headers = [(str(name), _bytes(value)) for name, value in body.get("headers") or []]
+            key, value = _bytes(body.get("key")), _bytes(body.get("value"))
+            index = None if partition in (None, "", "any") else int(partition)
+        except (TypeError, ValueError, binascii.Error) as exc:
+            return JSONResponse({"error": f"bad message: {exc}"}, 400)
+        topic = request.path_params["name"]
+        return await _in_thread(lambda: cluster.produce(topic, index, key, value, headers))
+
+    async def alter_configs(request: Request) -> Response:
+        body = await _json_body(request)
+        set_ = {str(k): str(v) for k, v in (body.get("set") or {}).items()}
+        delete = [str(k) for k in body.get("delete") or []]
+        if not set_ and not delete:
+            return JSONResponse({"error": "nothing to set or delete"}, 400)
+        name = request.path_params["name"]
+        return await _in_thread(lambda: cluster.alter_topic_configs(name, set_, delete))
 
     async def reset_offsets(request: Request) -> Response:
         body = await _json_body(request)
@@ -141,7 +175,9 @@ def build_app(cluster: Cluster) -> Starlette:
             api(lambda r: cluster.delete_topic(r.path_params["name"]) or {"ok": True}),
             methods=["DELETE"],
         ),
-        Route("/api/topics/{name}/messages", api(messages)),
+        Route("/api/topics/{name}/messages", api(messages), methods=["GET"]),
+        Route("/api/topics/{name}/messages", produce, methods=["POST"]),
+        Route("/api/topics/{name}/configs", alter_configs, methods=["POST"]),
         Route("/api/groups", api(lambda r: cluster.groups())),
         Route("/api/groups/{group}", api(lambda r: cluster.group(r.path_params["group"]))),
         Route("/api/groups/{group}/reset-offsets", reset_offsets, methods=["POST"]),

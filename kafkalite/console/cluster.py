@@ -22,10 +22,13 @@ from confluent_kafka import (
     ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
+    Producer,
     TopicPartition,
 )
 from confluent_kafka.admin import (
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     ConfigSource,
     NewTopic,
@@ -131,6 +134,7 @@ class Cluster:
 
     def __post_init__(self) -> None:
         self.admin = AdminClient(self._conf())
+        self._producer: Producer | None = None  # made on the first message produced
 
     def _conf(self) -> dict[str, Any]:
         return {
@@ -265,6 +269,15 @@ class Cluster:
         futures = self.admin.create_topics([new], request_timeout=self.timeout)
         _wait(futures[name], self.timeout)
 
+    def alter_topic_configs(self, name: str, set_: dict[str, str], delete: list[str]) -> None:
+        """IncrementalAlterConfigs: set some properties, return others to their default."""
+        set_op, delete_op = AlterConfigOpType.SET, AlterConfigOpType.DELETE
+        entries = [ConfigEntry(k, v, incremental_operation=set_op) for k, v in set_.items()]
+        entries += [ConfigEntry(k, None, incremental_operation=delete_op) for k in delete]
+        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
+        futures = self.admin.incremental_alter_configs([resource], request_timeout=self.timeout)
+        _wait(futures[resource], self.timeout)
+
     def delete_topic(self, name: str) -> None:
         futures = self.admin.delete_topics([name], request_timeout=self.timeout)
         _wait(futures[name], self.timeout)
@@ -285,6 +298,43 @@ class Cluster:
         return {"time_ms": int(time.time() * 1000), "topics": per_topic}
 
     # -- messages -----------------------------------------------------------------------
+
+    def produce(
+        self,
+        topic: str,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+    ) -> dict[str, Any]:
+        """One message, acknowledged by all in-sync replicas: where it was written. The topic
+        must exist (producing to an unknown one could auto-create it)."""
+        indexes = [p["partition"] for p in self.partitions(topic)]
+        if partition is not None and partition not in indexes:
+            raise ClusterError(f"topic {topic!r} has no partition {partition}", 400)
+        if self._producer is None:
+            self._producer = Producer({**self._conf(), "acks": "all", "linger.ms": 0})
+        written: list[Any] = []
+        extra = {} if partition is None else {"partition": partition}
+        self._producer.produce(
+            topic,
+            value,
+            key,
+            headers=headers,
+            on_delivery=lambda error, message: written.append(error or message),
+            **extra,
+        )
+        self._producer.flush(self.timeout)
+        if not written:
+            raise ClusterError(f"the message was not acknowledged within {self.timeout:g}s")
+        if isinstance(written[0], KafkaError):
+            raise ClusterError(_error_text(KafkaException(written[0])), 409)
+        message = written[0]
+        return {
+            "partition": message.partition(),
+            "offset": message.offset(),
+            "timestamp": message.timestamp()[1],
+        }
 
     def messages(
         self,

@@ -18,7 +18,8 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import ConfigResource, ResourceType
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
@@ -78,6 +79,13 @@ def text(browser: WebDriver, css: str) -> str:
     return browser.find_element(By.CSS_SELECTOR, css).text
 
 
+def text_now(browser: WebDriver, css: str) -> str | None:
+    """An element's text read in one step (the page may be re-rendering it)."""
+    return browser.execute_script(
+        "return document.querySelector(arguments[0])?.textContent ?? null", css
+    )
+
+
 def produce(bootstrap: str, topic: str, records: list[dict], **kwargs: object) -> None:
     client = producer(bootstrap)
     for record in records:
@@ -117,6 +125,29 @@ def http(
             return answer.status, json.loads(answer.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
+
+
+def read(bootstrap: str, topic: str, partition: int, count: int) -> list:
+    """The first `count` messages of a partition, through a plain consumer."""
+    reader = consumer(bootstrap)
+    try:
+        reader.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        found: list = []
+        deadline = time.monotonic() + CLIENT_TIMEOUT
+        while len(found) < count and time.monotonic() < deadline:
+            message = reader.poll(0.1)
+            if message is not None and not message.error():
+                found.append(message)
+        return found
+    finally:
+        reader.close()
+
+
+def overrides(bootstrap: str, topic: str) -> dict[str, str]:
+    """The topic's configs that are not defaults."""
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    entries = admin(bootstrap).describe_configs([resource])[resource].result(CLIENT_TIMEOUT)
+    return {e.name: e.value for e in entries.values() if not e.is_default}
 
 
 def test_brokers_page_shows_the_cluster(
@@ -466,3 +497,104 @@ def test_ctrl_c_stops_the_console_quietly(broker: BrokerProcess) -> None:
     finally:
         process.stop()
     assert [line for line in process.lines if "kafkalite console on" not in line] == []
+
+
+def test_produce_over_http(broker: BrokerProcess, console: ConsoleProcess) -> None:
+    topic = unique("produced")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    path = f"/api/topics/{topic}/messages"
+    message = {
+        "partition": 1,
+        "key": "k1",
+        "value": '{"a": 1}',
+        "headers": [["source", "console"], ["raw", {"base64": "AP8="}], ["none", None]],
+    }
+    assert http(console, "POST", path, message)[1] == {
+        "partition": 1,
+        "offset": 0,
+        "timestamp": http(console, "GET", f"{path}?partition=1")[1][0]["timestamp"],
+    }
+    status, anywhere = http(console, "POST", path, {"value": {"base64": "AAE="}, "key": None})
+    assert status == 200
+    written = read(broker.bootstrap, topic, 1, 1 + (anywhere["partition"] == 1))
+    assert (written[0].key(), written[0].value()) == (b"k1", b'{"a": 1}')
+    assert written[0].headers() == [("source", b"console"), ("raw", b"\x00\xff"), ("none", None)]
+    [binary] = read(broker.bootstrap, topic, anywhere["partition"], anywhere["offset"] + 1)[-1:]
+    assert (binary.key(), binary.value(), binary.headers()) == (None, b"\x00\x01", None)
+
+    assert http(console, "POST", path, {"value": "v", "partition": 2}) == (
+        400,
+        {"error": f"topic '{topic}' has no partition 2"},
+    )
+    assert http(console, "POST", path, {"value": {"base64": "!"}})[0] == 400
+    missing = unique("missing")
+    assert http(console, "POST", f"/api/topics/{missing}/messages", {"value": "v"}) == (
+        404,
+        {"error": f"topic '{missing}' does not exist"},
+    )
+    assert missing not in admin(broker.bootstrap).list_topics(timeout=CLIENT_TIMEOUT).topics
+
+
+def test_create_topic_with_configs_and_alter_them_over_http(
+    broker: BrokerProcess, console: ConsoleProcess
+) -> None:
+    topic = unique("configured")
+    made = {"retention.ms": "7200000", "cleanup.policy": "compact"}
+    body = {"name": topic, "partitions": 2, "configs": made}
+    assert http(console, "POST", "/api/topics", body) == (200, {"ok": True})
+    assert overrides(broker.bootstrap, topic) == made
+
+    change = {"set": {"retention.ms": "3600000"}, "delete": ["cleanup.policy"]}
+    assert http(console, "POST", f"/api/topics/{topic}/configs", change) == (200, {"ok": True})
+    assert overrides(broker.bootstrap, topic) == {"retention.ms": "3600000"}
+
+    status, answer = http(
+        console, "POST", f"/api/topics/{topic}/configs", {"set": {"no.such.config": "1"}}
+    )
+    assert status == 409 and "no.such.config" in answer["error"]
+    assert http(console, "POST", f"/api/topics/{topic}/configs", {}) == (
+        400,
+        {"error": "nothing to set or delete"},
+    )
+    assert overrides(broker.bootstrap, topic) == {"retention.ms": "3600000"}
+
+
+def test_produce_and_edit_configs_from_the_page(
+    broker: BrokerProcess, console: ConsoleProcess, browser: WebDriver
+) -> None:
+    topic = unique("page-made")
+    open_page(browser, console, "topics")
+    browser.find_element(By.ID, "topic-name").send_keys(topic)
+    partitions = browser.find_element(By.ID, "topic-partitions")
+    partitions.clear()
+    partitions.send_keys("3")
+    browser.find_element(By.ID, "topic-configs").send_keys("retention.ms=7200000\n")
+    browser.find_element(By.ID, "topic-create").click()
+    wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f"tr[data-topic='{topic}']"))
+    assert overrides(broker.bootstrap, topic) == {"retention.ms": "7200000"}
+
+    open_page(browser, console, f"topics/{topic}")
+    Select(browser.find_element(By.ID, "produce-partition")).select_by_value("2")
+    browser.find_element(By.ID, "produce-key").send_keys("order-7")
+    browser.find_element(By.ID, "produce-value").send_keys("shipped")
+    browser.find_element(By.ID, "produce-headers").send_keys("trace: abc\nsource: page")
+    browser.find_element(By.ID, "produce-send").click()
+    wait_for(browser, lambda d: d.find_element(By.ID, "notice").is_displayed())
+    assert text(browser, "#notice") == "Message written to partition 2 at offset 0"
+    [written] = read(broker.bootstrap, topic, 2, 1)
+    assert (written.key(), written.value()) == (b"order-7", b"shipped")
+    assert written.headers() == [("trace", b"abc"), ("source", b"page")]
+
+    browser.find_element(By.CSS_SELECTOR, "#configs tr[data-config='retention.ms']").click()
+    assert browser.find_element(By.ID, "config-value").get_attribute("value") == "7200000"
+    value = browser.find_element(By.ID, "config-value")
+    value.clear()
+    value.send_keys("3600000")
+    browser.find_element(By.ID, "config-set").click()
+    row = "#configs tr[data-config='retention.ms'] .value"
+    wait_for(browser, lambda d: text_now(d, row) == "3600000")
+    assert overrides(broker.bootstrap, topic) == {"retention.ms": "3600000"}
+    browser.find_element(By.CSS_SELECTOR, "#configs tr[data-config='retention.ms']").click()
+    browser.find_element(By.ID, "config-reset").click()
+    wait_for(browser, lambda d: text_now(d, row) not in (None, "3600000"))
+    assert overrides(broker.bootstrap, topic) == {}

@@ -94,11 +94,12 @@ async function topicsPage() {
   const name = el("input", { id: "topic-name", placeholder: "name", required: "" });
   const partitions = el("input", { id: "topic-partitions", type: "number", min: "1", value: "1" });
   const replication = el("input", { id: "topic-replication", type: "number", min: "1", value: "1" });
+  const configs = el("textarea", { id: "topic-configs", rows: "2", placeholder: "retention.ms=86400000" });
   const create = el("button", { id: "topic-create", onclick: async () => {
     try {
       await api("/api/topics", { method: "POST", body: JSON.stringify({
         name: name.value, partitions: Number(partitions.value),
-        replication_factor: Number(replication.value) }) });
+        replication_factor: Number(replication.value), configs: pairs(configs.value, "=") }) });
       showNotice(`Topic ${name.value} created`);
       await route();
     } catch (e) { showError(e.message); }
@@ -106,7 +107,8 @@ async function topicsPage() {
   render("Topics",
     el("div", { class: "toolbar" },
       el("label", {}, "New topic", name), el("label", {}, "Partitions", partitions),
-      el("label", {}, "Replication", replication), create),
+      el("label", {}, "Replication", replication),
+      el("label", {}, "Configs (name=value per line)", configs), create),
     table("topics", ["Name", { label: "Partitions", num: 1 }, { label: "Replication", num: 1 },
       { label: "Messages", num: 1 }, { label: "Size", num: 1 }], topics.map(t =>
       el("tr", { "data-topic": t.name },
@@ -114,6 +116,58 @@ async function topicsPage() {
           t.internal ? el("span", { class: "muted" }, " (internal)") : ""),
         num(t.partitions, "partitions"), num(t.replication, "replication"),
         num(t.messages, "messages"), size(t.size, "size")))));
+}
+
+// "name=value" (or "name: value") lines as an object; blank lines skipped.
+function pairs(textValue, separator) {
+  return Object.fromEntries(entries(textValue, separator));
+}
+
+function entries(textValue, separator) {
+  return textValue.split("\n").filter(line => line.trim()).map(line => {
+    const at = line.indexOf(separator);
+    if (at < 0) throw new Error(`"${line}" is not name${separator}value`);
+    return [line.slice(0, at).trim(), line.slice(at + separator.length).trim()];
+  });
+}
+
+function producer(topic) {
+  const partition = el("select", { id: "produce-partition" }, el("option", { value: "any" }, "any (partitioner)"),
+    topic.partitions.map(p => el("option", { value: p.partition }, p.partition)));
+  const key = el("input", { id: "produce-key", placeholder: "none" });
+  const value = el("textarea", { id: "produce-value", rows: "3", cols: "50" });
+  const headers = el("textarea", { id: "produce-headers", rows: "3", placeholder: "name: value" });
+  const send = el("button", { id: "produce-send", onclick: async () => {
+    try {
+      const written = await api(`/api/topics/${encodeURIComponent(topic.name)}/messages`, {
+        method: "POST", body: JSON.stringify({ partition: partition.value,
+          key: key.value === "" ? null : key.value, value: value.value,
+          headers: entries(headers.value, ":") }) });
+      showNotice(`Message written to partition ${written.partition} at offset ${written.offset}`);
+    } catch (e) { showError(e.message); }
+  } }, "Produce");
+  return [el("h3", {}, "Produce a message"),
+    el("div", { class: "toolbar" }, el("label", {}, "Partition", partition), el("label", {}, "Key", key),
+      el("label", {}, "Value", value), el("label", {}, "Headers (name: value per line)", headers), send)];
+}
+
+function configEditor(topic) {
+  const path = `/api/topics/${encodeURIComponent(topic.name)}/configs`;
+  const name = el("input", { id: "config-name", list: "config-names", placeholder: "retention.ms" });
+  const value = el("input", { id: "config-value" });
+  const names = el("datalist", { id: "config-names" }, topic.configs.map(c => el("option", { value: c.name })));
+  const alter = async (body, done) => {
+    try {
+      await api(path, { method: "POST", body: JSON.stringify(body) });
+      showNotice(done);
+      await route();
+    } catch (e) { showError(e.message); }
+  };
+  return el("div", { class: "toolbar" }, el("label", {}, "Config", name), names, el("label", {}, "Value", value),
+    el("button", { id: "config-set", onclick: () =>
+      alter({ set: { [name.value]: value.value } }, `${name.value} set to ${value.value}`) }, "Set"),
+    el("button", { id: "config-reset", class: "secondary", onclick: () =>
+      alter({ delete: [name.value] }, `${name.value} back to its default`) }, "Reset to default"));
 }
 
 function renderValue(part) {
@@ -185,10 +239,15 @@ async function topicPage(name) {
           el("td", {}, p.replicas.join(", ")), el("td", {}, p.isr.join(", ")),
           num(p.start, "start"), num(p.end, "end"), num(p.messages, "messages"), size(p.size, "size")))),
     ...messageBrowser(topic),
+    ...producer(topic),
     el("h3", {}, "Configuration (overrides first)"),
+    configEditor(topic),
     table("configs", ["Name", "Value", "Source"],
       [...topic.configs].sort((a, b) => a.default - b.default).map(c =>
-        el("tr", { "data-config": c.name, class: c.default ? "" : "override" },
+        el("tr", { "data-config": c.name, class: c.default ? "" : "override", onclick: () => {
+          document.getElementById("config-name").value = c.name;  // to edit it
+          document.getElementById("config-value").value = c.value ?? "";
+        } },
           el("td", {}, c.name), el("td", { class: "value" }, c.value ?? "–"),
           el("td", { class: "muted" }, c.default ? "default" : c.source)))));
 }
