@@ -40,6 +40,20 @@ def _int(request: Request, name: str, default: int | None = None) -> int | None:
         raise BadRequest(f"{name} must be an integer, got {raw!r}") from None
 
 
+def _cursor(raw: str) -> dict[int, int] | None:
+    """A page cursor, "partition:offset,...", as `next` gave it."""
+    if not raw:
+        return None
+    try:
+        return {int(p): int(o) for p, o in (item.split(":") for item in raw.split(","))}
+    except ValueError:
+        raise BadRequest(f"cursor must be partition:offset,..., got {raw!r}") from None
+
+
+def _cursor_text(cursor: dict[int, int]) -> str:
+    return ",".join(f"{p}:{o}" for p, o in sorted(cursor.items()))
+
+
 def _time_ms(raw: str) -> int:
     """An ISO time ("2026-11-24T10:00", UTC unless it names a zone) or epoch milliseconds."""
     if raw.lstrip("-").isdigit():
@@ -95,9 +109,18 @@ def build_app(cluster: Cluster) -> Starlette:
             timestamp = _time_ms(request.query_params.get("time", ""))
         elif mode not in ("latest", "offset"):
             raise BadRequest(f"mode must be latest, offset or time, got {mode!r}")
+        order = request.query_params.get("order", "oldest")
+        if order not in ("newest", "oldest"):
+            raise BadRequest(f"order must be newest or oldest, got {order!r}")
         topic = request.path_params["name"]
         contains = request.query_params.get("contains", "")
-        return cluster.messages(topic, partition, limit, offset, timestamp, contains)
+        cursor = _cursor(request.query_params.get("cursor", ""))
+        page = cluster.page(
+            topic, partition, limit, offset, timestamp, contains, order == "newest", cursor
+        )
+        following = page["next"]
+        page["next"] = None if following is None else _cursor_text(following)
+        return page
 
     async def create_topic(request: Request) -> Response:
         body = await _json_body(request)

@@ -345,9 +345,27 @@ class Cluster:
         timestamp_ms: int | None = None,
         contains: str = "",
     ) -> list[dict[str, Any]]:
+        """One page of `page`, oldest first."""
+        return self.page(topic, partition, limit, offset, timestamp_ms, contains)["messages"]
+
+    def page(
+        self,
+        topic: str,
+        partition: int | None,
+        limit: int,
+        offset: int | None = None,
+        timestamp_ms: int | None = None,
+        contains: str = "",
+        newest_first: bool = False,
+        cursor: dict[int, int] | None = None,
+    ) -> dict[str, Any]:
         """The latest `limit` messages, or the first `limit` from an offset or a time; with
         `contains`, only those whose key, value or a header holds that text (the latest are
-        looked for among the last SEARCH_WINDOW messages of each partition)."""
+        looked for among the last SEARCH_WINDOW messages of each partition).
+
+        `next` is the cursor of the following page (None after the last): per partition,
+        where the page stopped. Given back as `cursor`, the latest are read below it (older
+        messages), the others from it on (newer ones)."""
         latest = offset is None and timestamp_ms is None
         parts = [
             p
@@ -358,7 +376,15 @@ class Cluster:
             raise ClusterError(f"topic {topic!r} has no partition {partition}", 404)
         limit = max(1, min(limit, MAX_MESSAGES))
         window = SEARCH_WINDOW if contains and latest else limit
-        starts = self._starts(topic, parts, window, offset, timestamp_ms)
+        if cursor is None:
+            ends = {p["partition"]: p["end"] for p in parts}
+            starts = self._starts(topic, parts, window, offset, timestamp_ms)
+        elif latest:
+            ends = {p["partition"]: _within(cursor.get(p["partition"]), p) for p in parts}
+            starts = {p["partition"]: max(p["start"], ends[p["partition"]] - window) for p in parts}
+        else:
+            ends = {p["partition"]: p["end"] for p in parts}
+            starts = {p["partition"]: _within(cursor.get(p["partition"]), p) for p in parts}
         consumer = Consumer(
             {
                 **self._conf(),
@@ -368,11 +394,22 @@ class Cluster:
             }
         )
         try:
-            found = self._read(consumer, topic, parts, starts, None if latest else limit, contains)
+            found, reached = self._read(
+                consumer, topic, starts, ends, None if latest else limit, contains
+            )
         finally:
             consumer.close()
         found.sort(key=lambda m: (m["timestamp"], m["partition"], m["offset"]))
-        return found[-limit:] if latest else found[:limit]  # newest last
+        shown = found[-limit:] if latest else found[:limit]
+        if latest:
+            following = _older_cursor(starts, found, shown)
+            more = any(following[p["partition"]] > p["start"] for p in parts)
+        else:
+            following = _newer_cursor(reached, found, shown)
+            more = any(following[p["partition"]] < p["end"] for p in parts)
+        if newest_first:
+            shown.reverse()
+        return {"messages": shown, "next": following if more else None}
 
     def _starts(
         self, topic: str, parts: list[dict], limit: int, offset: int | None, ts: int | None
@@ -394,13 +431,15 @@ class Cluster:
         self,
         consumer: Consumer,
         topic: str,
-        parts: list[dict],
         starts: dict[int, int],
+        ends: dict[int, int],
         limit: int | None,
         contains: str,
-    ) -> list[dict[str, Any]]:
-        """Messages from `starts` to each partition's end, or until `limit` found in it."""
-        pending = {p["partition"]: p["end"] for p in parts if starts[p["partition"]] < p["end"]}
+    ) -> tuple[list[dict[str, Any]], dict[int, int]]:
+        """Messages from `starts` up to `ends` (exclusive) per partition, or until `limit`
+        found in it; and per partition the offset the reading reached."""
+        pending = {i: end for i, end in ends.items() if starts[i] < end}
+        reached = dict(starts)
         consumer.assign(
             [
                 TopicPartition(topic, i, starts[i] if starts[i] >= 0 else OFFSET_BEGINNING)
@@ -411,15 +450,19 @@ class Cluster:
         per_partition: dict[int, int] = {}
         deadline = time.monotonic() + self.timeout
         while pending and time.monotonic() < deadline:
-            for message in consumer.consume(500, timeout=0.5):
+            for message in consumer.consume(500, timeout=0.1):  # returns at the timeout
                 index = message.partition()
                 if message.error():
                     if message.error().code() == KafkaError._PARTITION_EOF:
-                        pending.pop(index, None)
+                        if index in pending:
+                            reached[index] = pending.pop(index)
                         continue
                     raise ClusterError(_error_text(KafkaException(message.error())))
-                if index not in pending:
+                if index not in pending or message.offset() >= pending[index]:
+                    if index in pending:
+                        reached[index] = pending.pop(index)
                     continue
+                reached[index] = message.offset() + 1
                 shown = _message(message)
                 if not contains or _holds(shown, contains):
                     per_partition[index] = per_partition.get(index, 0) + 1
@@ -427,7 +470,7 @@ class Cluster:
                 full = limit is not None and per_partition.get(index, 0) >= limit
                 if message.offset() + 1 >= pending[index] or full:
                     pending.pop(index, None)
-        return found
+        return found, reached
 
     # -- consumer groups ----------------------------------------------------------------
 
@@ -551,6 +594,37 @@ class Cluster:
 
         _retrying(alter, self.timeout)
         return self.group_offsets(group_id)
+
+
+def _within(position: int | None, part: dict[str, Any]) -> int:
+    """A cursor's position in a partition, kept between its start and end offsets."""
+    return part["end"] if position is None else min(max(position, part["start"]), part["end"])
+
+
+def _older_cursor(
+    starts: dict[int, int], found: list[dict[str, Any]], shown: list[dict[str, Any]]
+) -> dict[int, int]:
+    """Where the next older page ends, per partition: above the newest message found but
+    not shown (none: every match from where the reading started was shown)."""
+    cursor = dict(starts)
+    shown_ids = {(m["partition"], m["offset"]) for m in shown}
+    for m in found:
+        if (m["partition"], m["offset"]) not in shown_ids:
+            cursor[m["partition"]] = max(cursor[m["partition"]], m["offset"] + 1)
+    return cursor
+
+
+def _newer_cursor(
+    reached: dict[int, int], found: list[dict[str, Any]], shown: list[dict[str, Any]]
+) -> dict[int, int]:
+    """Where the next newer page starts, per partition: at the oldest message found but not
+    shown, else where the reading reached."""
+    cursor = dict(reached)
+    shown_ids = {(m["partition"], m["offset"]) for m in shown}
+    for m in found:
+        if (m["partition"], m["offset"]) not in shown_ids:
+            cursor[m["partition"]] = min(cursor[m["partition"]], m["offset"])
+    return cursor
 
 
 def _difference(end: int | None, start: int | None) -> int | None:

@@ -225,8 +225,10 @@ def test_topic_configs_and_message_browser(
         offset: int | None = None,
         at_ms: int | None = None,
         contains: str = "",
+        order: str = "oldest",
     ) -> list:
         Select(browser.find_element(By.ID, "msg-mode")).select_by_value(mode)
+        Select(browser.find_element(By.ID, "msg-order")).select_by_value(order)
         limit_box = browser.find_element(By.ID, "msg-limit")
         limit_box.clear()
         limit_box.send_keys(str(limit))
@@ -245,13 +247,19 @@ def test_topic_configs_and_message_browser(
                 browser.find_element(By.ID, "msg-time"),
                 at_ms,
             )
+        return click_and_read("msg-load")
+
+    def click_and_read(button: str) -> list:
         browser.execute_script("document.getElementById('messages-box').dataset.loaded = ''")
-        browser.find_element(By.ID, "msg-load").click()
+        browser.find_element(By.ID, button).click()
         wait_for(
             browser,
             lambda d: d.find_element(By.ID, "messages-box").get_attribute("data-loaded") == "yes",
         )
         return browser.find_elements(By.CSS_SELECTOR, "#messages tr.message")
+
+    def offsets(rows: list) -> list[int]:
+        return [int(r.find_element(By.CSS_SELECTOR, ".offset").text) for r in rows]
 
     rows = load("latest", 5)
     assert [r.find_element(By.CSS_SELECTOR, ".offset").text for r in rows] == [
@@ -268,6 +276,13 @@ def test_topic_configs_and_message_browser(
         "source: web",
         "trace: t11",
     ]
+
+    assert offsets(load("latest", 5, order="newest")) == [11, 10, 9, 8, 7]
+    assert offsets(click_and_read("msg-next")) == [6, 5, 4, 3, 2]
+    assert offsets(click_and_read("msg-next")) == [1, 0]
+    assert text(browser, "#messages-count") == "Page 3: 2 message(s) last page"
+    assert offsets(load("offset", 5, offset=3)) == [3, 4, 5, 6, 7]
+    assert offsets(click_and_read("msg-next")) == [8, 9, 10, 11]
 
     rows = load("offset", 3, offset=2)
     assert [r.find_element(By.CSS_SELECTOR, ".key").text for r in rows] == [
@@ -512,7 +527,7 @@ def test_produce_over_http(broker: BrokerProcess, console: ConsoleProcess) -> No
     assert http(console, "POST", path, message)[1] == {
         "partition": 1,
         "offset": 0,
-        "timestamp": http(console, "GET", f"{path}?partition=1")[1][0]["timestamp"],
+        "timestamp": http(console, "GET", f"{path}?partition=1")[1]["messages"][0]["timestamp"],
     }
     status, anywhere = http(console, "POST", path, {"value": {"base64": "AAE="}, "key": None})
     assert status == 200
@@ -598,3 +613,40 @@ def test_produce_and_edit_configs_from_the_page(
     browser.find_element(By.ID, "config-reset").click()
     wait_for(browser, lambda d: text_now(d, row) not in (None, "3600000"))
     assert overrides(broker.bootstrap, topic) == {}
+
+
+def test_message_pages_beyond_1000_newest_first(
+    broker: BrokerProcess, console: ConsoleProcess
+) -> None:
+    topic, count = unique("paged"), 2500
+    create_topic(broker.bootstrap, topic, partitions=2)
+    base = int(time.time() * 1000) - 3_600_000
+    records = [
+        {"value": str(i).encode(), "partition": i % 2, "timestamp": base + i} for i in range(count)
+    ]
+    produce(broker.bootstrap, topic, records)
+
+    def pages(query: str) -> list[list[int]]:
+        """Every page's values, following `next` to the last page."""
+        found, cursor = [], ""
+        while True:
+            status, page = http(console, "GET", f"/api/topics/{topic}/messages?{query}{cursor}")
+            assert status == 200, page
+            found.append([int(m["value"]["text"]) for m in page["messages"]])
+            if page["next"] is None:
+                return found
+            cursor = f"&cursor={page['next']}"
+
+    newest = pages("mode=latest&order=newest&limit=1000")
+    assert [len(page) for page in newest] == [1000, 1000, 500]
+    assert sum(newest, []) == list(reversed(range(count)))
+    oldest = pages("mode=offset&offset=0&order=oldest&limit=5000")  # capped at 1000 a page
+    assert [len(page) for page in oldest] == [1000, 1000, 500]
+    assert sum(oldest, []) == list(range(count))
+    one = pages("mode=latest&order=newest&limit=1000&partition=1")
+    assert [len(page) for page in one] == [1000, 250]
+    assert sum(one, []) == list(reversed(range(1, count, 2)))
+    assert http(console, "GET", f"/api/topics/{topic}/messages?cursor=0-1") == (
+        400,
+        {"error": "cursor must be partition:offset,..., got '0-1'"},
+    )

@@ -182,19 +182,26 @@ function messageBrowser(topic) {
     topic.partitions.map(p => el("option", { value: p.partition }, p.partition)));
   const mode = el("select", { id: "msg-mode" }, el("option", { value: "latest" }, "latest"),
     el("option", { value: "offset" }, "from offset"), el("option", { value: "time" }, "from time"));
+  const order = el("select", { id: "msg-order" }, el("option", { value: "newest" }, "newest first"),
+    el("option", { value: "oldest" }, "oldest first"));
   const offset = el("input", { id: "msg-offset", type: "number", min: "0", value: "0" });
   const time = el("input", { id: "msg-time", type: "datetime-local", step: "1" });
   const limit = el("input", { id: "msg-limit", type: "number", min: "1", max: "1000", value: "20" });
   const contains = el("input", { id: "msg-contains", placeholder: "key, value or header text" });
   const results = el("div", { id: "messages-box" });
-  const load = async () => {
-    const query = new URLSearchParams({ partition: partition.value, mode: mode.value,
-      limit: limit.value, offset: offset.value, contains: contains.value,
-      time: time.value ? new Date(time.value).toISOString() : "" });
+  let query = null, pageNumber = 0;
+  const show = async cursor => {
     try {
-      const messages = await api(`/api/topics/${encodeURIComponent(topic.name)}/messages?${query}`);
+      const page = await api(`/api/topics/${encodeURIComponent(topic.name)}/messages?${query}` +
+        (cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""));
+      pageNumber = cursor ? pageNumber + 1 : 1;
+      const messages = page.messages;
+      const older = query.get("mode") === "latest";
+      const next = page.next === null ? el("span", { class: "muted", id: "msg-last" }, "last page") :
+        el("button", { id: "msg-next", class: "secondary", onclick: () => show(page.next) },
+          older ? "Older messages" : "Newer messages");
       results.replaceChildren(el("p", { class: "muted", id: "messages-count" },
-        `${messages.length} message(s)`),
+        `Page ${pageNumber}: ${messages.length} message(s) `, next),
         table("messages", ["Partition", "Offset", "Timestamp", "Key", "Headers", "Value"],
           messages.map(m => el("tr", { class: "message", "data-offset": m.offset, "data-partition": m.partition },
             el("td", { class: "partition" }, m.partition), el("td", { class: "offset" }, m.offset),
@@ -206,10 +213,17 @@ function messageBrowser(topic) {
       results.dataset.loaded = "yes";
     } catch (e) { showError(e.message); }
   };
+  const load = () => {
+    query = new URLSearchParams({ partition: partition.value, mode: mode.value, order: order.value,
+      limit: limit.value, offset: offset.value, contains: contains.value,
+      time: time.value ? new Date(time.value).toISOString() : "" });
+    return show(null);
+  };
   return [el("h3", {}, "Messages"),
     el("div", { class: "toolbar" }, el("label", {}, "Partition", partition), el("label", {}, "Read", mode),
+      el("label", {}, "Order", order),
       el("label", {}, "Offset", offset), el("label", {}, "Time (local)", time),
-      el("label", {}, "Max messages", limit), el("label", {}, "Containing", contains),
+      el("label", {}, "Per page (max 1000)", limit), el("label", {}, "Containing", contains),
       el("button", { id: "msg-load", onclick: load }, "Load")),
     results];
 }
