@@ -36,6 +36,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from kafkalite.console.health import BrokerRegistry, count_problems, partition_health
 from kafkalite.console.log_sizes import partition_sizes
 
 MAX_MESSAGES = 1000
@@ -53,6 +54,7 @@ SEARCH_WINDOW = 100_000  # messages per partition a search for the latest matche
 CLIENT_LOG = logging.getLogger("kafkalite.console.librdkafka")
 CLIENT_LOG.setLevel(logging.CRITICAL)
 INTERNAL_PREFIX = "__"
+MIN_ISR = "min.insync.replicas"
 
 
 class ClusterError(Exception):
@@ -135,6 +137,7 @@ class Cluster:
     def __post_init__(self) -> None:
         self.admin = AdminClient(self._conf())
         self._producer: Producer | None = None  # made on the first message produced
+        self.brokers = BrokerRegistry()
 
     def _conf(self) -> dict[str, Any]:
         return {
@@ -153,9 +156,11 @@ class Cluster:
             raise ClusterError(_error_text(exc), _status_of(exc)) from None
 
     def overview(self) -> dict[str, Any]:
+        """The brokers, those seen before and gone listed offline, and the cluster's count of
+        offline, under-min-ISR and under-replicated partitions."""
         description = _wait(self.admin.describe_cluster(request_timeout=self.timeout), self.timeout)
         controller = description.controller.id if description.controller else None
-        brokers = [
+        live = [
             {
                 "id": node.id,
                 "host": node.host,
@@ -165,7 +170,49 @@ class Cluster:
             }
             for node in sorted(description.nodes, key=lambda n: n.id)
         ]
-        return {"cluster_id": description.cluster_id, "controller": controller, "brokers": brokers}
+        metadata = self.metadata()
+        replica_ids = {
+            r
+            for topic in metadata.topics.values()
+            for p in topic.partitions.values()
+            for r in p.replicas
+        }
+        min_isr = self._min_isr(list(metadata.topics))
+        health = [
+            flags
+            for name, topic in metadata.topics.items()
+            for flags in self._health(topic, min_isr.get(name, 1), set(metadata.brokers)).values()
+        ]
+        return {
+            "cluster_id": description.cluster_id,
+            "controller": controller,
+            "brokers": self.brokers.observe(live, replica_ids),
+            "partitions": count_problems(health),
+        }
+
+    def _health(self, topic: Any, min_isr: int, live: set[int]) -> dict[int, dict[str, bool]]:
+        return {
+            index: partition_health(
+                part.leader, list(part.replicas), list(part.isrs), min_isr, live
+            )
+            for index, part in topic.partitions.items()
+        }
+
+    def _min_isr(self, names: list[str]) -> dict[str, int]:
+        """Each topic's min.insync.replicas (a topic that does not answer is left out)."""
+        if not names:
+            return {}
+        resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
+        futures = self.admin.describe_configs(resources, request_timeout=self.timeout)
+        found = {}
+        for resource, future in futures.items():
+            try:
+                entry = _wait(future, self.timeout).get(MIN_ISR)
+            except ClusterError:
+                continue
+            if entry is not None and entry.value is not None:
+                found[resource.name] = int(entry.value)
+        return found
 
     def _offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[Any, int]:
         """Offsets of the partitions that answer; one without a leader right now (a topic
@@ -204,8 +251,10 @@ class Cluster:
             for index in topic.partitions
         ]
         low, high = self._watermarks(partitions)
+        min_isr = self._min_isr(list(metadata.topics))
         rows = []
         for name, topic in sorted(metadata.topics.items()):
+            health = self._health(topic, min_isr.get(name, 1), set(metadata.brokers))
             ends = [(low.get((name, p)), high.get((name, p))) for p in topic.partitions]
             known = all(start is not None and end is not None for start, end in ends)
             replication = max((len(p.replicas) for p in topic.partitions.values()), default=0)
@@ -217,21 +266,33 @@ class Cluster:
                     "replication": replication,
                     "messages": sum(end - start for start, end in ends) if known else None,
                     "size": _total_size(sizes, name, topic.partitions),
+                    **count_problems(health.values()),
                 }
             )
         return rows
 
     def topic(self, name: str) -> dict[str, Any]:
+        try:
+            configs = self.topic_configs(name)
+        except ClusterError as exc:
+            if exc.status == 404:
+                raise ClusterError(f"topic {name!r} does not exist", 404) from None
+            raise
+        min_isr = next((int(c["value"]) for c in configs if c["name"] == MIN_ISR), 1)
         return {
             "name": name,
-            "partitions": self.partitions(name),
-            "configs": self.topic_configs(name),
+            "partitions": self.partitions(name, min_isr),
+            "configs": configs,
+            "min_isr": min_isr,
         }
 
-    def partitions(self, name: str) -> list[dict[str, Any]]:
-        metadata = self.metadata().topics.get(name)  # naming it would auto-create it
+    def partitions(self, name: str, min_isr: int = 1) -> list[dict[str, Any]]:
+        """Each partition's replicas, offsets and health (under min ISR against `min_isr`)."""
+        cluster = self.metadata()
+        metadata = cluster.topics.get(name)  # naming it would auto-create it
         if metadata is None or metadata.error is not None:
             raise ClusterError(f"topic {name!r} does not exist", 404)
+        health = self._health(metadata, min_isr, set(cluster.brokers))
         tps = [TopicPartition(name, index) for index in sorted(metadata.partitions)]
         low, high = self._watermarks(tps)
         sizes = self.sizes()
@@ -245,6 +306,7 @@ class Cluster:
                 "end": high.get((name, index)),
                 "messages": _difference(high.get((name, index)), low.get((name, index))),
                 "size": None if sizes is None else sizes.get((name, index)),
+                **health[index],
             }
             for index, part in sorted(metadata.partitions.items())
         ]

@@ -160,6 +160,8 @@ def test_brokers_page_shows_the_cluster(
     row = browser.find_element(By.CSS_SELECTOR, "#brokers tr[data-broker='0']")
     assert row.find_element(By.CSS_SELECTOR, ".port").text == str(broker.port)
     assert "controller" in row.text
+    assert row.find_element(By.CSS_SELECTOR, ".status").text == "online"
+    assert text(browser, "#offline-brokers") == "0"
 
 
 def test_topics_page_lists_partitions_and_message_counts(
@@ -650,3 +652,31 @@ def test_message_pages_beyond_1000_newest_first(
         400,
         {"error": "cursor must be partition:offset,..., got '0-1'"},
     )
+
+
+def test_partitions_under_min_isr_are_flagged(
+    broker: BrokerProcess, console: ConsoleProcess, browser: WebDriver
+) -> None:
+    """One replica and min.insync.replicas=2: acks=all cannot succeed, as Kafka's
+    `kafka-topics.sh --under-min-isr-partitions` reports."""
+    topic = unique("fragile")
+    create_topic(broker.bootstrap, topic, partitions=2, config={"min.insync.replicas": "2"})
+    status, detail = http(console, "GET", f"/api/topics/{topic}")
+    assert status == 200 and detail["min_isr"] == 2
+    flags = [
+        (p["offline"], p["under_min_isr"], p["under_replicated"]) for p in detail["partitions"]
+    ]
+    assert flags == [(False, True, False)] * 2
+    row = next(t for t in http(console, "GET", "/api/topics")[1] if t["name"] == topic)
+    assert (row["offline"], row["under_min_isr"], row["under_replicated"]) == (0, 2, 0)
+    overview = http(console, "GET", "/api/cluster")[1]
+    assert overview["partitions"] == {"offline": 0, "under_min_isr": 2, "under_replicated": 0}
+    assert [(b["id"], b["online"]) for b in overview["brokers"]] == [(0, True)]
+
+    open_page(browser, console, f"topics/{topic}")
+    row_css = "#partitions tr[data-partition='1']"
+    assert browser.find_element(By.CSS_SELECTOR, row_css).get_attribute("class") == "unhealthy"
+    assert text(browser, f"{row_css} .health") == "under min ISR"
+    open_page(browser, console, "brokers")
+    assert text(browser, "#under-min-isr") == "2"
+    assert text(browser, "#under-replicated") == "0"

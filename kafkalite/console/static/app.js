@@ -73,8 +73,26 @@ function render(title, ...content) {
 
 // -- pages ------------------------------------------------------------------------------
 
+const PROBLEMS = [["offline", "offline"], ["under_min_isr", "under min ISR"],
+  ["under_replicated", "under-replicated"]];
+
+// What is wrong with a partition (or, with counts, a topic): "" when healthy.
+function problems(flagsOrCounts) {
+  return PROBLEMS.filter(([key]) => flagsOrCounts[key])
+    .map(([key, label]) => typeof flagsOrCounts[key] === "number" ? `${flagsOrCounts[key]} ${label}` : label)
+    .join(", ");
+}
+
+function healthCell(flagsOrCounts) {
+  const found = problems(flagsOrCounts);
+  return el("td", { class: found ? "health bad" : "health ok" }, found || "ok");
+}
+
 async function brokersPage() {
   const cluster = await api("/api/cluster");
+  const online = cluster.brokers.filter(b => b.online).length;
+  const card = (label, id, value) => el("div", { class: value ? "card bad" : "card" },
+    el("div", { class: "label" }, label), el("div", { class: "big", id }, value));
   render("Brokers",
     el("div", { class: "cards" },
       el("div", { class: "card" }, el("div", { class: "label" }, "Cluster id"),
@@ -82,11 +100,16 @@ async function brokersPage() {
       el("div", { class: "card" }, el("div", { class: "label" }, "Controller"),
         el("div", { class: "big", id: "controller" }, cluster.controller)),
       el("div", { class: "card" }, el("div", { class: "label" }, "Brokers"),
-        el("div", { class: "big", id: "broker-count" }, cluster.brokers.length))),
-    table("brokers", ["Id", "Host", "Port", "Rack", "Role"], cluster.brokers.map(b =>
-      el("tr", { "data-broker": b.id }, el("td", {}, b.id), el("td", { class: "host" }, b.host),
-        el("td", { class: "port" }, b.port), el("td", {}, b.rack ?? "–"),
-        el("td", {}, b.controller ? "controller" : "broker")))));
+        el("div", { class: "big", id: "broker-count" }, online)),
+      card("Offline brokers", "offline-brokers", cluster.brokers.length - online),
+      card("Offline partitions", "offline-partitions", cluster.partitions.offline),
+      card("Under min ISR", "under-min-isr", cluster.partitions.under_min_isr),
+      card("Under-replicated", "under-replicated", cluster.partitions.under_replicated)),
+    table("brokers", ["Id", "Host", "Port", "Rack", "Role", "Status"], cluster.brokers.map(b =>
+      el("tr", { "data-broker": b.id, class: b.online ? "" : "offline" }, el("td", {}, b.id),
+        el("td", { class: "host" }, b.host ?? "–"), el("td", { class: "port" }, b.port ?? "–"),
+        el("td", {}, b.rack ?? "–"), el("td", {}, b.controller ? "controller" : "broker"),
+        el("td", { class: b.online ? "status ok" : "status bad" }, b.online ? "online" : "offline")))));
 }
 
 async function topicsPage() {
@@ -110,12 +133,12 @@ async function topicsPage() {
       el("label", {}, "Replication", replication),
       el("label", {}, "Configs (name=value per line)", configs), create),
     table("topics", ["Name", { label: "Partitions", num: 1 }, { label: "Replication", num: 1 },
-      { label: "Messages", num: 1 }, { label: "Size", num: 1 }], topics.map(t =>
-      el("tr", { "data-topic": t.name },
+      { label: "Messages", num: 1 }, { label: "Size", num: 1 }, "Health"], topics.map(t =>
+      el("tr", { "data-topic": t.name, class: problems(t) ? "unhealthy" : "" },
         el("td", {}, el("a", { href: `#/topics/${encodeURIComponent(t.name)}` }, t.name),
           t.internal ? el("span", { class: "muted" }, " (internal)") : ""),
         num(t.partitions, "partitions"), num(t.replication, "replication"),
-        num(t.messages, "messages"), size(t.size, "size")))));
+        num(t.messages, "messages"), size(t.size, "size"), healthCell(t)))));
 }
 
 // "name=value" (or "name: value") lines as an object; blank lines skipped.
@@ -247,11 +270,14 @@ async function topicPage(name) {
       el("div", { class: "toolbar" }, remove)),
     el("h3", {}, "Partitions"),
     table("partitions", ["Partition", "Leader", "Replicas", "ISR", { label: "Start offset", num: 1 },
-      { label: "End offset", num: 1 }, { label: "Messages", num: 1 }, { label: "Size", num: 1 }],
+      { label: "End offset", num: 1 }, { label: "Messages", num: 1 }, { label: "Size", num: 1 },
+      `Health (min ISR ${topic.min_isr})`],
       topic.partitions.map(p =>
-        el("tr", { "data-partition": p.partition }, el("td", {}, p.partition), el("td", {}, p.leader),
+        el("tr", { "data-partition": p.partition, class: problems(p) ? "unhealthy" : "" },
+          el("td", {}, p.partition), el("td", {}, p.leader < 0 ? "none" : p.leader),
           el("td", {}, p.replicas.join(", ")), el("td", {}, p.isr.join(", ")),
-          num(p.start, "start"), num(p.end, "end"), num(p.messages, "messages"), size(p.size, "size")))),
+          num(p.start, "start"), num(p.end, "end"), num(p.messages, "messages"), size(p.size, "size"),
+          healthCell(p)))),
     ...messageBrowser(topic),
     ...producer(topic),
     el("h3", {}, "Configuration (overrides first)"),
