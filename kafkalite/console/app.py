@@ -77,6 +77,19 @@ async def _json_body(request: Request) -> dict[str, Any]:
     return body
 
 
+def _reset_value(to: str, body: dict[str, Any]) -> int | None:
+    """The number a reset needs: an offset, a time ("time": ISO or epoch ms) or a shift."""
+    raw = body.get({"datetime": "time", "shift": "by"}.get(to, "offset"))
+    if raw in (None, ""):
+        return None
+    if to == "datetime":
+        return _time_ms(str(raw))
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        raise BadRequest(f"reset to {to} needs an integer, got {raw!r}") from None
+
+
 def _bytes(part: Any) -> bytes | None:
     """A key, value or header as the API shows them: null, text, or {"base64": ...}."""
     if part is None:
@@ -161,15 +174,13 @@ def build_app(cluster: Cluster) -> Starlette:
     async def reset_offsets(request: Request) -> Response:
         body = await _json_body(request)
         group_id = request.path_params["group"]
-        value = body.get("offset")
-        return await _in_thread(
-            lambda: cluster.reset_offsets(
-                group_id,
-                str(body.get("topic", "")),
-                str(body.get("to", "")),
-                None if value in (None, "") else int(value),
-            )
-        )
+        to = str(body.get("to", ""))
+        try:
+            value = _reset_value(to, body)
+        except ClusterError as exc:
+            return JSONResponse({"error": str(exc)}, exc.status)
+        topic = str(body.get("topic", ""))
+        return await _in_thread(lambda: cluster.reset_offsets(group_id, topic, to, value))
 
     async def _in_thread(call: Callable[[], Any]) -> Response:
         try:
@@ -203,6 +214,11 @@ def build_app(cluster: Cluster) -> Starlette:
         Route("/api/topics/{name}/configs", alter_configs, methods=["POST"]),
         Route("/api/groups", api(lambda r: cluster.groups())),
         Route("/api/groups/{group}", api(lambda r: cluster.group(r.path_params["group"]))),
+        Route(
+            "/api/groups/{group}",
+            api(lambda r: cluster.delete_group(r.path_params["group"]) or {"ok": True}),
+            methods=["DELETE"],
+        ),
         Route("/api/groups/{group}/reset-offsets", reset_offsets, methods=["POST"]),
         Route("/api/throughput", api(lambda r: cluster.throughput_sample())),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),

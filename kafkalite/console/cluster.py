@@ -627,24 +627,69 @@ class Cluster:
             "lag": sum(row["lag"] or 0 for row in offsets),
         }
 
+    def _reset_targets(
+        self, group_id: str, topic: str, parts: list[dict], to: str, value: int | None
+    ) -> dict[int, int]:
+        """Where each partition goes, before being kept between its start and end."""
+        if to == "earliest":
+            return {p["partition"]: p["start"] for p in parts}
+        if to == "latest":
+            return {p["partition"]: p["end"] for p in parts}
+        if to not in ("offset", "datetime", "shift"):
+            raise ClusterError(
+                f"reset to must be earliest, latest, offset, datetime or shift, not {to!r}", 400
+            )
+        if value is None:
+            raise ClusterError(f"reset to {to!r} needs a value", 400)
+        if to == "offset":
+            return {p["partition"]: value for p in parts}
+        if to == "datetime":  # no message at or after it: the end
+            spec = OffsetSpec.for_timestamp(value)
+            at = self._offsets([TopicPartition(topic, p["partition"]) for p in parts], spec)
+            found = {p["partition"]: at.get((topic, p["partition"]), -1) for p in parts}
+            return {
+                p["partition"]: p["end"] if found[p["partition"]] < 0 else found[p["partition"]]
+                for p in parts
+            }
+        committed = {
+            row["partition"]: row["committed"]
+            for row in self.group_offsets(group_id)
+            if row["topic"] == topic and row["committed"] is not None
+        }
+        missing = [p["partition"] for p in parts if p["partition"] not in committed]
+        if missing:
+            raise ClusterError(
+                f"cannot shift partitions {missing} of {topic}: no committed offset", 400
+            )
+        return {index: offset + value for index, offset in committed.items()}
+
+    def delete_group(self, group_id: str) -> None:
+        """DeleteGroups: the group and its committed offsets (Kafka refuses a group with
+        active members: NON_EMPTY_GROUP)."""
+
+        def delete() -> None:
+            futures = self.admin.delete_consumer_groups([group_id], request_timeout=self.timeout)
+            _wait(futures[group_id], self.timeout)
+
+        _retrying(delete, self.timeout)
+
     def reset_offsets(
         self, group_id: str, topic: str, to: str, value: int | None = None
     ) -> list[dict[str, Any]]:
-        """Move the group's committed offsets of every partition of `topic` (Kafka requires
-        the group to have no active members)."""
-        targets = []
-        for part in self.partitions(topic):
+        """Move the group's committed offsets of every partition of `topic`, as
+        kafka-consumer-groups.sh --reset-offsets does: --to-earliest, --to-latest,
+        --to-offset `value`, --to-datetime `value` (epoch ms; the first message at or after it,
+        else the end) or --shift-by `value` (from the committed offset). Targets are kept
+        between the partition's start and end; Kafka requires the group to have no active
+        members."""
+        parts = self.partitions(topic)
+        for part in parts:
             if part["messages"] is None:
                 raise ClusterError(f"partition {part['partition']} of {topic} has no leader", 409)
-            if to == "earliest":
-                target = part["start"]
-            elif to == "latest":
-                target = part["end"]
-            elif to == "offset" and value is not None:
-                target = min(max(value, part["start"]), part["end"])
-            else:
-                raise ClusterError(f"reset to {to!r} needs an offset", 400)
-            targets.append(TopicPartition(topic, part["partition"], target))
+        wanted = self._reset_targets(group_id, topic, parts, to, value)
+        targets = [
+            TopicPartition(topic, p["partition"], _within(wanted[p["partition"]], p)) for p in parts
+        ]
         request = [ConsumerGroupTopicPartitions(group_id, targets)]
 
         def alter() -> None:

@@ -6,6 +6,7 @@ shows with what was written; actions taken in the page are checked through the A
 
 from __future__ import annotations
 
+import datetime
 import json
 import signal
 import socket
@@ -364,7 +365,22 @@ def test_reset_offsets_asks_then_takes_effect(
     confirm(browser, "yes")
     wait_for(browser, lambda d: d.find_element(By.ID, "notice").is_displayed())
     assert committed(broker.bootstrap, group) == {0: 0}
-    wait_for(browser, lambda d: d.find_element(By.ID, "group-lag").text == "8")
+    wait_for(browser, lambda d: text_now(d, "#group-lag") == "8")
+
+    Select(browser.find_element(By.ID, "reset-to")).select_by_value("shift")
+    shift = browser.find_element(By.ID, "reset-shift")
+    shift.clear()
+    shift.send_keys("5")
+    browser.find_element(By.ID, "reset-go").click()
+    confirm(browser, "yes")
+    wait_for(browser, lambda d: text_now(d, "#group-lag") == "3")
+    assert committed(broker.bootstrap, group) == {0: 5}
+
+    browser.find_element(By.ID, "delete-group").click()
+    confirm(browser, "yes")
+    wait_for(browser, lambda d: text_now(d, "#view h2") == "Consumer groups")
+    assert text(browser, "#notice") == f"Group {group} deleted"
+    assert not browser.find_elements(By.CSS_SELECTOR, f"tr[data-group='{group}']")
 
 
 def test_create_and_delete_topic_from_the_page(
@@ -680,3 +696,50 @@ def test_partitions_under_min_isr_are_flagged(
     open_page(browser, console, "brokers")
     assert text(browser, "#under-min-isr") == "2"
     assert text(browser, "#under-replicated") == "0"
+
+
+def test_reset_offsets_to_a_datetime_or_by_a_shift_and_delete_over_http(
+    broker: BrokerProcess, console: ConsoleProcess
+) -> None:
+    topic, group = unique("rewind"), unique("rewinder")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    base = 1_700_000_000_000
+    produce(
+        broker.bootstrap,
+        topic,
+        [
+            {"value": b"v", "partition": p, "timestamp": base + 1000 * i}
+            for p in (0, 1)
+            for i in range(10)
+        ],
+    )
+    commit(broker.bootstrap, group, topic, {0: 5})
+    path = f"/api/groups/{group}/reset-offsets"
+
+    def reset(**body: object) -> tuple[int, object]:
+        return http(console, "POST", path, {"topic": topic, **body})
+
+    assert reset(to="shift", by=-2) == (
+        400,
+        {"error": f"cannot shift partitions [1] of {topic}: no committed offset"},
+    )
+    assert reset(to="datetime", time=str(base + 4000))[0] == 200
+    assert committed(broker.bootstrap, group) == {0: 4, 1: 4}
+    assert reset(to="shift", by=-3)[0] == 200
+    assert committed(broker.bootstrap, group) == {0: 1, 1: 1}
+    assert reset(to="shift", by="-7")[0] == 200  # kept at the start, as Kafka's tool does
+    assert committed(broker.bootstrap, group) == {0: 0, 1: 0}
+    after_all = datetime.datetime.fromtimestamp(base / 1000 + 60, datetime.UTC).isoformat()
+    assert reset(to="datetime", time=after_all)[0] == 200  # no message at or after: the end
+    assert committed(broker.bootstrap, group) == {0: 10, 1: 10}
+    assert reset(to="datetime", time="2023-11-14T22:13:25")[0] == 200  # UTC: base + 5 s
+    assert committed(broker.bootstrap, group) == {0: 5, 1: 5}
+    assert reset(to="shift", by="x") == (400, {"error": "reset to shift needs an integer, got 'x'"})
+    assert reset(to="shift") == (400, {"error": "reset to 'shift' needs a value"})
+    assert reset(to="sideways")[0] == 400
+    assert committed(broker.bootstrap, group) == {0: 5, 1: 5}
+
+    assert http(console, "DELETE", f"/api/groups/{group}") == (200, {"ok": True})
+    assert group not in [g["group_id"] for g in http(console, "GET", "/api/groups")[1]]
+    status, answer = http(console, "DELETE", f"/api/groups/{group}")
+    assert status == 404 and "GROUP_ID_NOT_FOUND" in answer["error"]

@@ -306,18 +306,31 @@ async function groupPage(groupId) {
   const topics = [...new Set(group.offsets.map(o => o.topic))];
   const topic = el("select", { id: "reset-topic" }, topics.map(t => el("option", { value: t }, t)));
   const to = el("select", { id: "reset-to" }, el("option", { value: "earliest" }, "earliest"),
-    el("option", { value: "latest" }, "latest"), el("option", { value: "offset" }, "offset"));
+    el("option", { value: "latest" }, "latest"), el("option", { value: "offset" }, "offset"),
+    el("option", { value: "datetime" }, "datetime"), el("option", { value: "shift" }, "shift by"));
   const offset = el("input", { id: "reset-offset", type: "number", min: "0", value: "0" });
+  const time = el("input", { id: "reset-time", type: "datetime-local", step: "1" });
+  const shift = el("input", { id: "reset-shift", type: "number", value: "-1" });
   const reset = el("button", { id: "reset-go", class: "danger", onclick: async () => {
-    const target = to.value === "offset" ? `offset ${offset.value}` : to.value;
+    const when = time.value ? new Date(time.value).toISOString() : "";
+    const target = { offset: `offset ${offset.value}`, datetime: `the first message at or after ${when}`,
+      shift: `committed offset ${Number(shift.value) >= 0 ? "+" : ""}${shift.value}` }[to.value] ?? to.value;
     if (!await confirmAction(`Reset group "${groupId}" on topic "${topic.value}" to ${target}?`)) return;
     try {
       await api(`/api/groups/${encodeURIComponent(groupId)}/reset-offsets`, { method: "POST",
-        body: JSON.stringify({ topic: topic.value, to: to.value, offset: offset.value }) });
+        body: JSON.stringify({ topic: topic.value, to: to.value, offset: offset.value, time: when,
+          by: shift.value }) });
       showNotice(`Offsets of ${groupId} reset to ${target}`);
       await route();
     } catch (e) { showError(e.message); }
   } }, "Reset offsets");
+  const remove = el("button", { id: "delete-group", class: "danger", onclick: async () => {
+    if (!await confirmAction(`Delete group "${groupId}" and its committed offsets?`)) return;
+    try {
+      await api(`/api/groups/${encodeURIComponent(groupId)}`, { method: "DELETE" });
+      navigate("#/groups", `Group ${groupId} deleted`);
+    } catch (e) { showError(e.message); }
+  } }, "Delete group");
   render(`Group ${groupId}`,
     el("div", { class: "cards" },
       el("div", { class: "card" }, el("div", { class: "label" }, "State"),
@@ -325,7 +338,8 @@ async function groupPage(groupId) {
       el("div", { class: "card" }, el("div", { class: "label" }, "Members"),
         el("div", { class: "big", id: "member-count" }, group.members.length)),
       el("div", { class: "card" }, el("div", { class: "label" }, "Total lag"),
-        el("div", { class: "big", id: "group-lag" }, group.lag.toLocaleString("en-US")))),
+        el("div", { class: "big", id: "group-lag" }, group.lag.toLocaleString("en-US"))),
+      el("div", { class: "toolbar" }, remove)),
     el("h3", {}, "Members"),
     group.members.length === 0 ? el("p", { class: "muted", id: "no-members" }, "No active members.") :
       table("members", ["Member", "Client id", "Host", "Assignment"], group.members.map(m =>
@@ -338,7 +352,8 @@ async function groupPage(groupId) {
         num(o.committed, "committed"), num(o.end, "end"), num(o.lag, "lag")))),
     el("h3", {}, "Reset offsets (the group must have no active members)"),
     el("div", { class: "toolbar" }, el("label", {}, "Topic", topic), el("label", {}, "To", to),
-      el("label", {}, "Offset", offset), reset));
+      el("label", {}, "Offset", offset), el("label", {}, "Datetime (local)", time),
+      el("label", {}, "Shift by", shift), reset));
 }
 
 function drawChart(canvas, points) {
