@@ -375,7 +375,9 @@ class Cluster:
         if partition is not None and partition not in indexes:
             raise ClusterError(f"topic {topic!r} has no partition {partition}", 400)
         if self._producer is None:
-            self._producer = Producer({**self._conf(), "acks": "all", "linger.ms": 0})
+            self._producer = Producer(
+                {**self._conf(), "acks": "all", "linger.ms": 0, "allow.auto.create.topics": False}
+            )
         written: list[Any] = []
         extra = {} if partition is None else {"partition": partition}
         self._producer.produce(

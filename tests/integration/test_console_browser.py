@@ -632,6 +632,14 @@ def test_produce_and_edit_configs_from_the_page(
     wait_for(browser, lambda d: text_now(d, row) not in (None, "3600000"))
     assert overrides(broker.bootstrap, topic) == {}
 
+    # Deleted by someone else while viewed: the next action says so and goes back to the list.
+    admin(broker.bootstrap).delete_topics([topic])[topic].result(CLIENT_TIMEOUT)
+    browser.find_element(By.ID, "produce-send").click()
+    wait_for(
+        browser, lambda d: d.find_element(By.ID, "view").get_attribute("data-loaded") == "#/topics"
+    )
+    assert text(browser, "#notice") == f"Topic {topic} was deleted"
+
 
 def test_message_pages_beyond_1000_newest_first(
     broker: BrokerProcess, console: ConsoleProcess

@@ -43,7 +43,7 @@ async function api(path, options = {}) {
     headers: { "Content-Type": "application/json" }, ...options,
   });
   const body = await response.json().catch(() => ({ error: response.statusText }));
-  if (!response.ok) throw new Error(body.error || response.statusText);
+  if (!response.ok) throw Object.assign(new Error(body.error || response.statusText), { status: response.status });
   return body;
 }
 
@@ -154,6 +154,13 @@ function entries(textValue, separator) {
   });
 }
 
+// An action on the topic being viewed failed: a topic deleted meanwhile (404) takes the page
+// back to the list with a notice; anything else is shown as an error.
+function topicFailed(topic, error) {
+  if (error.status === 404) navigate("#/topics", `Topic ${topic.name} was deleted`);
+  else showError(error.message);
+}
+
 function producer(topic) {
   const partition = el("select", { id: "produce-partition" }, el("option", { value: "any" }, "any (partitioner)"),
     topic.partitions.map(p => el("option", { value: p.partition }, p.partition)));
@@ -167,7 +174,7 @@ function producer(topic) {
           key: key.value === "" ? null : key.value, value: value.value,
           headers: entries(headers.value, ":") }) });
       showNotice(`Message written to partition ${written.partition} at offset ${written.offset}`);
-    } catch (e) { showError(e.message); }
+    } catch (e) { topicFailed(topic, e); }
   } }, "Produce");
   return [el("h3", {}, "Produce a message"),
     el("div", { class: "toolbar" }, el("label", {}, "Partition", partition), el("label", {}, "Key", key),
@@ -184,7 +191,7 @@ function configEditor(topic) {
       await api(path, { method: "POST", body: JSON.stringify(body) });
       showNotice(done);
       await route();
-    } catch (e) { showError(e.message); }
+    } catch (e) { topicFailed(topic, e); }
   };
   return el("div", { class: "toolbar" }, el("label", {}, "Config", name), names, el("label", {}, "Value", value),
     el("button", { id: "config-set", onclick: () =>
@@ -234,7 +241,7 @@ function messageBrowser(topic) {
               el("div", { class: "header" }, `${k}: `, v === null ? "null" : (v.text ?? `base64:${v.base64}`)))),
             el("td", { class: "value" }, renderValue(m.value))))));
       results.dataset.loaded = "yes";
-    } catch (e) { showError(e.message); }
+    } catch (e) { topicFailed(topic, e); }
   };
   const load = () => {
     query = new URLSearchParams({ partition: partition.value, mode: mode.value, order: order.value,
