@@ -99,7 +99,7 @@ async function brokersPage() {
         el("div", { class: "big", id: "cluster-id" }, cluster.cluster_id)),
       el("div", { class: "card" }, el("div", { class: "label" }, "Controller"),
         el("div", { class: "big", id: "controller" }, cluster.controller)),
-      el("div", { class: "card" }, el("div", { class: "label" }, "Brokers"),
+      el("div", { class: "card" }, el("div", { class: "label" }, "Brokers online"),
         el("div", { class: "big", id: "broker-count" }, online)),
       card("Offline brokers", "offline-brokers", cluster.brokers.length - online),
       card("Offline partitions", "offline-partitions", cluster.partitions.offline),
