@@ -343,6 +343,8 @@ def test_groups_show_members_and_lag(
         ]
         assert cells == ["–", "3", "–"]
         assert text(browser, "#group-lag") == "7"
+        status, answer = http(console, "DELETE", f"/api/groups/{group}")  # Kafka refuses
+        assert status == 409 and answer["error"].startswith("NON_EMPTY_GROUP"), answer
     finally:
         member.close()
 
