@@ -22,10 +22,13 @@ from confluent_kafka import (
     ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
+    Producer,
     TopicPartition,
 )
 from confluent_kafka.admin import (
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     ConfigSource,
     NewTopic,
@@ -33,6 +36,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from kafkalite.console.health import BrokerRegistry, count_problems, partition_health
 from kafkalite.console.log_sizes import partition_sizes
 
 MAX_MESSAGES = 1000
@@ -50,6 +54,7 @@ SEARCH_WINDOW = 100_000  # messages per partition a search for the latest matche
 CLIENT_LOG = logging.getLogger("kafkalite.console.librdkafka")
 CLIENT_LOG.setLevel(logging.CRITICAL)
 INTERNAL_PREFIX = "__"
+MIN_ISR = "min.insync.replicas"
 
 
 class ClusterError(Exception):
@@ -131,6 +136,8 @@ class Cluster:
 
     def __post_init__(self) -> None:
         self.admin = AdminClient(self._conf())
+        self._producer: Producer | None = None  # made on the first message produced
+        self.brokers = BrokerRegistry()
 
     def _conf(self) -> dict[str, Any]:
         return {
@@ -149,9 +156,11 @@ class Cluster:
             raise ClusterError(_error_text(exc), _status_of(exc)) from None
 
     def overview(self) -> dict[str, Any]:
+        """The brokers, those seen before and gone listed offline, and the cluster's count of
+        offline, under-min-ISR and under-replicated partitions."""
         description = _wait(self.admin.describe_cluster(request_timeout=self.timeout), self.timeout)
         controller = description.controller.id if description.controller else None
-        brokers = [
+        live = [
             {
                 "id": node.id,
                 "host": node.host,
@@ -161,7 +170,49 @@ class Cluster:
             }
             for node in sorted(description.nodes, key=lambda n: n.id)
         ]
-        return {"cluster_id": description.cluster_id, "controller": controller, "brokers": brokers}
+        metadata = self.metadata()
+        replica_ids = {
+            r
+            for topic in metadata.topics.values()
+            for p in topic.partitions.values()
+            for r in p.replicas
+        }
+        min_isr = self._min_isr(list(metadata.topics))
+        health = [
+            flags
+            for name, topic in metadata.topics.items()
+            for flags in self._health(topic, min_isr.get(name, 1), set(metadata.brokers)).values()
+        ]
+        return {
+            "cluster_id": description.cluster_id,
+            "controller": controller,
+            "brokers": self.brokers.observe(live, replica_ids),
+            "partitions": count_problems(health),
+        }
+
+    def _health(self, topic: Any, min_isr: int, live: set[int]) -> dict[int, dict[str, bool]]:
+        return {
+            index: partition_health(
+                part.leader, list(part.replicas), list(part.isrs), min_isr, live
+            )
+            for index, part in topic.partitions.items()
+        }
+
+    def _min_isr(self, names: list[str]) -> dict[str, int]:
+        """Each topic's min.insync.replicas (a topic that does not answer is left out)."""
+        if not names:
+            return {}
+        resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
+        futures = self.admin.describe_configs(resources, request_timeout=self.timeout)
+        found = {}
+        for resource, future in futures.items():
+            try:
+                entry = _wait(future, self.timeout).get(MIN_ISR)
+            except ClusterError:
+                continue
+            if entry is not None and entry.value is not None:
+                found[resource.name] = int(entry.value)
+        return found
 
     def _offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[Any, int]:
         """Offsets of the partitions that answer; one without a leader right now (a topic
@@ -200,8 +251,10 @@ class Cluster:
             for index in topic.partitions
         ]
         low, high = self._watermarks(partitions)
+        min_isr = self._min_isr(list(metadata.topics))
         rows = []
         for name, topic in sorted(metadata.topics.items()):
+            health = self._health(topic, min_isr.get(name, 1), set(metadata.brokers))
             ends = [(low.get((name, p)), high.get((name, p))) for p in topic.partitions]
             known = all(start is not None and end is not None for start, end in ends)
             replication = max((len(p.replicas) for p in topic.partitions.values()), default=0)
@@ -213,21 +266,33 @@ class Cluster:
                     "replication": replication,
                     "messages": sum(end - start for start, end in ends) if known else None,
                     "size": _total_size(sizes, name, topic.partitions),
+                    **count_problems(health.values()),
                 }
             )
         return rows
 
     def topic(self, name: str) -> dict[str, Any]:
+        try:
+            configs = self.topic_configs(name)
+        except ClusterError as exc:
+            if exc.status == 404:
+                raise ClusterError(f"topic {name!r} does not exist", 404) from None
+            raise
+        min_isr = next((int(c["value"]) for c in configs if c["name"] == MIN_ISR), 1)
         return {
             "name": name,
-            "partitions": self.partitions(name),
-            "configs": self.topic_configs(name),
+            "partitions": self.partitions(name, min_isr),
+            "configs": configs,
+            "min_isr": min_isr,
         }
 
-    def partitions(self, name: str) -> list[dict[str, Any]]:
-        metadata = self.metadata().topics.get(name)  # naming it would auto-create it
+    def partitions(self, name: str, min_isr: int = 1) -> list[dict[str, Any]]:
+        """Each partition's replicas, offsets and health (under min ISR against `min_isr`)."""
+        cluster = self.metadata()
+        metadata = cluster.topics.get(name)  # naming it would auto-create it
         if metadata is None or metadata.error is not None:
             raise ClusterError(f"topic {name!r} does not exist", 404)
+        health = self._health(metadata, min_isr, set(cluster.brokers))
         tps = [TopicPartition(name, index) for index in sorted(metadata.partitions)]
         low, high = self._watermarks(tps)
         sizes = self.sizes()
@@ -241,6 +306,7 @@ class Cluster:
                 "end": high.get((name, index)),
                 "messages": _difference(high.get((name, index)), low.get((name, index))),
                 "size": None if sizes is None else sizes.get((name, index)),
+                **health[index],
             }
             for index, part in sorted(metadata.partitions.items())
         ]
@@ -265,6 +331,15 @@ class Cluster:
         futures = self.admin.create_topics([new], request_timeout=self.timeout)
         _wait(futures[name], self.timeout)
 
+    def alter_topic_configs(self, name: str, set_: dict[str, str], delete: list[str]) -> None:
+        """IncrementalAlterConfigs: set some properties, return others to their default."""
+        set_op, delete_op = AlterConfigOpType.SET, AlterConfigOpType.DELETE
+        entries = [ConfigEntry(k, v, incremental_operation=set_op) for k, v in set_.items()]
+        entries += [ConfigEntry(k, None, incremental_operation=delete_op) for k in delete]
+        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
+        futures = self.admin.incremental_alter_configs([resource], request_timeout=self.timeout)
+        _wait(futures[resource], self.timeout)
+
     def delete_topic(self, name: str) -> None:
         futures = self.admin.delete_topics([name], request_timeout=self.timeout)
         _wait(futures[name], self.timeout)
@@ -286,6 +361,45 @@ class Cluster:
 
     # -- messages -----------------------------------------------------------------------
 
+    def produce(
+        self,
+        topic: str,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+    ) -> dict[str, Any]:
+        """One message, acknowledged by all in-sync replicas: where it was written. The topic
+        must exist (producing to an unknown one could auto-create it)."""
+        indexes = [p["partition"] for p in self.partitions(topic)]
+        if partition is not None and partition not in indexes:
+            raise ClusterError(f"topic {topic!r} has no partition {partition}", 400)
+        if self._producer is None:
+            self._producer = Producer(
+                {**self._conf(), "acks": "all", "linger.ms": 0, "allow.auto.create.topics": False}
+            )
+        written: list[Any] = []
+        extra = {} if partition is None else {"partition": partition}
+        self._producer.produce(
+            topic,
+            value,
+            key,
+            headers=headers,
+            on_delivery=lambda error, message: written.append(error or message),
+            **extra,
+        )
+        self._producer.flush(self.timeout)
+        if not written:
+            raise ClusterError(f"the message was not acknowledged within {self.timeout:g}s")
+        if isinstance(written[0], KafkaError):
+            raise ClusterError(_error_text(KafkaException(written[0])), 409)
+        message = written[0]
+        return {
+            "partition": message.partition(),
+            "offset": message.offset(),
+            "timestamp": message.timestamp()[1],
+        }
+
     def messages(
         self,
         topic: str,
@@ -295,9 +409,27 @@ class Cluster:
         timestamp_ms: int | None = None,
         contains: str = "",
     ) -> list[dict[str, Any]]:
+        """One page of `page`, oldest first."""
+        return self.page(topic, partition, limit, offset, timestamp_ms, contains)["messages"]
+
+    def page(
+        self,
+        topic: str,
+        partition: int | None,
+        limit: int,
+        offset: int | None = None,
+        timestamp_ms: int | None = None,
+        contains: str = "",
+        newest_first: bool = False,
+        cursor: dict[int, int] | None = None,
+    ) -> dict[str, Any]:
         """The latest `limit` messages, or the first `limit` from an offset or a time; with
         `contains`, only those whose key, value or a header holds that text (the latest are
-        looked for among the last SEARCH_WINDOW messages of each partition)."""
+        looked for among the last SEARCH_WINDOW messages of each partition).
+
+        `next` is the cursor of the following page (None after the last): per partition,
+        where the page stopped. Given back as `cursor`, the latest are read below it (older
+        messages), the others from it on (newer ones)."""
         latest = offset is None and timestamp_ms is None
         parts = [
             p
@@ -308,7 +440,15 @@ class Cluster:
             raise ClusterError(f"topic {topic!r} has no partition {partition}", 404)
         limit = max(1, min(limit, MAX_MESSAGES))
         window = SEARCH_WINDOW if contains and latest else limit
-        starts = self._starts(topic, parts, window, offset, timestamp_ms)
+        if cursor is None:
+            ends = {p["partition"]: p["end"] for p in parts}
+            starts = self._starts(topic, parts, window, offset, timestamp_ms)
+        elif latest:
+            ends = {p["partition"]: _within(cursor.get(p["partition"]), p) for p in parts}
+            starts = {p["partition"]: max(p["start"], ends[p["partition"]] - window) for p in parts}
+        else:
+            ends = {p["partition"]: p["end"] for p in parts}
+            starts = {p["partition"]: _within(cursor.get(p["partition"]), p) for p in parts}
         consumer = Consumer(
             {
                 **self._conf(),
@@ -318,11 +458,22 @@ class Cluster:
             }
         )
         try:
-            found = self._read(consumer, topic, parts, starts, None if latest else limit, contains)
+            found, reached = self._read(
+                consumer, topic, starts, ends, None if latest else limit, contains
+            )
         finally:
             consumer.close()
         found.sort(key=lambda m: (m["timestamp"], m["partition"], m["offset"]))
-        return found[-limit:] if latest else found[:limit]  # newest last
+        shown = found[-limit:] if latest else found[:limit]
+        if latest:
+            following = _older_cursor(starts, found, shown)
+            more = any(following[p["partition"]] > p["start"] for p in parts)
+        else:
+            following = _newer_cursor(reached, found, shown)
+            more = any(following[p["partition"]] < p["end"] for p in parts)
+        if newest_first:
+            shown.reverse()
+        return {"messages": shown, "next": following if more else None}
 
     def _starts(
         self, topic: str, parts: list[dict], limit: int, offset: int | None, ts: int | None
@@ -344,13 +495,15 @@ class Cluster:
         self,
         consumer: Consumer,
         topic: str,
-        parts: list[dict],
         starts: dict[int, int],
+        ends: dict[int, int],
         limit: int | None,
         contains: str,
-    ) -> list[dict[str, Any]]:
-        """Messages from `starts` to each partition's end, or until `limit` found in it."""
-        pending = {p["partition"]: p["end"] for p in parts if starts[p["partition"]] < p["end"]}
+    ) -> tuple[list[dict[str, Any]], dict[int, int]]:
+        """Messages from `starts` up to `ends` (exclusive) per partition, or until `limit`
+        found in it; and per partition the offset the reading reached."""
+        pending = {i: end for i, end in ends.items() if starts[i] < end}
+        reached = dict(starts)
         consumer.assign(
             [
                 TopicPartition(topic, i, starts[i] if starts[i] >= 0 else OFFSET_BEGINNING)
@@ -361,15 +514,19 @@ class Cluster:
         per_partition: dict[int, int] = {}
         deadline = time.monotonic() + self.timeout
         while pending and time.monotonic() < deadline:
-            for message in consumer.consume(500, timeout=0.5):
+            for message in consumer.consume(500, timeout=0.1):  # returns at the timeout
                 index = message.partition()
                 if message.error():
                     if message.error().code() == KafkaError._PARTITION_EOF:
-                        pending.pop(index, None)
+                        if index in pending:
+                            reached[index] = pending.pop(index)
                         continue
                     raise ClusterError(_error_text(KafkaException(message.error())))
-                if index not in pending:
+                if index not in pending or message.offset() >= pending[index]:
+                    if index in pending:
+                        reached[index] = pending.pop(index)
                     continue
+                reached[index] = message.offset() + 1
                 shown = _message(message)
                 if not contains or _holds(shown, contains):
                     per_partition[index] = per_partition.get(index, 0) + 1
@@ -377,7 +534,7 @@ class Cluster:
                 full = limit is not None and per_partition.get(index, 0) >= limit
                 if message.offset() + 1 >= pending[index] or full:
                     pending.pop(index, None)
-        return found
+        return found, reached
 
     # -- consumer groups ----------------------------------------------------------------
 
@@ -472,24 +629,69 @@ class Cluster:
             "lag": sum(row["lag"] or 0 for row in offsets),
         }
 
+    def _reset_targets(
+        self, group_id: str, topic: str, parts: list[dict], to: str, value: int | None
+    ) -> dict[int, int]:
+        """Where each partition goes, before being kept between its start and end."""
+        if to == "earliest":
+            return {p["partition"]: p["start"] for p in parts}
+        if to == "latest":
+            return {p["partition"]: p["end"] for p in parts}
+        if to not in ("offset", "datetime", "shift"):
+            raise ClusterError(
+                f"reset to must be earliest, latest, offset, datetime or shift, not {to!r}", 400
+            )
+        if value is None:
+            raise ClusterError(f"reset to {to!r} needs a value", 400)
+        if to == "offset":
+            return {p["partition"]: value for p in parts}
+        if to == "datetime":  # no message at or after it: the end
+            spec = OffsetSpec.for_timestamp(value)
+            at = self._offsets([TopicPartition(topic, p["partition"]) for p in parts], spec)
+            found = {p["partition"]: at.get((topic, p["partition"]), -1) for p in parts}
+            return {
+                p["partition"]: p["end"] if found[p["partition"]] < 0 else found[p["partition"]]
+                for p in parts
+            }
+        committed = {
+            row["partition"]: row["committed"]
+            for row in self.group_offsets(group_id)
+            if row["topic"] == topic and row["committed"] is not None
+        }
+        missing = [p["partition"] for p in parts if p["partition"] not in committed]
+        if missing:
+            raise ClusterError(
+                f"cannot shift partitions {missing} of {topic}: no committed offset", 400
+            )
+        return {index: offset + value for index, offset in committed.items()}
+
+    def delete_group(self, group_id: str) -> None:
+        """DeleteGroups: the group and its committed offsets (Kafka refuses a group with
+        active members: NON_EMPTY_GROUP)."""
+
+        def delete() -> None:
+            futures = self.admin.delete_consumer_groups([group_id], request_timeout=self.timeout)
+            _wait(futures[group_id], self.timeout)
+
+        _retrying(delete, self.timeout)
+
     def reset_offsets(
         self, group_id: str, topic: str, to: str, value: int | None = None
     ) -> list[dict[str, Any]]:
-        """Move the group's committed offsets of every partition of `topic` (Kafka requires
-        the group to have no active members)."""
-        targets = []
-        for part in self.partitions(topic):
+        """Move the group's committed offsets of every partition of `topic`, as
+        kafka-consumer-groups.sh --reset-offsets does: --to-earliest, --to-latest,
+        --to-offset `value`, --to-datetime `value` (epoch ms; the first message at or after it,
+        else the end) or --shift-by `value` (from the committed offset). Targets are kept
+        between the partition's start and end; Kafka requires the group to have no active
+        members."""
+        parts = self.partitions(topic)
+        for part in parts:
             if part["messages"] is None:
                 raise ClusterError(f"partition {part['partition']} of {topic} has no leader", 409)
-            if to == "earliest":
-                target = part["start"]
-            elif to == "latest":
-                target = part["end"]
-            elif to == "offset" and value is not None:
-                target = min(max(value, part["start"]), part["end"])
-            else:
-                raise ClusterError(f"reset to {to!r} needs an offset", 400)
-            targets.append(TopicPartition(topic, part["partition"], target))
+        wanted = self._reset_targets(group_id, topic, parts, to, value)
+        targets = [
+            TopicPartition(topic, p["partition"], _within(wanted[p["partition"]], p)) for p in parts
+        ]
         request = [ConsumerGroupTopicPartitions(group_id, targets)]
 
         def alter() -> None:
@@ -501,6 +703,37 @@ class Cluster:
 
         _retrying(alter, self.timeout)
         return self.group_offsets(group_id)
+
+
+def _within(position: int | None, part: dict[str, Any]) -> int:
+    """A cursor's position in a partition, kept between its start and end offsets."""
+    return part["end"] if position is None else min(max(position, part["start"]), part["end"])
+
+
+def _older_cursor(
+    starts: dict[int, int], found: list[dict[str, Any]], shown: list[dict[str, Any]]
+) -> dict[int, int]:
+    """Where the next older page ends, per partition: above the newest message found but
+    not shown (none: every match from where the reading started was shown)."""
+    cursor = dict(starts)
+    shown_ids = {(m["partition"], m["offset"]) for m in shown}
+    for m in found:
+        if (m["partition"], m["offset"]) not in shown_ids:
+            cursor[m["partition"]] = max(cursor[m["partition"]], m["offset"] + 1)
+    return cursor
+
+
+def _newer_cursor(
+    reached: dict[int, int], found: list[dict[str, Any]], shown: list[dict[str, Any]]
+) -> dict[int, int]:
+    """Where the next newer page starts, per partition: at the oldest message found but not
+    shown, else where the reading reached."""
+    cursor = dict(reached)
+    shown_ids = {(m["partition"], m["offset"]) for m in shown}
+    for m in found:
+        if (m["partition"], m["offset"]) not in shown_ids:
+            cursor[m["partition"]] = min(cursor[m["partition"]], m["offset"])
+    return cursor
 
 
 def _difference(end: int | None, start: int | None) -> int | None:

@@ -80,6 +80,14 @@ def _fail(message: str, code: int) -> int:
 
 
 def run_console(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM or Ctrl-C; Ctrl-C ends quietly with exit code 0, as the broker does."""
+    try:
+        return _serve(args)
+    except KeyboardInterrupt:  # Ctrl-C: uvicorn stops gracefully, then re-raises SIGINT
+        return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from kafkalite.console.app import build_app

@@ -50,7 +50,8 @@ class ConsoleProcess:
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-        threading.Thread(target=self._read, args=(self.process,), daemon=True).start()
+        self._reader = threading.Thread(target=self._read, args=(self.process,), daemon=True)
+        self._reader.start()
         if not self._serving.wait(timeout) or not self.url:
             self.stop()
             raise RuntimeError("console did not start:\n" + "".join(self.lines))
@@ -65,6 +66,13 @@ class ConsoleProcess:
                 self.url = match.group(1)
                 self._serving.set()
         self._serving.set()
+
+    def exit_code(self, timeout: float = 30.0) -> int:
+        """Wait for the process to end (and its output to be read): its exit code."""
+        assert self.process is not None
+        code = self.process.wait(timeout)
+        self._reader.join(timeout)
+        return code
 
     def stop(self) -> None:
         if self.process is None:

@@ -43,7 +43,7 @@ async function api(path, options = {}) {
     headers: { "Content-Type": "application/json" }, ...options,
   });
   const body = await response.json().catch(() => ({ error: response.statusText }));
-  if (!response.ok) throw new Error(body.error || response.statusText);
+  if (!response.ok) throw Object.assign(new Error(body.error || response.statusText), { status: response.status });
   return body;
 }
 
@@ -73,20 +73,43 @@ function render(title, ...content) {
 
 // -- pages ------------------------------------------------------------------------------
 
+const PROBLEMS = [["offline", "offline"], ["under_min_isr", "under min ISR"],
+  ["under_replicated", "under-replicated"]];
+
+// What is wrong with a partition (or, with counts, a topic): "" when healthy.
+function problems(flagsOrCounts) {
+  return PROBLEMS.filter(([key]) => flagsOrCounts[key])
+    .map(([key, label]) => typeof flagsOrCounts[key] === "number" ? `${flagsOrCounts[key]} ${label}` : label)
+    .join(", ");
+}
+
+function healthCell(flagsOrCounts) {
+  const found = problems(flagsOrCounts);
+  return el("td", { class: found ? "health bad" : "health ok" }, found || "ok");
+}
+
 async function brokersPage() {
   const cluster = await api("/api/cluster");
+  const online = cluster.brokers.filter(b => b.online).length;
+  const card = (label, id, value) => el("div", { class: value ? "card bad" : "card" },
+    el("div", { class: "label" }, label), el("div", { class: "big", id }, value));
   render("Brokers",
     el("div", { class: "cards" },
       el("div", { class: "card" }, el("div", { class: "label" }, "Cluster id"),
         el("div", { class: "big", id: "cluster-id" }, cluster.cluster_id)),
       el("div", { class: "card" }, el("div", { class: "label" }, "Controller"),
         el("div", { class: "big", id: "controller" }, cluster.controller)),
-      el("div", { class: "card" }, el("div", { class: "label" }, "Brokers"),
-        el("div", { class: "big", id: "broker-count" }, cluster.brokers.length))),
-    table("brokers", ["Id", "Host", "Port", "Rack", "Role"], cluster.brokers.map(b =>
-      el("tr", { "data-broker": b.id }, el("td", {}, b.id), el("td", { class: "host" }, b.host),
-        el("td", { class: "port" }, b.port), el("td", {}, b.rack ?? "–"),
-        el("td", {}, b.controller ? "controller" : "broker")))));
+      el("div", { class: "card" }, el("div", { class: "label" }, "Brokers online"),
+        el("div", { class: "big", id: "broker-count" }, online)),
+      card("Offline brokers", "offline-brokers", cluster.brokers.length - online),
+      card("Offline partitions", "offline-partitions", cluster.partitions.offline),
+      card("Under min ISR", "under-min-isr", cluster.partitions.under_min_isr),
+      card("Under-replicated", "under-replicated", cluster.partitions.under_replicated)),
+    table("brokers", ["Id", "Host", "Port", "Rack", "Role", "Status"], cluster.brokers.map(b =>
+      el("tr", { "data-broker": b.id, class: b.online ? "" : "offline" }, el("td", {}, b.id),
+        el("td", { class: "host" }, b.host ?? "–"), el("td", { class: "port" }, b.port ?? "–"),
+        el("td", {}, b.rack ?? "–"), el("td", {}, b.controller ? "controller" : "broker"),
+        el("td", { class: b.online ? "status ok" : "status bad" }, b.online ? "online" : "offline")))));
 }
 
 async function topicsPage() {
@@ -94,11 +117,12 @@ async function topicsPage() {
   const name = el("input", { id: "topic-name", placeholder: "name", required: "" });
   const partitions = el("input", { id: "topic-partitions", type: "number", min: "1", value: "1" });
   const replication = el("input", { id: "topic-replication", type: "number", min: "1", value: "1" });
+  const configs = el("textarea", { id: "topic-configs", rows: "2", placeholder: "retention.ms=86400000" });
   const create = el("button", { id: "topic-create", onclick: async () => {
     try {
       await api("/api/topics", { method: "POST", body: JSON.stringify({
         name: name.value, partitions: Number(partitions.value),
-        replication_factor: Number(replication.value) }) });
+        replication_factor: Number(replication.value), configs: pairs(configs.value, "=") }) });
       showNotice(`Topic ${name.value} created`);
       await route();
     } catch (e) { showError(e.message); }
@@ -106,14 +130,74 @@ async function topicsPage() {
   render("Topics",
     el("div", { class: "toolbar" },
       el("label", {}, "New topic", name), el("label", {}, "Partitions", partitions),
-      el("label", {}, "Replication", replication), create),
+      el("label", {}, "Replication", replication),
+      el("label", {}, "Configs (name=value per line)", configs), create),
     table("topics", ["Name", { label: "Partitions", num: 1 }, { label: "Replication", num: 1 },
-      { label: "Messages", num: 1 }, { label: "Size", num: 1 }], topics.map(t =>
-      el("tr", { "data-topic": t.name },
+      { label: "Messages", num: 1 }, { label: "Size", num: 1 }, "Health"], topics.map(t =>
+      el("tr", { "data-topic": t.name, class: problems(t) ? "unhealthy" : "" },
         el("td", {}, el("a", { href: `#/topics/${encodeURIComponent(t.name)}` }, t.name),
           t.internal ? el("span", { class: "muted" }, " (internal)") : ""),
         num(t.partitions, "partitions"), num(t.replication, "replication"),
-        num(t.messages, "messages"), size(t.size, "size")))));
+        num(t.messages, "messages"), size(t.size, "size"), healthCell(t)))));
+}
+
+// "name=value" (or "name: value") lines as an object; blank lines skipped.
+function pairs(textValue, separator) {
+  return Object.fromEntries(entries(textValue, separator));
+}
+
+function entries(textValue, separator) {
+  return textValue.split("\n").filter(line => line.trim()).map(line => {
+    const at = line.indexOf(separator);
+    if (at < 0) throw new Error(`"${line}" is not name${separator}value`);
+    return [line.slice(0, at).trim(), line.slice(at + separator.length).trim()];
+  });
+}
+
+// An action on the topic being viewed failed: a topic deleted meanwhile (404) takes the page
+// back to the list with a notice; anything else is shown as an error.
+function topicFailed(topic, error) {
+  if (error.status === 404) navigate("#/topics", `Topic ${topic.name} was deleted`);
+  else showError(error.message);
+}
+
+function producer(topic) {
+  const partition = el("select", { id: "produce-partition" }, el("option", { value: "any" }, "any (partitioner)"),
+    topic.partitions.map(p => el("option", { value: p.partition }, p.partition)));
+  const key = el("input", { id: "produce-key", placeholder: "none" });
+  const value = el("textarea", { id: "produce-value", rows: "3", cols: "50" });
+  const headers = el("textarea", { id: "produce-headers", rows: "3", placeholder: "name: value" });
+  const send = el("button", { id: "produce-send", onclick: async () => {
+    try {
+      const written = await api(`/api/topics/${encodeURIComponent(topic.name)}/messages`, {
+        method: "POST", body: JSON.stringify({ partition: partition.value,
+          key: key.value === "" ? null : key.value, value: value.value,
+          headers: entries(headers.value, ":") }) });
+      showNotice(`Message written to partition ${written.partition} at offset ${written.offset}`);
+    } catch (e) { topicFailed(topic, e); }
+  } }, "Produce");
+  return [el("h3", {}, "Produce a message"),
+    el("div", { class: "toolbar" }, el("label", {}, "Partition", partition), el("label", {}, "Key", key),
+      el("label", {}, "Value", value), el("label", {}, "Headers (name: value per line)", headers), send)];
+}
+
+function configEditor(topic) {
+  const path = `/api/topics/${encodeURIComponent(topic.name)}/configs`;
+  const name = el("input", { id: "config-name", list: "config-names", placeholder: "retention.ms" });
+  const value = el("input", { id: "config-value" });
+  const names = el("datalist", { id: "config-names" }, topic.configs.map(c => el("option", { value: c.name })));
+  const alter = async (body, done) => {
+    try {
+      await api(path, { method: "POST", body: JSON.stringify(body) });
+      showNotice(done);
+      await route();
+    } catch (e) { topicFailed(topic, e); }
+  };
+  return el("div", { class: "toolbar" }, el("label", {}, "Config", name), names, el("label", {}, "Value", value),
+    el("button", { id: "config-set", onclick: () =>
+      alter({ set: { [name.value]: value.value } }, `${name.value} set to ${value.value}`) }, "Set"),
+    el("button", { id: "config-reset", class: "secondary", onclick: () =>
+      alter({ delete: [name.value] }, `${name.value} back to its default`) }, "Reset to default"));
 }
 
 function renderValue(part) {
@@ -128,19 +212,26 @@ function messageBrowser(topic) {
     topic.partitions.map(p => el("option", { value: p.partition }, p.partition)));
   const mode = el("select", { id: "msg-mode" }, el("option", { value: "latest" }, "latest"),
     el("option", { value: "offset" }, "from offset"), el("option", { value: "time" }, "from time"));
+  const order = el("select", { id: "msg-order" }, el("option", { value: "newest" }, "newest first"),
+    el("option", { value: "oldest" }, "oldest first"));
   const offset = el("input", { id: "msg-offset", type: "number", min: "0", value: "0" });
   const time = el("input", { id: "msg-time", type: "datetime-local", step: "1" });
   const limit = el("input", { id: "msg-limit", type: "number", min: "1", max: "1000", value: "20" });
   const contains = el("input", { id: "msg-contains", placeholder: "key, value or header text" });
   const results = el("div", { id: "messages-box" });
-  const load = async () => {
-    const query = new URLSearchParams({ partition: partition.value, mode: mode.value,
-      limit: limit.value, offset: offset.value, contains: contains.value,
-      time: time.value ? new Date(time.value).toISOString() : "" });
+  let query = null, pageNumber = 0;
+  const show = async cursor => {
     try {
-      const messages = await api(`/api/topics/${encodeURIComponent(topic.name)}/messages?${query}`);
+      const page = await api(`/api/topics/${encodeURIComponent(topic.name)}/messages?${query}` +
+        (cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""));
+      pageNumber = cursor ? pageNumber + 1 : 1;
+      const messages = page.messages;
+      const older = query.get("mode") === "latest";
+      const next = page.next === null ? el("span", { class: "muted", id: "msg-last" }, "last page") :
+        el("button", { id: "msg-next", class: "secondary", onclick: () => show(page.next) },
+          older ? "Older messages" : "Newer messages");
       results.replaceChildren(el("p", { class: "muted", id: "messages-count" },
-        `${messages.length} message(s)`),
+        `Page ${pageNumber}: ${messages.length} message(s) `, next),
         table("messages", ["Partition", "Offset", "Timestamp", "Key", "Headers", "Value"],
           messages.map(m => el("tr", { class: "message", "data-offset": m.offset, "data-partition": m.partition },
             el("td", { class: "partition" }, m.partition), el("td", { class: "offset" }, m.offset),
@@ -150,12 +241,19 @@ function messageBrowser(topic) {
               el("div", { class: "header" }, `${k}: `, v === null ? "null" : (v.text ?? `base64:${v.base64}`)))),
             el("td", { class: "value" }, renderValue(m.value))))));
       results.dataset.loaded = "yes";
-    } catch (e) { showError(e.message); }
+    } catch (e) { topicFailed(topic, e); }
+  };
+  const load = () => {
+    query = new URLSearchParams({ partition: partition.value, mode: mode.value, order: order.value,
+      limit: limit.value, offset: offset.value, contains: contains.value,
+      time: time.value ? new Date(time.value).toISOString() : "" });
+    return show(null);
   };
   return [el("h3", {}, "Messages"),
     el("div", { class: "toolbar" }, el("label", {}, "Partition", partition), el("label", {}, "Read", mode),
+      el("label", {}, "Order", order),
       el("label", {}, "Offset", offset), el("label", {}, "Time (local)", time),
-      el("label", {}, "Max messages", limit), el("label", {}, "Containing", contains),
+      el("label", {}, "Per page (max 1000)", limit), el("label", {}, "Containing", contains),
       el("button", { id: "msg-load", onclick: load }, "Load")),
     results];
 }
@@ -166,8 +264,7 @@ async function topicPage(name) {
     if (!await confirmAction(`Delete topic "${name}" and all its messages?`)) return;
     try {
       await api(`/api/topics/${encodeURIComponent(name)}`, { method: "DELETE" });
-      showNotice(`Topic ${name} deleted`);
-      location.hash = "#/topics";
+      navigate("#/topics", `Topic ${name} deleted`);
     } catch (e) { showError(e.message); }
   } }, "Delete topic");
   const total = topic.partitions.reduce((sum, p) => sum + p.messages, 0);
@@ -180,16 +277,24 @@ async function topicPage(name) {
       el("div", { class: "toolbar" }, remove)),
     el("h3", {}, "Partitions"),
     table("partitions", ["Partition", "Leader", "Replicas", "ISR", { label: "Start offset", num: 1 },
-      { label: "End offset", num: 1 }, { label: "Messages", num: 1 }, { label: "Size", num: 1 }],
+      { label: "End offset", num: 1 }, { label: "Messages", num: 1 }, { label: "Size", num: 1 },
+      `Health (min ISR ${topic.min_isr})`],
       topic.partitions.map(p =>
-        el("tr", { "data-partition": p.partition }, el("td", {}, p.partition), el("td", {}, p.leader),
+        el("tr", { "data-partition": p.partition, class: problems(p) ? "unhealthy" : "" },
+          el("td", {}, p.partition), el("td", {}, p.leader < 0 ? "none" : p.leader),
           el("td", {}, p.replicas.join(", ")), el("td", {}, p.isr.join(", ")),
-          num(p.start, "start"), num(p.end, "end"), num(p.messages, "messages"), size(p.size, "size")))),
+          num(p.start, "start"), num(p.end, "end"), num(p.messages, "messages"), size(p.size, "size"),
+          healthCell(p)))),
     ...messageBrowser(topic),
+    ...producer(topic),
     el("h3", {}, "Configuration (overrides first)"),
+    configEditor(topic),
     table("configs", ["Name", "Value", "Source"],
       [...topic.configs].sort((a, b) => a.default - b.default).map(c =>
-        el("tr", { "data-config": c.name, class: c.default ? "" : "override" },
+        el("tr", { "data-config": c.name, class: c.default ? "" : "override", onclick: () => {
+          document.getElementById("config-name").value = c.name;  // to edit it
+          document.getElementById("config-value").value = c.value ?? "";
+        } },
           el("td", {}, c.name), el("td", { class: "value" }, c.value ?? "–"),
           el("td", { class: "muted" }, c.default ? "default" : c.source)))));
 }
@@ -208,18 +313,31 @@ async function groupPage(groupId) {
   const topics = [...new Set(group.offsets.map(o => o.topic))];
   const topic = el("select", { id: "reset-topic" }, topics.map(t => el("option", { value: t }, t)));
   const to = el("select", { id: "reset-to" }, el("option", { value: "earliest" }, "earliest"),
-    el("option", { value: "latest" }, "latest"), el("option", { value: "offset" }, "offset"));
+    el("option", { value: "latest" }, "latest"), el("option", { value: "offset" }, "offset"),
+    el("option", { value: "datetime" }, "datetime"), el("option", { value: "shift" }, "shift by"));
   const offset = el("input", { id: "reset-offset", type: "number", min: "0", value: "0" });
+  const time = el("input", { id: "reset-time", type: "datetime-local", step: "1" });
+  const shift = el("input", { id: "reset-shift", type: "number", value: "-1" });
   const reset = el("button", { id: "reset-go", class: "danger", onclick: async () => {
-    const target = to.value === "offset" ? `offset ${offset.value}` : to.value;
+    const when = time.value ? new Date(time.value).toISOString() : "";
+    const target = { offset: `offset ${offset.value}`, datetime: `the first message at or after ${when}`,
+      shift: `committed offset ${Number(shift.value) >= 0 ? "+" : ""}${shift.value}` }[to.value] ?? to.value;
     if (!await confirmAction(`Reset group "${groupId}" on topic "${topic.value}" to ${target}?`)) return;
     try {
       await api(`/api/groups/${encodeURIComponent(groupId)}/reset-offsets`, { method: "POST",
-        body: JSON.stringify({ topic: topic.value, to: to.value, offset: offset.value }) });
+        body: JSON.stringify({ topic: topic.value, to: to.value, offset: offset.value, time: when,
+          by: shift.value }) });
       showNotice(`Offsets of ${groupId} reset to ${target}`);
       await route();
     } catch (e) { showError(e.message); }
   } }, "Reset offsets");
+  const remove = el("button", { id: "delete-group", class: "danger", onclick: async () => {
+    if (!await confirmAction(`Delete group "${groupId}" and its committed offsets?`)) return;
+    try {
+      await api(`/api/groups/${encodeURIComponent(groupId)}`, { method: "DELETE" });
+      navigate("#/groups", `Group ${groupId} deleted`);
+    } catch (e) { showError(e.message); }
+  } }, "Delete group");
   render(`Group ${groupId}`,
     el("div", { class: "cards" },
       el("div", { class: "card" }, el("div", { class: "label" }, "State"),
@@ -227,7 +345,8 @@ async function groupPage(groupId) {
       el("div", { class: "card" }, el("div", { class: "label" }, "Members"),
         el("div", { class: "big", id: "member-count" }, group.members.length)),
       el("div", { class: "card" }, el("div", { class: "label" }, "Total lag"),
-        el("div", { class: "big", id: "group-lag" }, group.lag.toLocaleString("en-US")))),
+        el("div", { class: "big", id: "group-lag" }, group.lag.toLocaleString("en-US"))),
+      el("div", { class: "toolbar" }, remove)),
     el("h3", {}, "Members"),
     group.members.length === 0 ? el("p", { class: "muted", id: "no-members" }, "No active members.") :
       table("members", ["Member", "Client id", "Host", "Assignment"], group.members.map(m =>
@@ -240,7 +359,8 @@ async function groupPage(groupId) {
         num(o.committed, "committed"), num(o.end, "end"), num(o.lag, "lag")))),
     el("h3", {}, "Reset offsets (the group must have no active members)"),
     el("div", { class: "toolbar" }, el("label", {}, "Topic", topic), el("label", {}, "To", to),
-      el("label", {}, "Offset", offset), reset));
+      el("label", {}, "Offset", offset), el("label", {}, "Datetime (local)", time),
+      el("label", {}, "Shift by", shift), reset));
 }
 
 function drawChart(canvas, points) {
@@ -329,5 +449,13 @@ async function route() {
   }
 }
 
-window.addEventListener("hashchange", () => { showNotice(""); route(); });
+// A notice for the page navigated to (a hash change clears the previous page's notice).
+let pendingNotice = "";
+
+function navigate(hash, notice) {
+  pendingNotice = notice;
+  location.hash = hash;
+}
+
+window.addEventListener("hashchange", () => { showNotice(pendingNotice); pendingNotice = ""; route(); });
 route();
