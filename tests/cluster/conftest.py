@@ -5,7 +5,10 @@ Central on first use).
 - `zk_connect`: a `zookeeper.connect` string with a chroot of its own for one test.
 - `zookeeper_factory`: servers of a test's own (to kill and restart), stopped after the test.
 - `start_brokers`: three `kafkalite serve` processes (ids 1-3) on `zk_connect`, stopped after
-  the test; `poll` waits for the cluster to converge.
+  the test; `poll` waits for the cluster to converge. A broker that logged an ERROR line (or
+  a traceback) fails the test at teardown: ERROR is for what needs a person (issue 21), and
+  kills, restarts and races are not that. A test where one is expected says why with
+  `@pytest.mark.broker_errors_expected("...")`.
 
 When ZooKeeper cannot be provisioned (no Java >= 17, no Maven, no network) the tests fail at
 setup with that one-line reason; they are never skipped.
@@ -23,7 +26,7 @@ from confluent_kafka.admin import AdminClient
 
 from kafkalite.cluster.zookeeper_server import ZooKeeperServer
 from kafkalite.maven_dist import ProvisionError
-from kafkalite.testing import BrokerProcess, stop_all
+from kafkalite.testing import BrokerProcess, error_records, stop_all
 
 
 def _start(data_dir: Path) -> ZooKeeperServer:
@@ -72,8 +75,11 @@ def sees_brokers(bootstrap: str) -> dict:
 
 
 @pytest.fixture
-def start_brokers(zk_connect: str, tmp_path: Path) -> Iterator[StartBrokers]:
+def start_brokers(
+    zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[StartBrokers]:
     processes: dict[int, BrokerProcess] = {}
+    started: list[BrokerProcess] = []  # every process, also those a test restarted
 
     def start(overrides: Mapping[str, str]) -> dict[int, BrokerProcess]:
         for broker_id in (1, 2, 3):
@@ -85,6 +91,7 @@ def start_brokers(zk_connect: str, tmp_path: Path) -> Iterator[StartBrokers]:
             }
             process = BrokerProcess(tmp_path / f"broker-{broker_id}", config)
             processes[broker_id] = process.start()
+            started.append(process)
         for process in processes.values():  # each one's own view, not one broker's for all
             poll(
                 lambda p=process: len(sees_brokers(p.bootstrap)) == 3,
@@ -96,3 +103,8 @@ def start_brokers(zk_connect: str, tmp_path: Path) -> Iterator[StartBrokers]:
         yield start
     finally:
         stop_all(processes.values())
+    every = {id(p): p for p in [*started, *processes.values()]}.values()
+    errors = {p.bootstrap: error_records(p.lines) for p in every}
+    errors = {broker: records for broker, records in errors.items() if records}
+    if errors and request.node.get_closest_marker("broker_errors_expected") is None:
+        pytest.fail(f"brokers logged ERROR lines: {errors}", pytrace=False)
