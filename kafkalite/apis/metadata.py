@@ -25,10 +25,13 @@ from kafkalite.broker.cluster_metadata import TopicMetadata
 from kafkalite.broker.partition import PartitionState
 from kafkalite.broker.replica_manager import INTERNAL_TOPICS, OFFSETS_TOPIC
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 ZERO_UUID = uuid.UUID(int=0)
 BY_ID_FROM = 12
 log = logging.getLogger(__name__)
+
+_DESCRIBE, _TOPIC = AclOperation.DESCRIBE, ResourceType.TOPIC
 
 
 def _partition(ctx: RequestContext, state: PartitionState, live: set[int]) -> Any:
@@ -80,6 +83,13 @@ def _error_topic(
     )
 
 
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    """Auto-creation needs CREATE on the cluster or on the topic (KafkaApis)."""
+    return ctx.authorized_cluster(AclOperation.CREATE) or ctx.authorized(
+        AclOperation.CREATE, _TOPIC, name
+    )
+
+
 def _lookup(ctx: RequestContext, requested: Any, auto_create: bool, operations: int) -> Any:
     metadata = ctx.broker.metadata
     topic_id = getattr(requested, "topic_id", None) or ZERO_UUID
@@ -90,7 +100,11 @@ def _lookup(ctx: RequestContext, requested: Any, auto_create: bool, operations: 
         topic = metadata.topic_by_id(topic_id)
         if topic is None:
             return _error_topic(ctx, None, topic_id, ErrorCode.unknown_topic_id)
+        if not ctx.authorized(_DESCRIBE, _TOPIC, topic.name):  # the name stays hidden
+            return _error_topic(ctx, None, topic_id, ErrorCode.topic_authorization_failed)
         return _topic(ctx, topic, operations)
+    if not ctx.authorized(_DESCRIBE, _TOPIC, name):
+        return _error_topic(ctx, name, ZERO_UUID, ErrorCode.topic_authorization_failed)
     topic = metadata.topics.get(name)
     if topic is not None:
         return _topic(ctx, topic, operations)
@@ -98,6 +112,8 @@ def _lookup(ctx: RequestContext, requested: Any, auto_create: bool, operations: 
         return _error_topic(ctx, name, ZERO_UUID, ErrorCode.invalid_topic_exception)
     if not auto_create:
         return _error_topic(ctx, name, ZERO_UUID, ErrorCode.unknown_topic_or_partition)
+    if not _may_create(ctx, name):
+        return _error_topic(ctx, name, ZERO_UUID, ErrorCode.topic_authorization_failed)
     if name == OFFSETS_TOPIC:
         # Created with its fixed settings, as the group coordinator would.
         ctx.broker.groups.ensure_offsets_topic()
@@ -122,7 +138,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if all_topics:
-        topics = tuple(_topic(ctx, t, operations) for t in broker.metadata.topics.values())
+        topics = tuple(
+            _topic(ctx, t, operations)
+            for t in broker.metadata.topics.values()
+            if ctx.authorized(_DESCRIBE, _TOPIC, t.name, log_denied=False)  # hidden, silently
+        )
     else:
         topics = tuple(
             _lookup(ctx, requested, auto_create, operations) for requested in request.topics
