@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,28 +23,9 @@ from confluent_kafka.admin import (
 )
 
 from kafkalite.testing import EmbeddedBroker
+from tests.security.conftest import PLAIN_USERS
 
-USERS = {"admin": "admin-secret", "alice": "alice-secret"}
-JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required"
-    ' username="admin" password="admin-secret"'
-    + "".join(f' user_{user}="{password}"' for user, password in USERS.items())
-    + ";"
-)
 TOPIC, SECRET, GROUP_PREFIX = "orders", "secret", "alice-"
-
-
-@pytest.fixture(scope="module")
-def acl_broker() -> Iterator[EmbeddedBroker]:
-    overrides = {
-        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:admin",
-    }
-    with EmbeddedBroker(overrides=overrides) as broker:
-        yield broker
 
 
 def settings(broker: EmbeddedBroker, user: str) -> dict[str, Any]:
@@ -54,7 +34,7 @@ def settings(broker: EmbeddedBroker, user: str) -> dict[str, Any]:
         "security.protocol": "SASL_PLAINTEXT",
         "sasl.mechanism": "PLAIN",
         "sasl.username": user,
-        "sasl.password": USERS[user],
+        "sasl.password": PLAIN_USERS[user],
     }
 
 
