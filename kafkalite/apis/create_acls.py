@@ -20,7 +20,7 @@ from kafkalite.security.acl import AclOperation, binding_from_creation, creation
 NO_AUTHORIZER = "No Authorizer is configured."
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     errors: list[tuple[ErrorCode, str | None]]
     if ctx.authorizer is None:
@@ -31,7 +31,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         bindings = [binding_from_creation(creation) for creation in request.creations]
         problems = [creation_problem(binding) for binding in bindings]
         valid = [b for b, p in zip(bindings, problems, strict=True) if p is None]
-        ctx.authorizer.create_acls(valid)
+        await ctx.authorizer.create_acls(valid)
         errors = [
             (ErrorCode.none, None) if p is None else (ErrorCode.invalid_request, p)
             for p in problems
@@ -43,4 +43,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return make(schema.CreateAclsResponse, throttle_time=NO_THROTTLE, results=results)
 
 
-API = ApiHandler(api_key=30, min_version=1, max_version=3, handle=handle)
+API = ApiHandler(api_key=30, min_version=1, max_version=3, handle=handle, is_async=True)

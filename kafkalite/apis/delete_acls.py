@@ -48,7 +48,7 @@ def _result(
     )
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     if ctx.authorizer is None:
         results = [_result(ctx, ErrorCode.security_disabled, NO_AUTHORIZER, [])] * len(
             request.filters
@@ -59,7 +59,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     else:
         filters = [AclBindingFilter.from_wire(f) for f in request.filters]
         valid = [f for f in filters if not f.unknown]
-        deleted = iter(ctx.authorizer.delete_acls(valid))
+        deleted = iter(await ctx.authorizer.delete_acls(valid))
         results = [
             _result(ctx, ErrorCode.invalid_request, UNKNOWN_FILTER, [])
             if f.unknown
@@ -71,4 +71,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-API = ApiHandler(api_key=31, min_version=1, max_version=3, handle=handle)
+API = ApiHandler(api_key=31, min_version=1, max_version=3, handle=handle, is_async=True)

@@ -47,7 +47,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             make(
                 schema.DeletableGroupResult,
                 group_id=name,
-                error_code=failed.get(name, results[name]),
+                error_code=failed[name] if name in failed else results[name],
             )
             for name in names
         ),

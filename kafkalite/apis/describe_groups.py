@@ -62,8 +62,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 for m in group.members
             ),
             # Kafka sets the operations only on groups described without an error.
-            authorized_operations=authorized_operations.when(
-                requested and group.error is ErrorCode.none, authorized_operations.GROUP
+            authorized_operations=authorized_operations.group(
+                ctx, requested and group.error is ErrorCode.none, group.group_id
             ),
         )
         for group in described

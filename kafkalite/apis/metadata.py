@@ -2,7 +2,9 @@
 
 Topics by name or (v12+) by id, topic ids, and auto-creation of unknown topics when both the
 broker (`auto.create.topics.enable`) and the request (v4+ `allow_auto_topic_creation`) allow it.
-Authorized operations, when asked for (v8+ cluster, topics), are all of them: no authorizer.
+Authorized operations, when asked for (v8+ cluster, topics), are those the ACLs allow (all
+of them without an authorizer); topics the principal may not DESCRIBE are left out of an
+all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named.
 A null topic name below v12 (v10-11 carry an id field but Kafka refuses it there) is answered
 INVALID_REQUEST, with the name "" those versions can carry.
 Brokers, controller and partition states (leader, epoch, replicas, ISR, offline replicas;
@@ -65,7 +67,9 @@ def _topic(ctx: RequestContext, topic: TopicMetadata, operations: int) -> Any:
         topic_id=topic.topic_id,
         is_internal=topic.name in INTERNAL_TOPICS,
         partitions=tuple(_partition(ctx, s, live) for s in states),
-        topic_authorized_operations=operations,
+        topic_authorized_operations=authorized_operations.allowed(
+            ctx, operations, _TOPIC, topic.name
+        ),
     )
 
 
@@ -165,9 +169,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=broker.cluster_id,
         controller_id=broker.metadata.controller_id(),
         topics=topics,
-        cluster_authorized_operations=authorized_operations.when(
-            getattr(request, "include_cluster_authorized_operations", False),
-            authorized_operations.CLUSTER,
+        cluster_authorized_operations=authorized_operations.cluster(
+            ctx, getattr(request, "include_cluster_authorized_operations", False)
         ),
         error_code=ErrorCode.none,
     )

@@ -5,7 +5,9 @@ patterns, `/kafka-acl-extended/prefixed/<Type>/<name>` for PREFIXED ones, holdin
 `{"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow",
 "operation":"Read","host":"*"}]}`. The single-node store keeps exactly those paths and
 documents in one file in the data directory (replaced atomically); a ZooKeeper store
-implements the same two calls on the znodes themselves.
+implements the same two calls on the znodes themselves (`load` at start-up; `write` awaits
+ZooKeeper), and hands other brokers' changes, seen through `/kafka-acl-changes` and
+`/kafka-acl-extended-changes`, to Authorizer.acls_changed.
 """
 
 from __future__ import annotations
@@ -52,8 +54,9 @@ class AclStore(Protocol):
         """Every resource pattern with ACLs, and its entries."""
         ...
 
-    def write(self, changes: Mapping[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
-        """Replace each pattern's entries (none: its znode goes), durably."""
+    async def write(self, changes: Mapping[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
+        """Replace each pattern's entries (none: its znode goes), durably (a ZooKeeper store
+        waits for ZooKeeper here, and writes Kafka's change notifications)."""
         ...
 
 
@@ -114,7 +117,7 @@ class FileAclStore:
             self._documents = json.loads(self._path.read_text(encoding="utf-8"))["znodes"]
         return {pattern_of(path): decode_acls(doc) for path, doc in self._documents.items()}
 
-    def write(self, changes: Mapping[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
+    async def write(self, changes: Mapping[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
         for pattern, entries in changes.items():
             if entries:
                 self._documents[znode_path(pattern)] = encode_acls(entries)

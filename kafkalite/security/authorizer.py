@@ -16,6 +16,8 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import trio
+
 from kafkalite.security.acl import (
     WILDCARD,
     WILDCARD_PRINCIPAL,
@@ -90,6 +92,7 @@ class Authorizer:
         # resource type -> LITERAL name -> entries; resource type -> PREFIXED name -> entries
         self._literal: dict[ResourceType, dict[str, frozenset[AccessControlEntry]]] = {}
         self._prefixed: dict[ResourceType, dict[str, frozenset[AccessControlEntry]]] = {}
+        self._lock = trio.Lock()  # one ACL change at a time (a store's write may wait)
         self._index(store.load())
 
     def _index(self, changes: Mapping[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
@@ -209,28 +212,37 @@ class Authorizer:
             if acl_filter.matches_entry(entry)
         ]
 
-    def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
         """Add validated bindings (one already present is no change), durably."""
-        changes: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
-        for binding in bindings:
-            current = changes.get(binding.pattern, self._acls.get(binding.pattern, frozenset()))
-            changes[binding.pattern] = current | {binding.entry}
-        self._commit(changes)
+        async with self._lock:
+            changes: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+            for binding in bindings:
+                current = changes.get(binding.pattern, self._acls.get(binding.pattern, frozenset()))
+                changes[binding.pattern] = current | {binding.entry}
+            await self._commit(changes)
 
-    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
         """Remove every binding each filter matches: per filter, the bindings it removed."""
-        deleted = [self.acls(acl_filter) for acl_filter in filters]
-        changes: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
-        for binding in (b for bindings in deleted for b in bindings):
-            current = changes.get(binding.pattern, self._acls[binding.pattern])
-            changes[binding.pattern] = current - {binding.entry}
-        self._commit(changes)
-        return deleted
+        async with self._lock:
+            deleted = [self.acls(acl_filter) for acl_filter in filters]
+            changes: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+            for binding in (b for bindings in deleted for b in bindings):
+                current = changes.get(binding.pattern, self._acls[binding.pattern])
+                changes[binding.pattern] = current - {binding.entry}
+            await self._commit(changes)
+            return deleted
 
-    def _commit(self, changes: dict[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
+    async def _commit(self, changes: dict[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
         if changes:
-            self._store.write(changes)
-            self._index(changes)
+            await self._store.write(changes)
+            self.acls_changed(changes)
+
+    def acls_changed(
+        self, changes: Mapping[ResourcePattern, frozenset[AccessControlEntry]]
+    ) -> None:
+        """Take resources' new entries (none: no ACLs left): this broker's own changes, and
+        the place for a shared store's notifications of other brokers' changes."""
+        self._index(changes)
 
 
 def _covered(pattern: ResourcePattern, denied: Sequence[ResourcePattern]) -> bool:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,7 +41,7 @@ class MemoryStore:
     def load(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
         return dict(self.acls)
 
-    def write(self, changes: Mapping[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
+    async def write(self, changes: Mapping[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
         for pattern, entries in changes.items():
             if entries:
                 self.acls[pattern] = entries
@@ -63,9 +64,17 @@ def acl(
     )
 
 
+def create(auth: Authorizer, bindings: list[AclBinding]) -> None:
+    trio.run(auth.create_acls, bindings)
+
+
+def delete(auth: Authorizer, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
+    return trio.run(auth.delete_acls, filters)
+
+
 def authorizer(*bindings: AclBinding, **settings: object) -> Authorizer:
     auth = Authorizer(MemoryStore(), **settings)  # type: ignore[arg-type]
-    auth.create_acls(list(bindings))
+    create(auth, list(bindings))
     return auth
 
 
@@ -145,7 +154,7 @@ def test_deny_wins_and_implies_nothing() -> None:
     assert not may(auth, Op.WRITE)
     assert may(auth, Op.READ)
     assert may(auth, Op.DESCRIBE)  # a DENY WRITE does not deny the DESCRIBE it would imply
-    auth.create_acls([acl("*", Op.ALL, DENY, "User:*")])
+    create(auth, [acl("*", Op.ALL, DENY, "User:*")])
     assert not may(auth, Op.READ)
 
 
@@ -154,7 +163,7 @@ def test_authorize_any_resource_of_a_type() -> None:
     auth = authorizer(acl("logs-", Op.WRITE, pattern_type=Pt.PREFIXED))
     assert auth.authorize_any(ALICE, HOST, Op.WRITE, Rt.TOPIC)
     assert not auth.authorize_any(BOB, HOST, Op.WRITE, Rt.TOPIC)
-    auth.create_acls([acl("log", Op.WRITE, DENY, pattern_type=Pt.PREFIXED)])
+    create(auth, [acl("log", Op.WRITE, DENY, pattern_type=Pt.PREFIXED)])
     assert not auth.authorize_any(ALICE, HOST, Op.WRITE, Rt.TOPIC)
 
 
@@ -190,8 +199,9 @@ def test_filters_literal_prefixed_match_any() -> None:
 
 def test_delete_acls_per_filter() -> None:
     auth = authorizer(acl("a"), acl("a", Op.WRITE), acl("b"))
-    deleted = auth.delete_acls(
-        [any_filter(name="a", operation=Op.WRITE), any_filter(name="b"), any_filter(name="zz")]
+    deleted = delete(
+        auth,
+        [any_filter(name="a", operation=Op.WRITE), any_filter(name="b"), any_filter(name="zz")],
     )
     assert deleted == [[acl("a", Op.WRITE)], [acl("b")], []]
     assert auth.acls(any_filter()) == [acl("a")]
@@ -213,7 +223,7 @@ def test_creation_problems() -> None:
 def test_file_store_keeps_kafkas_znode_layout(tmp_path: Path) -> None:
     path = tmp_path / "acls.json"
     auth = Authorizer(FileAclStore(path))
-    auth.create_acls([acl("orders"), acl("logs-", Op.WRITE, pattern_type=Pt.PREFIXED)])
+    create(auth, [acl("orders"), acl("logs-", Op.WRITE, pattern_type=Pt.PREFIXED)])
     znodes = json.loads(path.read_text())["znodes"]
     assert znodes == {
         "/kafka-acl/Topic/orders": {
@@ -241,7 +251,7 @@ def test_file_store_keeps_kafkas_znode_layout(tmp_path: Path) -> None:
     }
     reopened = Authorizer(FileAclStore(path))
     assert may(reopened, Op.WRITE, name="logs-1")
-    reopened.delete_acls([any_filter(name="orders")])
+    delete(reopened, [any_filter(name="orders")])
     assert list(json.loads(path.read_text())["znodes"]) == [
         "/kafka-acl-extended/prefixed/Topic/logs-"
     ]
@@ -361,5 +371,5 @@ def test_delete_then_describe(bindings: list[AclBinding], removed: list[AclBindi
         )
         for b in removed
     ]
-    auth.delete_acls(exact)
+    delete(auth, exact)
     assert set(auth.acls(any_filter())) == set(bindings) - set(removed)
