@@ -17,7 +17,9 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import (
+    add_offsets_to_txn,
     alter_user_scram_credentials,
+    consumer_group_describe,
     create_partitions,
     create_topics,
     delete_groups,
@@ -26,17 +28,27 @@ from kafkalite.apis import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
+    describe_transactions,
+    describe_user_scram_credentials,
     end_txn,
     fetch,
     find_coordinator,
     heartbeat,
     init_producer_id,
     join_group,
+    leave_group,
+    list_config_resources,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_commit,
+    offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
+    txn_offset_commit,
+    update_features,
 )
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.broker import Broker
@@ -226,6 +238,38 @@ def scram_deletion_request(m: Any) -> Any:
     return make(m.AlterUserScramCredentialsRequest, deletions=(deletion,), upsertions=())
 
 
+def txn_offset_commit_request(m: Any) -> Any:
+    part = make(
+        m.TxnOffsetCommitRequestPartition,
+        partition_index=0,
+        committed_offset=1,
+        committed_metadata=None,
+    )
+    return make(
+        m.TxnOffsetCommitRequest,
+        transactional_id=TXN,
+        group_id=GROUP,
+        producer_id=1,
+        producer_epoch=0,
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(make(m.TxnOffsetCommitRequestTopic, name=TOPIC, partitions=(part,)),),
+    )
+
+
+def offset_for_leader_epoch_request(m: Any, replica_id: int = -1) -> Any:
+    part = make(m.OffsetForLeaderPartition, partition=0, leader_epoch=0)
+    topic = make(m.OffsetForLeaderTopic, topic=TOPIC, partitions=(part,))
+    return make(m.OffsetForLeaderEpochRequest, replica_id=replica_id, topics=(topic,))
+
+
+def offset_delete_request(m: Any) -> Any:
+    part = make(m.OffsetDeleteRequestPartition, partition_index=0)
+    topic = make(m.OffsetDeleteRequestTopic, name=TOPIC, partitions=(part,))
+    return make(m.OffsetDeleteRequest, group_id=GROUP, topics=(topic,))
+
+
 # (API, version, request builder, the error alice gets without ACLs, checked with ACLs too)
 CASES: dict[str, tuple[ApiHandler, int, Callable[[Any], Any], ErrorCode, bool]] = {
     "produce": (produce.API, 9, produce_request, TOPIC_DENIED, True),
@@ -359,6 +403,100 @@ CASES: dict[str, tuple[ApiHandler, int, Callable[[Any], Any], ErrorCode, bool]] 
         describe_log_dirs.API,
         4,
         lambda m: make(m.DescribeLogDirsRequest, topics=None),
+        CLUSTER_DENIED,
+        True,
+    ),
+    "leave-group": (
+        leave_group.API,
+        5,
+        lambda m: make(
+            m.LeaveGroupRequest, group_id=GROUP, members=(make(m.MemberIdentity, member_id="m"),)
+        ),
+        GROUP_DENIED,
+        False,
+    ),
+    "offset-delete": (offset_delete.API, 0, offset_delete_request, GROUP_DENIED, False),
+    "consumer-group-describe": (
+        consumer_group_describe.API,
+        1,
+        lambda m: make(
+            m.ConsumerGroupDescribeRequest, group_ids=(GROUP,), include_authorized_operations=True
+        ),
+        GROUP_DENIED,
+        False,
+    ),
+    "offset-for-leader-epoch": (
+        offset_for_leader_epoch.API,
+        4,
+        offset_for_leader_epoch_request,
+        TOPIC_DENIED,
+        True,
+    ),
+    "offset-for-leader-epoch-follower": (
+        offset_for_leader_epoch.API,
+        4,
+        lambda m: offset_for_leader_epoch_request(m, 1),
+        TOPIC_DENIED,
+        True,
+    ),
+    "describe-producers": (
+        describe_producers.API,
+        0,
+        lambda m: make(
+            m.DescribeProducersRequest,
+            topics=(make(m.TopicRequest, name=TOPIC, partition_indexes=(0,)),),
+        ),
+        TOPIC_DENIED,
+        True,
+    ),
+    "add-offsets-to-txn": (
+        add_offsets_to_txn.API,
+        4,
+        lambda m: make(
+            m.AddOffsetsToTxnRequest,
+            transactional_id=TXN,
+            producer_id=1,
+            producer_epoch=0,
+            group_id=GROUP,
+        ),
+        TXN_DENIED,
+        False,
+    ),
+    "txn-offset-commit": (txn_offset_commit.API, 4, txn_offset_commit_request, TXN_DENIED, False),
+    "describe-transactions": (
+        describe_transactions.API,
+        0,
+        lambda m: make(m.DescribeTransactionsRequest, transactional_ids=(TXN,)),
+        TXN_DENIED,
+        False,
+    ),
+    "update-features": (
+        update_features.API,
+        2,
+        lambda m: make(
+            m.UpdateFeaturesRequest, timeout=SECOND, feature_updates=(), validate_only=True
+        ),
+        CLUSTER_DENIED,
+        True,
+    ),
+    "list-partition-reassignments": (
+        list_partition_reassignments.API,
+        0,
+        lambda m: make(m.ListPartitionReassignmentsRequest, timeout=SECOND, topics=None),
+        CLUSTER_DENIED,
+        False,
+    ),
+    "describe-scram-credentials": (
+        describe_user_scram_credentials.API,
+        0,
+        lambda m: make(m.DescribeUserScramCredentialsRequest, users=None),
+        CLUSTER_DENIED,
+        True,
+    ),
+    "list-config-resources": (
+        list_config_resources.API,
+        1,
+        lambda m: make(m.ListConfigResourcesRequest, resource_types=()),
         CLUSTER_DENIED,
         True,
     ),
