@@ -219,15 +219,18 @@ def _config_entries(ctx: RequestContext, overrides: dict[str, str]) -> tuple[Any
 
 
 def _success(ctx: RequestContext, name: str, topic_id: Any, plan: TopicPlan) -> Any:
+    # The configs only for a principal that may DESCRIBE_CONFIGS the topic (KafkaApis).
+    shown = ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name, False)
     return make(
         ctx.schema.CreatableTopicResult,
         name=name,
         topic_id=topic_id,
         error_code=ErrorCode.none,
         error_message=None,
+        topic_config_error_code=ErrorCode.none if shown else ErrorCode.topic_authorization_failed,
         num_partitions=plan.num_partitions,
         replication_factor=plan.replication_factor,
-        configs=_config_entries(ctx, plan.configs),
+        configs=_config_entries(ctx, plan.configs) if shown else (),
     )
 
 

@@ -206,14 +206,28 @@ async def _verify_remotely(
 
 
 def _transactional_id_denied(ctx: RequestContext, request: Any) -> ErrorCode | None:
-    """KafkaApis: a transactional produce needs WRITE on its transactional id, else every
-    partition fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
-    transactional_id = getattr(request, "transactional_id", None)
-    if ctx.authorizer is None or not transactional_id:
+    """KafkaApis: a produce of transactional batches needs a transactional id and WRITE on
+    it, else every partition fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    if ctx.authorizer is None:
         return None
+    transactional_id = getattr(request, "transactional_id", None)
+    if transactional_id is None:
+        return ErrorCode.transactional_id_authorization_failed if _any_txn(request) else None
     if ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
         return None
     return ErrorCode.transactional_id_authorization_failed
+
+
+def _any_txn(request: Any) -> bool:
+    """Does the request carry a transactional batch (RequestUtils.hasTransactionalRecords)?"""
+    return any(
+        data.records is not None
+        and len(data.records) >= HEADER_SIZE
+        and (header := parse_header(data.records)).magic == 2
+        and header.is_transactional
+        for topic_data in request.topic_data
+        for data in topic_data.partition_data
+    )
 
 
 def _topic_denied(ctx: RequestContext, name: str | None) -> ErrorCode | None:

@@ -5,9 +5,10 @@ patterns, `/kafka-acl-extended/prefixed/<Type>/<name>` for PREFIXED ones, holdin
 `{"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow",
 "operation":"Read","host":"*"}]}`. The single-node store keeps exactly those paths and
 documents in one file in the data directory (replaced atomically); a ZooKeeper store
-implements the same two calls on the znodes themselves (`load` at start-up; `write` awaits
-ZooKeeper), and hands other brokers' changes, seen through `/kafka-acl-changes` and
-`/kafka-acl-extended-changes`, to Authorizer.acls_changed.
+implements the same two calls on the znodes themselves (opened with an async read of every
+ACL znode, so that `load` returns what it read; `write` awaits ZooKeeper and adds Kafka's
+change notifications), and hands other brokers' changes, seen through `/kafka-acl-changes`
+and `/kafka-acl-extended-changes`, to Authorizer.acls_changed.
 """
 
 from __future__ import annotations

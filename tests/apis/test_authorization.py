@@ -63,6 +63,7 @@ from kafkalite.security.acl import (
     ResourceType,
 )
 from kafkalite.security.principal import KafkaPrincipal
+from kafkalite.storage.batch import TRANSACTIONAL_FLAG
 
 from .harness import record_batch, request_module, roundtrip, run_handler
 
@@ -141,8 +142,9 @@ def errors(entity: Any) -> set[ErrorCode]:
     return found - {ErrorCode.none}
 
 
-def produce_request(m: Any, transactional_id: str | None = None) -> Any:
-    data = make(m.PartitionProduceData, index=0, records=record_batch([b"v"]))
+def produce_request(m: Any, transactional_id: str | None = None, attributes: int = 0) -> Any:
+    records = record_batch([b"v"], attributes=attributes)
+    data = make(m.PartitionProduceData, index=0, records=records)
     topic = make(m.TopicProduceData, name=TOPIC, partition_data=(data,))
     return make(
         m.ProduceRequest,
@@ -277,6 +279,13 @@ CASES: dict[str, tuple[ApiHandler, int, Callable[[Any], Any], ErrorCode, bool]] 
         produce.API,
         9,
         lambda m: produce_request(m, TXN),
+        TXN_DENIED,
+        False,
+    ),
+    "produce-transactional-batch-without-id": (
+        produce.API,
+        9,
+        lambda m: produce_request(m, attributes=TRANSACTIONAL_FLAG),
         TXN_DENIED,
         False,
     ),
@@ -545,6 +554,25 @@ def test_metadata_hides_topics_and_reports_operations(secured: Broker) -> None:
     assert (topic.name, topic.topic_authorized_operations) == (
         TOPIC,
         (1 << read) | (1 << describe),
+    )
+
+
+def test_created_topic_configs_need_describe_configs(secured: Broker) -> None:
+    assert secured.authorizer is not None
+    trio.run(
+        secured.authorizer.create_acls,
+        [
+            AclBinding(
+                ResourcePattern(ResourceType.TOPIC, "new-", PatternType.PREFIXED),
+                AccessControlEntry("User:alice", "*", AclOperation.CREATE, AclPermissionType.ALLOW),
+            )
+        ],
+    )
+    (created,) = call_as_alice(secured, create_topics.API, 7, create_topics_request).topics
+    assert (created.error_code, created.topic_config_error_code, created.configs) == (
+        ErrorCode.none,
+        TOPIC_DENIED,
+        (),
     )
 
 
