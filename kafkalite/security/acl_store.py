@@ -5,16 +5,15 @@ patterns, `/kafka-acl-extended/prefixed/<Type>/<name>` for PREFIXED ones, holdin
 `{"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow",
 "operation":"Read","host":"*"}]}`. The single-node store keeps exactly those paths and
 documents in one file in the data directory (replaced atomically); a ZooKeeper store
-implements the same two calls on the znodes themselves (opened with an async read of every
-ACL znode, so that `load` returns what it read; `write` awaits ZooKeeper and adds Kafka's
-change notifications), and hands other brokers' changes, seen through `/kafka-acl-changes`
-and `/kafka-acl-extended-changes`, to Authorizer.acls_changed.
+implements the same two calls on the znodes themselves (kafkalite/cluster/zk_acl_store.py)
+and hands other brokers' changes, seen through `/kafka-acl-changes` and
+`/kafka-acl-extended-changes`, to Authorizer.acls_changed.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -50,14 +49,22 @@ _OPERATION_NAMES: dict[AclOperation, str] = {
 _PERMISSION_NAMES = {AclPermissionType.ALLOW: "Allow", AclPermissionType.DENY: "Deny"}
 
 
+Entries = frozenset[AccessControlEntry]
+Update = Callable[[Entries], Entries]  # a resource's stored entries -> its new ones
+
+
 class AclStore(Protocol):
-    def load(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+    def load(self) -> dict[ResourcePattern, Entries]:
         """Every resource pattern with ACLs, and its entries."""
         ...
 
-    async def write(self, changes: Mapping[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
-        """Replace each pattern's entries (none: its znode goes), durably (a ZooKeeper store
-        waits for ZooKeeper here, and writes Kafka's change notifications)."""
+    async def update(
+        self, updates: Mapping[ResourcePattern, Update]
+    ) -> dict[ResourcePattern, Entries]:
+        """Apply each update to its resource's stored entries and store the result (none:
+        the znode goes), durably: each resource's new entries. A ZooKeeper store reads the
+        znode, writes it conditionally on its version (again on a conflict, as Kafka's
+        AclAuthorizer.updateResourceAcls) and adds Kafka's change notification."""
         ...
 
 
@@ -118,11 +125,18 @@ class FileAclStore:
             self._documents = json.loads(self._path.read_text(encoding="utf-8"))["znodes"]
         return {pattern_of(path): decode_acls(doc) for path, doc in self._documents.items()}
 
-    async def write(self, changes: Mapping[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
-        for pattern, entries in changes.items():
+    async def update(
+        self, updates: Mapping[ResourcePattern, Update]
+    ) -> dict[ResourcePattern, Entries]:
+        changed = {}
+        for pattern, update in updates.items():
+            document = self._documents.get(znode_path(pattern))
+            entries = update(decode_acls(document) if document else frozenset())
+            changed[pattern] = entries
             if entries:
                 self._documents[znode_path(pattern)] = encode_acls(entries)
             else:
                 self._documents.pop(znode_path(pattern), None)
         content = json.dumps({"version": VERSION, "znodes": self._documents}, indent=1)
         write_atomically(self._path, content)
+        return changed

@@ -30,7 +30,7 @@ from kafkalite.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from kafkalite.security.acl_store import AclStore
+from kafkalite.security.acl_store import AclStore, Update
 from kafkalite.security.principal import KafkaPrincipal
 
 log = logging.getLogger("kafka.authorizer.logger")  # Kafka's audit logger's name
@@ -92,7 +92,7 @@ class Authorizer:
         # resource type -> LITERAL name -> entries; resource type -> PREFIXED name -> entries
         self._literal: dict[ResourceType, dict[str, frozenset[AccessControlEntry]]] = {}
         self._prefixed: dict[ResourceType, dict[str, frozenset[AccessControlEntry]]] = {}
-        self._lock = trio.Lock()  # one ACL change at a time (a store's write may wait)
+        self._lock = trio.Lock()  # one ACL change at a time (a store's update may wait)
         self._index(store.load())
 
     def _index(self, changes: Mapping[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
@@ -214,28 +214,25 @@ class Authorizer:
 
     async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
         """Add validated bindings (one already present is no change), durably."""
-        async with self._lock:
-            changes: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
-            for binding in bindings:
-                current = changes.get(binding.pattern, self._acls.get(binding.pattern, frozenset()))
-                changes[binding.pattern] = current | {binding.entry}
-            await self._commit(changes)
+        added: dict[ResourcePattern, set[AccessControlEntry]] = {}
+        for binding in bindings:
+            added.setdefault(binding.pattern, set()).add(binding.entry)
+        await self._update({pattern: _adding(entries) for pattern, entries in added.items()})
 
     async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
-        """Remove every binding each filter matches: per filter, the bindings it removed."""
-        async with self._lock:
-            deleted = [self.acls(acl_filter) for acl_filter in filters]
-            changes: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
-            for binding in (b for bindings in deleted for b in bindings):
-                current = changes.get(binding.pattern, self._acls[binding.pattern])
-                changes[binding.pattern] = current - {binding.entry}
-            await self._commit(changes)
-            return deleted
+        """Remove every binding each filter matches (in this broker's view, as Kafka's
+        AclAuthorizer): per filter, the bindings it removed."""
+        deleted = [self.acls(acl_filter) for acl_filter in filters]
+        removed: dict[ResourcePattern, set[AccessControlEntry]] = {}
+        for binding in (b for bindings in deleted for b in bindings):
+            removed.setdefault(binding.pattern, set()).add(binding.entry)
+        await self._update({pattern: _removing(entries) for pattern, entries in removed.items()})
+        return deleted
 
-    async def _commit(self, changes: dict[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
-        if changes:
-            await self._store.write(changes)
-            self.acls_changed(changes)
+    async def _update(self, updates: Mapping[ResourcePattern, Update]) -> None:
+        if updates:
+            async with self._lock:
+                self.acls_changed(await self._store.update(updates))
 
     def acls_changed(
         self, changes: Mapping[ResourcePattern, frozenset[AccessControlEntry]]
@@ -243,6 +240,14 @@ class Authorizer:
         """Take resources' new entries (none: no ACLs left): this broker's own changes, and
         the place for a shared store's notifications of other brokers' changes."""
         self._index(changes)
+
+
+def _adding(entries: set[AccessControlEntry]) -> Update:
+    return lambda current: current | entries
+
+
+def _removing(entries: set[AccessControlEntry]) -> Update:
+    return lambda current: current - entries
 
 
 def _covered(pattern: ResourcePattern, denied: Sequence[ResourcePattern]) -> bool:

@@ -24,7 +24,7 @@ from kafkalite.security.acl import (
     ResourceType,
     creation_problem,
 )
-from kafkalite.security.acl_store import FileAclStore, pattern_of, znode_path
+from kafkalite.security.acl_store import FileAclStore, Update, pattern_of, znode_path
 from kafkalite.security.authorizer import Authorizer, parse_super_users
 from kafkalite.security.principal import KafkaPrincipal
 
@@ -41,12 +41,17 @@ class MemoryStore:
     def load(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
         return dict(self.acls)
 
-    async def write(self, changes: Mapping[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
-        for pattern, entries in changes.items():
+    async def update(
+        self, updates: Mapping[ResourcePattern, Update]
+    ) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        changed = {}
+        for pattern, update in updates.items():
+            entries = changed[pattern] = update(self.acls.get(pattern, frozenset()))
             if entries:
                 self.acls[pattern] = entries
             else:
                 self.acls.pop(pattern, None)
+        return changed
 
 
 def acl(
