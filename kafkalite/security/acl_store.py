@@ -33,7 +33,7 @@ PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
 VERSION = 1
 
 # Kafka's names in znode paths and documents (ResourceType/AclOperation .toJava names).
-_TYPE_NAMES = {
+TYPE_NAMES = {
     ResourceType.TOPIC: "Topic",
     ResourceType.GROUP: "Group",
     ResourceType.CLUSTER: "Cluster",
@@ -70,7 +70,7 @@ class AclStore(Protocol):
 
 def znode_path(pattern: ResourcePattern) -> str:
     root = PREFIXED_ROOT if pattern.pattern_type is PatternType.PREFIXED else LITERAL_ROOT
-    return f"{root}/{_TYPE_NAMES[pattern.resource_type]}/{pattern.name}"
+    return f"{root}/{TYPE_NAMES[pattern.resource_type]}/{pattern.name}"
 
 
 def pattern_of(path: str) -> ResourcePattern:
@@ -79,7 +79,7 @@ def pattern_of(path: str) -> ResourcePattern:
     for root, pattern_type in roots:
         if path.startswith(root + "/"):
             type_name, _, name = path[len(root) + 1 :].partition("/")
-            types = {v: k for k, v in _TYPE_NAMES.items()}
+            types = {v: k for k, v in TYPE_NAMES.items()}
             if type_name not in types or not name:
                 break
             return ResourcePattern(types[type_name], name, pattern_type)
