@@ -132,6 +132,7 @@ AUTHORIZER_CLASSES = (
 
 
 def _authorizer_class(value: str) -> str:
+    """Empty, or Kafka's AclAuthorizer or StandardAuthorizer class name (full names)"""
     if value.strip() and value.strip() not in AUTHORIZER_CLASSES:
         raise ValueError(f"kafkalite serves {' or '.join(AUTHORIZER_CLASSES)}")
     return value.strip()
