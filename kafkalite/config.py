@@ -123,6 +123,21 @@ def _zookeeper_connect(value: str) -> str:
     return value.strip()
 
 
+# authorizer.class.name: Kafka's ZooKeeper-era and KRaft authorizers, both served by
+# kafkalite/security/authorizer.py.
+AUTHORIZER_CLASSES = (
+    "kafka.security.authorizer.AclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+)
+
+
+def _authorizer_class(value: str) -> str:
+    """Empty, or Kafka's AclAuthorizer or StandardAuthorizer class name (full names)"""
+    if value.strip() and value.strip() not in AUTHORIZER_CLASSES:
+        raise ValueError(f"kafkalite serves {' or '.join(AUTHORIZER_CLASSES)}")
+    return value.strip()
+
+
 # group.consumer.assignors: Kafka lists class names; clients name the assignors.
 _ASSIGNOR_CLASSES = {
     "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
@@ -430,6 +445,13 @@ PROPERTIES: dict[str, Property] = {
     "connections.max.reauth.ms": Property(
         _int(0), "0", "SASL session lifetime; clients re-authenticate (KIP-368)", TYPE_LONG
     ),
+    # ACLs (kafkalite/security/authorizer.py): either of Kafka's authorizers' names turns
+    # them on; "" (the default) serves everyone everything, as Kafka without an authorizer.
+    "authorizer.class.name": Property(_authorizer_class, "", "ACL authorizer (Kafka's names)"),
+    "super.users": Property(_str, "", "principals allowed everything (User:a;User:b)"),
+    "allow.everyone.if.no.acl.found": Property(
+        _bool, "false", "a resource without ACLs is open to all", TYPE_BOOLEAN
+    ),
     # Not a Kafka property (Kafka relies on connections.max.idle.ms): TLS handshake and SASL
     # exchange must finish within this, or the connection is closed.
     "kafkalite.authentication.timeout.ms": Property(
@@ -642,6 +664,11 @@ def build_config(
             raise ConfigError(f"invalid value {value!r} for {name}: {exc}") from None
     config = BrokerConfig(raw)
     _check_listeners(config)
+    if config.cluster_mode and config.str("authorizer.class.name"):
+        raise ConfigError(
+            "authorizer.class.name: kafkalite keeps ACLs on a single node only so far"
+            " (not yet in ZooKeeper's /kafka-acl)"
+        )
     if config.int("replica.fetch.wait.max.ms") > config.int("replica.lag.time.max.ms"):
         raise ConfigError(  # Kafka's check, with its words
             "replica.fetch.wait.max.ms should always be less than or equal to"

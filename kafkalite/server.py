@@ -143,6 +143,7 @@ async def _process(
             channel.listener,
             channel.principal,
             channel.peer,
+            broker.authorizer,
         )
         if handler.is_async:
             response = await handler.handle(ctx, item.body)

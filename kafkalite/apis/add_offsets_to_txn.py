@@ -18,9 +18,15 @@ from kafkalite.apis.txn_common import txn_service
 from kafkalite.broker.replica_manager import OFFSETS_TOPIC
 from kafkalite.coordinator import group_partition
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 
 async def _add(ctx: RequestContext, request: Any) -> ErrorCode:
+    txn = request.transactional_id
+    if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn):
+        return ErrorCode.transactional_id_authorization_failed
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ErrorCode.group_authorization_failed
     service = txn_service(ctx)
     error = service.check_coordinator(request.transactional_id)
     if error is not ErrorCode.none:

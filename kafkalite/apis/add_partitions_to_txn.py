@@ -21,12 +21,33 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.txn_common import txn_service
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 TopicPartition = tuple[str, int]
 
 
 def _partitions(topics: Any) -> list[TopicPartition]:
     return [(topic.name, index) for topic in topics for index in topic.partitions]
+
+
+def _denied(
+    ctx: RequestContext, transactional_id: str, partitions: list[TopicPartition]
+) -> dict[TopicPartition, ErrorCode] | None:
+    """KafkaApis: WRITE on the transactional id, then on every topic (the partitions of
+    the others are not attempted)."""
+    if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return dict.fromkeys(partitions, ErrorCode.transactional_id_authorization_failed)
+    denied = {
+        t for t, _ in partitions if not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, t)
+    }
+    if not denied:
+        return None
+    return {
+        tp: ErrorCode.topic_authorization_failed
+        if tp[0] in denied
+        else ErrorCode.operation_not_attempted
+        for tp in partitions
+    }
 
 
 async def _add(
@@ -37,6 +58,8 @@ async def _add(
     partitions: list[TopicPartition],
     verify_only: bool,
 ) -> dict[TopicPartition, ErrorCode]:
+    if (denied := _denied(ctx, transactional_id, partitions)) is not None:
+        return denied
     service = txn_service(ctx)
     error = service.check_coordinator(transactional_id)
     if error is ErrorCode.none:
@@ -106,6 +129,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             schema,
             throttle_time=NO_THROTTLE,
             results_by_topic_v3_and_below=_topic_results(ctx, errors),
+        )
+    if not ctx.authorized_cluster(AclOperation.CLUSTER_ACTION):  # v4+: brokers' batches
+        return make(
+            schema,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.cluster_authorization_failed,
+            results_by_transaction=(),
         )
     results = []
     for txn in request.transactions:

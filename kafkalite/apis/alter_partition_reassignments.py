@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.controller_api import NOT_CONTROLLER, ApiError, Targets
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation
 
 Results = dict[int, ApiError]  # per partition: NONE when accepted
 
@@ -57,6 +58,8 @@ def _response(ctx: RequestContext, error: ApiError | None, results: dict[str, Re
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorized_cluster(AclOperation.ALTER):
+        return _response(ctx, ApiError(ErrorCode.cluster_authorization_failed), {})
     if ctx.broker.metadata.controller_id() != ctx.broker.node_id:
         return _response(ctx, NOT_CONTROLLER, {})
     allow_rf = getattr(request, "allow_replication_factor_change", True)

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation
 from kafkalite.storage.errors import StorageError
 from kafkalite.storage.log_manager import LogManager
 
@@ -45,6 +46,7 @@ def _move(ctx: RequestContext, destination: LogManager | None, topic: str, index
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     log_dirs = ctx.broker.replica_manager.log_manager
+    allowed = ctx.authorized_cluster(AclOperation.ALTER)
     results = []
     for wanted in request.dirs:
         destination = log_dirs.manager_for_dir(wanted.path)
@@ -53,7 +55,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 make(
                     schema.AlterReplicaLogDirPartitionResult,
                     partition_index=index,
-                    error_code=_move(ctx, destination, topic.name, index),
+                    error_code=_move(ctx, destination, topic.name, index)
+                    if allowed
+                    else ErrorCode.cluster_authorization_failed,
                 )
                 for index in topic.partitions
             )

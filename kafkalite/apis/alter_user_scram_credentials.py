@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafkalite.apis.base import ApiHandler, RequestContext
-from kafkalite.broker.scram_credentials import Deletion, Upsertion
+from kafkalite.broker.scram_credentials import Deletion, Upsertion, UserResult
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -18,7 +21,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         Upsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
         for u in request.upsertions
     ]
-    results = ctx.broker.scram.alter(deletions, upsertions)
+    if ctx.authorized_cluster(AclOperation.ALTER):
+        results = ctx.broker.scram.alter(deletions, upsertions)
+    else:  # every user named, refused (Kafka's getErrorResponse)
+        users = dict.fromkeys([d.user for d in deletions] + [u.user for u in upsertions])
+        results = [UserResult(user, ErrorCode.cluster_authorization_failed) for user in users]
     return make(
         ctx.schema.AlterUserScramCredentialsResponse,
         throttle_time=NO_THROTTLE,

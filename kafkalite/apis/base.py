@@ -14,6 +14,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.entities import response_module
+from kafkalite.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from kafkalite.security.authorizer import Authorizer
 from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
@@ -31,6 +33,35 @@ class RequestContext:
     listener: str = ""  # the listener the request came in on ("": the first advertised one)
     principal: KafkaPrincipal = ANONYMOUS  # who sent it (TLS certificate or SASL user)
     connection_id: str = ""  # "host:port" of the peer: unique while the connection lives
+    authorizer: Authorizer | None = None  # ACLs (authorizer.class.name); None: all allowed
+
+    def authorized(
+        self,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str,
+        log_denied: bool = True,
+    ) -> bool:
+        """May this request's principal, from its host, do `operation` on the resource?
+        (`log_denied` False when filtering what to show rather than refusing.)"""
+        authorizer = self.authorizer
+        if authorizer is None:
+            return True
+        host = self.client_host.removeprefix("/")
+        return authorizer.authorize(
+            self.principal, host, operation, resource_type, name, log_denied
+        )
+
+    def authorized_cluster(self, operation: AclOperation, log_denied: bool = True) -> bool:
+        return self.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME, log_denied)
+
+    def authorized_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """May the principal do `operation` on some resource of the type (KIP-679)?"""
+        authorizer = self.authorizer
+        if authorizer is None:
+            return True
+        host = self.client_host.removeprefix("/")
+        return authorizer.authorize_any(self.principal, host, operation, resource_type)
 
     @property
     def schema(self) -> ModuleType:

@@ -18,6 +18,7 @@ from kafkalite.coordinator.consumer_group_admin import (
     DescribedTopicPartitions,
 )
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 CONSUMER_MEMBER_TYPE = 1
 
@@ -28,7 +29,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     ordered = sorted(request.group_ids, key=bool)
     service = ctx.broker.groups
     # An empty id is INVALID_GROUP_ID whoever answers; the others only where they live.
-    served = {g: service.check_group(g) if g else ErrorCode.none for g in ordered}
+    served = {
+        g: ErrorCode.none
+        if not g
+        else service.check_group(g)
+        if ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, g)
+        else ErrorCode.group_authorization_failed
+        for g in ordered
+    }
     described, failed = await service.call_and_wait(
         lambda c, _now: [
             c.consumer_group_describe(group_id)
@@ -57,8 +65,8 @@ def _group(ctx: RequestContext, group: DescribedConsumerGroup, requested: bool) 
         assignment_epoch=group.assignment_epoch,
         assignor_name=group.assignor_name,
         members=tuple(_member(ctx, m) for m in group.members),
-        authorized_operations=authorized_operations.when(
-            requested and group.error is ErrorCode.none, authorized_operations.GROUP
+        authorized_operations=authorized_operations.group(
+            ctx, requested and group.error is ErrorCode.none, group.group_id
         ),
     )
 

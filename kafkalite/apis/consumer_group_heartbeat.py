@@ -21,9 +21,22 @@ from kafkalite.coordinator.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatResponse,
 )
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
+
+
+def _denied(ctx: RequestContext, request: Any) -> ErrorCode | None:
+    """KafkaApis: READ on the group, and DESCRIBE on every subscribed topic named."""
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ErrorCode.group_authorization_failed
+    for name in request.subscribed_topic_names or ():
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            return ErrorCode.topic_authorization_failed
+    return None
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if (denied := _denied(ctx, request)) is not None:
+        return heartbeat_response(ctx, ConsumerGroupHeartbeatResponse(denied))
     if is_share_group(ctx, request.group_id):
         message = f"Group {request.group_id} is not a consumer group."
         return heartbeat_response(

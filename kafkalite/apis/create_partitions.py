@@ -18,6 +18,7 @@ from kafkalite.apis.topic_admin import answer_each_name_once, validate_manual_as
 from kafkalite.broker import partition_limits
 from kafkalite.broker.admin_manager import OK, Outcome
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 
 def _check_assignments(
@@ -50,7 +51,17 @@ def _check(ctx: RequestContext, request_topic: Any) -> Outcome:
     )
 
 
+def _denied(ctx: RequestContext, name: str) -> bool:
+    """ControllerApis: DESCRIBE on the topic, then (if it exists) ALTER."""
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        return True
+    exists = name in ctx.broker.metadata.topics
+    return exists and not ctx.authorized(AclOperation.ALTER, ResourceType.TOPIC, name)
+
+
 def _grow(ctx: RequestContext, request_topic: Any, validate_only: bool) -> Outcome:
+    if _denied(ctx, request_topic.name):
+        return Outcome(ErrorCode.topic_authorization_failed)
     outcome = _check(ctx, request_topic)
     if not outcome.ok or validate_only:
         return outcome

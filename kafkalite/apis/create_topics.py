@@ -36,6 +36,7 @@ from kafkalite.broker.topic_config import (
     validate_topic_configs,
 )
 from kafkalite.protocol.entities import NO_THROTTLE, has_field, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
@@ -50,6 +51,9 @@ class TopicPlan:
     replication_factor: int
     configs: dict[str, str]
     assignment: list[list[int]] | None = None  # manual: replicas per partition index
+
+
+DENIED = Outcome(ErrorCode.topic_authorization_failed, "Authorization failed.")
 
 
 def _check_assignments(ctx: RequestContext, topic: Any) -> tuple[Outcome, list[list[int]]]:
@@ -215,15 +219,18 @@ def _config_entries(ctx: RequestContext, overrides: dict[str, str]) -> tuple[Any
 
 
 def _success(ctx: RequestContext, name: str, topic_id: Any, plan: TopicPlan) -> Any:
+    # The configs only for a principal that may DESCRIBE_CONFIGS the topic (KafkaApis).
+    shown = ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name, False)
     return make(
         ctx.schema.CreatableTopicResult,
         name=name,
         topic_id=topic_id,
         error_code=ErrorCode.none,
         error_message=None,
+        topic_config_error_code=ErrorCode.none if shown else ErrorCode.topic_authorization_failed,
         num_partitions=plan.num_partitions,
         replication_factor=plan.replication_factor,
-        configs=_config_entries(ctx, plan.configs),
+        configs=_config_entries(ctx, plan.configs) if shown else (),
     )
 
 
@@ -240,7 +247,16 @@ def _failure(ctx: RequestContext, name: str, outcome: Outcome) -> Any:
     )
 
 
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    """KafkaApis: CREATE on the cluster, or else on the topic."""
+    return ctx.authorized_cluster(AclOperation.CREATE, log_denied=False) or ctx.authorized(
+        AclOperation.CREATE, ResourceType.TOPIC, name
+    )
+
+
 def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
+    if not _may_create(ctx, topic.name):
+        return _failure(ctx, topic.name, DENIED)
     outcome, plan = plan_topic(ctx, topic)
     if plan is None:
         return _failure(ctx, topic.name, outcome)

@@ -13,13 +13,24 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.share_acks import is_share_group
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     names = list(request.groups_names)
     service = ctx.broker.groups
-    not_served = {n: e for n in names if (e := service.check_group(n)) is not ErrorCode.none}
+    denied = ErrorCode.group_authorization_failed
+    not_served = {
+        n: e
+        for n in names
+        if (
+            e := service.check_group(n)
+            if ctx.authorized(AclOperation.DELETE, ResourceType.GROUP, n)
+            else denied
+        )
+        is not ErrorCode.none
+    }
     shares = {n for n in names if n not in not_served and is_share_group(ctx, n)}
     served = [name for name in names if name not in not_served and name not in shares]
     results, failed = await service.call_and_wait(
@@ -36,7 +47,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             make(
                 schema.DeletableGroupResult,
                 group_id=name,
-                error_code=failed.get(name, results[name]),
+                error_code=failed[name] if name in failed else results[name],
             )
             for name in names
         ),

@@ -13,21 +13,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.delayed_wait import complete_or_expire
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 
-def _topic_result(ctx: RequestContext, topic: Any, delayed: Any) -> Any:
+def _topic_result(ctx: RequestContext, topic: Any, delayed: Any, denied: set[str]) -> Any:
     partitions = []
     for requested in topic.partitions:
-        status = delayed.statuses[(topic.name, requested.partition_index)]
+        if topic.name in denied:
+            error, low_watermark = ErrorCode.topic_authorization_failed, -1
+        else:
+            status = delayed.statuses[(topic.name, requested.partition_index)]
+            error, low_watermark = status.error, status.low_watermark
         partitions.append(
             make(
                 ctx.schema.DeleteRecordsPartitionResult,
                 partition_index=requested.partition_index,
-                low_watermark=status.low_watermark,
-                error_code=status.error,
+                low_watermark=low_watermark,
+                error_code=error,
             )
         )
     return make(ctx.schema.DeleteRecordsTopicResult, name=topic.name, partitions=tuple(partitions))
@@ -35,11 +42,21 @@ def _topic_result(ctx: RequestContext, topic: Any, delayed: Any) -> Any:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     replicas = ctx.broker.replica_manager
-    offsets = {(t.name, p.partition_index): p.offset for t in request.topics for p in t.partitions}
+    denied = {  # KafkaApis: DELETE on each topic
+        t.name
+        for t in request.topics
+        if not ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, t.name)
+    }
+    offsets = {
+        (t.name, p.partition_index): p.offset
+        for t in request.topics
+        if t.name not in denied
+        for p in t.partitions
+    }
     delayed = replicas.delete_records_all(offsets)
     timeout_ms = int(request.timeout.total_seconds() * 1000)
     await complete_or_expire(replicas.delete_records_purgatory, delayed, timeout_ms)
-    topics = tuple(_topic_result(ctx, topic, delayed) for topic in request.topics)
+    topics = tuple(_topic_result(ctx, topic, delayed, denied) for topic in request.topics)
     return make(ctx.schema.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 

@@ -22,6 +22,7 @@ from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.topic_admin import DUPLICATE_NAME, deadline_passed
 from kafkalite.broker.admin_manager import Outcome
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 # Kafka's ApiError(error) carries the error's default message.
 UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
@@ -43,6 +44,9 @@ class _Deletion:
 
     def answer(self, name: str | None, topic_id: uuid.UUID | None, outcome: Outcome) -> None:
         self.answers.append((name, topic_id, outcome))
+
+
+DENIED = Outcome(ErrorCode.topic_authorization_failed)
 
 
 def _requested(request: Any) -> Iterable[tuple[str | None, uuid.UUID | None]]:
@@ -101,11 +105,15 @@ def _resolve(ctx: RequestContext, deletion: _Deletion) -> dict[uuid.UUID, str]:
         if topic is None:
             unknown = Outcome(ErrorCode.unknown_topic_id, UNKNOWN_TOPIC_ID_MESSAGE)
             deletion.answer(None, topic_id, unknown)
+        elif not ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, topic.name):
+            deletion.answer(None, topic_id, DENIED)
         else:
             to_delete[topic_id] = topic.name
     for name in deletion.names:
         topic = metadata.topics.get(name)
-        if topic is None:
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            deletion.answer(name, None, DENIED)  # ControllerApis: DESCRIBE, then DELETE
+        elif topic is None:
             unknown = Outcome(ErrorCode.unknown_topic_or_partition, UNKNOWN_TOPIC_MESSAGE)
             deletion.answer(name, None, unknown)
         elif topic.topic_id in to_delete or topic.topic_id in deletion.duplicate_ids:
@@ -119,6 +127,8 @@ def _resolve(ctx: RequestContext, deletion: _Deletion) -> dict[uuid.UUID, str]:
                     "The provided topic name maps to an ID that was already supplied.",
                 ),
             )
+        elif not ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, name):
+            deletion.answer(name, None, DENIED)
         else:
             to_delete[topic.topic_id] = name
     return to_delete

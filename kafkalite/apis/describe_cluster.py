@@ -72,9 +72,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         for info in broker.metadata.brokers()
         if (endpoint := broker.endpoint_of(info.broker_id, ctx.listener)) is not None
     )
-    operations = authorized_operations.OMITTED
-    if request.include_cluster_authorized_operations:
-        operations = authorized_operations.CLUSTER
+    operations = authorized_operations.cluster(ctx, request.include_cluster_authorized_operations)
     return make(
         ctx.schema.DescribeClusterResponse,
         throttle_time=NO_THROTTLE,

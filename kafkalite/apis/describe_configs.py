@@ -19,6 +19,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.apis.config_authorization import config_denied
 from kafkalite.broker import views
 from kafkalite.broker.admin_manager import Outcome, topic_name_error
 from kafkalite.broker.dynamic_config import (
@@ -36,6 +37,7 @@ from kafkalite.broker.topic_config import (
 )
 from kafkalite.config import PROPERTIES, TYPE_STRING, is_password
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -241,7 +243,11 @@ def _describe_broker(ctx: RequestContext, name: str, flags: _Flags) -> tuple[Out
 
 def _describe(ctx: RequestContext, resource: Any, flags: _Flags) -> Any:
     name = resource.resource_name
-    if resource.resource_type == RESOURCE_TOPIC:
+    denied = config_denied(ctx, resource.resource_type, name, AclOperation.DESCRIBE_CONFIGS)
+    entries: list[Any]
+    if denied is not None:
+        outcome, entries = denied, []
+    elif resource.resource_type == RESOURCE_TOPIC:
         outcome, entries = _describe_topic(ctx, name, flags)
     elif resource.resource_type == RESOURCE_BROKER:
         outcome, entries = _describe_broker(ctx, name, flags)

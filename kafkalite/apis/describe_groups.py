@@ -14,13 +14,19 @@ from kafkalite.apis import authorized_operations
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.coordinator.admin import DescribedGroup
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     requested = getattr(request, "include_authorized_operations", False)
     service = ctx.broker.groups
-    served = {group_id: service.check_group(group_id) for group_id in request.groups}
+    served = {
+        group_id: service.check_group(group_id)
+        if ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id)
+        else ErrorCode.group_authorization_failed
+        for group_id in request.groups
+    }
     described, failed = await service.call_and_wait(
         lambda c, _now: [
             c.describe_group(group_id, ctx.api_version)
@@ -56,8 +62,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 for m in group.members
             ),
             # Kafka sets the operations only on groups described without an error.
-            authorized_operations=authorized_operations.when(
-                requested and group.error is ErrorCode.none, authorized_operations.GROUP
+            authorized_operations=authorized_operations.group(
+                ctx, requested and group.error is ErrorCode.none, group.group_id
             ),
         )
         for group in described

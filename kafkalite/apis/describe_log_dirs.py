@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation
 from kafkalite.storage.log_manager import LogManager
 
 
@@ -77,6 +78,13 @@ def _result(ctx: RequestContext, manager: LogManager, wanted: dict[str, set[int]
 def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = _wanted(request)
     managers = ctx.broker.replica_manager.log_manager.managers
+    if not ctx.authorized_cluster(AclOperation.DESCRIBE):
+        return make(
+            ctx.schema.DescribeLogDirsResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.cluster_authorization_failed,
+            results=(),
+        )
     return make(
         ctx.schema.DescribeLogDirsResponse,
         throttle_time=NO_THROTTLE,

@@ -14,11 +14,14 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 
 def _partition(ctx: RequestContext, topic: str, index: int) -> Any:
     partition = ctx.broker.replica_manager.partition(topic, index)
     error = ErrorCode.unknown_topic_or_partition if partition is None else ErrorCode.none
+    if not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, topic):
+        error, partition = ErrorCode.topic_authorization_failed, None
     if partition is not None and not partition.is_leader:
         error = ErrorCode.not_leader_or_follower
     entries = []

@@ -24,6 +24,7 @@ from kafkalite.broker.admin_manager import topic_name_error
 from kafkalite.broker.partition import PartitionState
 from kafkalite.broker.replica_manager import INTERNAL_TOPICS
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 MAX_PARTITIONS_PER_RESPONSE = 2000  # Kafka's max.request.partition.size.limit default
 
@@ -60,7 +61,9 @@ def _topic(ctx: RequestContext, name: str, error: ErrorCode, **found: Any) -> An
         error_code=error,
         name=name,
         is_internal=name in INTERNAL_TOPICS,
-        topic_authorized_operations=authorized_operations.TOPIC,  # no authorizer: all
+        topic_authorized_operations=authorized_operations.allowed(
+            ctx, authorized_operations.TOPIC, ResourceType.TOPIC, name
+        ),
         **values,
     )
 
@@ -95,6 +98,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     cursor = request.cursor
     start_name = cursor.topic_name if cursor is not None else ""
     candidates = sorted({name for name in (named or known) if name >= start_name})
+    if not named:  # every topic: those the principal may not DESCRIBE are left out
+        candidates = [
+            n
+            for n in candidates
+            if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n, log_denied=False)
+        ]
     if named and cursor is not None and cursor.topic_name not in candidates:
         return _invalid_request(ctx, named)
     budget = min(MAX_PARTITIONS_PER_RESPONSE, max(1, request.response_partition_limit))
@@ -106,6 +115,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             next_cursor = make(ctx.schema.Cursor, topic_name=name, partition_index=0)
             break
         topic = known.get(name)
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            topics.append(_topic(ctx, name, ErrorCode.topic_authorization_failed))
+            continue
         if topic is None:
             topics.append(_missing(ctx, name))
             continue

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.txn_common import txn_service
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 
 def _at(ms: int) -> datetime.datetime:
@@ -25,6 +26,8 @@ def _at(ms: int) -> datetime.datetime:
 async def _state(ctx: RequestContext, transactional_id: str) -> Any:
     service = txn_service(ctx)
     error = service.check_coordinator(transactional_id)
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        error = ErrorCode.transactional_id_authorization_failed
     meta = None
     if error is ErrorCode.none:  # committed state: answered once the writes before are in
         meta, error = await service.call_and_wait(

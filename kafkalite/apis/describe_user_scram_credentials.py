@@ -6,14 +6,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.broker.scram_credentials import UserResult
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     users = None if request.users is None else [u.name for u in request.users]
-    error, message, results = ctx.broker.scram.describe(users)
+    results: list[UserResult] = []
+    error, message = ErrorCode.cluster_authorization_failed, None
+    if ctx.authorized_cluster(AclOperation.DESCRIBE):
+        error, message, results = ctx.broker.scram.describe(users)
     return make(
         schema.DescribeUserScramCredentialsResponse,
         throttle_time=NO_THROTTLE,

@@ -33,6 +33,7 @@ from kafkalite.broker.controller_api import (
     TopicPartition,
 )
 from kafkalite.protocol.entities import NO_THROTTLE, make, millis
+from kafkalite.security.acl import AclOperation
 
 log = logging.getLogger(__name__)
 FORWARDED = "kafkalite-forwarded"  # client id of a forwarded request: never forwarded again
@@ -108,6 +109,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if election_type not in (PREFERRED, UNCLEAN):
         invalid = ApiError(ErrorCode.invalid_request, f"Unknown election type {election_type}")
         return _error_response(ctx, request, invalid)
+    if not ctx.authorized_cluster(AclOperation.ALTER):
+        denied = ApiError(ErrorCode.cluster_authorization_failed)
+        return _error_response(ctx, request, denied)
     timeout = max(millis(request.timeout), 0) / 1000
     try:
         results = await ctx.broker.controller.elect_leaders(election_type, requested, timeout)

@@ -16,9 +16,13 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.txn_common import txn_service
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 
 async def _end(ctx: RequestContext, request: Any) -> ErrorCode:
+    txn = request.transactional_id
+    if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn):
+        return ErrorCode.transactional_id_authorization_failed
     service = txn_service(ctx)
     error = service.check_coordinator(request.transactional_id)
     if error is not ErrorCode.none:

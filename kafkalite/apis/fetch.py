@@ -25,6 +25,7 @@ from kafkalite.broker.delayed import FetchInfo, FetchParams
 from kafkalite.broker.delayed_wait import complete_or_expire
 from kafkalite.broker.partition import LogReadResult
 from kafkalite.protocol.entities import NO_THROTTLE, make, millis
+from kafkalite.security.acl import AclOperation, ResourceType
 
 READ_UNCOMMITTED = 0
 MAX_BYTES_UNLIMITED = 2**31 - 1
@@ -58,14 +59,27 @@ def _resolve_topic(ctx: RequestContext, fetch_topic: Any) -> tuple[str | None, E
     return None, ErrorCode.unknown_topic_or_partition
 
 
+def _denied(ctx: RequestContext, topic: str, from_follower: bool, cluster_denied: bool) -> bool:
+    """KafkaApis: followers need CLUSTER_ACTION on the cluster, consumers READ on each topic
+    (checked before whether it exists); else TOPIC_AUTHORIZATION_FAILED."""
+    if from_follower:
+        return cluster_denied
+    return not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, topic)
+
+
 def _fetch_infos(
     ctx: RequestContext, request: Any
 ) -> tuple[list[FetchInfo], list[tuple[Any, list[FetchInfo | ErrorCode]]]]:
     """The partitions to read, and per requested topic what answers each partition."""
     infos: list[FetchInfo] = []
     plan: list[tuple[Any, list[FetchInfo | ErrorCode]]] = []
+    from_follower = _replica_id(request) >= 0
+    cluster_denied = from_follower and not ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
     for fetch_topic in request.topics:
         name, error = _resolve_topic(ctx, fetch_topic)
+        requested = name if name is not None else getattr(fetch_topic, "topic", None)
+        if requested is not None and _denied(ctx, requested, from_follower, cluster_denied):
+            name, error = None, ErrorCode.topic_authorization_failed
         answers: list[FetchInfo | ErrorCode] = []
         for part in fetch_topic.partitions:
             if name is None:

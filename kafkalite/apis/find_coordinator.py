@@ -19,6 +19,7 @@ from kafkalite.broker.cluster_metadata import Endpoint
 from kafkalite.broker.replica_manager import OFFSETS_TOPIC
 from kafkalite.coordinator import group_partition
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 from kafkalite.share.share_records import SharePartitionKey
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
@@ -71,8 +72,14 @@ def _share_coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, Found]
 def _locate(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
     message: str | None = None
     found: Found = None
-    if key_type == GROUP:
+    if key_type == GROUP and not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        error = ErrorCode.group_authorization_failed
+    elif key_type == GROUP:
         error, found = _group_coordinator(ctx, key)
+    elif key_type == TRANSACTION and not ctx.authorized(
+        AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
+        error = ErrorCode.transactional_id_authorization_failed
     elif key_type == TRANSACTION:
         error, found = _txn_coordinator(ctx, key)
     elif key_type == SHARE:

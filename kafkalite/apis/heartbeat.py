@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.coordinator import HeartbeatRequest
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -22,7 +23,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         group_instance_id=getattr(request, "group_instance_id", None),
     )
     error = ctx.broker.groups.check_group(request.group_id)
-    if error is ErrorCode.none:
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        error = ErrorCode.group_authorization_failed
+    elif error is ErrorCode.none:
         error, failed = await ctx.broker.groups.call_and_wait(
             lambda c, now: c.heartbeat(heartbeat, now), [request.group_id]
         )

@@ -20,11 +20,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.apis.config_authorization import config_denied
 from kafkalite.broker.admin_manager import OK, VIEW_IS_FIXED, Outcome, topic_name_error
 from kafkalite.broker.dynamic_config import DEFAULT_ENTITY, DynamicConfigError
 from kafkalite.broker.topic_config import TOPIC_CONFIGS, InvalidConfig, validate_topic_configs
 from kafkalite.config import TYPE_LIST
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -167,6 +169,11 @@ async def alter_resource(
     validate_only: bool,
 ) -> Outcome:
     """A TOPIC or BROKER resource altered by `change` (see alter_topic, alter_broker)."""
+    denied = config_denied(
+        ctx, resource.resource_type, resource.resource_name, AclOperation.ALTER_CONFIGS
+    )
+    if denied is not None:
+        return denied
     if resource.resource_type == RESOURCE_TOPIC:
         return alter_topic(ctx, resource.resource_name, change, validate_only)
     if resource.resource_type == RESOURCE_BROKER:

@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.txn_common import txn_service
 from kafkalite.protocol.entities import NO_THROTTLE, make, millis
+from kafkalite.security.acl import AclOperation, ResourceType
 from kafkalite.txn.coordinator import InitResult
 
 
@@ -39,8 +40,28 @@ async def _transactional(ctx: RequestContext, request: Any) -> InitResult:
     return result if persist_error is ErrorCode.none else InitResult(persist_error)
 
 
+def _denied(ctx: RequestContext, request: Any) -> ErrorCode | None:
+    """KafkaApis: WRITE on the transactional id; without one, IDEMPOTENT_WRITE on the
+    cluster or WRITE on some topic (KIP-679)."""
+    if request.transactional_id is not None:
+        if ctx.authorized(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+        ):
+            return None
+        return ErrorCode.transactional_id_authorization_failed
+    if ctx.authorized_cluster(AclOperation.IDEMPOTENT_WRITE, log_denied=False):
+        return None
+    if ctx.authorized_any(AclOperation.WRITE, ResourceType.TOPIC):
+        return None
+    return ErrorCode.cluster_authorization_failed
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema.InitProducerIdResponse
+    if (denied := _denied(ctx, request)) is not None:
+        return make(
+            schema, throttle_time=NO_THROTTLE, error_code=denied, producer_id=-1, producer_epoch=-1
+        )
     if request.transactional_id is not None:
         result = await _transactional(ctx, request)
         error = result.error

@@ -15,9 +15,13 @@ from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.share_acks import is_share_group
 from kafkalite.coordinator import JoinGroupRequest, JoinGroupResponse, Protocol
 from kafkalite.protocol.entities import NO_THROTTLE, make, millis
+from kafkalite.security.acl import AclOperation, ResourceType
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        denied = JoinGroupResponse(ErrorCode.group_authorization_failed, request.member_id)
+        return _response(ctx, denied)
     if is_share_group(ctx, request.group_id):
         # Kafka's classicGroupJoinToClassicGroup: the group is not a classic group.
         refused = JoinGroupResponse(ErrorCode.unknown_member_id, request.member_id)

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.coordinator import LeaveGroupRequest, LeaveGroupResponse, MemberIdentity
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -28,6 +29,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     leave = LeaveGroupRequest(request.group_id, members)
     not_served = ctx.broker.groups.check_group(request.group_id)
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        not_served = ErrorCode.group_authorization_failed
     if not_served is ErrorCode.none:
         left, failed = await ctx.broker.groups.call_and_wait(
             lambda c, now: c.leave_group(leave, now), [request.group_id]

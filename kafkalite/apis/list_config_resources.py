@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 _SUPPORTED = {0: (CLIENT_METRICS,), 1: (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP)}
@@ -32,6 +33,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     supported = _SUPPORTED[ctx.api_version]
     wanted = tuple(getattr(request, "resource_types", ())) or supported
+    if not ctx.authorized_cluster(AclOperation.DESCRIBE_CONFIGS):
+        return make(
+            schema.ListConfigResourcesResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.cluster_authorization_failed,
+            config_resources=(),
+        )
     if any(resource_type not in supported for resource_type in wanted):
         return make(
             schema.ListConfigResourcesResponse,

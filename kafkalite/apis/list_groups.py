@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.coordinator.admin import ListedGroup
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 from kafkalite.share.share_group import SHARE_GROUP_TYPE, SHARE_PROTOCOL_TYPE
 
 
@@ -21,6 +22,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         lambda c, _now: c.list_groups(states, types)
     )
     listed += _share_groups(ctx, states, types)
+    if not ctx.authorized_cluster(AclOperation.DESCRIBE, log_denied=False):
+        listed = [  # Kafka lists only the groups the principal may DESCRIBE
+            group
+            for group in listed
+            if ctx.authorized(
+                AclOperation.DESCRIBE, ResourceType.GROUP, group.group_id, log_denied=False
+            )
+        ]
     groups = tuple(
         make(
             schema.ListedGroup,

@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.partition import NOT_FOUND
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 CONSUMER_REPLICA_ID = -1
 
@@ -46,6 +47,17 @@ def _partition_response(
     return respond(error, found)
 
 
+def _denied(ctx: RequestContext, topic: str, request: Any) -> Any:
+    return make(
+        ctx.schema.ListOffsetsPartitionResponse,
+        partition_index=request.partition_index,
+        error_code=ErrorCode.topic_authorization_failed,
+        timestamp=NOT_FOUND[1],
+        offset=NOT_FOUND[0],
+        leader_epoch=NOT_FOUND[2],
+    )
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
     isolation = getattr(request, "isolation_level", 0)
     from_client = request.replica_id == CONSUMER_REPLICA_ID  # not a follower or a debug tool
@@ -55,6 +67,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             name=topic.name,
             partitions=tuple(
                 _partition_response(ctx, topic.name, p, isolation, from_client)
+                if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
+                else _denied(ctx, topic.name, p)
                 for p in topic.partitions
             ),
         )

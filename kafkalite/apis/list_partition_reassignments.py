@@ -13,8 +13,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
-from kafkalite.broker.controller_api import NOT_CONTROLLER
+from kafkalite.broker.controller_api import NOT_CONTROLLER, ApiError
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation
 
 
 def _wanted(request: Any) -> dict[str, set[int]] | None:
@@ -34,6 +35,8 @@ def _response(ctx: RequestContext, error: Any, topics: tuple) -> Any:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorized_cluster(AclOperation.DESCRIBE):
+        return _response(ctx, ApiError(ErrorCode.cluster_authorization_failed), ())
     if ctx.broker.metadata.controller_id() != ctx.broker.node_id:
         return _response(ctx, NOT_CONTROLLER, ())
     wanted = _wanted(request)

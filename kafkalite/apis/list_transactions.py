@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.txn_common import txn_service
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 from kafkalite.txn.coordinator import TxnMetadata, TxnState
 
 STATE_NAMES = {state.value for state in TxnState}
@@ -30,6 +31,13 @@ def _matches(request: Any, meta: TxnMetadata, now_ms: int, pattern: re.Pattern |
     if duration >= 0 and (meta.txn_start_ms < 0 or now_ms - meta.txn_start_ms < duration):
         return False
     return pattern is None or pattern.fullmatch(meta.transactional_id) is not None
+
+
+def _describable(ctx: RequestContext, transactional_id: str) -> bool:
+    """Kafka lists the transactional ids the principal may DESCRIBE."""
+    return ctx.authorized(
+        AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id, log_denied=False
+    )
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -59,7 +67,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             transaction_state=meta.state.value,
         )
         for meta in sorted(transactions, key=lambda m: m.transactional_id)
-        if _matches(request, meta, now, pattern)
+        if _matches(request, meta, now, pattern) and _describable(ctx, meta.transactional_id)
     )
     return make(
         schema,

@@ -2,7 +2,9 @@
 
 Topics by name or (v12+) by id, topic ids, and auto-creation of unknown topics when both the
 broker (`auto.create.topics.enable`) and the request (v4+ `allow_auto_topic_creation`) allow it.
-Authorized operations, when asked for (v8+ cluster, topics), are all of them: no authorizer.
+Authorized operations, when asked for (v8+ cluster, topics), are those the ACLs allow (all
+of them without an authorizer); topics the principal may not DESCRIBE are left out of an
+all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named.
 A null topic name below v12 (v10-11 carry an id field but Kafka refuses it there) is answered
 INVALID_REQUEST, with the name "" those versions can carry.
 Brokers, controller and partition states (leader, epoch, replicas, ISR, offline replicas;
@@ -25,10 +27,13 @@ from kafkalite.broker.cluster_metadata import TopicMetadata
 from kafkalite.broker.partition import PartitionState
 from kafkalite.broker.replica_manager import INTERNAL_TOPICS, OFFSETS_TOPIC
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 ZERO_UUID = uuid.UUID(int=0)
 BY_ID_FROM = 12
 log = logging.getLogger(__name__)
+
+_DESCRIBE, _TOPIC = AclOperation.DESCRIBE, ResourceType.TOPIC
 
 
 def _partition(ctx: RequestContext, state: PartitionState, live: set[int]) -> Any:
@@ -62,7 +67,9 @@ def _topic(ctx: RequestContext, topic: TopicMetadata, operations: int) -> Any:
         topic_id=topic.topic_id,
         is_internal=topic.name in INTERNAL_TOPICS,
         partitions=tuple(_partition(ctx, s, live) for s in states),
-        topic_authorized_operations=operations,
+        topic_authorized_operations=authorized_operations.allowed(
+            ctx, operations, _TOPIC, topic.name
+        ),
     )
 
 
@@ -80,6 +87,13 @@ def _error_topic(
     )
 
 
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    """Auto-creation needs CREATE on the cluster or on the topic (KafkaApis)."""
+    return ctx.authorized_cluster(AclOperation.CREATE) or ctx.authorized(
+        AclOperation.CREATE, _TOPIC, name
+    )
+
+
 def _lookup(ctx: RequestContext, requested: Any, auto_create: bool, operations: int) -> Any:
     metadata = ctx.broker.metadata
     topic_id = getattr(requested, "topic_id", None) or ZERO_UUID
@@ -90,7 +104,11 @@ def _lookup(ctx: RequestContext, requested: Any, auto_create: bool, operations: 
         topic = metadata.topic_by_id(topic_id)
         if topic is None:
             return _error_topic(ctx, None, topic_id, ErrorCode.unknown_topic_id)
+        if not ctx.authorized(_DESCRIBE, _TOPIC, topic.name):  # the name stays hidden
+            return _error_topic(ctx, None, topic_id, ErrorCode.topic_authorization_failed)
         return _topic(ctx, topic, operations)
+    if not ctx.authorized(_DESCRIBE, _TOPIC, name):
+        return _error_topic(ctx, name, ZERO_UUID, ErrorCode.topic_authorization_failed)
     topic = metadata.topics.get(name)
     if topic is not None:
         return _topic(ctx, topic, operations)
@@ -98,6 +116,8 @@ def _lookup(ctx: RequestContext, requested: Any, auto_create: bool, operations: 
         return _error_topic(ctx, name, ZERO_UUID, ErrorCode.invalid_topic_exception)
     if not auto_create:
         return _error_topic(ctx, name, ZERO_UUID, ErrorCode.unknown_topic_or_partition)
+    if not _may_create(ctx, name):
+        return _error_topic(ctx, name, ZERO_UUID, ErrorCode.topic_authorization_failed)
     if name == OFFSETS_TOPIC:
         # Created with its fixed settings, as the group coordinator would.
         ctx.broker.groups.ensure_offsets_topic()
@@ -122,7 +142,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if all_topics:
-        topics = tuple(_topic(ctx, t, operations) for t in broker.metadata.topics.values())
+        topics = tuple(
+            _topic(ctx, t, operations)
+            for t in broker.metadata.topics.values()
+            if ctx.authorized(_DESCRIBE, _TOPIC, t.name, log_denied=False)  # hidden, silently
+        )
     else:
         topics = tuple(
             _lookup(ctx, requested, auto_create, operations) for requested in request.topics
@@ -145,9 +169,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=broker.cluster_id,
         controller_id=broker.metadata.controller_id(),
         topics=topics,
-        cluster_authorized_operations=authorized_operations.when(
-            getattr(request, "include_cluster_authorized_operations", False),
-            authorized_operations.CLUSTER,
+        cluster_authorized_operations=authorized_operations.cluster(
+            ctx, getattr(request, "include_cluster_authorized_operations", False)
         ),
         error_code=ErrorCode.none,
     )

@@ -21,6 +21,7 @@ from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.topic_ids import topic_name
 from kafkalite.coordinator import OffsetCommitRequest, PartitionCommit
 from kafkalite.protocol.entities import NO_THROTTLE, make, millis
+from kafkalite.security.acl import AclOperation, ResourceType
 
 NO_RETENTION = -1
 
@@ -31,9 +32,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     errors: dict[tuple[str | None, int], ErrorCode] = {}
     commits = []
     entries = zip(names, request.topics, strict=True)
+    group_denied = not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id)
     for topic, p in ((name, p) for name, t in entries for p in t.partitions):
-        if topic is None:  # v10+: an id no topic has
+        if group_denied:  # KafkaApis: READ on the group, then READ on each topic
+            errors[(topic, p.partition_index)] = ErrorCode.group_authorization_failed
+        elif topic is None:  # v10+: an id no topic has
             errors[(topic, p.partition_index)] = ErrorCode.unknown_topic_id
+        elif not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, topic):
+            errors[(topic, p.partition_index)] = ErrorCode.topic_authorization_failed
         elif ctx.broker.metadata.partition_state(topic, p.partition_index) is None:
             errors[(topic, p.partition_index)] = ErrorCode.unknown_topic_or_partition
         else:

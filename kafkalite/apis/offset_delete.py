@@ -13,6 +13,7 @@ from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.coordinator import TopicPartition
 from kafkalite.coordinator.offset_commit import OffsetDeleteResponse
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -21,12 +22,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions
     ]
     errors = {
-        tp: ErrorCode.unknown_topic_or_partition
+        tp: ErrorCode.topic_authorization_failed  # KafkaApis: READ on the topic
         for tp in requested
-        if ctx.broker.metadata.partition_state(*tp) is None  # the cluster's, not this broker's
+        if not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, tp.topic)
     }
+    errors.update(
+        (tp, ErrorCode.unknown_topic_or_partition)
+        for tp in requested
+        if tp not in errors and ctx.broker.metadata.partition_state(*tp) is None
+    )
     known = [tp for tp in requested if tp not in errors]
     not_served = ctx.broker.groups.check_group(request.group_id)
+    if not ctx.authorized(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        not_served = ErrorCode.group_authorization_failed
     if not_served is ErrorCode.none:
         deleted, failed = await ctx.broker.groups.call_and_wait(
             lambda c, _now: c.delete_offsets(request.group_id, known), [request.group_id]

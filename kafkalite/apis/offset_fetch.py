@@ -21,6 +21,7 @@ from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.topic_ids import ZERO_UUID, topic_id, topic_name
 from kafkalite.coordinator import FetchedOffset, OffsetFetchResponse, TopicPartition
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 BATCHED_FROM = 8
 
@@ -81,13 +82,17 @@ async def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> OffsetFetch
     """The group's committed offsets, answered once the writes before are committed."""
     groups = ctx.broker.groups
     error = groups.check_group(group_id)
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        error = ErrorCode.group_authorization_failed  # KafkaApis: DESCRIBE on the group
     if error is not ErrorCode.none:
         return _not_served(ctx, topics, error)
     if topics is None:
         fetched, failed = await groups.call_and_wait(
             lambda c, _now: c.fetch_offsets(group_id, None), [group_id]
         )
-        return _not_served(ctx, topics, failed[group_id]) if failed else fetched
+        if failed:
+            return _not_served(ctx, topics, failed[group_id])
+        return replace(fetched, partitions=_describable(ctx, fetched.partitions))
     wanted, unknown = [], []
     for entry in topics:
         name = topic_name(ctx, entry)
@@ -95,6 +100,9 @@ async def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> OffsetFetch
             if name is None:  # kio reads the zero id as None
                 topic = str(entry.topic_id or ZERO_UUID)
                 unknown.append(FetchedOffset(topic, index, error=ErrorCode.unknown_topic_id))
+            elif not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                denied = ErrorCode.topic_authorization_failed
+                unknown.append(FetchedOffset(name, index, error=denied))
             else:
                 wanted.append(TopicPartition(name, index))
     fetched, failed = await groups.call_and_wait(
@@ -103,6 +111,17 @@ async def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> OffsetFetch
     if failed:
         return _not_served(ctx, topics, failed[group_id])
     return replace(fetched, partitions=fetched.partitions + tuple(unknown))
+
+
+def _describable(
+    ctx: RequestContext, offsets: tuple[FetchedOffset, ...]
+) -> tuple[FetchedOffset, ...]:
+    """All of a group's offsets: those of topics the principal may DESCRIBE (Kafka)."""
+    return tuple(
+        o
+        for o in offsets
+        if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, o.topic, log_denied=False)
+    )
 
 
 def _not_served(ctx: RequestContext, topics: Any, error: ErrorCode) -> OffsetFetchResponse:

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 
 def _partition_result(ctx: RequestContext, topic: str, request: Any) -> Any:
@@ -32,12 +33,36 @@ def _partition_result(ctx: RequestContext, topic: str, request: Any) -> Any:
     return respond(error, epoch, end_offset)
 
 
+def _denied(ctx: RequestContext, topic: str, request: Any) -> Any:
+    return make(
+        ctx.schema.EpochEndOffset,
+        error_code=ErrorCode.topic_authorization_failed,
+        partition=request.partition,
+        leader_epoch=-1,
+        end_offset=-1,
+    )
+
+
+def _allowed(ctx: RequestContext, request: Any, topic: str, cluster_action: bool) -> bool:
+    """KafkaApis: followers need CLUSTER_ACTION, consumers DESCRIBE on the topic."""
+    if getattr(request, "replica_id", -1) >= 0:
+        return cluster_action
+    return ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
+    from_follower = getattr(request, "replica_id", -1) >= 0
+    cluster_action = from_follower and ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
     topics = tuple(
         make(
             ctx.schema.OffsetForLeaderTopicResult,
             topic=topic.topic,
-            partitions=tuple(_partition_result(ctx, topic.topic, p) for p in topic.partitions),
+            partitions=tuple(
+                _partition_result(ctx, topic.topic, p)
+                if _allowed(ctx, request, topic.topic, cluster_action)
+                else _denied(ctx, topic.topic, p)
+                for p in topic.partitions
+            ),
         )
         for topic in request.topics
     )

@@ -24,6 +24,7 @@ from kafkalite.broker.delayed import ProduceResult, TopicPartition
 from kafkalite.broker.delayed_wait import complete_or_expire
 from kafkalite.broker.views import view_refusal
 from kafkalite.protocol.entities import NO_THROTTLE, make, millis
+from kafkalite.security.acl import AclOperation, ResourceType
 from kafkalite.storage.batch import HEADER_SIZE, LOG_OVERHEAD, parse_header, peek_offset_and_size
 from kafkalite.storage.errors import RecordError
 
@@ -204,14 +205,48 @@ async def _verify_remotely(
     return refused
 
 
+def _transactional_id_denied(ctx: RequestContext, request: Any) -> ErrorCode | None:
+    """KafkaApis: a produce of transactional batches needs a transactional id and WRITE on
+    it, else every partition fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    if ctx.authorizer is None:
+        return None
+    transactional_id = getattr(request, "transactional_id", None)
+    if transactional_id is None:
+        return ErrorCode.transactional_id_authorization_failed if _any_txn(request) else None
+    if ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return None
+    return ErrorCode.transactional_id_authorization_failed
+
+
+def _any_txn(request: Any) -> bool:
+    """Does the request carry a transactional batch (RequestUtils.hasTransactionalRecords)?"""
+    return any(
+        data.records is not None
+        and len(data.records) >= HEADER_SIZE
+        and (header := parse_header(data.records)).magic == 2
+        and header.is_transactional
+        for topic_data in request.topic_data
+        for data in topic_data.partition_data
+    )
+
+
+def _topic_denied(ctx: RequestContext, name: str | None) -> ErrorCode | None:
+    """WRITE on the topic, checked before whether it exists (as Kafka does)."""
+    if name is None or ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, name):
+        return None
+    return ErrorCode.topic_authorization_failed
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     # (topic_data, per partition: an early answer or the key of its append)
     plan: list[tuple[Any, list[Any]]] = []
     entries: dict[TopicPartition, bytes] = {}
     unverified: dict[Unverified, list[TopicPartition]] = {}
+    txn_denied = _transactional_id_denied(ctx, request)
     for topic_data in request.topic_data:
         name = topic_name(ctx, topic_data)
+        denied = txn_denied or _topic_denied(ctx, name)
         answers: list[Any] = []
         for data in topic_data.partition_data:
             if acks not in VALID_ACKS:
@@ -220,6 +255,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             elif name is None:
                 answers.append(_partition_response(ctx, data.index, ErrorCode.unknown_topic_id))
+            elif denied is not None:
+                answers.append(_partition_response(ctx, data.index, denied))
             elif (problem := _check_partition(ctx, name, data)) is not None:
                 answers.append(_refused(ctx, data.index, problem))
             elif isinstance(txn := _verify_txn(ctx, request, name, data), ErrorCode):

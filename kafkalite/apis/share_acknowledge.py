@@ -19,6 +19,7 @@ from kafkalite.apis.share_acks import (
     redirect_endpoints,
 )
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 from kafkalite.share.share_session import FINAL_EPOCH, INITIAL_EPOCH
 
 
@@ -40,6 +41,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _response(ctx, ErrorCode.unsupported_version)
     if not request.group_id or not request.member_id:
         return _response(ctx, ErrorCode.invalid_request)
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _response(ctx, ErrorCode.group_authorization_failed)
     manager = service.partitions
     key = (request.group_id, request.member_id)
     epoch = request.share_session_epoch

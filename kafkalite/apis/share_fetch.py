@@ -30,6 +30,7 @@ from kafkalite.apis.share_acks import (
 )
 from kafkalite.broker.share_partition_manager import ShareFetchResult
 from kafkalite.protocol.entities import NO_THROTTLE, make, millis
+from kafkalite.security.acl import AclOperation, ResourceType
 from kafkalite.share.share_partition import AcknowledgementBatch
 from kafkalite.share.share_session import FINAL_EPOCH, INITIAL_EPOCH
 
@@ -55,6 +56,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _error(ctx, ErrorCode.unsupported_version)
     if not request.group_id or not request.member_id:
         return _error(ctx, ErrorCode.invalid_request, "GroupId and MemberId must be set.")
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _error(ctx, ErrorCode.group_authorization_failed)
     manager = service.partitions
     key = (request.group_id, request.member_id)
     epoch = request.share_session_epoch
@@ -103,6 +106,12 @@ async def _fetch(
     results: dict[TopicIdPartition, ShareFetchResult] = {}
     helds = []
     for tp in partitions:
+        topic = ctx.broker.metadata.topic_by_id(tp[0])
+        if topic is not None and not ctx.authorized(
+            AclOperation.READ, ResourceType.TOPIC, topic.name
+        ):
+            results[tp] = ShareFetchResult(ErrorCode.topic_authorization_failed)
+            continue
         error, held = await manager.share_partition(request.group_id, tp)
         if held is None:
             results[tp] = ShareFetchResult(error)

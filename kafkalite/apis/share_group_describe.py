@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis import authorized_operations
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 from kafkalite.share.share_group import SIMPLE_ASSIGNOR, DescribedShareGroup, ShareMember
 
 
@@ -23,6 +24,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if not group_id or service is None:
             error = ErrorCode.invalid_group_id if not group_id else ErrorCode.group_id_not_found
             described.append(DescribedShareGroup(group_id, error))
+        elif not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            denied = ErrorCode.group_authorization_failed
+            described.append(DescribedShareGroup(group_id, denied))
         else:
             described.append(service.describe(group_id))
     groups = tuple(_group(ctx, group, requested) for group in described)
@@ -40,8 +44,8 @@ def _group(ctx: RequestContext, group: DescribedShareGroup, requested: bool) -> 
         assignment_epoch=group.assignment_epoch,
         assignor_name=SIMPLE_ASSIGNOR if group.error is ErrorCode.none else "",
         members=tuple(_member(ctx, m) for m in group.members),
-        authorized_operations=authorized_operations.when(
-            requested and group.error is ErrorCode.none, authorized_operations.GROUP
+        authorized_operations=authorized_operations.group(
+            ctx, requested and group.error is ErrorCode.none, group.group_id
         ),
     )
 

@@ -9,9 +9,20 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.consumer_group_heartbeat import heartbeat_response
+from kafkalite.security.acl import AclOperation, ResourceType
 from kafkalite.share.share_group import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
 
 ENTITY = "ShareGroupHeartbeatResponse"
+
+
+def _denied(ctx: RequestContext, request: Any) -> ErrorCode | None:
+    """KafkaApis: READ on the group, DESCRIBE on every subscribed topic named."""
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ErrorCode.group_authorization_failed
+    for name in request.subscribed_topic_names or ():
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            return ErrorCode.topic_authorization_failed
+    return None
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -19,6 +30,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if service is None:
         response = ShareGroupHeartbeatResponse(ErrorCode.unsupported_version)
         return heartbeat_response(ctx, response, ENTITY)
+    if (denied := _denied(ctx, request)) is not None:
+        return heartbeat_response(ctx, ShareGroupHeartbeatResponse(denied), ENTITY)
     names = request.subscribed_topic_names
     response = await service.heartbeat(
         ShareGroupHeartbeatRequest(

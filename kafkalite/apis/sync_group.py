@@ -14,22 +14,29 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.coordinator import SyncGroupRequest
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 PROTOCOL_MANDATORY_FROM = 5
 
 
+def _refused(ctx: RequestContext, error: ErrorCode) -> Any:
+    return make(
+        ctx.schema.SyncGroupResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        protocol_type=None,
+        protocol_name=None,
+        assignment=b"",
+    )
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _refused(ctx, ErrorCode.group_authorization_failed)
     if ctx.api_version >= PROTOCOL_MANDATORY_FROM and (
         request.protocol_type is None or request.protocol_name is None
     ):
-        return make(
-            ctx.schema.SyncGroupResponse,
-            throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.inconsistent_group_protocol,
-            protocol_type=None,
-            protocol_name=None,
-            assignment=b"",
-        )
+        return _refused(ctx, ErrorCode.inconsistent_group_protocol)
     synced = await ctx.broker.groups.sync_group(
         SyncGroupRequest(
             group_id=request.group_id,

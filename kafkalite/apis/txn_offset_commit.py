@@ -12,6 +12,7 @@ restart follows the markers the same way).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -28,6 +29,7 @@ from kafkalite.coordinator.offsets import (
     TopicPartition,
 )
 from kafkalite.protocol.entities import NO_THROTTLE, make
+from kafkalite.security.acl import AclOperation, ResourceType
 
 
 def _request(ctx: RequestContext, request: Any) -> OffsetCommitRequest:
@@ -88,8 +90,38 @@ def _fenced(ctx: RequestContext) -> ErrorCode:
     return ErrorCode.producer_fenced if ctx.api_version >= 2 else ErrorCode.invalid_producer_epoch
 
 
+def _denied(ctx: RequestContext, request: Any) -> ErrorCode | None:
+    txn = request.transactional_id
+    if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn):
+        return ErrorCode.transactional_id_authorization_failed
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ErrorCode.group_authorization_failed
+    return None
+
+
 async def _errors(ctx: RequestContext, request: Any) -> dict[tuple[str, int], ErrorCode]:
+    """KafkaApis: WRITE on the transactional id and READ on the group (else every
+    partition fails), READ on each topic (else its partitions fail, the rest commit)."""
     commit = _request(ctx, request)
+    keys = [(p.topic, p.partition) for p in commit.partitions]
+    if (denied := _denied(ctx, request)) is not None:
+        return dict.fromkeys(keys, denied)
+    unreadable = {
+        t for t, _ in keys if not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, t)
+    }
+    if unreadable:
+        commit = replace(
+            commit, partitions=tuple(p for p in commit.partitions if p.topic not in unreadable)
+        )
+        errors = await _errors_of(ctx, request, commit) if commit.partitions else {}
+        refused = ErrorCode.topic_authorization_failed
+        return {**errors, **{k: refused for k in keys if k[0] in unreadable}}
+    return await _errors_of(ctx, request, commit)
+
+
+async def _errors_of(
+    ctx: RequestContext, request: Any, commit: OffsetCommitRequest
+) -> dict[tuple[str, int], ErrorCode]:
     keys = [(p.topic, p.partition) for p in commit.partitions]
     error = ctx.broker.groups.check_group(commit.group_id)
     if error is not ErrorCode.none:

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker import features
 from kafkalite.protocol.entities import NO_THROTTLE, has_field, make
+from kafkalite.security.acl import AclOperation
 
 
 def _upgrade_type(update: Any) -> int:
@@ -30,7 +31,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         (update.feature, update.max_version_level, _upgrade_type(update))
         for update in request.feature_updates
     ]
-    error, message = features.check_updates(ctx.broker.node_id, updates)
+    error, message = ErrorCode.cluster_authorization_failed, None
+    if ctx.authorized_cluster(AclOperation.ALTER):
+        error, message = features.check_updates(ctx.broker.node_id, updates)
     rows: tuple[Any, ...] = ()
     if error == ErrorCode.none and has_field(schema.UpdateFeaturesResponse, "results"):
         rows = tuple(

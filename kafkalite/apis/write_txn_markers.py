@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.txn_marker_writer import TxnMarker, write_txn_markers
 from kafkalite.protocol.entities import make
+from kafkalite.security.acl import AclOperation
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -30,9 +33,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for marker in request.markers
     ]
     timeout_ms = ctx.broker.config.int("request.timeout.ms")
-    errors = await write_txn_markers(
-        ctx.broker.replica_manager, ctx.broker.groups, markers, timeout_ms
-    )
+    if ctx.authorized_cluster(AclOperation.CLUSTER_ACTION):
+        errors = await write_txn_markers(
+            ctx.broker.replica_manager, ctx.broker.groups, markers, timeout_ms
+        )
+    else:  # only brokers write markers
+        errors = {
+            (index, tp): ErrorCode.cluster_authorization_failed
+            for index, marker in enumerate(markers)
+            for tp in marker.partitions
+        }
     results = tuple(
         make(
             ctx.schema.WritableTxnMarkerResult,

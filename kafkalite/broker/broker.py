@@ -24,6 +24,8 @@ from kafkalite.broker.topic_config import log_config_for
 from kafkalite.broker.txn_coordinator_service import TransactionCoordinatorService
 from kafkalite.config import BrokerConfig, Listener
 from kafkalite.metrics.counters import BrokerMetrics
+from kafkalite.security.acl_store import ACLS_FILE, FileAclStore
+from kafkalite.security.authorizer import Authorizer, parse_super_users
 from kafkalite.security.scram_credential import ScramCredential
 from kafkalite.storage.log_dirs import LogDirs
 
@@ -41,6 +43,18 @@ def local_broker_info(config: BrokerConfig) -> BrokerInfo:
     return BrokerInfo(config.broker_id, endpoints, config.str("broker.rack"))
 
 
+def open_authorizer(config: BrokerConfig) -> Authorizer | None:
+    """The ACL authorizer authorizer.class.name asks for (a single node's ACLs: a file in
+    its data directory), or None."""
+    if not config.str("authorizer.class.name"):
+        return None
+    return Authorizer(
+        FileAclStore(config.log_dir / ACLS_FILE),
+        parse_super_users(config.str("super.users") or ""),
+        config.bool("allow.everyone.if.no.acl.found"),
+    )
+
+
 @dataclass
 class Broker:
     config: BrokerConfig
@@ -56,6 +70,7 @@ class Broker:
     txn: TransactionCoordinatorService | None = None  # set by open()
     scram: ScramCredentials = field(default_factory=lambda: ScramCredentials(None))
     share_groups: ShareGroupService | None = None  # share groups (KIP-932); set by open()
+    authorizer: Authorizer | None = None  # ACLs, when authorizer.class.name names one
 
     @classmethod
     def open(
@@ -102,6 +117,7 @@ class Broker:
             txn=txn,
             scram=ScramCredentials(metadata if isinstance(metadata, SingleNodeMetadata) else None),
             share_groups=share_groups,
+            authorizer=open_authorizer(config),
         )
         controller.subscribe(broker)
         return broker

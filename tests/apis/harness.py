@@ -82,11 +82,15 @@ def _record(offset_delta: int, value: bytes) -> bytes:
     return _zigzag(len(body)) + body
 
 
-def record_batch(values: list[bytes], timestamp: int = 1_700_000_000_000) -> bytes:
+def record_batch(
+    values: list[bytes], timestamp: int = 1_700_000_000_000, attributes: int = 0
+) -> bytes:
     """A magic v2 batch of uncompressed key-less records, as a plain producer sends it."""
     records = b"".join(_record(i, v) for i, v in enumerate(values))
     after_crc = (
-        struct.pack(">hiqqqhii", 0, len(values) - 1, timestamp, timestamp, -1, -1, -1, len(values))
+        struct.pack(
+            ">hiqqqhii", attributes, len(values) - 1, timestamp, timestamp, -1, -1, -1, len(values)
+        )
         + records
     )
     crc = crc32c(after_crc)

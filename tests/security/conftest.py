@@ -86,3 +86,17 @@ def secure_overrides(pki: Pki) -> dict[str, str]:
 def secure_broker(pki: Pki) -> Iterator[EmbeddedBroker]:
     with EmbeddedBroker(overrides=secure_overrides(pki)) as broker:
         yield broker
+
+
+@pytest.fixture(scope="module")
+def acl_broker() -> Iterator[EmbeddedBroker]:
+    """A broker with ACLs on a SASL_PLAINTEXT (PLAIN) listener; `admin` is the super user."""
+    overrides = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin",
+    }
+    with EmbeddedBroker(overrides=overrides) as broker:
+        yield broker
