@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from kafkalite.broker.acl_file_store import ACLS_FILE, FileAclStore
 from kafkalite.broker.admin_manager import AdminManager
 from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, Endpoint
 from kafkalite.broker.controller_api import ControllerApi
@@ -24,7 +25,6 @@ from kafkalite.broker.topic_config import log_config_for
 from kafkalite.broker.txn_coordinator_service import TransactionCoordinatorService
 from kafkalite.config import BrokerConfig, Listener
 from kafkalite.metrics.counters import BrokerMetrics
-from kafkalite.security.acl_store import ACLS_FILE, FileAclStore
 from kafkalite.security.authorizer import Authorizer, parse_super_users
 from kafkalite.security.scram_credential import ScramCredential
 from kafkalite.storage.log_dirs import LogDirs

@@ -4,7 +4,7 @@ Kafka's AclAuthorizer kept one znode per resource: `/kafka-acl/<Type>/<name>` fo
 patterns, `/kafka-acl-extended/prefixed/<Type>/<name>` for PREFIXED ones, holding
 `{"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow",
 "operation":"Read","host":"*"}]}`. The single-node store keeps exactly those paths and
-documents in one file in the data directory (replaced atomically); a ZooKeeper store
+documents in one file in the data directory (kafkalite/broker/acl_file_store.py); a ZooKeeper store
 implements the same two calls on the znodes themselves (kafkalite/cluster/zk_acl_store.py)
 and hands other brokers' changes, seen through `/kafka-acl-changes` and
 `/kafka-acl-extended-changes`, to Authorizer.acls_changed.
@@ -12,9 +12,7 @@ and hands other brokers' changes, seen through `/kafka-acl-changes` and
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Protocol
 
 from kafkalite.security.acl import (
@@ -25,9 +23,7 @@ from kafkalite.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from kafkalite.storage.durable_files import write_atomically
 
-ACLS_FILE = "acls.json"
 LITERAL_ROOT = "/kafka-acl"
 PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
 VERSION = 1
@@ -111,32 +107,3 @@ def decode_acls(document: Mapping[str, object]) -> frozenset[AccessControlEntry]
         )
         for acl in document["acls"]  # type: ignore[attr-defined]
     )
-
-
-class FileAclStore:
-    """A single node's ACLs: the znode documents, by path, in one JSON file."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._documents: dict[str, dict[str, object]] = {}
-
-    def load(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
-        if self._path.exists():
-            self._documents = json.loads(self._path.read_text(encoding="utf-8"))["znodes"]
-        return {pattern_of(path): decode_acls(doc) for path, doc in self._documents.items()}
-
-    async def update(
-        self, updates: Mapping[ResourcePattern, Update]
-    ) -> dict[ResourcePattern, Entries]:
-        changed = {}
-        for pattern, update in updates.items():
-            document = self._documents.get(znode_path(pattern))
-            entries = update(decode_acls(document) if document else frozenset())
-            changed[pattern] = entries
-            if entries:
-                self._documents[znode_path(pattern)] = encode_acls(entries)
-            else:
-                self._documents.pop(znode_path(pattern), None)
-        content = json.dumps({"version": VERSION, "znodes": self._documents}, indent=1)
-        write_atomically(self._path, content)
-        return changed

@@ -12,6 +12,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkalite.broker.acl_file_store import FileAclStore
 from kafkalite.config import ConfigError, build_config
 from kafkalite.security.acl import (
     AccessControlEntry,
@@ -24,7 +25,7 @@ from kafkalite.security.acl import (
     ResourceType,
     creation_problem,
 )
-from kafkalite.security.acl_store import FileAclStore, Update, pattern_of, znode_path
+from kafkalite.security.acl_store import Update, pattern_of, znode_path
 from kafkalite.security.authorizer import Authorizer, parse_super_users
 from kafkalite.security.principal import KafkaPrincipal
 
