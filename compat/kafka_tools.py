@@ -1,5 +1,6 @@
 """Apache Kafka's command-line tools (kafka-acls, kafka-features, kafka-leader-election,
-kafka-log-dirs, kafka-configs, kafka-transactions, kafka-reassign-partitions, kafka-topics)
+kafka-log-dirs, kafka-configs, kafka-transactions, kafka-reassign-partitions, kafka-topics,
+kafka-share-groups)
 run with `java -cp` against a broker, from jars cached under .cache/kafka-tools/<version>/.
 
 `tools_lib()` downloads org.apache.kafka:kafka-tools (pinned in compat/kafka-tools-pom.xml) on
@@ -38,6 +39,7 @@ TOOLS = {
     "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-share-groups": "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
 }

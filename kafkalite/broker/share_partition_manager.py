@@ -263,6 +263,22 @@ class SharePartitionManager:
             self._dirty.pop(key, None)
         return await self.coordinator.delete_group_state(group_id)
 
+    async def reset(self, key: SharePartitionKey, start_offset: int) -> ErrorCode:
+        """AlterShareGroupOffsets: the share-partition starts afresh at `start_offset` (its
+        group is empty); what was held of it here is dropped, to be read again."""
+        self._drop(key)
+        return await self.coordinator.initialize_state(key, start_offset)
+
+    async def forget(self, keys: list[SharePartitionKey]) -> ErrorCode:
+        """DeleteShareGroupOffsets: the share-partitions' state goes (their group is empty)."""
+        for key in keys:
+            self._drop(key)
+        return await self.coordinator.delete_state(keys)
+
+    def _drop(self, key: SharePartitionKey) -> None:
+        self.held.pop(key, None)
+        self._dirty.pop(key, None)
+
     def connection_closed(self, connection_id: str) -> None:
         """A client's connection closed: its share sessions end and what the member held in
         them is released at once (persisted by the timer task)."""

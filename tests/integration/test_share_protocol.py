@@ -174,8 +174,9 @@ def test_api_versions_and_share_version_feature(client: RawClient) -> None:
     assert {(f.name, f.max_version_level) for f in response.finalized_features} >= {
         ("share.version", 1)
     }
-    # Not served yet: the offsets admin APIs and the inter-broker share-state RPCs.
-    assert not {83, 84, 85, 86, 87, 90, 91, 92} & set(versions)
+    assert [versions[key] for key in (90, 91, 92)] == [(0, 1), (0, 0), (0, 0)]
+    # Not served yet: the inter-broker share-state RPCs.
+    assert not {83, 84, 85, 86, 87} & set(versions)
 
 
 def test_membership_describe_list_and_find_coordinator(
@@ -385,3 +386,122 @@ def test_delete_groups_removes_an_empty_share_group_and_its_state(
     joined(client, group, "m2", topic, topic_id)
     produce(broker, topic, 1)
     assert acquired(share_fetch(client, group, "m2", 0, topic_id, max_wait=2000)) == [(2, 2, 1)]
+
+
+def describe_offsets(client: RawClient, group: str, topics: Any) -> Any:
+    """DescribeShareGroupOffsets v1: (topic, partitions) pairs, or None for all."""
+    m = schema(90, 1)
+    requested = (
+        None
+        if topics is None
+        else tuple(
+            m.DescribeShareGroupOffsetsRequestTopic(topic_name=t, partitions=p) for t, p in topics
+        )
+    )
+    response = client.request(
+        m.DescribeShareGroupOffsetsRequest(
+            groups=(m.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=requested),)
+        )
+    )
+    [described] = response.groups
+    assert described.error_code is ErrorCode.none
+    return [
+        (
+            t.topic_name,
+            t.topic_id,
+            [(p.partition_index, p.start_offset, p.lag) for p in t.partitions],
+        )
+        for t in described.topics
+    ]
+
+
+def alter_offsets(client: RawClient, group: str, topic: str, offsets: dict[int, int]) -> Any:
+    m = schema(91, 0)
+    partitions = tuple(
+        m.AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=o)
+        for p, o in offsets.items()
+    )
+    return client.request(
+        m.AlterShareGroupOffsetsRequest(
+            group_id=group,
+            topics=(m.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=partitions),),
+        )
+    )
+
+
+def delete_offsets(client: RawClient, group: str, *topics: str) -> Any:
+    m = schema(92, 0)
+    return client.request(
+        m.DeleteShareGroupOffsetsRequest(
+            group_id=group,
+            topics=tuple(m.DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in topics),
+        )
+    )
+
+
+def test_share_group_offsets_described_altered_and_deleted(
+    broker: EmbeddedBroker, client: RawClient
+) -> None:
+    topic, topic_id, group = new_queue(broker)
+    joined(client, group, "m1", topic, topic_id)
+    produce(broker, topic, 4)
+    assert acquired(share_fetch(client, group, "m1", 0, topic_id, max_wait=2000)) == [(0, 3, 1)]
+    assert share_ack(client, group, "m1", 1, topic_id, 0, 0).error_code is ErrorCode.none
+    assert share_ack(client, group, "m1", 2, topic_id, 2, 2).error_code is ErrorCode.none
+    share_fetch(client, group, "m1", -1, topic_id)  # 1 and 3 are released
+    # Start offset 1; lag: end 4 - start 1 - the 1 record acknowledged above the start.
+    assert describe_offsets(client, group, [(topic, (0, 1)), ("missing", (0,))]) == [
+        (topic, topic_id, [(0, 1, 2), (1, -1, -1)]),
+        ("missing", None, [(0, -1, -1)]),  # kio reads the zero uuid as None,
+    ]
+    assert describe_offsets(client, group, None) == [(topic, topic_id, [(0, 1, 2)])]
+    # Alter and delete need an empty group.
+    refused = alter_offsets(client, group, topic, {0: 0})
+    assert (refused.error_code, refused.error_message) == (
+        ErrorCode.non_empty_group,
+        "The group is not empty.",
+    )
+    assert delete_offsets(client, group, topic).error_code is ErrorCode.non_empty_group
+    assert heartbeat(client, group, "m1", -1).error_code is ErrorCode.none
+    altered = alter_offsets(client, group, topic, {0: 0, 3: 0})
+    assert altered.error_code is ErrorCode.none
+    assert [
+        (p.partition_index, p.error_code, p.error_message) for p in altered.responses[0].partitions
+    ] == [
+        (0, ErrorCode.none, None),
+        (
+            3,
+            ErrorCode.unknown_topic_or_partition,
+            "This server does not host this topic-partition.",
+        ),
+    ]
+    assert describe_offsets(client, group, None) == [(topic, topic_id, [(0, 0, 4)])]
+    # Read again from the start, each record a first delivery.
+    joined(client, group, "m2", topic, topic_id)
+    assert acquired(share_fetch(client, group, "m2", 0, topic_id, max_wait=2000)) == [(0, 3, 1)]
+    share_fetch(client, group, "m2", -1, topic_id)
+    assert heartbeat(client, group, "m2", -1).error_code is ErrorCode.none
+    deleted = delete_offsets(client, group, topic, "missing")
+    assert deleted.error_code is ErrorCode.none
+    assert [
+        (t.topic_name, t.topic_id, t.error_code, t.error_message) for t in deleted.responses
+    ] == [
+        (topic, topic_id, ErrorCode.none, None),
+        (
+            "missing",
+            None,
+            ErrorCode.unknown_topic_or_partition,
+            "This server does not host this topic-partition.",
+        ),
+    ]
+    assert describe_offsets(client, group, None) == []
+    again = delete_offsets(client, group, topic).responses[0]
+    assert (again.error_code, again.error_message) == (
+        ErrorCode.unknown_topic_or_partition,
+        "There is no offset information to delete.",
+    )
+    unknown = delete_offsets(client, "no-such-group", topic)
+    assert (unknown.error_code, unknown.error_message) == (
+        ErrorCode.group_id_not_found,
+        "Group no-such-group not found.",
+    )
