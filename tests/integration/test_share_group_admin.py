@@ -1,6 +1,9 @@
-"""A share group administered with Apache Kafka's own tools (kafka-share-groups 4.3, from
-compat/kafka_tools.py) while confluent-kafka's ShareConsumer reads: its offsets described
-(start offset and lag), reset to the earliest (the records are delivered again) and deleted.
+"""A share group administered while confluent-kafka's ShareConsumer reads: its offsets
+described (start offset and lag), reset to the earliest (the records are delivered again) and
+deleted with Apache Kafka's own kafka-share-groups (4.3, compat/kafka_tools.py; each run is a
+JVM, so three runs only); its group configs, with confluent-kafka's AdminClient on GROUP
+resources, validated with Kafka's messages, described with their sources, kept across a
+restart and used (`share.auto.offset.reset=earliest` reads what was produced before).
 """
 
 from __future__ import annotations
@@ -11,7 +14,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer, ShareConsumer
+from confluent_kafka import KafkaError, KafkaException, Producer, ShareConsumer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
 
 from compat.kafka_tools import run_tool
 from kafkalite.testing import EmbeddedBroker
@@ -54,24 +65,45 @@ def share_groups_tool(broker: EmbeddedBroker, *args: str) -> list[list[str]]:
     return [line.split() for line in run.stdout.splitlines() if line.strip()]
 
 
-def test_offsets_described_reset_and_deleted_by_kafka_share_groups(
+def group_resource(group: str, **configs: str | None) -> ConfigResource:
+    """A GROUP resource with SET (a value) or DELETE (None) operations."""
+    entries = [
+        ConfigEntry(
+            name.replace("_", "."),
+            value,
+            incremental_operation=AlterConfigOpType.SET if value else AlterConfigOpType.DELETE,
+        )
+        for name, value in configs.items()
+    ]
+    return ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+
+
+def alter(admin: AdminClient, resource: ConfigResource, validate_only: bool = False) -> str:
+    """The error message of the alteration ("" when it succeeded)."""
+    future = admin.incremental_alter_configs([resource], validate_only=validate_only)[resource]
+    try:
+        future.result(DEADLINE)
+    except KafkaException as exc:
+        assert exc.args[0].code() == KafkaError.INVALID_CONFIG
+        return str(exc.args[0].str())
+    return ""
+
+
+def described(admin: AdminClient, group: str) -> dict[str, tuple[str, ConfigSource]]:
+    resource = ConfigResource(ResourceType.GROUP, group)
+    entries = admin.describe_configs([resource])[resource].result(DEADLINE)
+    return {name: (e.value, ConfigSource(e.source)) for name, e in entries.items()}
+
+
+def test_a_group_reading_from_the_earliest_has_its_offsets_described_reset_and_deleted(
     broker: EmbeddedBroker,
 ) -> None:
     suffix = uuid.uuid4().hex[:8]
     topic, group = f"jobs-{suffix}", f"workers-{suffix}"
     broker.create_topic(topic)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
-    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
-    consumer.subscribe([topic])
-    try:  # joined (the share-partition starts at the end of the log) before producing
-        deadline = time.monotonic() + DEADLINE
-        while not broker.call(
-            lambda: broker.broker.share_groups.coordinator.describe(group)
-        ).members:
-            assert time.monotonic() < deadline
-            assert not list(consumer.poll(0.1))
-    finally:
-        consumer.close()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert alter(admin, group_resource(group, share_auto_offset_reset="earliest")) == ""
     for i in range(5):
         producer.produce(topic, value=f"v{i}".encode())
     assert producer.flush(DEADLINE) == 0
@@ -91,6 +123,71 @@ def test_offsets_described_reset_and_deleted_by_kafka_share_groups(
         ["TOPIC", "STATUS"],
         [topic, "Successful"],
     ]
-    assert share_groups_tool(broker, *describe) == [
-        ["Share", "group", f"'{group}'", "has", "no", "offset", "information."]
-    ]
+    states = broker.call(lambda: broker.broker.share_groups.partitions.coordinator.states)
+    assert not [key for key in states if key.group_id == group]
+
+
+def test_group_configs_are_validated_described_and_kept_across_a_restart(tmp_path: Path) -> None:
+    data, group = tmp_path / "data", "workers"
+    static = {"group.share.delivery.count.limit": "4"}
+    with EmbeddedBroker(data, static) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        assert described(admin, group) == {
+            "share.auto.offset.reset": ("latest", ConfigSource.DEFAULT_CONFIG),
+            "share.delivery.count.limit": ("4", ConfigSource.STATIC_BROKER_CONFIG),
+            "share.heartbeat.interval.ms": ("5000", ConfigSource.DEFAULT_CONFIG),
+            "share.isolation.level": ("read_uncommitted", ConfigSource.DEFAULT_CONFIG),
+            "share.partition.max.record.locks": ("2000", ConfigSource.DEFAULT_CONFIG),
+            "share.record.lock.duration.ms": ("30000", ConfigSource.DEFAULT_CONFIG),
+            "share.session.timeout.ms": ("45000", ConfigSource.DEFAULT_CONFIG),
+        }
+        # Kafka's messages; nothing of a refused request is stored.
+        refusals = {
+            "share.record.lock.duration.ms": (
+                "1000",
+                "share.record.lock.duration.ms must be in the range 15000 to 60000 inclusive.",
+            ),
+            "share.delivery.count.limit": (
+                "1",
+                "Invalid value 1 for configuration share.delivery.count.limit: Value must be at "
+                "least 2",
+            ),
+            "share.session.timeout.ms": (
+                "x",
+                "Invalid value x for configuration share.session.timeout.ms: Not a number of "
+                "type INT",
+            ),
+            "share.isolation.level": (
+                "none",
+                "Invalid value none for configuration share.isolation.level: String must be one "
+                "of: read_committed, read_uncommitted",
+            ),
+            "share.auto.offset.reset": (
+                "by_duration:-PT1H",
+                "Invalid value `by_duration:-PT1H` for configuration share.auto.offset.reset. "
+                "The value must be either 'earliest', 'latest' or of the format "
+                "'by_duration:<PnDTnHnMn.nS>'.",
+            ),
+            "no.such.config": ("1", "Unknown group config name: no.such.config"),
+        }
+        for name, (value, message) in refusals.items():
+            assert alter(admin, group_resource(group, **{name: value})) == message
+        assert alter(admin, group_resource(group, share_auto_offset_reset="earliest"), True) == ""
+        assert described(admin, group)["share.auto.offset.reset"][0] == "latest"
+        changes = {"share_auto_offset_reset": "by_duration:PT1H", "share_delivery_count_limit": "3"}
+        assert alter(admin, group_resource(group, **changes)) == ""
+        assert alter(admin, group_resource(group, share_record_lock_duration_ms="20000")) == ""
+    with EmbeddedBroker(data, static) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        configs = described(admin, group)
+        assert configs["share.auto.offset.reset"] == ("by_duration:PT1H", ConfigSource.GROUP_CONFIG)
+        assert configs["share.delivery.count.limit"] == ("3", ConfigSource.GROUP_CONFIG)
+        assert configs["share.record.lock.duration.ms"] == ("20000", ConfigSource.GROUP_CONFIG)
+        settings = broker.call(lambda: broker.broker.group_configs.settings(group))
+        assert (settings.delivery_count_limit, settings.record_lock_duration_ms) == (3, 20000)
+        assert settings.auto_offset_reset.duration_ms == 3_600_000
+        assert alter(admin, group_resource(group, share_delivery_count_limit=None)) == ""
+        assert described(admin, group)["share.delivery.count.limit"] == (
+            "4",
+            ConfigSource.STATIC_BROKER_CONFIG,
+        )

@@ -31,7 +31,10 @@ from kafkalite.testing import EmbeddedBroker
 from protocol_tests.raw_client import RawClient, request_class
 
 LOCK_MS = 1000
-BROKER = {"group.share.record.lock.duration.ms": str(LOCK_MS)}
+BROKER = {
+    "group.share.record.lock.duration.ms": str(LOCK_MS),
+    "group.share.min.record.lock.duration.ms": str(LOCK_MS),
+}
 HEARTBEAT, DESCRIBE, SHARE_FETCH, SHARE_ACK = 76, 77, 78, 79
 ACCEPT = 1
 
@@ -337,6 +340,36 @@ def test_records_of_a_hung_consumer_go_to_another_when_the_lock_expires(
             assert received(consumer, 3) == [(0, 2), (1, 2), (2, 2)]
         finally:
             consumer.close()
+
+
+def test_the_groups_own_lock_duration_locks_what_it_acquires(
+    broker: EmbeddedBroker, client: RawClient
+) -> None:
+    topic, topic_id, group = new_queue(broker)
+    m = schema(44, 1)  # IncrementalAlterConfigs: share.record.lock.duration.ms of the group
+    config = m.AlterableConfig(
+        name="share.record.lock.duration.ms", config_operation=0, value="4000"
+    )
+    resource = m.AlterConfigsResource(resource_type=32, resource_name=group, configs=(config,))
+    altered = client.request(
+        m.IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False)
+    )
+    assert altered.responses[0].error_code is ErrorCode.none
+    joined(client, group, "m1", topic, topic_id)
+    produce(broker, topic, 1)
+    before = int(time.time() * 1000)
+    assert acquired(share_fetch(client, group, "m1", 0, topic_id, max_wait=2000)) == [(0, 0, 1)]
+    after = int(time.time() * 1000)
+
+    def deadline() -> int:
+        [held] = [
+            h for k, h in broker.broker.share_groups.partitions.held.items() if k.group_id == group
+        ]
+        return held.state.records[0].lock_deadline_ms
+
+    assert before + 4000 <= broker.call(deadline) <= after + 4000  # not the broker's 1000
+    share_fetch(client, group, "m1", -1, topic_id)
+    assert heartbeat(client, group, "m1", -1).error_code is ErrorCode.none
 
 
 def test_a_closed_connection_releases_its_records_at_once(tmp_path: Path) -> None:
