@@ -538,3 +538,23 @@ def test_share_group_offsets_described_altered_and_deleted(
         ErrorCode.group_id_not_found,
         "Group no-such-group not found.",
     )
+
+
+def test_after_a_restart_a_share_group_with_state_is_empty_and_can_be_deleted(
+    tmp_path: Path,
+) -> None:
+    small = {
+        **BROKER,
+        "offsets.topic.num.partitions": "1",
+        "share.coordinator.state.topic.num.partitions": "1",
+    }
+    with EmbeddedBroker(tmp_path, small) as first:
+        topic, topic_id, group = new_queue(first)
+        with RawClient(first.host, first.port) as raw:
+            joined(raw, group, "m1", topic, topic_id)
+    with EmbeddedBroker(tmp_path, small) as again, RawClient(again.host, again.port) as raw:
+        assert describe_offsets(raw, group, None) == [(topic, topic_id, [(0, 0, 0)])]
+        dg = schema(42, 2)
+        deleted = raw.request(dg.DeleteGroupsRequest(groups_names=(group,)))
+        assert deleted.results[0].error_code is ErrorCode.none
+        assert describe_offsets(raw, group, None) == []
