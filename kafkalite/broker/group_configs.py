@@ -15,7 +15,7 @@ config kafkalite stored without applying would say it is in force.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from kafkalite.config import TYPE_INT, TYPE_STRING, BrokerConfig
@@ -262,6 +262,9 @@ class GroupConfigManager:
 
     config: BrokerConfig
     store: GroupConfigStore | None
+    # group id -> (the broker config they were derived from, its settings): asked for every
+    # share-partition of every share fetch.
+    _settings: dict[str, tuple[BrokerConfig, ShareGroupSettings]] = field(default_factory=dict)
 
     def overrides(self, group_id: str) -> dict[str, str]:
         if self.store is None:
@@ -269,7 +272,12 @@ class GroupConfigManager:
         return dict(self.store.group_configs().get(group_id, {}))
 
     def settings(self, group_id: str) -> ShareGroupSettings:
-        return share_group_settings(self.config, self.overrides(group_id))
+        cached = self._settings.get(group_id)
+        if cached is not None and cached[0] is self.config:
+            return cached[1]
+        settings = share_group_settings(self.config, self.overrides(group_id))
+        self._settings[group_id] = (self.config, settings)
+        return settings
 
     def set(self, group_id: str, configs: Mapping[str, str]) -> None:
         """Store validated overrides; the share group and its share-partitions use them
@@ -277,3 +285,4 @@ class GroupConfigManager:
         if self.store is None:
             raise InvalidGroupConfig(NOT_STORED)
         self.store.set_group_configs(group_id, configs)
+        self._settings.pop(group_id, None)
