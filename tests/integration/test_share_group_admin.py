@@ -1,9 +1,10 @@
 """A share group administered while confluent-kafka's ShareConsumer reads: its offsets
-described (start offset and lag), reset to the earliest (the records are delivered again) and
-deleted with Apache Kafka's own kafka-share-groups (4.3, compat/kafka_tools.py; each run is a
-JVM, so three runs only); its group configs, with confluent-kafka's AdminClient on GROUP
-resources, validated with Kafka's messages, described with their sources, kept across a
-restart and used (`share.auto.offset.reset=earliest` reads what was produced before).
+described (start offset and lag), reset to the earliest and deleted with Apache Kafka's own
+kafka-share-groups (4.3, compat/kafka_tools.py), the records read again by its
+kafka-console-share-consumer (each tool run is a JVM: four runs only); its group configs, with
+confluent-kafka's AdminClient on GROUP resources, validated with Kafka's messages, described
+with their sources, kept across a restart and used (`share.auto.offset.reset=earliest` reads
+what was produced before).
 """
 
 from __future__ import annotations
@@ -118,7 +119,15 @@ def test_a_group_reading_from_the_earliest_has_its_offsets_described_reset_and_d
         ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
         [group, topic, "0", "0"],
     ]
-    assert sorted(consume(broker, group, topic, 5)) == [0, 1, 2, 3, 4]
+    # Read again, by Kafka's console share consumer (it acknowledges what it printed).
+    console = ["--topic", topic, "--group", group, "--max-messages", "5"]
+    console += ["--formatter-property", "print.offset=true"]
+    printed = run_tool("kafka-console-share-consumer", broker.bootstrap, *console)
+    assert sorted(printed.stdout.split()) == [
+        *(f"Offset:{i}" for i in range(5)),
+        *(f"v{i}" for i in range(5)),
+    ]
+    assert start_offset(broker, group) == 5
     assert share_groups_tool(broker, "--delete-offsets", "--group", group, "--topic", topic) == [
         ["TOPIC", "STATUS"],
         [topic, "Successful"],
