@@ -322,6 +322,37 @@ PROPERTIES: dict[str, Property] = {
         _int(1, I32_MAX), "5000", "share group heartbeat interval", TYPE_INT
     ),
     "group.share.max.size": Property(_int(1, 1000), "200", "members per share group", TYPE_SHORT),
+    # The bounds of the share group configs (kafka-configs --entity-type groups).
+    "group.share.min.record.lock.duration.ms": Property(
+        _int(1000, 30_000), "15000", "least share.record.lock.duration.ms", TYPE_INT
+    ),
+    "group.share.max.record.lock.duration.ms": Property(
+        _int(30_000, 3_600_000), "60000", "largest share.record.lock.duration.ms", TYPE_INT
+    ),
+    "group.share.min.delivery.count.limit": Property(
+        _int(2, 5), "2", "least share.delivery.count.limit", TYPE_INT
+    ),
+    "group.share.max.delivery.count.limit": Property(
+        _int(5, 25), "10", "largest share.delivery.count.limit", TYPE_INT
+    ),
+    "group.share.min.partition.max.record.locks": Property(
+        _int(100, 2000), "100", "least share.partition.max.record.locks", TYPE_INT
+    ),
+    "group.share.max.partition.max.record.locks": Property(
+        _int(2000, 10_000), "4000", "largest share.partition.max.record.locks", TYPE_INT
+    ),
+    "group.share.min.session.timeout.ms": Property(
+        _int(1, I32_MAX), "45000", "least share.session.timeout.ms", TYPE_INT
+    ),
+    "group.share.max.session.timeout.ms": Property(
+        _int(1, I32_MAX), "60000", "largest share.session.timeout.ms", TYPE_INT
+    ),
+    "group.share.min.heartbeat.interval.ms": Property(
+        _int(1, I32_MAX), "5000", "least share.heartbeat.interval.ms", TYPE_INT
+    ),
+    "group.share.max.heartbeat.interval.ms": Property(
+        _int(1, I32_MAX), "15000", "largest share.heartbeat.interval.ms", TYPE_INT
+    ),
     "share.coordinator.state.topic.num.partitions": Property(
         _int(1, I32_MAX), "50", "__share_group_state size", TYPE_INT
     ),

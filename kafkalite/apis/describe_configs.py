@@ -7,7 +7,9 @@ DYNAMIC_DEFAULT_BROKER_CONFIG (broker/dynamic_config.py), STATIC_BROKER_CONFIG, 
 the levels below are its synonyms. Properties Kafka cannot update dynamically are read-only.
 As in Kafka's ConfigHelper, the cluster-default broker resource ("") lists the dynamic cluster
 defaults; synonyms come only with `include_synonyms`, documentation only with
-`include_documentation`, and `configuration_keys` filters by name.
+`include_documentation`, and `configuration_keys` filters by name. GROUP resources (type 32)
+list the share group configs of any group id (broker/group_configs.py): a group's own value
+(GROUP_CONFIG), else its broker synonym's, else Kafka's default.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from kafkalite.broker.dynamic_config import (
     DYNAMIC,
     SOURCE_DYNAMIC_DEFAULT,
 )
+from kafkalite.broker.group_configs import GROUP_CONFIGS
+from kafkalite.broker.group_configs import effective_value as group_value
 from kafkalite.broker.topic_config import (
     SOURCE_DEFAULT,
     SOURCE_STATIC_BROKER,
@@ -41,6 +45,8 @@ from kafkalite.security.acl import AclOperation
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
+SOURCE_GROUP = 8  # Kafka's ConfigSource.GROUP_CONFIG
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +247,36 @@ def _describe_broker(ctx: RequestContext, name: str, flags: _Flags) -> tuple[Out
     return Outcome(), _broker_entries(ctx, flags)
 
 
+def _group_entry(ctx: RequestContext, name: str, overrides: dict[str, str], flags: _Flags) -> Any:
+    """As Kafka's ConfigHelper.createGroupConfigEntry."""
+    definition = GROUP_CONFIGS[name]
+    synonym = definition.broker_synonym
+    if synonym is not None:
+        synonyms = [_synonym(ctx, synonym, v, s) for v, s in _layers(ctx, synonym)]
+    else:
+        synonyms = [_synonym(ctx, name, definition.default, SOURCE_DEFAULT)]
+    if name in overrides:
+        synonyms.insert(0, _synonym(ctx, name, overrides[name], SOURCE_GROUP))
+    return _entry(
+        ctx,
+        name,
+        group_value(ctx.broker.config, overrides, name),
+        synonyms[0].source if synonyms else SOURCE_DEFAULT,
+        read_only=False,
+        synonyms=tuple(synonyms) if flags.synonyms else (),
+        config_type=definition.config_type,
+        documentation=definition.doc if flags.documentation else None,
+    )
+
+
+def _describe_group(ctx: RequestContext, name: str, flags: _Flags) -> tuple[Outcome, list[Any]]:
+    if not name:
+        return Outcome(ErrorCode.invalid_request, "Group name must not be empty"), []
+    manager = ctx.broker.group_configs
+    overrides = manager.overrides(name) if manager is not None else {}
+    return Outcome(), [_group_entry(ctx, n, overrides, flags) for n in sorted(GROUP_CONFIGS)]
+
+
 def _describe(ctx: RequestContext, resource: Any, flags: _Flags) -> Any:
     name = resource.resource_name
     denied = config_denied(ctx, resource.resource_type, name, AclOperation.DESCRIBE_CONFIGS)
@@ -251,6 +287,8 @@ def _describe(ctx: RequestContext, resource: Any, flags: _Flags) -> Any:
         outcome, entries = _describe_topic(ctx, name, flags)
     elif resource.resource_type == RESOURCE_BROKER:
         outcome, entries = _describe_broker(ctx, name, flags)
+    elif resource.resource_type == RESOURCE_GROUP:
+        outcome, entries = _describe_group(ctx, name, flags)
     else:
         outcome = Outcome(
             ErrorCode.invalid_request, f"Unsupported resource type: {resource.resource_type}"

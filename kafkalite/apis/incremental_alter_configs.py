@@ -8,7 +8,9 @@ Checks and messages follow Kafka's ConfigAdminManager.preprocess and the control
 ConfigurationControlManager. BROKER resources (type 4): this broker's id or "" (the cluster-wide
 default) get the same operations on their dynamic configs (broker/dynamic_config.py), validated
 here and stored by the controller (broker/controller_api.py), which has every broker they
-concern apply them: this one at once.
+concern apply them: this one at once. GROUP resources (type 32): the share group configs of
+any group id, existing or not (broker/group_configs.py), validated as a whole within the
+broker's `group.share.*` bounds and stored by the metadata store.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.config_authorization import config_denied
 from kafkalite.broker.admin_manager import OK, VIEW_IS_FIXED, Outcome, topic_name_error
 from kafkalite.broker.dynamic_config import DEFAULT_ENTITY, DynamicConfigError
+from kafkalite.broker.group_configs import (
+    NOT_STORED,
+    InvalidGroupConfig,
+    validate_group_configs,
+)
 from kafkalite.broker.topic_config import TOPIC_CONFIGS, InvalidConfig, validate_topic_configs
 from kafkalite.config import TYPE_LIST
 from kafkalite.protocol.entities import NO_THROTTLE, make
@@ -30,6 +37,7 @@ from kafkalite.security.acl import AclOperation
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 
@@ -142,6 +150,30 @@ async def alter_broker(
     return Outcome(stored.error, stored.message)
 
 
+def alter_group(
+    ctx: RequestContext,
+    name: str,
+    change: Callable[[dict[str, str]], tuple[Outcome, dict[str, str]]],
+    validate_only: bool,
+) -> Outcome:
+    """Apply `change` to the group's configs, validate them and store them."""
+    if not name:
+        return Outcome(ErrorCode.invalid_request, "Group name must not be empty")
+    manager = ctx.broker.group_configs
+    if manager is None or manager.store is None:
+        return Outcome(ErrorCode.invalid_request, NOT_STORED)
+    outcome, altered = change(manager.overrides(name))
+    if not outcome.ok:
+        return outcome
+    try:
+        normalised = validate_group_configs(altered, ctx.broker.config)
+        if not validate_only:
+            manager.set(name, normalised)
+    except InvalidGroupConfig as exc:
+        return Outcome(ErrorCode.invalid_config, str(exc))
+    return OK
+
+
 def _check_entries(resource: Any) -> Outcome:
     """ConfigAdminManager.preprocess checks common to every resource type."""
     names = [config.name for config in resource.configs]
@@ -168,7 +200,8 @@ async def alter_resource(
     change: Callable[[dict[str, str]], tuple[Outcome, dict[str, str]]],
     validate_only: bool,
 ) -> Outcome:
-    """A TOPIC or BROKER resource altered by `change` (see alter_topic, alter_broker)."""
+    """A TOPIC, BROKER or GROUP resource altered by `change` (see alter_topic, alter_broker,
+    alter_group)."""
     denied = config_denied(
         ctx, resource.resource_type, resource.resource_name, AclOperation.ALTER_CONFIGS
     )
@@ -176,6 +209,8 @@ async def alter_resource(
         return denied
     if resource.resource_type == RESOURCE_TOPIC:
         return alter_topic(ctx, resource.resource_name, change, validate_only)
+    if resource.resource_type == RESOURCE_GROUP:
+        return alter_group(ctx, resource.resource_name, change, validate_only)
     if resource.resource_type == RESOURCE_BROKER:
         return await alter_broker(ctx, resource.resource_name, change, validate_only)
     return Outcome(ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}")

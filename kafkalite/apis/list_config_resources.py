@@ -3,8 +3,8 @@
 As Kafka's KafkaApis.handleListConfigResources: v0 lists client-metrics resources only; v1
 lists the requested resource types (all supported ones when none are named), and a type it
 does not support fails the request with UNSUPPORTED_VERSION. kafkalite has no client-metrics
-subscriptions and no group configs, so it lists this broker (BROKER and BROKER_LOGGER, by node
-id) and every topic.
+subscriptions, so it lists the groups that have group configs, this broker (BROKER and
+BROKER_LOGGER, by node id) and every topic.
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ def _names(ctx: RequestContext, resource_type: int) -> list[str]:
         return [str(ctx.broker.node_id)]
     if resource_type == TOPIC:
         return list(ctx.broker.metadata.topics)
-    return []  # no client-metrics subscriptions, no group configs
+    manager = ctx.broker.group_configs
+    if resource_type == GROUP and manager is not None and manager.store is not None:
+        return sorted(manager.store.group_configs())
+    return []  # no client-metrics subscriptions
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:

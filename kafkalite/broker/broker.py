@@ -12,6 +12,7 @@ from kafkalite.broker.admin_manager import AdminManager
 from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, Endpoint
 from kafkalite.broker.controller_api import ControllerApi
 from kafkalite.broker.dynamic_config import DynamicBrokerConfig, FileDynamicConfigStore
+from kafkalite.broker.group_configs import GroupConfigManager
 from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
 from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.replica_fetcher_manager import ReplicaFetcherManager
@@ -71,6 +72,7 @@ class Broker:
     scram: ScramCredentials = field(default_factory=lambda: ScramCredentials(None))
     share_groups: ShareGroupService | None = None  # share groups (KIP-932); set by open()
     authorizer: Authorizer | None = None  # ACLs, when authorizer.class.name names one
+    group_configs: GroupConfigManager | None = None  # kafka-configs --entity-type groups
 
     @classmethod
     def open(
@@ -102,7 +104,12 @@ class Broker:
         txn.load()
         share_coordinator = ShareCoordinatorService(config, replica_manager)
         share_coordinator.load()
-        share_partitions = SharePartitionManager(config, replica_manager, share_coordinator)
+        group_configs = GroupConfigManager(
+            config, metadata if isinstance(metadata, SingleNodeMetadata) else None
+        )
+        share_partitions = SharePartitionManager(
+            config, replica_manager, share_coordinator, group_configs
+        )
         share_groups = ShareGroupService(config, groups, share_partitions)
         broker = cls(
             config,
@@ -118,6 +125,7 @@ class Broker:
             scram=ScramCredentials(metadata if isinstance(metadata, SingleNodeMetadata) else None),
             share_groups=share_groups,
             authorizer=open_authorizer(config),
+            group_configs=group_configs,
         )
         controller.subscribe(broker)
         return broker
@@ -135,6 +143,8 @@ class Broker:
         self.admin_manager.config = config
         if self.txn is not None:
             self.txn.config = config
+        if self.group_configs is not None:
+            self.group_configs.config = config
         if self.share_groups is not None:
             self.share_groups.config = config
             self.share_groups.partitions.config = config

@@ -86,6 +86,8 @@ class SingleNodeMetadata:
         self.cluster_id = ""
         # user -> SCRAM mechanism -> credential text (broker/scram_credentials.py)
         self._scram: dict[str, dict[str, str]] = {}
+        # group id -> its group configs (broker/group_configs.py)
+        self._group_configs: dict[str, dict[str, str]] = {}
         # ISR changes a leader made (in memory: a single node's ISR is itself after a restart).
         self._isr: dict[tuple[str, int], tuple[tuple[int, ...], int]] = {}
 
@@ -103,6 +105,7 @@ class SingleNodeMetadata:
         data = json.loads(path.read_text(encoding="utf-8"))
         self.next_producer_id = data.get("next_producer_id", 0)
         self._scram = data.get("scram_credentials", {})
+        self._group_configs = data.get("group_configs", {})
         for raw in data.get("topics", []):
             topic = TopicMetadata(**{**raw, "topic_id": uuid.UUID(raw["topic_id"])})
             self._topics[topic.name] = topic
@@ -133,6 +136,7 @@ class SingleNodeMetadata:
             "next_producer_id": self.next_producer_id,
             "topics": topics,
             "scram_credentials": self._scram,
+            "group_configs": self._group_configs,
         }
         write_atomically(self.log_dir / METADATA_FILE, json.dumps(data, indent=1))
 
@@ -145,6 +149,16 @@ class SingleNodeMetadata:
                 self._scram[user] = dict(credentials)
             else:
                 self._scram.pop(user, None)
+        self.save()
+
+    def group_configs(self) -> Mapping[str, Mapping[str, str]]:
+        return self._group_configs
+
+    def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
+        if configs:
+            self._group_configs[group_id] = dict(configs)
+        else:
+            self._group_configs.pop(group_id, None)
         self.save()
 
     def allocate_producer_id(self) -> int:

@@ -179,10 +179,44 @@ class ShareCoordinatorService:
             error = failed.get(index, ErrorCode.none)
         return ErrorCode.none if error is ErrorCode.none else coordinator_append_error(error)
 
+    def group_states(self, group_id: str) -> dict[SharePartitionKey, ShareState]:
+        """The persisted state of each initialized share-partition of the group (Kafka's
+        ShareGroupStatePartitionMetadata's initialized topics, and their summaries)."""
+        return {key: state for key, state in self.states.items() if key.group_id == group_id}
+
+    async def initialize_state(self, key: SharePartitionKey, start_offset: int) -> ErrorCode:
+        """Start the share-partition afresh at `start_offset` (Kafka's
+        InitializeShareGroupState, as AlterShareGroupOffsets sends it): a ShareSnapshot of
+        the next state epoch with nothing in flight; NONE once committed."""
+        error = self.runtime.check(key.coordinator_key())
+        if error is not ErrorCode.none:
+            return error
+        current = self.states.get(key)
+        now = self.replica_manager.clock_ms()
+        state = ShareState(
+            current.snapshot_epoch + 1 if current is not None else 0,
+            current.state_epoch + 1 if current is not None else 0,
+            current.leader_epoch if current is not None else 0,
+            start_offset,
+            (),
+            create_timestamp=now,
+            write_timestamp=now,
+        )
+        index = self.partition_of(key)
+        error = self.runtime.append(index, [snapshot_record(key, state)], timestamp_ms=now)
+        if error is ErrorCode.none:
+            self.states[key], self.updates[key] = state, 0
+            failed = await self.runtime.committed([index], self.config.int("request.timeout.ms"))
+            error = failed.get(index, ErrorCode.none)
+        return ErrorCode.none if error is ErrorCode.none else coordinator_append_error(error)
+
     async def delete_group_state(self, group_id: str) -> ErrorCode:
-        """Forget every share-partition of the group (Kafka's DeleteShareGroupState):
-        tombstones of its ShareSnapshot and ShareUpdate keys; NONE once committed."""
-        keys = [key for key in self.states if key.group_id == group_id]
+        """Forget every share-partition of the group (Kafka's DeleteShareGroupState)."""
+        return await self.delete_state([key for key in self.states if key.group_id == group_id])
+
+    async def delete_state(self, keys: list[SharePartitionKey]) -> ErrorCode:
+        """Forget these share-partitions: tombstones of their ShareSnapshot and ShareUpdate
+        keys; NONE once committed."""
         by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for key in keys:
             tombstones = [

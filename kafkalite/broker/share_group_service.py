@@ -21,6 +21,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.group_coordinator_service import GroupCoordinatorService, TopicsView
+from kafkalite.broker.share_group_offsets import ShareGroupOffsets
 from kafkalite.broker.share_partition_manager import SharePartitionManager
 from kafkalite.share.share_group import (
     DescribedShareGroup,
@@ -53,10 +54,23 @@ class ShareGroupService:
     groups: GroupCoordinatorService
     partitions: SharePartitionManager
     coordinator: ShareGroupCoordinator = field(init=False)
+    offsets: ShareGroupOffsets = field(init=False)
     _wake_timer: trio.Event = field(default_factory=trio.Event)
 
     def __post_init__(self) -> None:
-        self.coordinator = ShareGroupCoordinator(share_group_config(self.config))
+        self.coordinator = ShareGroupCoordinator(
+            share_group_config(self.config), group_config=self._group_config
+        )
+        self.offsets = ShareGroupOffsets(self.groups, self.partitions, self.coordinator)
+
+    def _group_config(self, group_id: str) -> ShareGroupConfig:
+        """The group's session timeout and heartbeat interval (its group configs)."""
+        settings = self.partitions.group_configs.settings(group_id)
+        return ShareGroupConfig(
+            session_timeout_ms=settings.session_timeout_ms,
+            heartbeat_interval_ms=settings.heartbeat_interval_ms,
+            max_size=self.config.int("group.share.max.size"),
+        )
 
     def now_ms(self) -> int:
         return self.groups.now_ms()

@@ -3,13 +3,15 @@ DelayedShareFetch): share sessions, the share-partitions of this broker's partit
 of their logs, acknowledgements, lock expiry, and their state persisted through the share
 coordinator.
 
-* A share-partition is initialized on first use: from its persisted state, else at the
-  log's last stable offset (Kafka's `share.auto.offset.reset=latest`), that start written
-  at once so a restart does not move it.
-* Fetches read committed records only (records of aborted transactions, and control
-  records, are archived, never delivered), from the share-partition's next fetch offset,
-  and acquire whole batches for the member. A fetch that acquires nothing waits in the
-  fetch purgatory up to its max wait, woken by appends and by records released.
+* A share-partition is initialized on first use: from its persisted state, else where its
+  group's `share.auto.offset.reset` says (the end of the log, its start, or the first
+  record at most so old), that start written at once so a restart does not move it.
+* Fetches read from the share-partition's next fetch offset and acquire whole batches for
+  the member; control records are never delivered, nor, under the group's
+  `share.isolation.level=read_committed`, records of aborted transactions (archived).
+  A fetch that acquires nothing waits in the fetch purgatory up to its max wait, woken by
+  appends and by records released. The group's configs (broker/group_configs.py) apply
+  from its next request.
 * Acknowledgements (and releases: a closed session, a member gone, a lock expired) are
   answered once the share-partition's new state is committed in `__share_group_state`:
   nothing acknowledged is delivered again after a restart.
@@ -29,7 +31,13 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.delayed import DelayedOperation, TopicPartition
 from kafkalite.broker.delayed_wait import complete_or_expire
+from kafkalite.broker.group_configs import (
+    READ_COMMITTED,
+    GroupConfigManager,
+    ShareGroupSettings,
+)
 from kafkalite.broker.share_coordinator_service import ShareCoordinatorService
+from kafkalite.share.auto_offset_reset import BY_DURATION, EARLIEST
 from kafkalite.share.share_partition import (
     AcknowledgementBatch,
     AcquiredRecords,
@@ -49,7 +57,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kafkalite.share")
 
-READ_COMMITTED = 1
 # A share fetch acquires max_records (500 by default) at most: reading a client's whole
 # max_bytes (50 MiB by default) of backlog for them would be mostly thrown away. A larger
 # first batch is still read whole.
@@ -74,13 +81,14 @@ class _Held:
     state: SharePartition
     leader_epoch: int
     persisted_version: int = 0
+    isolation_level: int = READ_COMMITTED  # its group's share.isolation.level
 
 
-def share_partition_config(config: BrokerConfig) -> SharePartitionConfig:
+def share_partition_config(settings: ShareGroupSettings) -> SharePartitionConfig:
     return SharePartitionConfig(
-        lock_duration_ms=config.int("group.share.record.lock.duration.ms"),
-        delivery_count_limit=config.int("group.share.delivery.count.limit"),
-        max_in_flight_records=config.int("group.share.partition.max.record.locks"),
+        lock_duration_ms=settings.record_lock_duration_ms,
+        delivery_count_limit=settings.delivery_count_limit,
+        max_in_flight_records=settings.partition_max_record_locks,
     )
 
 
@@ -101,6 +109,7 @@ class SharePartitionManager:
     config: BrokerConfig
     replica_manager: ReplicaManager
     coordinator: ShareCoordinatorService
+    group_configs: GroupConfigManager
     sessions: ShareSessionCache = field(init=False)
     held: dict[SharePartitionKey, _Held] = field(default_factory=dict)
     # Share-partitions changed outside a request (a connection closed): the timer persists them.
@@ -130,18 +139,28 @@ class SharePartitionManager:
     async def share_partition(
         self, group_id: str, tp: TopicIdPartition
     ) -> tuple[ErrorCode, _Held | None]:
-        """The share-partition, initialized (and its start persisted) on first use."""
+        """The share-partition, initialized (and its start persisted) on first use; with its
+        group's configs as they are now."""
         error, partition = self._partition(*tp)
         if partition is None:
             return error, None
         key = SharePartitionKey(group_id, *tp)
+        settings = self.group_configs.settings(group_id)
         held = self.held.get(key)
-        if held is not None and held.leader_epoch == partition.leader_epoch:
-            return ErrorCode.none, held
+        if held is None or held.leader_epoch != partition.leader_epoch:
+            error, held = await self._load(key, partition, settings)
+        if held is not None:
+            held.state.config = share_partition_config(settings)
+            held.isolation_level = settings.isolation_level
+        return error, held
+
+    async def _load(
+        self, key: SharePartitionKey, partition: Partition, settings: ShareGroupSettings
+    ) -> tuple[ErrorCode, _Held | None]:
         error, state = self.coordinator.read_state(key)
         if error is not ErrorCode.none:
             return error, None
-        config = share_partition_config(self.config)
+        config = share_partition_config(settings)
         if state is not None:
             share = SharePartition.from_state(config, state.start_offset, state.batches)
             share.move_start(partition.log.log_start_offset)
@@ -149,10 +168,24 @@ class SharePartitionManager:
             held.persisted_version = share.version
             self.held[key] = held
             return ErrorCode.none, held
-        share = SharePartition(config, partition.last_stable_offset)
+        share = SharePartition(config, self._initial_offset(partition, settings))
         held = self.held[key] = _Held(key, partition.topic, share, partition.leader_epoch, -1)
         error = await self.persist(held)
         return error, held if error is ErrorCode.none else None
+
+    def _initial_offset(self, partition: Partition, settings: ShareGroupSettings) -> int:
+        """Where a share-partition without state starts: its group's
+        share.auto.offset.reset (Kafka's SharePartition.initialize)."""
+        reset = settings.auto_offset_reset
+        if reset.kind == EARLIEST:
+            return partition.log.log_start_offset
+        latest = _readable_end(partition, settings.isolation_level)
+        if reset.kind == BY_DURATION:
+            since = self.now_ms() - reset.duration_ms
+            error, (offset, _, _) = partition.fetch_offset_for_timestamp(since, from_client=False)
+            if error is ErrorCode.none and offset >= 0:
+                return min(offset, latest)
+        return latest
 
     async def persist(self, held: _Held) -> ErrorCode:
         """Write the share-partition's state if it changed; NONE once it, and every write
@@ -180,7 +213,7 @@ class SharePartitionManager:
 
     def _readable_end(self, held: _Held) -> int:
         partition = self.replica_manager.partition(held.topic, held.key.partition)
-        return partition.last_stable_offset if partition is not None else -1
+        return _readable_end(partition, held.isolation_level) if partition is not None else -1
 
     def acquirable(self, held: _Held) -> bool:
         return held.state.can_acquire(self._readable_end(held))
@@ -193,20 +226,24 @@ class SharePartitionManager:
         max_bytes: int,
         record_limit: bool = False,
     ) -> ShareFetchResult:
-        """Read from the next fetch offset to the last stable offset and acquire."""
+        """Read from the next fetch offset to the high watermark (read_committed: the last
+        stable offset) and acquire."""
         partition = self.replica_manager.partition(held.topic, held.key.partition)
         if partition is None or not partition.is_leader:
             return ShareFetchResult(ErrorCode.not_leader_or_follower)
         share = held.state
         share.move_start(partition.log.log_start_offset)
-        if not share.can_acquire(partition.last_stable_offset):
+        if not share.can_acquire(_readable_end(partition, held.isolation_level)):
             return ShareFetchResult()
         result = partition.fetch_records(
-            share.next_fetch_offset(), min(max_bytes, READ_BYTES), isolation_level=READ_COMMITTED
+            share.next_fetch_offset(),
+            min(max_bytes, READ_BYTES),
+            isolation_level=held.isolation_level,
         )
         if result.error is not ErrorCode.none:
             return ShareFetchResult(result.error)
-        batches = _fetched_batches(result.records, result.aborted_transactions or ())
+        aborted = result.aborted_transactions or ()
+        batches = _fetched_batches(result.records, aborted)
         acquired = share.acquire(
             member_id, [b for b, _ in batches], max_records, self.now_ms(), record_limit
         )
@@ -263,6 +300,22 @@ class SharePartitionManager:
             self._dirty.pop(key, None)
         return await self.coordinator.delete_group_state(group_id)
 
+    async def reset(self, key: SharePartitionKey, start_offset: int) -> ErrorCode:
+        """AlterShareGroupOffsets: the share-partition starts afresh at `start_offset` (its
+        group is empty); what was held of it here is dropped, to be read again."""
+        self._drop(key)
+        return await self.coordinator.initialize_state(key, start_offset)
+
+    async def forget(self, keys: list[SharePartitionKey]) -> ErrorCode:
+        """DeleteShareGroupOffsets: the share-partitions' state goes (their group is empty)."""
+        for key in keys:
+            self._drop(key)
+        return await self.coordinator.delete_state(keys)
+
+    def _drop(self, key: SharePartitionKey) -> None:
+        self.held.pop(key, None)
+        self._dirty.pop(key, None)
+
     def connection_closed(self, connection_id: str) -> None:
         """A client's connection closed: its share sessions end and what the member held in
         them is released at once (persisted by the timer task)."""
@@ -303,6 +356,12 @@ class SharePartitionManager:
                     await self.persist(held)
                 except Exception:
                     log.exception("cannot persist the releases of %s", held.key)
+
+
+def _readable_end(partition: Partition, isolation_level: int) -> int:
+    if isolation_level == READ_COMMITTED:
+        return partition.last_stable_offset
+    return partition.high_watermark
 
 
 def _fetched_batches(

@@ -16,7 +16,7 @@ written yet): after a restart members are asked to rejoin (UNKNOWN_MEMBER_ID).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -117,6 +117,8 @@ class _Refused(Exception):
 @dataclass(eq=False)
 class ShareGroupCoordinator:
     config: ShareGroupConfig = field(default_factory=ShareGroupConfig)
+    # A group's own session timeout and heartbeat interval (its group configs), if any.
+    group_config: Callable[[str], ShareGroupConfig] | None = None
     groups: dict[str, ShareGroup] = field(default_factory=dict)
     # (group id, member id) of members fenced (session expired) since the last call.
     fenced: list[tuple[str, str]] = field(default_factory=list)
@@ -177,7 +179,8 @@ class ShareGroupCoordinator:
             member.subscribed_topic_names = names
         member.rack_id = request.rack_id if request.rack_id is not None else member.rack_id
         member.client_id, member.client_host = request.client_id, request.client_host
-        member.session_deadline_ms = now_ms + self.config.session_timeout_ms
+        config = self._config(group.group_id)
+        member.session_deadline_ms = now_ms + config.session_timeout_ms
 
         metadata = {
             name: info
@@ -201,9 +204,12 @@ class ShareGroupCoordinator:
             ErrorCode.none,
             member_id=member.member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=config.heartbeat_interval_ms,
             assignment=member.assigned if changed or full else None,
         )
+
+    def _config(self, group_id: str) -> ShareGroupConfig:
+        return self.config if self.group_config is None else self.group_config(group_id)
 
     def _leave(self, request: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
         group = self.groups.get(request.group_id)

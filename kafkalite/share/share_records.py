@@ -24,11 +24,12 @@ import uuid
 from dataclasses import dataclass
 
 from kafkalite.coordinator.records import InvalidRecord, Reader, Writer
-from kafkalite.share.share_partition import StateBatch
+from kafkalite.share.share_partition import RecordState, StateBatch
 
 SHARE_SNAPSHOT = 0
 SHARE_UPDATE = 1
 _VALUE_VERSION = 0
+_DELIVERY_COMPLETE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +183,16 @@ def apply_update(state: ShareState, update: ShareUpdate) -> ShareState:
         tuple(merged),
         state.create_timestamp,
         state.write_timestamp,
+    )
+
+
+def delivery_complete_count(state: ShareState) -> int:
+    """The records above the start offset delivered for good, acknowledged or archived
+    (KIP-1226's DeliveryCompleteCount): the lag leaves them out."""
+    return sum(
+        batch.last_offset - max(batch.first_offset, state.start_offset) + 1
+        for batch in state.batches
+        if batch.delivery_state in _DELIVERY_COMPLETE and batch.last_offset >= state.start_offset
     )
 
 

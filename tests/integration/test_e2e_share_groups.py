@@ -20,6 +20,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from kafkalite.testing import EmbeddedBroker
 
@@ -87,6 +94,17 @@ def produce(broker: EmbeddedBroker, topic: str, values: list[bytes]) -> None:
     for value in values:
         producer.produce(topic, value=value)
     assert producer.flush(DEADLINE) == 0
+
+
+def set_group_configs(broker: EmbeddedBroker, group: str, **configs: str) -> None:
+    """kafka-configs --entity-type groups --alter, through confluent-kafka's AdminClient."""
+    entries = [
+        ConfigEntry(name.replace("_", "."), value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in configs.items()
+    ]
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.incremental_alter_configs([resource])[resource].result(DEADLINE)
 
 
 def names() -> tuple[str, str]:
@@ -189,9 +207,12 @@ def test_acknowledged_records_are_not_delivered_again_after_a_restart(tmp_path: 
             consumer.close()
 
 
-def test_records_of_aborted_transactions_are_never_delivered(broker: EmbeddedBroker) -> None:
+def test_records_of_aborted_transactions_are_delivered_only_under_read_uncommitted(
+    broker: EmbeddedBroker,
+) -> None:
     topic, group = names()
     broker.create_topic(topic, partitions=1)
+    set_group_configs(broker, group, share_isolation_level="read_committed")
     consumer = share_consumer(broker, group, topic)
     try:
         join(broker, [consumer], group)
@@ -200,6 +221,7 @@ def test_records_of_aborted_transactions_are_never_delivered(broker: EmbeddedBro
         for value, commit in ((b"aborted", False), (b"committed", True)):
             producer.begin_transaction()
             producer.produce(topic, value=value)
+            assert producer.flush(DEADLINE) == 0  # in the log before the abort (not purged)
             if commit:
                 producer.commit_transaction(DEADLINE)
             else:
@@ -211,6 +233,16 @@ def test_records_of_aborted_transactions_are_never_delivered(broker: EmbeddedBro
         assert values == [b"committed"]
     finally:
         consumer.close()
+    # Kafka's default share.isolation.level, read_uncommitted: both (never the markers).
+    everything = f"{group}-uncommitted"
+    set_group_configs(broker, everything, share_auto_offset_reset="earliest")
+    consumer = share_consumer(broker, everything, topic)
+    try:
+        values = []
+        poll_until([consumer], lambda: len(values) >= 2, lambda _, m: values.append(m.value()))
+        assert values == [b"aborted", b"committed"]
+    finally:
+        consumer.close()
 
 
 def test_released_at_the_delivery_count_limit_the_record_is_archived(
@@ -218,6 +250,7 @@ def test_released_at_the_delivery_count_limit_the_record_is_archived(
 ) -> None:
     topic, group = names()
     broker.create_topic(topic, partitions=1)
+    set_group_configs(broker, group, share_delivery_count_limit="3")
     consumer = share_consumer(broker, group, topic, **{"share.acknowledgement.mode": "explicit"})
     try:
         join(broker, [consumer], group)
@@ -232,11 +265,11 @@ def test_released_at_the_delivery_count_limit_the_record_is_archived(
             consumer.acknowledge(message, kind)
             consumer.commit_sync()
 
-        poll_until([consumer], lambda: len(counts) >= 5, release)
+        poll_until([consumer], lambda: len(counts) >= 3, release)
         produce(broker, topic, [b"marker"])
-        poll_until([consumer], lambda: len(counts) >= 6, release)
-        # group.share.delivery.count.limit (5): delivered five times, then archived.
-        assert counts == [1, 2, 3, 4, 5, 1]
+        poll_until([consumer], lambda: len(counts) >= 4, release)
+        # The group's share.delivery.count.limit (3): delivered three times, then archived.
+        assert counts == [1, 2, 3, 1]
     finally:
         consumer.close()
 

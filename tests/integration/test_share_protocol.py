@@ -31,7 +31,10 @@ from kafkalite.testing import EmbeddedBroker
 from protocol_tests.raw_client import RawClient, request_class
 
 LOCK_MS = 1000
-BROKER = {"group.share.record.lock.duration.ms": str(LOCK_MS)}
+BROKER = {
+    "group.share.record.lock.duration.ms": str(LOCK_MS),
+    "group.share.min.record.lock.duration.ms": str(LOCK_MS),
+}
 HEARTBEAT, DESCRIBE, SHARE_FETCH, SHARE_ACK = 76, 77, 78, 79
 ACCEPT = 1
 
@@ -174,8 +177,9 @@ def test_api_versions_and_share_version_feature(client: RawClient) -> None:
     assert {(f.name, f.max_version_level) for f in response.finalized_features} >= {
         ("share.version", 1)
     }
-    # Not served yet: the offsets admin APIs and the inter-broker share-state RPCs.
-    assert not {83, 84, 85, 86, 87, 90, 91, 92} & set(versions)
+    assert [versions[key] for key in (90, 91, 92)] == [(0, 1), (0, 0), (0, 0)]
+    # Not served yet: the inter-broker share-state RPCs.
+    assert not {83, 84, 85, 86, 87} & set(versions)
 
 
 def test_membership_describe_list_and_find_coordinator(
@@ -338,6 +342,36 @@ def test_records_of_a_hung_consumer_go_to_another_when_the_lock_expires(
             consumer.close()
 
 
+def test_the_groups_own_lock_duration_locks_what_it_acquires(
+    broker: EmbeddedBroker, client: RawClient
+) -> None:
+    topic, topic_id, group = new_queue(broker)
+    m = schema(44, 1)  # IncrementalAlterConfigs: share.record.lock.duration.ms of the group
+    config = m.AlterableConfig(
+        name="share.record.lock.duration.ms", config_operation=0, value="4000"
+    )
+    resource = m.AlterConfigsResource(resource_type=32, resource_name=group, configs=(config,))
+    altered = client.request(
+        m.IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False)
+    )
+    assert altered.responses[0].error_code is ErrorCode.none
+    joined(client, group, "m1", topic, topic_id)
+    produce(broker, topic, 1)
+    before = int(time.time() * 1000)
+    assert acquired(share_fetch(client, group, "m1", 0, topic_id, max_wait=2000)) == [(0, 0, 1)]
+    after = int(time.time() * 1000)
+
+    def deadline() -> int:
+        [held] = [
+            h for k, h in broker.broker.share_groups.partitions.held.items() if k.group_id == group
+        ]
+        return held.state.records[0].lock_deadline_ms
+
+    assert before + 4000 <= broker.call(deadline) <= after + 4000  # not the broker's 1000
+    share_fetch(client, group, "m1", -1, topic_id)
+    assert heartbeat(client, group, "m1", -1).error_code is ErrorCode.none
+
+
 def test_a_closed_connection_releases_its_records_at_once(tmp_path: Path) -> None:
     """Kafka ends a share session with its connection and releases what it held; with a
     lock of a minute, only that release lets another consumer have them within the test."""
@@ -385,3 +419,142 @@ def test_delete_groups_removes_an_empty_share_group_and_its_state(
     joined(client, group, "m2", topic, topic_id)
     produce(broker, topic, 1)
     assert acquired(share_fetch(client, group, "m2", 0, topic_id, max_wait=2000)) == [(2, 2, 1)]
+
+
+def describe_offsets(client: RawClient, group: str, topics: Any) -> Any:
+    """DescribeShareGroupOffsets v1: (topic, partitions) pairs, or None for all."""
+    m = schema(90, 1)
+    requested = (
+        None
+        if topics is None
+        else tuple(
+            m.DescribeShareGroupOffsetsRequestTopic(topic_name=t, partitions=p) for t, p in topics
+        )
+    )
+    response = client.request(
+        m.DescribeShareGroupOffsetsRequest(
+            groups=(m.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=requested),)
+        )
+    )
+    [described] = response.groups
+    assert described.error_code is ErrorCode.none
+    return [
+        (
+            t.topic_name,
+            t.topic_id,
+            [(p.partition_index, p.start_offset, p.lag) for p in t.partitions],
+        )
+        for t in described.topics
+    ]
+
+
+def alter_offsets(client: RawClient, group: str, topic: str, offsets: dict[int, int]) -> Any:
+    m = schema(91, 0)
+    partitions = tuple(
+        m.AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=o)
+        for p, o in offsets.items()
+    )
+    return client.request(
+        m.AlterShareGroupOffsetsRequest(
+            group_id=group,
+            topics=(m.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=partitions),),
+        )
+    )
+
+
+def delete_offsets(client: RawClient, group: str, *topics: str) -> Any:
+    m = schema(92, 0)
+    return client.request(
+        m.DeleteShareGroupOffsetsRequest(
+            group_id=group,
+            topics=tuple(m.DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in topics),
+        )
+    )
+
+
+def test_share_group_offsets_described_altered_and_deleted(
+    broker: EmbeddedBroker, client: RawClient
+) -> None:
+    topic, topic_id, group = new_queue(broker)
+    joined(client, group, "m1", topic, topic_id)
+    produce(broker, topic, 4)
+    assert acquired(share_fetch(client, group, "m1", 0, topic_id, max_wait=2000)) == [(0, 3, 1)]
+    assert share_ack(client, group, "m1", 1, topic_id, 0, 0).error_code is ErrorCode.none
+    assert share_ack(client, group, "m1", 2, topic_id, 2, 2).error_code is ErrorCode.none
+    share_fetch(client, group, "m1", -1, topic_id)  # 1 and 3 are released
+    # Start offset 1; lag: end 4 - start 1 - the 1 record acknowledged above the start.
+    assert describe_offsets(client, group, [(topic, (0, 1)), ("missing", (0,))]) == [
+        (topic, topic_id, [(0, 1, 2), (1, -1, -1)]),
+        ("missing", None, [(0, -1, -1)]),  # kio reads the zero uuid as None,
+    ]
+    assert describe_offsets(client, group, None) == [(topic, topic_id, [(0, 1, 2)])]
+    # Alter and delete need an empty group.
+    refused = alter_offsets(client, group, topic, {0: 0})
+    assert (refused.error_code, refused.error_message) == (
+        ErrorCode.non_empty_group,
+        "The group is not empty.",
+    )
+    assert delete_offsets(client, group, topic).error_code is ErrorCode.non_empty_group
+    assert heartbeat(client, group, "m1", -1).error_code is ErrorCode.none
+    altered = alter_offsets(client, group, topic, {0: 0, 3: 0})
+    assert altered.error_code is ErrorCode.none
+    assert [
+        (p.partition_index, p.error_code, p.error_message) for p in altered.responses[0].partitions
+    ] == [
+        (0, ErrorCode.none, None),
+        (
+            3,
+            ErrorCode.unknown_topic_or_partition,
+            "This server does not host this topic-partition.",
+        ),
+    ]
+    assert describe_offsets(client, group, None) == [(topic, topic_id, [(0, 0, 4)])]
+    # Read again from the start, each record a first delivery.
+    joined(client, group, "m2", topic, topic_id)
+    assert acquired(share_fetch(client, group, "m2", 0, topic_id, max_wait=2000)) == [(0, 3, 1)]
+    share_fetch(client, group, "m2", -1, topic_id)
+    assert heartbeat(client, group, "m2", -1).error_code is ErrorCode.none
+    deleted = delete_offsets(client, group, topic, "missing")
+    assert deleted.error_code is ErrorCode.none
+    assert [
+        (t.topic_name, t.topic_id, t.error_code, t.error_message) for t in deleted.responses
+    ] == [
+        (topic, topic_id, ErrorCode.none, None),
+        (
+            "missing",
+            None,
+            ErrorCode.unknown_topic_or_partition,
+            "This server does not host this topic-partition.",
+        ),
+    ]
+    assert describe_offsets(client, group, None) == []
+    again = delete_offsets(client, group, topic).responses[0]
+    assert (again.error_code, again.error_message) == (
+        ErrorCode.unknown_topic_or_partition,
+        "There is no offset information to delete.",
+    )
+    unknown = delete_offsets(client, "no-such-group", topic)
+    assert (unknown.error_code, unknown.error_message) == (
+        ErrorCode.group_id_not_found,
+        "Group no-such-group not found.",
+    )
+
+
+def test_after_a_restart_a_share_group_with_state_is_empty_and_can_be_deleted(
+    tmp_path: Path,
+) -> None:
+    small = {
+        **BROKER,
+        "offsets.topic.num.partitions": "1",
+        "share.coordinator.state.topic.num.partitions": "1",
+    }
+    with EmbeddedBroker(tmp_path, small) as first:
+        topic, topic_id, group = new_queue(first)
+        with RawClient(first.host, first.port) as raw:
+            joined(raw, group, "m1", topic, topic_id)
+    with EmbeddedBroker(tmp_path, small) as again, RawClient(again.host, again.port) as raw:
+        assert describe_offsets(raw, group, None) == [(topic, topic_id, [(0, 0, 0)])]
+        dg = schema(42, 2)
+        deleted = raw.request(dg.DeleteGroupsRequest(groups_names=(group,)))
+        assert deleted.results[0].error_code is ErrorCode.none
+        assert describe_offsets(raw, group, None) == []

@@ -1,0 +1,229 @@
+"""A share group's offsets (KIP-932): DescribeShareGroupOffsets, AlterShareGroupOffsets and
+DeleteShareGroupOffsets, as Kafka 4.4's GroupCoordinatorService and GroupMetadataManager
+answer them.
+
+* Describe reads each share-partition's persisted state: its start offset, the leader epoch
+  of its last write and its lag, the partition's high watermark less the start offset less
+  the records already delivered for good above it (Kafka's deliveryCompleteCount). A topic
+  that does not exist, or a share-partition never initialized, has start offset -1 and lag -1;
+  with no topics named (v1), every share-partition the group has state for is described.
+* Alter sets start offsets of an empty share group (created if it does not exist, as Kafka's
+  getOrMaybeCreateShareGroup): each share-partition starts afresh there (a new ShareSnapshot,
+  nothing in flight), what this broker held of it is dropped.
+* Delete forgets the state of the named topics' share-partitions of an empty share group:
+  the next member assigned them starts at the group's `share.auto.offset.reset` point.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.share.share_group import ShareGroup, ShareGroupCoordinator
+from kafkalite.share.share_records import SharePartitionKey, ShareState, delivery_complete_count
+
+if TYPE_CHECKING:
+    from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
+    from kafkalite.broker.share_partition_manager import SharePartitionManager
+
+UNINITIALIZED_START_OFFSET = -1
+UNINITIALIZED_LAG = -1
+DEFAULT_LEADER_EPOCH = 0
+# Kafka's Errors messages, which these answers carry.
+UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
+NON_EMPTY_GROUP_MESSAGE = "The group is not empty."
+NO_OFFSETS_MESSAGE = "There is no offset information to delete."
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionResult:
+    partition: int
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    start_offset: int = UNINITIALIZED_START_OFFSET
+    leader_epoch: int = DEFAULT_LEADER_EPOCH
+    lag: int = UNINITIALIZED_LAG
+
+
+@dataclass(frozen=True, slots=True)
+class TopicResult:
+    name: str
+    topic_id: uuid.UUID | None
+    partitions: tuple[PartitionResult, ...] = ()
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupResult:
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    topics: tuple[TopicResult, ...] = ()
+
+
+def _refused(error: ErrorCode, message: str | None = None) -> GroupResult:
+    return GroupResult(error, message)
+
+
+@dataclass(eq=False)
+class ShareGroupOffsets:
+    groups: GroupCoordinatorService
+    partitions: SharePartitionManager
+    coordinator: ShareGroupCoordinator
+
+    # -- describe --------------------------------------------------------------------------
+
+    def describe(
+        self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None
+    ) -> GroupResult:
+        """The named topics' share-partitions, or (None) every one the group has state for."""
+        error = self.groups.check_group(group_id)
+        if error is not ErrorCode.none:
+            return _refused(error)
+        states = self.partitions.coordinator.group_states(group_id)
+        if topics is None:
+            topics = self._initialized_topics(states)
+        found, missing = [], []
+        for name, partitions in topics:
+            info = self.groups.replica_manager.metadata.topics.get(name)
+            if info is None:
+                results = tuple(PartitionResult(p) for p in partitions)
+                missing.append(TopicResult(name, None, results))
+                continue
+            results = tuple(
+                self._summary(name, p, states.get(SharePartitionKey(group_id, info.topic_id, p)))
+                for p in partitions
+            )
+            found.append(TopicResult(name, info.topic_id, results))
+        return GroupResult(topics=(*found, *missing))
+
+    def _initialized_topics(
+        self, states: dict[SharePartitionKey, ShareState]
+    ) -> list[tuple[str, list[int]]]:
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        metadata = self.groups.replica_manager.metadata
+        for key in sorted(states, key=lambda k: (str(k.topic_id), k.partition)):
+            topic = metadata.topic_by_id(key.topic_id)
+            if topic is not None:
+                by_topic[topic.name].append(key.partition)
+        return sorted(by_topic.items())
+
+    def _summary(self, topic: str, index: int, state: ShareState | None) -> PartitionResult:
+        if state is None:
+            return PartitionResult(index)
+        partition = self.groups.replica_manager.partition(topic, index)
+        if partition is None:
+            return PartitionResult(index, ErrorCode.not_leader_or_follower)
+        lag = partition.high_watermark - state.start_offset - delivery_complete_count(state)
+        return PartitionResult(
+            index, start_offset=state.start_offset, leader_epoch=state.leader_epoch, lag=lag
+        )
+
+    # -- alter -----------------------------------------------------------------------------
+
+    async def alter(
+        self, group_id: str, topics: Sequence[tuple[str, Sequence[tuple[int, int]]]]
+    ) -> GroupResult:
+        """Set the start offsets (partition, offset) of an empty share group's
+        share-partitions."""
+        refused = self._check_empty(group_id, create=True)
+        if refused is not None:
+            return refused
+        metadata = self.groups.replica_manager.metadata
+        results = []
+        for name, offsets in topics:
+            info = metadata.topics.get(name)
+            if info is None:
+                unknown = tuple(
+                    PartitionResult(p, ErrorCode.unknown_topic_or_partition, UNKNOWN_TOPIC_MESSAGE)
+                    for p, _ in offsets
+                )
+                results.append(TopicResult(name, None, unknown))
+                continue
+            partitions = []
+            for index, start_offset in offsets:
+                if not 0 <= index < info.num_partitions:
+                    partitions.append(
+                        PartitionResult(
+                            index, ErrorCode.unknown_topic_or_partition, UNKNOWN_TOPIC_MESSAGE
+                        )
+                    )
+                    continue
+                key = SharePartitionKey(group_id, info.topic_id, index)
+                error = await self.partitions.reset(key, start_offset)
+                message = None if error is ErrorCode.none else error.name
+                partitions.append(PartitionResult(index, error, message))
+            results.append(TopicResult(name, info.topic_id, tuple(partitions)))
+        return GroupResult(topics=tuple(results))
+
+    # -- delete ----------------------------------------------------------------------------
+
+    async def delete(self, group_id: str, topic_names: Sequence[str]) -> GroupResult:
+        """Forget the state of the named topics' share-partitions of an empty share group."""
+        refused = self._check_empty(group_id, create=False)
+        if refused is not None:
+            return refused
+        metadata = self.groups.replica_manager.metadata
+        states = self.partitions.coordinator.group_states(group_id)
+        deleted, failed = [], []
+        for name in topic_names:
+            info = metadata.topics.get(name)
+            if info is None:
+                failed.append(
+                    TopicResult(
+                        name,
+                        None,
+                        error=ErrorCode.unknown_topic_or_partition,
+                        message=UNKNOWN_TOPIC_MESSAGE,
+                    )
+                )
+                continue
+            keys = [key for key in states if key.topic_id == info.topic_id]
+            if not keys:
+                failed.append(
+                    TopicResult(
+                        name,
+                        None,
+                        error=ErrorCode.unknown_topic_or_partition,
+                        message=NO_OFFSETS_MESSAGE,
+                    )
+                )
+                continue
+            error = await self.partitions.forget(keys)
+            if error is ErrorCode.none:
+                deleted.append(TopicResult(name, info.topic_id))
+            else:
+                failed.append(TopicResult(name, info.topic_id, error=error, message=error.name))
+        return GroupResult(topics=(*deleted, *failed))
+
+    # -- the group -------------------------------------------------------------------------
+
+    def _check_empty(self, group_id: str, *, create: bool) -> GroupResult | None:
+        """Why the group's offsets cannot change (None: they can): not served here, not a
+        share group, missing (unless `create`), or with members."""
+        if not group_id:
+            return _refused(ErrorCode.invalid_group_id)
+        error = self.groups.check_group(group_id)
+        if error is not ErrorCode.none:
+            return _refused(error)
+        if self.groups.coordinator.has_group(group_id):
+            return _refused(ErrorCode.group_id_not_found, f"Group {group_id} is not a share group.")
+        group = self.share_group(group_id, create=create)
+        if group is None:
+            return _refused(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
+        if group.members:
+            return _refused(ErrorCode.non_empty_group, NON_EMPTY_GROUP_MESSAGE)
+        return None
+
+    def share_group(self, group_id: str, *, create: bool) -> ShareGroup | None:
+        """The share group, also when only its share-partitions' state survived a restart
+        (membership is not persisted yet: it is then Empty); created empty if `create`."""
+        group = self.coordinator.groups.get(group_id)
+        if group is None and (create or self.partitions.coordinator.group_states(group_id)):
+            group = self.coordinator.groups[group_id] = ShareGroup(group_id)
+        return group
