@@ -288,6 +288,11 @@ class BrokerCollector(Collector):
         yield _gauge(
             controller + "activecontrollercount", "1 on the active controller", int(is_controller)
         )
+        yield CounterMetricFamily(
+            "kafka_controller_controllerstats_uncleanleaderelections",
+            "Leaders elected from outside the ISR by this broker as controller",
+            value=self.broker.controller.unclean_leader_elections(),
+        )
         yield _gauge(
             controller + "offlinepartitionscount",
             "Partitions without a live leader",

@@ -38,9 +38,6 @@ NOT_SERVED = {
     "jvm_gc_collection_seconds_sum": "JVM only",
     "jvm_gc_collection_seconds_count": "JVM only",
     "jvm_threads_current": "JVM only",
-    # Kafka's controller marks it when it elects a leader outside the ISR; kafkalite's
-    # ZooKeeper controller does unclean elections but does not count them yet.
-    "kafka_controller_controllerstats_uncleanleaderelections_total": "not counted yet",
 }
 
 
