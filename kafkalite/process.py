@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Protocol, TextIO
 
 _STARTED = re.compile(r"kafkalite started: .* listening on (\S+):(\d+)")
+_METRICS = re.compile(r"metrics on (http://\S+/metrics)")  # logged before the started line
 _LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 _KEPT_LINES = 1000  # of a broker with an output file
 
@@ -55,6 +56,7 @@ class BrokerProcess:
         self.lines: list[str] = []
         self.host = "127.0.0.1"
         self.port = 0
+        self.metrics_url: str | None = None  # with kafkalite.metrics.port set
         self._started = threading.Event()
         self._output_ended = threading.Event()
         self._reader: threading.Thread | None = None
@@ -80,6 +82,7 @@ class BrokerProcess:
             self.stop()  # it exited by itself: reap it and its reader
         self._started.clear()
         self._output_ended.clear()
+        self.metrics_url = None
         self.process = subprocess.Popen(
             self.command(),
             stdout=subprocess.PIPE,
@@ -125,6 +128,9 @@ class BrokerProcess:
             output.flush()
             if len(self.lines) > 2 * _KEPT_LINES:
                 del self.lines[:-_KEPT_LINES]
+        metrics = _METRICS.search(line)
+        if metrics:
+            self.metrics_url = metrics.group(1)
         match = _STARTED.search(line)
         if match:
             self.host, self.port = match.group(1), int(match.group(2))

@@ -19,7 +19,7 @@ import functools
 import logging
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import trio
@@ -33,6 +33,7 @@ from kafkalite.broker.broker import Broker
 from kafkalite.config import BrokerConfig, Listener
 from kafkalite.metrics.counters import BrokerMetrics
 from kafkalite.metrics.http import serve_metrics
+from kafkalite.metrics.loop_time import timed
 from kafkalite.protocol.codec import (
     DecodedRequest,
     LegacyRequest,
@@ -145,12 +146,16 @@ async def _process(
             channel.peer,
             broker.authorizer,
         )
+        # Handler work (as a Kafka handler thread's: handle, encode) for the idle percent.
         if handler.is_async:
-            response = await handler.handle(ctx, item.body)
+            response = await timed(handler.handle(ctx, item.body), metrics.loop)
+            working = time.perf_counter()
         else:
+            working = time.perf_counter()
             response = handler.handle(ctx, item.body)
-        if response is not None:
-            frame = encode_response(item.correlation_id, response)
+        frame = None if response is None else encode_response(item.correlation_id, response)
+        metrics.loop.handler_seconds += time.perf_counter() - working
+        if frame is not None:
             await stream.send_all(frame)
             metrics.network_bytes_out += len(frame)
         elapsed = time.perf_counter() - started
@@ -483,7 +488,7 @@ async def serve(
         if handle_signals
         else contextlib.nullcontext(_NO_SIGNALS)
     )
-    with receiver as signals:
+    with receiver as signals, _instrumented(broker.metrics.loop):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_maintenance, broker)
             for task in tasks:
@@ -520,6 +525,17 @@ async def serve(
                     await _until_next_signal(before_shutdown, signals)
                 nursery.cancel_scope.cancel()
                 break
+
+
+@contextlib.contextmanager
+def _instrumented(instrument: trio.abc.Instrument) -> Iterator[None]:
+    """`instrument` on this trio loop while serving (LoopTime: the waits for I/O)."""
+    trio.lowlevel.add_instrument(instrument)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(KeyError):  # trio drops an instrument that raised
+            trio.lowlevel.remove_instrument(instrument)
 
 
 async def _until_next_signal(

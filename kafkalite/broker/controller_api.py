@@ -93,6 +93,11 @@ class ControllerApi(Protocol):
         """The dynamic configs of this broker and of the default, as stored at start."""
         ...
 
+    def unclean_leader_elections(self) -> int:
+        """Leaders this broker elected as controller from outside the ISR, since it started
+        (Kafka's ControllerStats UncleanLeaderElectionsPerSec, for metrics)."""
+        ...
+
     async def elect_leaders(
         self, election_type: int, partitions: Sequence[TopicPartition] | None, timeout_s: float
     ) -> dict[TopicPartition, ApiError]:

@@ -37,6 +37,9 @@ class SingleNodeController:
     def stored_broker_configs(self) -> dict[str, dict[str, str]]:
         return self.store.load()
 
+    def unclean_leader_elections(self) -> int:
+        return 0  # one replica per partition: its only replica always leads
+
     async def elect_leaders(
         self, election_type: int, partitions: Sequence[TopicPartition] | None, timeout_s: float
     ) -> dict[TopicPartition, ApiError]:

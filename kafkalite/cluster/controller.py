@@ -69,6 +69,7 @@ class Controller:
         self.kafka_zk = KafkaZkClient(zk)
         self.broker_id = broker_id
         self.unclean_default = unclean_default
+        self.unclean_elections = 0  # leaders it elected from outside the ISR
         self.epoch: ControllerEpoch | None = None  # while this broker is the controller
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -198,6 +199,7 @@ class Controller:
                 )
         except (StalePartitionState, NodeExists):
             return False
+        self.unclean_elections += write.unclean
         log.info(
             "%s-%d: leader %d, leader epoch %d, ISR %s",
             write.topic,

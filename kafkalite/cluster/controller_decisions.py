@@ -38,6 +38,7 @@ class StateWrite:
     partition: int
     state: zd.PartitionState
     expected_version: int | None  # None: create the state znode
+    unclean: bool = False  # a leader from outside the ISR (Kafka's UncleanLeaderElectionsPerSec)
 
 
 def decide(
@@ -71,7 +72,8 @@ def _decide_one(view: PartitionView, live: Set[int], controller_epoch: int) -> S
     if leader == zd.NO_LEADER and current.leader == zd.NO_LEADER:
         return None  # offline already: nothing new
     state = zd.PartitionState(leader, current.leader_epoch + 1, isr, controller_epoch)
-    return StateWrite(view.topic, view.partition, state, view.zk_version)
+    unclean = leader != zd.NO_LEADER and leader not in current.isr
+    return StateWrite(view.topic, view.partition, state, view.zk_version, unclean)
 
 
 def elect_leader(

@@ -7,9 +7,11 @@ the ISR has the records, and a new leader elected from the ISR when a broker goe
 Under `--data-dir` (default `data/cluster`): `zookeeper/` (the server's data and logs), and
 per broker `broker-<id>/` (its log dir) and `broker-<id>.out` (its output). ZooKeeper comes
 from Maven Central on first use (kafkalite.cluster.zookeeper_server) and keeps its port across
-runs on the same data dir; brokers listen on free ports (or `--port P`, P+1, ...). Broker ids are
-1..N. `--override key=value` goes to every broker. Ctrl-C or SIGTERM stops the brokers
-(SIGTERM: a clean shutdown), then ZooKeeper.
+runs on the same data dir; brokers listen on free ports (or `--port P`, P+1, ...), and serve
+Prometheus metrics on free ports too (or `--override kafkalite.metrics.port=M`: M, M+1, ...;
+-1: none), each printed with its broker. Broker ids are 1..N. `--override key=value` goes to
+every broker. A broker that exits is reported within a second, and the others keep running.
+Ctrl-C or SIGTERM stops the brokers (SIGTERM: a clean shutdown), then ZooKeeper.
 """
 
 from __future__ import annotations
@@ -53,7 +55,28 @@ class LocalCluster:
             # Kafka's default, 3, cannot be met by fewer brokers.
             "offsets.topic.replication.factor": str(min(3, self.broker_count)),
             **self.overrides,
+            "kafkalite.metrics.port": self._metrics_port(broker_id),
         }
+
+    def _metrics_port(self, broker_id: int) -> str:
+        """A free port (0), or the overridden one plus the broker's rank (one port can serve
+        only one broker); -1 (off) or a bad value as given (the broker refuses the latter)."""
+        given = self.overrides.get("kafkalite.metrics.port", "0")
+        try:
+            first = int(given)
+        except ValueError:
+            return given
+        return str(first + broker_id - 1) if first > 0 else given
+
+    def start_broker(self, broker_id: int, broker: BrokerProcess) -> None:
+        """Start one broker; a broker that cannot start names itself and says why."""
+        try:
+            broker.start()
+        except RuntimeError as exc:
+            reason = str(exc).splitlines()[0].rstrip(":")
+            said = [line.strip() for line in broker.lines if line.strip()]
+            last = f": {said[-1]}" if said else ""
+            raise RuntimeError(f"broker {broker_id}: {reason}{last}") from None
 
     def start(self) -> LocalCluster:
         try:
@@ -65,7 +88,7 @@ class LocalCluster:
                     output_file=self.data_dir / f"broker-{broker_id}.out",
                 )
                 self.brokers.append(broker)
-                broker.start()
+                self.start_broker(broker_id, broker)
         except BaseException:
             self.stop()
             raise
@@ -102,7 +125,12 @@ class LocalCluster:
         assert self.zookeeper is not None
         lines = [f"kafkalite cluster, data in {self.data_dir}"]
         lines.append(f"  zookeeper.connect={self.zookeeper.connect_string}")
-        lines += [f"  broker {i}: {b.bootstrap}" for i, b in enumerate(self.brokers, 1)]
+        for i, broker in enumerate(self.brokers, 1):
+            metrics = f", metrics {broker.metrics_url}" if broker.metrics_url else ""
+            lines.append(f"  broker {i}: {broker.bootstrap}{metrics}")
+        urls = [b.metrics_url for b in self.brokers if b.metrics_url]
+        if urls:
+            lines.append(f"metrics={','.join(urls)}")
         lines.append(f"bootstrap.servers={self.bootstrap}")
         return "\n".join(lines)
 

@@ -51,7 +51,8 @@ def unknown_partition(topic: str, partition: int, topic_exists: bool) -> Electio
 def _new_state(view: PartitionView, leader: int, isr: Iterable[int], epoch: int) -> StateWrite:
     assert view.state is not None
     state = zd.PartitionState(leader, view.state.leader_epoch + 1, tuple(isr), epoch)
-    return StateWrite(view.topic, view.partition, state, view.zk_version)
+    unclean = leader not in view.state.isr
+    return StateWrite(view.topic, view.partition, state, view.zk_version, unclean)
 
 
 def has_leader(view: PartitionView, live: Set[int]) -> bool:

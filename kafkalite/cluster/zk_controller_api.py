@@ -49,6 +49,7 @@ class ZkControllerApi:
         self.configs = ZkConfigManager(metadata.zk, metadata.node_id, self._tell)
         self._stored: dict[str, dict[str, str]] = {}
         self._listeners: list[BrokerConfigListener] = []
+        self._unclean_on_request = 0  # ElectLeaders' unclean elections applied
 
     async def start(self) -> None:
         """Read the stored dynamic broker configs (before Broker.open)."""
@@ -70,6 +71,9 @@ class ZkControllerApi:
                 listener.on_broker_configs_changed(entity, configs)
             except Exception:  # the config watch must survive a listener's bug
                 log.exception("broker config listener %r failed on %s", listener, entity)
+
+    def unclean_leader_elections(self) -> int:
+        return self.controller.unclean_elections + self._unclean_on_request
 
     # -- ElectLeaders ---------------------------------------------------------------------------
 
@@ -93,6 +97,8 @@ class ZkControllerApi:
             return state is not None and state.leader == expected[tp]
 
         await self.metadata.wait_until(lambda: all(map(applied, expected)), timeout_s)
+        unclean = [tp for tp, e in results.items() if e.write is not None and e.write.unclean]
+        self._unclean_on_request += len([tp for tp in unclean if applied(tp)])
         return {
             tp: TIMED_OUT if tp in expected and not applied(tp) else ApiError(e.error, e.message)
             for tp, e in results.items()

@@ -3,13 +3,15 @@
 Names are the Prometheus JMX exporter's rendering of Kafka's MBeans (lowercaseOutputName, as
 in Strimzi's kafka-metrics.yaml), e.g. kafka.server:type=BrokerTopicMetrics,
 name=MessagesInPerSec,topic=T -> kafka_server_brokertopicmetrics_messagesin_total{topic="T"}.
-Consumer lag uses kafka-exporter's names (kafka_consumergroup_lag...), which Kafka dashboards
-graph next to the broker's. Runs on the trio thread, so broker state is read consistently.
+Consumer lag and the cluster's topics use kafka-exporter's names (kafka_consumergroup_lag...,
+exporter_view.py), which Kafka dashboards graph next to the broker's. Runs on the trio
+thread, so broker state is read consistently.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import (
@@ -21,7 +23,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from kafkalite.coordinator.states import GroupState
-from kafkalite.metrics.counters import LATENCY_BUCKETS_MS, LatencyHistogram
+from kafkalite.metrics import exporter_view, partition_gauges
+from kafkalite.metrics.counters import LATENCY_BUCKETS_MS, LatencyHistogram, RequestTimes
+from kafkalite.metrics.loop_time import IdleWindow
 
 if TYPE_CHECKING:
     from kafkalite.broker.broker import Broker
@@ -52,6 +56,12 @@ _GROUP_STATES = {
 }
 
 
+# Yammer's percentiles as the JMX exporter's rules name them (99thPercentile -> "0.99").
+QUANTILES = tuple((label, float(label)) for label in ("0.50", "0.75", "0.95", "0.98", "0.99"))
+QUANTILES += (("0.999", 0.999),)
+PROC_SELF_IO = Path("/proc/self/io")
+
+
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, value=value)
 
@@ -65,6 +75,36 @@ def _buckets(histogram: LatencyHistogram) -> list[tuple[str, float]]:
     return buckets
 
 
+def quantile(ordered: list[float], q: float) -> float:
+    """Dropwizard's Snapshot.getValue: interpolated between the two nearest samples."""
+    if not ordered:
+        return 0.0
+    pos = q * (len(ordered) + 1)
+    if pos < 1:
+        return ordered[0]
+    if pos >= len(ordered):
+        return ordered[-1]
+    lower, upper = ordered[int(pos) - 1], ordered[int(pos)]
+    return lower + (pos - int(pos)) * (upper - lower)
+
+
+def _request_time_summary(name: str, times: RequestTimes) -> Iterator[tuple[str, dict, float]]:
+    ordered = sorted(times.recent)
+    for label, q in QUANTILES:
+        yield "", {"request": name, "quantile": label}, quantile(ordered, q)
+    yield "_count", {"request": name}, sum(times.counts)
+    yield "_sum", {"request": name}, times.sum_ms
+
+
+def _disk_io() -> dict[str, int]:
+    """Kafka's LinuxIoMetricsCollector: bytes this process read from and wrote to storage."""
+    try:
+        fields = dict(line.split(":", 1) for line in PROC_SELF_IO.read_text().splitlines())
+        return {"read": int(fields["read_bytes"]), "write": int(fields["write_bytes"])}
+    except (OSError, KeyError, ValueError):  # not Linux, or /proc/self/io not readable
+        return {}
+
+
 class BrokerCollector(Collector):
     def __init__(self, broker: Broker, listener: str, api_names: Mapping[int, str]) -> None:
         self.broker = broker
@@ -72,12 +112,17 @@ class BrokerCollector(Collector):
         self.api_names = api_names  # API key -> Kafka's name (the `request` label)
         self._generations: dict[str, int] = {}
         self._rebalances = 0
+        self._idle = IdleWindow(broker.metrics.loop)
 
     def collect(self) -> Iterator[Metric]:
         yield from self._topic_meters()
         yield from self._requests()
         yield from self._network()
+        yield from self._idle_percent()
+        yield from self._disk()
         yield from self._replica_manager()
+        yield from partition_gauges.collect(self.broker.replica_manager)
+        yield from exporter_view.collect(self.broker, self.listener)
         yield from self._logs()
         yield from self._groups()
         yield from self._delayed_delivery()
@@ -124,14 +169,59 @@ class BrokerCollector(Collector):
         for (key, version), count in sorted(metrics.requests.items()):
             rate.add_metric([self._api_name(key), str(version)], count)
         yield rate
-        latency = HistogramMetricFamily(
+        # TotalTimeMs as the JMX exporter renders Kafka's histogram: quantiles of the latest
+        # requests and a count (plus the sum), and as a Prometheus histogram under our name.
+        summary = Metric(
             "kafka_network_requestmetrics_totaltimems",
+            "Request time in ms from dequeue to answer sent (TotalTimeMs), latest requests",
+            "summary",
+        )
+        histogram = HistogramMetricFamily(
+            "kafkalite_network_requestmetrics_totaltimems",
             "Request time in ms from dequeue to answer sent (TotalTimeMs)",
             labels=["request"],
         )
-        for key, histogram in sorted(metrics.latency.items()):
-            latency.add_metric([self._api_name(key)], _buckets(histogram), histogram.sum_ms)
-        yield latency
+        for key, times in sorted(metrics.latency.items()):
+            name = self._api_name(key)
+            for suffix, labels, value in _request_time_summary(name, times):
+                summary.add_sample(summary.name + suffix, labels, value)
+            histogram.add_metric([name], _buckets(times), times.sum_ms)
+        yield summary
+        yield histogram
+
+    def _idle_percent(self) -> Iterator[Metric]:
+        """The loop's idle shares over the last minute (loop_time.py), under Kafka's names,
+        and the cumulative seconds they come from (for rate() over any window)."""
+        network, handlers = self._idle.shares()
+        yield _gauge(
+            "kafka_network_socketserver_networkprocessoravgidle_percent",
+            "Share of the last minute the event loop waited for I/O (0..1)",
+            network,
+        )
+        yield _gauge(
+            "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
+            "Share of the last minute not spent handling requests (0..1)",
+            handlers,
+        )
+        loop = self.broker.metrics.loop
+        yield CounterMetricFamily(
+            "kafkalite_eventloop_io_wait_seconds",
+            "Seconds the event loop waited for I/O",
+            value=loop.io_wait_seconds,
+        )
+        yield CounterMetricFamily(
+            "kafkalite_request_handler_seconds",
+            "Seconds spent in request handlers and encoding their answers",
+            value=loop.handler_seconds,
+        )
+
+    def _disk(self) -> Iterator[Metric]:
+        for name, value in _disk_io().items():
+            yield _gauge(
+                f"kafka_server_kafkaserver_linux_disk_{name}_bytes",
+                f"Bytes the process {name} from storage (/proc/self/io)",
+                value,
+            )
 
     def _network(self) -> Iterator[Metric]:
         metrics = self.broker.metrics
@@ -198,6 +288,11 @@ class BrokerCollector(Collector):
         yield _gauge(
             controller + "activecontrollercount", "1 on the active controller", int(is_controller)
         )
+        yield CounterMetricFamily(
+            "kafka_controller_controllerstats_uncleanleaderelections",
+            "Leaders elected from outside the ISR by this broker as controller",
+            value=self.broker.controller.unclean_leader_elections(),
+        )
         yield _gauge(
             controller + "offlinepartitionscount",
             "Partitions without a live leader",
@@ -215,9 +310,6 @@ class BrokerCollector(Collector):
             "start": GaugeMetricFamily(
                 "kafka_log_log_logstartoffset", "Log start offset", labels=labels
             ),
-            "hw": GaugeMetricFamily(
-                "kafka_topic_partition_current_offset", "High watermark", labels=labels
-            ),
         }
         for p in self._partitions():
             key = [p.topic, str(p.index)]
@@ -225,7 +317,6 @@ class BrokerCollector(Collector):
             families["segments"].add_metric(key, len(p.log.segments))
             families["end"].add_metric(key, p.log_end_offset)
             families["start"].add_metric(key, p.log_start_offset)
-            families["hw"].add_metric(key, p.high_watermark)
         yield from families.values()
 
     def _delayed_delivery(self) -> Iterator[Metric]:
@@ -294,6 +385,11 @@ class BrokerCollector(Collector):
         lag_sum = GaugeMetricFamily(
             "kafka_consumergroup_lag_sum", "Lag of the group per topic", labels=labels[:2]
         )
+        offset_sum = GaugeMetricFamily(
+            "kafka_consumergroup_current_offset_sum",
+            "Committed offsets of the group per topic, summed",
+            labels=labels[:2],
+        )
         members = GaugeMetricFamily(
             "kafka_consumergroup_members", "Members of the group", labels=labels[:1]
         )
@@ -301,6 +397,7 @@ class BrokerCollector(Collector):
         for group in groups:
             members.add_metric([group.group_id], len(group.members))
             per_topic: dict[str, int] = {}
+            offsets: dict[str, int] = {}
             for tp, committed in sorted(coordinator.committed_offsets(group.group_id).items()):
                 partition = replicas.partition(tp.topic, tp.partition)
                 if partition is None:
@@ -310,6 +407,8 @@ class BrokerCollector(Collector):
                 offset.add_metric(key, committed.offset)
                 lag.add_metric(key, behind)
                 per_topic[tp.topic] = per_topic.get(tp.topic, 0) + behind
+                offsets[tp.topic] = offsets.get(tp.topic, 0) + committed.offset
             for topic, total in sorted(per_topic.items()):
                 lag_sum.add_metric([group.group_id, topic], total)
-        yield from (offset, lag, lag_sum, members)
+                offset_sum.add_metric([group.group_id, topic], offsets[topic])
+        yield from (offset, offset_sum, lag, lag_sum, members)

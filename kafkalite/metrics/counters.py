@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import bisect
 import logging
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalite.metrics import topic_traffic
+from kafkalite.metrics.loop_time import LoopTime
 from kafkalite.metrics.topic_traffic import TopicStats
 
 log = logging.getLogger("kafkalite.metrics")
@@ -30,12 +32,25 @@ class LatencyHistogram:
         self.sum_ms += ms
 
 
+# Yammer's histograms (Kafka's RequestMetrics) sample 1028 values; quantiles here come from
+# the latest 1028 requests of each API (one deque append per request).
+RECENT_REQUESTS = 1028
+
+
+@dataclass(slots=True)
+class RequestTimes(LatencyHistogram):
+    """TotalTimeMs of one API: cumulative buckets, and the latest times for its quantiles."""
+
+    recent: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_REQUESTS))
+
+
 @dataclass
 class BrokerMetrics:
     topics: dict[str, TopicStats] = field(default_factory=dict)
     all_topics: TopicStats = field(default_factory=TopicStats)
     requests: dict[tuple[int, int], int] = field(default_factory=dict)  # (api key, version)
-    latency: dict[int, LatencyHistogram] = field(default_factory=dict)  # api key
+    latency: dict[int, RequestTimes] = field(default_factory=dict)  # api key
+    loop: LoopTime = field(default_factory=LoopTime)  # the event loop's idle and handler time
     network_bytes_in: int = 0
     network_bytes_out: int = 0
     connections: int = 0
@@ -61,8 +76,10 @@ class BrokerMetrics:
         self.requests[key] = self.requests.get(key, 0) + 1
         histogram = self.latency.get(api_key)
         if histogram is None:
-            histogram = self.latency[api_key] = LatencyHistogram()
-        histogram.observe(seconds * 1000)
+            histogram = self.latency[api_key] = RequestTimes()
+        ms = seconds * 1000
+        histogram.observe(ms)
+        histogram.recent.append(ms)
         try:
             if api_key == topic_traffic.PRODUCE:
                 topic_traffic.count_produce(self, broker, body, response)

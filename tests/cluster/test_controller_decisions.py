@@ -100,7 +100,7 @@ def test_no_clean_candidate_goes_offline_unless_unclean_is_enabled() -> None:
     assert decide([view((1, 2), state)], {2}, 7) == [StateWrite("t", 0, offline, 3)]
     assert decide([view((1, 2), offline, 4)], {2}, 7) == []  # offline already
     assert decide([view((1, 2), state, unclean=True)], {2}, 7) == [
-        StateWrite("t", 0, zd.PartitionState(2, 5, (2,), 7), 3)
+        StateWrite("t", 0, zd.PartitionState(2, 5, (2,), 7), 3, unclean=True)
     ]
     # The ISR member coming back leads again.
     assert decide([view((1, 2), offline, 4)], {1, 2}, 7) == [

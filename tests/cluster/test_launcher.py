@@ -1,5 +1,6 @@
-"""`kafkalite cluster --brokers N`: a real ZooKeeper and N broker processes, each
-member's exit reported, everything stopped on SIGTERM, ZooKeeper's port kept across runs."""
+"""`kafkalite cluster --brokers N`: a real ZooKeeper and N broker processes, each serving
+metrics on a free port, each member's exit reported at once, a broker that cannot start
+named with its reason, everything stopped on SIGTERM, ZooKeeper's port kept across runs."""
 
 from __future__ import annotations
 
@@ -18,14 +19,17 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from kafkalite.cluster.launcher import LocalCluster
 from kafkalite.cluster.zookeeper_server import four_letter_word, parse_srvr
+from kafkalite.process import BrokerProcess
+from tests.integration.metrics_helpers import get
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 90
 
 
 class Launcher:
-    def __init__(self, data_dir: Path, brokers: int) -> None:
+    def __init__(self, data_dir: Path, brokers: int, *args: str) -> None:
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -36,6 +40,7 @@ class Launcher:
                 str(brokers),
                 "--data-dir",
                 str(data_dir),
+                *args,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -127,6 +132,12 @@ def test_cluster_starts_reports_a_dead_broker_and_stops(cluster_dir: Path) -> No
         zookeeper = _value(lines, "zookeeper.connect")
         bootstrap = _value(lines, "bootstrap.servers").split(",")
         assert len(bootstrap) == 3
+        metrics = _value(lines, "metrics").split(",")
+        for i, (address, url) in enumerate(zip(bootstrap, metrics, strict=True), 1):
+            assert f"  broker {i}: {address}, metrics {url}" in lines
+            status, text = get(url)
+            assert status == 200 and "kafka_server_replicamanager_partitioncount" in text
+        assert len(set(metrics)) == 3
         host, port = zookeeper.rsplit(":", 1)
         assert parse_srvr(four_letter_word(host, int(port), "srvr"))["Mode"] == "standalone"
         for address in bootstrap:  # one cluster: each broker lists all three
@@ -151,9 +162,11 @@ def test_cluster_starts_reports_a_dead_broker_and_stops(cluster_dir: Path) -> No
         pids = _broker_pids(cluster_dir)
         assert sorted(pids) == [1, 2, 3]
         os.kill(pids[2], signal.SIGKILL)
+        killed = time.monotonic()
         assert launcher.read_until("kafkalite cluster: ")[-1] == (
             f"kafkalite cluster: broker 2 exited (code {-signal.SIGKILL})"
         )
+        assert time.monotonic() - killed < 10  # polled every second, not left to Ctrl-C
         assert launcher.stop() == 0
         assert launcher.read_until("kafkalite cluster stopped")
         assert all(_refused(address) for address in [zookeeper, *bootstrap])
@@ -167,3 +180,26 @@ def test_cluster_starts_reports_a_dead_broker_and_stops(cluster_dir: Path) -> No
         assert _value(lines, "zookeeper.connect") == zookeeper  # same data dir, same port
     finally:
         assert again.stop() == 0
+
+
+def test_a_broker_that_cannot_start_is_named_with_its_reason(tmp_path: Path) -> None:
+    """What `kafkalite cluster` prints when a broker exits at start (no ZooKeeper needed:
+    this broker fails before it would join)."""
+    cluster = LocalCluster(tmp_path, 2, {"kafkalite.metrics.host": "192.0.2.1"})  # TEST-NET-1
+    broker = BrokerProcess(tmp_path / "broker-1", cluster.broker_overrides(1, "127.0.0.1:1"))
+    with pytest.raises(RuntimeError) as failed:
+        cluster.start_broker(1, broker)
+    assert str(failed.value) == (
+        "broker 1: kafkalite exited with code 2 before it started: kafkalite: cannot listen"
+        " for metrics on 192.0.2.1:0: Cannot assign requested address"
+    )
+
+
+def test_metrics_ports_are_free_or_one_per_broker_from_the_given_one() -> None:
+    def ports(overrides: dict[str, str]) -> list[str]:
+        cluster = LocalCluster(Path("unused"), 3, overrides)
+        return [cluster.broker_overrides(i, "zk:2181")["kafkalite.metrics.port"] for i in (1, 2, 3)]
+
+    assert ports({}) == ["0", "0", "0"]
+    assert ports({"kafkalite.metrics.port": "9404"}) == ["9404", "9405", "9406"]
+    assert ports({"kafkalite.metrics.port": "-1"}) == ["-1", "-1", "-1"]

@@ -58,8 +58,10 @@ def test_unclean_election() -> None:
     )
     clean = elect(UNCLEAN, view(3, (3, 2)), {1, 2}, set(), EPOCH)  # the leader died
     assert clean.write == write(2, (2,))
+    assert not clean.write.unclean
     dirty = elect(UNCLEAN, view(-1, (3,)), {1, 2}, set(), EPOCH)  # the ISR is gone: unclean
-    assert dirty.write == write(1, (1,))
+    assert dirty.write is not None and dirty.write.state == write(1, (1,)).state
+    assert dirty.write.unclean  # counted in kafka_controller_controllerstats_uncleanleader...
     none = elect(UNCLEAN, view(-1, (3,)), {4}, set(), EPOCH)
     assert (none.error, none.message) == (
         ErrorCode.eligible_leaders_not_available,

@@ -218,7 +218,8 @@ def test_every_metric_the_grafana_dashboard_graphs_is_served(broker: BrokerProce
         for panel in json.loads(DASHBOARD.read_text())["panels"]
         for target in panel.get("targets", [])
     ]
-    graphed = {name for expr in exprs for name in re.findall(r"\b(?:kafka|process)_\w+", expr)}
+    names = re.compile(r"\b(?:kafka|kafkalite|process)_\w+")
+    graphed = {name for expr in exprs for name in names.findall(expr)}
     served = {key.split("{", 1)[0] for key in scrape(broker)}
     assert len(graphed) == 32
     assert graphed - served == set()

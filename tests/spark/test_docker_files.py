@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 BROKERS = ("broker-1", "broker-2", "broker-3")
 WORKDIR = "/app"
 # Beyond the launcher's own: what a container network needs, and replicated topics.
-COMPOSE_ONLY = {"advertised.listeners", *REPLICATED}
+COMPOSE_ONLY = {"advertised.listeners", "kafkalite.metrics.host", *REPLICATED}
 
 
 @pytest.fixture(scope="module")

@@ -54,6 +54,7 @@ LAYERS: list[tuple[str, ...]] = [
         "kafkalite.process",
         "kafkalite.maven_dist",
         "kafkalite.metrics.counters",
+        "kafkalite.metrics.loop_time",  # the event loop's idle and handler seconds
         "kafkalite.metrics.topic_traffic",
         # sans-IO security: TLS contexts, SASL state machines, principals, SCRAM credentials
         "kafkalite.security",
