@@ -92,7 +92,7 @@ def alter_topic(
     if not outcome.ok:
         return outcome
     try:
-        normalised = validate_topic_configs(altered)
+        normalised = validate_topic_configs(altered, ctx.broker.config)
     except InvalidConfig as exc:
         return Outcome(ErrorCode.invalid_config, str(exc))
     # Kafka validates the configs before it looks for the topic.

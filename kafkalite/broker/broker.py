@@ -13,6 +13,8 @@ from kafkalite.broker.controller_api import ControllerApi
 from kafkalite.broker.dynamic_config import DynamicBrokerConfig, FileDynamicConfigStore
 from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
 from kafkalite.broker.metadata_store import SingleNodeMetadata
+from kafkalite.broker.partition import Partition
+from kafkalite.broker.remote_log_manager import RemoteLogManager
 from kafkalite.broker.replica_fetcher_manager import ReplicaFetcherManager
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.broker.scram_credentials import ScramCredentials
@@ -32,6 +34,18 @@ DYNAMIC_CONFIGS_FILE = "dynamic-broker-configs.json"
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _remote_log_manager(
+    config: BrokerConfig, replicas: ReplicaManager, clock_ms: Callable[[], int]
+) -> RemoteLogManager | None:
+    if not config.bool("remote.log.storage.system.enable"):
+        return None
+
+    def partitions() -> list[Partition]:
+        return [p for topic in replicas.topics.values() for p in topic.partitions.values()]
+
+    return RemoteLogManager(config, partitions, clock_ms)
 
 
 def local_broker_info(config: BrokerConfig) -> BrokerInfo:
@@ -56,6 +70,8 @@ class Broker:
     txn: TransactionCoordinatorService | None = None  # set by open()
     scram: ScramCredentials = field(default_factory=lambda: ScramCredentials(None))
     share_groups: ShareGroupService | None = None  # share groups (KIP-932); set by open()
+    # Tiered storage (remote.log.storage.system.enable): run by the server.
+    remote_log_manager: RemoteLogManager | None = None
 
     @classmethod
     def open(
@@ -102,6 +118,7 @@ class Broker:
             txn=txn,
             scram=ScramCredentials(metadata if isinstance(metadata, SingleNodeMetadata) else None),
             share_groups=share_groups,
+            remote_log_manager=_remote_log_manager(config, replica_manager, clock_ms),
         )
         controller.subscribe(broker)
         return broker

@@ -93,6 +93,20 @@ class LogReadResult:
     diverging_epoch: tuple[int, int] | None = None
     # read_committed only: the aborted transactions overlapping the records returned.
     aborted_transactions: tuple[AbortedTxn, ...] | None = None
+    # The offset is in remote storage: the fetch reads it from there (Kafka's
+    # RemoteStorageFetchInfo), off the event loop, before it answers.
+    remote_fetch: RemoteFetch | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteFetch:
+    """What a consumer's fetch below the local log start reads from remote storage."""
+
+    fetch_offset: int
+    max_bytes: int
+    max_offset: int
+    min_one_batch: bool
+    isolation_level: int
 
 
 @dataclass(eq=False)
@@ -123,6 +137,20 @@ class Partition:
     @property
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
+
+    @property
+    def remote_log_start_offset(self) -> int | None:
+        """Where the remote segments start (tiered storage), None without any."""
+        remote = self.log.remote
+        return remote.log_start_offset if remote is not None and self.log.tiered else None
+
+    @property
+    def earliest_offset(self) -> int:
+        """The log start across tiers: the remote log start while there are remote segments
+        below the local ones (the local log start is `log_start_offset`)."""
+        remote_start = self.remote_log_start_offset
+        local = self.log_start_offset
+        return local if remote_start is None else min(remote_start, local)
 
     @property
     def is_leader(self) -> bool:
@@ -399,12 +427,21 @@ class Partition:
         try:
             records = (read or self.log.read)(fetch_offset, max_bytes, max_offset, min_one_batch)
         except OffsetOutOfRangeError:
+            if replica_id < 0 and read is None and self._in_remote_tier(fetch_offset):
+                remote = RemoteFetch(
+                    fetch_offset, max_bytes, max_offset, min_one_batch, isolation_level
+                )
+                return replace(self._read_result(b"", for_consumer=True), remote_fetch=remote)
             return LogReadResult(ErrorCode.offset_out_of_range)
-        result = self._read_result(records)
+        result = self._read_result(records, for_consumer=replica_id < 0)
         if replica_id < 0 and isolation_level == READ_COMMITTED:
             aborted = self.log.collect_aborted(fetch_offset, max_offset) if records else []
             result = replace(result, aborted_transactions=tuple(aborted))
         return result
+
+    def _in_remote_tier(self, offset: int) -> bool:
+        remote_start = self.remote_log_start_offset
+        return remote_start is not None and remote_start <= offset < self.log_start_offset
 
     def _fetch_upper_bound(self, replica_id: int, isolation_level: int) -> int:
         """Kafka's FetchIsolation: LOG_END, TXN_COMMITTED or HIGH_WATERMARK."""
@@ -425,14 +462,19 @@ class Partition:
         return self.log.offset_metadata(self._fetch_upper_bound(replica_id, isolation_level))
 
     def _read_result(
-        self, records: bytes, diverging_epoch: tuple[int, int] | None = None
+        self,
+        records: bytes,
+        diverging_epoch: tuple[int, int] | None = None,
+        for_consumer: bool = False,
     ) -> LogReadResult:
+        """Consumers are told the log start across tiers; followers the local one, which is
+        where they can fetch from."""
         return LogReadResult(
             ErrorCode.none,
             records,
             self.high_watermark,
             self.last_stable_offset,
-            self.log_start_offset,
+            self.earliest_offset if for_consumer else self.log_start_offset,
             diverging_epoch,
         )
 
@@ -462,6 +504,8 @@ class Partition:
         error = self.check_leader(current_leader_epoch)
         if error is not ErrorCode.none:
             return error, NOT_FOUND
+        if timestamp == EARLIEST and not from_client:
+            timestamp = EARLIEST_LOCAL  # a follower fetches from the leader's local log
         found = self._offset_for_timestamp(timestamp, isolation_level)
         if from_client and self._high_watermark_lags_epoch_start():
             # Kafka's fetchOffsetForTimestamp: a new leader whose high watermark has not yet
@@ -482,6 +526,8 @@ class Partition:
 
     def _offset_for_timestamp(self, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
         log = self.log
+        if timestamp == EARLIEST and self.remote_log_start_offset is not None:
+            return self._earliest_remote()
         if timestamp in _EARLIEST:
             start = self.log_start_offset
             return start, -1, log.epoch_for_offset(start)
@@ -492,8 +538,10 @@ class Partition:
                 else self.high_watermark
             )
             return latest, -1, log.leader_epoch_cache.latest_epoch
+        if timestamp == LATEST_TIERED and log.tiered:
+            return self._latest_tiered()
         if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
-            return NOT_FOUND  # no tiered storage
+            return NOT_FOUND  # not tiered (earliest-pending-upload: not yet built)
         if timestamp == MAX_TIMESTAMP:
             found = log.max_timestamp_entry()
         else:
@@ -501,6 +549,24 @@ class Partition:
         if found is None or found[0] >= self.high_watermark:
             return NOT_FOUND
         return found
+
+    def _earliest_remote(self) -> tuple[int, int, int]:
+        assert self.log.remote is not None
+        first = self.log.remote.copied[0]
+        if first.start_offset >= self.log_start_offset:  # (local data starts no later)
+            start = self.log_start_offset
+            return start, -1, self.log.epoch_for_offset(start)
+        return first.start_offset, -1, first.epoch_for_offset(first.start_offset)
+
+    def _latest_tiered(self) -> tuple[int, int, int]:
+        """Kafka's LATEST_TIERED_TIMESTAMP: the highest offset copied to remote storage (-1
+        when none is), with its leader epoch."""
+        assert self.log.remote is not None
+        copied = self.log.remote.copied
+        if not copied:
+            return -1, -1, -1
+        last = copied[-1]
+        return last.end_offset, -1, last.epoch_for_offset(last.end_offset)
 
     def last_offset_for_leader_epoch(
         self, current_leader_epoch: int, leader_epoch: int
