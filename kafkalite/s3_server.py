@@ -218,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"S3 server on {server.endpoint_url}, bucket {server.bucket}, data in {server.data_dir}")
     for name, value in server.broker_properties().items():
         print(f"{name}={value}")
+    signal.signal(signal.SIGTERM, _exit)  # the server is stopped with this process
     try:
         assert server.process is not None
         server.process.wait()
@@ -226,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
     return 0
+
+
+def _exit(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
 """ListOffsets (key 2), versions 1-11 (v10 adds a timeout, which a local lookup needs not).
 
-Special timestamps: -2 earliest (log start offset), -1 latest (high watermark, or the last
-stable offset for read_committed), -3 (v7+) the record with the largest timestamp, -4 (v8+)
-earliest local = earliest here, -5 (v9+) latest tiered and -6 (v11+, KIP-1023) earliest
-pending upload: none, as no tier exists. A real timestamp finds the first record at or after
-it through the time index. Answered by the partition's leader through the replica manager; a
-new leader whose high watermark is still below the start of its epoch answers a consumer's
-latest (or a lookup past what it can serve) with OFFSET_NOT_AVAILABLE, as Kafka does.
+Special timestamps: -2 earliest (the log start offset; with tiered storage the remote log
+start), -1 latest (high watermark, or the last stable offset for read_committed), -3 (v7+)
+the record with the largest timestamp, -4 (v8+) earliest local (the local log start), -5
+(v9+) latest tiered (the highest offset copied to remote storage, -1 when none is; not found
+for a topic that is not tiered) and -6 (v11+, KIP-1023) earliest pending upload: not found
+(not built yet). A real timestamp finds the first record at or after it through the local
+time index (remote segments are not searched yet). Answered by the partition's leader
+through the replica manager; a new leader whose high watermark is still below the start of
+its epoch answers a consumer's latest (or a lookup past what it can serve) with
+OFFSET_NOT_AVAILABLE, as Kafka does.
 """
 
 from __future__ import annotations

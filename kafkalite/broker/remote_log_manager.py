@@ -272,6 +272,8 @@ class RemoteLogManager:
         return expired
 
     async def _apply_retention(self, partition: Partition, remote: RemoteLogSegments) -> None:
+        """Delete the expired remote segments; the log start follows (Kafka's
+        updateLogStartOffsetFromRemoteTier), so local copies of them go too."""
         for metadata in self.expired_segments(partition, remote):
             log.info(
                 "%s-%d: deleting remote segment %d-%d past retention",
@@ -281,6 +283,8 @@ class RemoteLogManager:
                 metadata.end_offset,
             )
             await self._delete_segment(partition, remote, metadata)
+            if partition.log.remote is remote and metadata.end_offset >= partition.log_start_offset:
+                partition.log.delete_records_before(metadata.end_offset + 1)
 
     # -- reading ----------------------------------------------------------------------------
 

@@ -809,6 +809,8 @@ class UnifiedLog:
         assert self.remote is not None
         if segment.next_offset - 1 <= self.remote.copied_end:
             return True
+        if _next is None:
+            return False  # the active segment: never uploaded, never deleted
         if self._kept_for_upload != segment.base_offset:  # said once per segment
             self._kept_for_upload = segment.base_offset
             log.warning(

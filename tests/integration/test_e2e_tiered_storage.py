@@ -9,15 +9,24 @@ import hashlib
 import os
 import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
-from e2e_helpers import consumer, create_topic, produce_all, producer, segment_files, wait_until
+from e2e_helpers import (
+    consumer,
+    create_topic,
+    produce_all,
+    producer,
+    segment_files,
+    wait_until,
+    watermarks,
+)
 
 from kafkalite.maven_dist import ProvisionError
 from kafkalite.s3_server import S3Server
 from kafkalite.storage.remote.s3_storage import S3RemoteStorageManager, S3Settings
-from kafkalite.testing import BrokerProcess
+from kafkalite.testing import EmbeddedBroker
 
 RECORDS = 300
 SEGMENT_BYTES = 2048
@@ -85,22 +94,22 @@ def _poll_into(cons: object, got: list[tuple[int, str]]) -> bool:
     return False
 
 
-def _local_bases(broker: BrokerProcess, topic: str) -> list[int]:
+def _local_bases(broker: EmbeddedBroker, topic: str) -> list[int]:
     return [int(path.stem) for path in segment_files(broker.data_dir, topic, 0)]
 
 
 def test_consumer_reads_uploaded_and_locally_deleted_segments(
-    s3_server: S3Server,
-    broker_factory: Callable[..., BrokerProcess],
-    topic_name: Callable[..., str],
+    s3_server: S3Server, tmp_path: Path, topic_name: Callable[..., str]
 ) -> None:
-    broker = broker_factory(
-        {
-            **s3_server.broker_properties(TASK_INTERVAL_MS),
-            "log.retention.check.interval.ms": "100",
-        }
-    )
-    topic = topic_name()
+    overrides = {
+        **s3_server.broker_properties(TASK_INTERVAL_MS),
+        "log.retention.check.interval.ms": "100",
+    }
+    with EmbeddedBroker(tmp_path, overrides) as broker:
+        _produce_tier_and_read(s3_server, broker, topic_name())
+
+
+def _produce_tier_and_read(s3_server: S3Server, broker: EmbeddedBroker, topic: str) -> None:
     create_topic(
         broker.bootstrap,
         topic,
@@ -126,6 +135,7 @@ def test_consumer_reads_uploaded_and_locally_deleted_segments(
     assert local_start > RECORDS // 2
 
     assert _read_from_start(broker.bootstrap, topic) == expected
+    assert watermarks(broker.bootstrap, topic, 0) == (0, RECORDS)  # ListOffsets: remote start
 
     keys = _store(s3_server).list_keys("")
     parsed = [KEY.fullmatch(key) for key in keys]
@@ -133,9 +143,12 @@ def test_consumer_reads_uploaded_and_locally_deleted_segments(
     logs = sorted(int(m["base"]) for m in parsed if m and m["suffix"] == ".log")
     assert logs[0] == 0 and logs[-1] < local_start
     assert {m["topic"] for m in parsed if m} == {topic}
-    # One object of each kind per segment (the producer snapshot: none without producer ids).
+    # One object of each kind per segment (producer snapshots: where the broker still kept one).
     for suffix in (".index", ".timeindex", ".leader_epoch_checkpoint"):
         assert sum(1 for m in parsed if m and m["suffix"] == suffix) == len(logs)
 
-    broker.restart()
+    del prod  # (it would reconnect during the restart)
+    broker.stop()  # the data dir is kept
+    broker.start()
     assert _read_from_start(broker.bootstrap, topic) == expected
+    assert watermarks(broker.bootstrap, topic, 0) == (0, RECORDS)

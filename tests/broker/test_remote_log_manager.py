@@ -1,0 +1,208 @@
+"""RemoteLogManager on a real log with an in-memory store: copy, crash safety, an unreachable
+store, local and remote retention, reads below the local log start and ListOffsets' tiers.
+(The same against a real S3 server: tests/integration/test_e2e_tiered_storage.py.)"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from pathlib import Path
+
+import pytest
+import trio
+from kio.schema.errors import ErrorCode
+from partition_fixtures import batch, open_partition, state
+
+from kafkalite.broker.delayed import FetchInfo
+from kafkalite.broker.partition import EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, Partition
+from kafkalite.broker.remote_log_manager import RemoteLogManager
+from kafkalite.config import BrokerConfig
+from kafkalite.storage.log import LogConfig
+from kafkalite.storage.remote import keys
+from kafkalite.storage.remote.metadata import (
+    COPY_SEGMENT_STARTED,
+    RemoteLogSegments,
+)
+from kafkalite.storage.remote.s3_storage import RemotePartition, RemoteStorageError, SegmentFiles
+
+SEGMENTS = 6  # one batch each; the last stays active
+
+
+class MemoryStore:
+    """The RemoteStorageManager's methods over a dict; `fail_after` PUTs then it fails."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[uuid.UUID, str], bytes] = {}
+        self.fail_after: int | None = None
+
+    def _check(self) -> None:
+        if self.fail_after is not None:
+            if self.fail_after <= 0:
+                raise RemoteStorageError("connection refused")
+            self.fail_after -= 1
+
+    def copy_log_segment_data(
+        self,
+        partition: RemotePartition,
+        base_offset: int,
+        segment_id: uuid.UUID,
+        segment: SegmentFiles,
+        log_size: int,
+    ) -> None:
+        for suffix, path in segment.files.items():
+            self._check()
+            self.objects[segment_id, suffix] = Path(path).read_bytes()
+        for suffix, data in segment.data.items():
+            self._check()
+            self.objects[segment_id, suffix] = data
+
+    def fetch(
+        self,
+        partition: RemotePartition,
+        base_offset: int,
+        segment_id: uuid.UUID,
+        suffix: str,
+        start: int = 0,
+        end: int | None = None,
+    ) -> bytes:
+        self._check()
+        data = self.objects[segment_id, suffix]
+        return data[start : None if end is None else end + 1]
+
+    def delete_log_segment_data(
+        self, partition: RemotePartition, base_offset: int, segment_id: uuid.UUID
+    ) -> None:
+        self._check()
+        for key in [key for key in self.objects if key[0] == segment_id]:
+            del self.objects[key]
+
+    def segment_ids(self) -> set[uuid.UUID]:
+        return {segment_id for segment_id, _ in self.objects}
+
+
+def _tiered(**fields: int) -> LogConfig:
+    return LogConfig(
+        segment_bytes=100, remote_storage_enable=True, local_retention_bytes=0, **fields
+    )
+
+
+def _leader(tmp_path: Path, config: LogConfig) -> tuple[Partition, list[bytes]]:
+    partition = open_partition(tmp_path, config)
+    partition.make_leader(state(), 0)
+    written = []
+    for _ in range(SEGMENTS):
+        partition.append_records_to_leader(batch(1), 1, min_isr=1, now_ms=1_000)
+        written.append(partition.log.read(partition.log_end_offset - 1, 1 << 20, 1 << 40))
+    assert len(partition.log.segments) == SEGMENTS
+    return partition, written
+
+
+def _manager(partition: Partition, store: MemoryStore) -> RemoteLogManager:
+    config = BrokerConfig({"broker.id": "1"})
+    return RemoteLogManager(config, lambda: [partition], lambda: 1_000, storage=store)  # type: ignore[arg-type]
+
+
+def _read(manager: RemoteLogManager, partition: Partition, offset: int) -> bytes:
+    result = partition.fetch_records(offset, 1 << 20)
+    assert result.error is ErrorCode.none and result.remote_fetch is not None
+    info = FetchInfo(partition.topic, 0, offset, 1 << 20)
+    (answer,) = trio.run(manager.read_remote, [info], [result], lambda tp: partition)
+    assert answer.error is ErrorCode.none and answer.remote_fetch is None
+    assert answer.log_start_offset == 0
+    return answer.records
+
+
+def test_closed_segments_are_copied_then_deleted_locally_and_read_back(tmp_path: Path) -> None:
+    partition, written = _leader(tmp_path, _tiered())
+    store = MemoryStore()
+    manager = _manager(partition, store)
+    assert partition.log.apply_retention(1_000) == 0  # nothing uploaded: nothing deleted
+
+    trio.run(manager.run_once)
+
+    remote = partition.log.remote
+    assert remote is not None
+    assert [m.start_offset for m in remote.copied] == list(range(SEGMENTS - 1))
+    assert len(store.segment_ids()) == SEGMENTS - 1
+    # Producer snapshots: for the segments whose snapshot the broker still keeps (2 newest).
+    suffixes = {suffix for _, suffix in store.objects} - {keys.PRODUCER_SNAPSHOT}
+    assert suffixes == {keys.LOG, keys.OFFSET_INDEX, keys.TIME_INDEX, keys.LEADER_EPOCH}
+    assert partition.log.apply_retention(1_000) == SEGMENTS - 1
+    assert partition.log_start_offset == SEGMENTS - 1
+    for offset in range(SEGMENTS - 1):
+        assert _read(manager, partition, offset) == written[offset]
+    # The metadata file survives a restart: the same remote segments are served.
+    assert RemoteLogSegments.load(partition.log.dir).copied == remote.copied
+    # ListOffsets across tiers.
+    assert partition.fetch_offset_for_timestamp(EARLIEST)[1][0] == 0
+    assert partition.fetch_offset_for_timestamp(EARLIEST_LOCAL)[1][0] == SEGMENTS - 1
+    assert partition.fetch_offset_for_timestamp(LATEST_TIERED)[1][0] == SEGMENTS - 2
+    # A follower starts from the leader's local log: remote data is for consumers.
+    assert partition.fetch_offset_for_timestamp(EARLIEST, from_client=False)[1][0] == SEGMENTS - 1
+
+
+def test_unreachable_store_keeps_every_local_segment_then_uploads_resume(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    partition, written = _leader(tmp_path, _tiered())
+    store = MemoryStore()
+    store.fail_after = 0
+    manager = _manager(partition, store)
+    with caplog.at_level(logging.INFO):
+        trio.run(manager.run_once)
+        trio.run(manager.run_once)
+        assert partition.log.apply_retention(1_000) == 0
+    # The first round's copy failed; the second stopped at deleting that copy's orphan.
+    assert manager.copy_errors == 1
+    assert len(partition.log.remote.orphans) == 1  # type: ignore[union-attr]
+    assert len(partition.log.segments) == SEGMENTS
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert sum("remote storage failed" in w for w in warnings) == 1  # once per outage
+    assert sum("not yet in remote storage: kept" in w for w in warnings) == 1
+
+    store.fail_after = None
+    trio.run(manager.run_once)
+    assert partition.log.apply_retention(1_000) == SEGMENTS - 1
+    assert _read(manager, partition, 0) == written[0]
+    # The copy that failed was started: its (empty) orphan was deleted.
+    assert partition.log.remote.orphans == []  # type: ignore[union-attr]
+    assert len(store.segment_ids()) == SEGMENTS - 1
+
+
+def test_a_copy_interrupted_midway_is_never_served_and_is_copied_again(tmp_path: Path) -> None:
+    partition, written = _leader(tmp_path, _tiered())
+    store = MemoryStore()
+    store.fail_after = 2  # the first segment's .log and .index, then the store fails
+    trio.run(_manager(partition, store).run_once)
+    half = RemoteLogSegments.load(partition.log.dir)  # as a restarted broker reads it
+    assert [m.state for m in half.segments.values()] == [COPY_SEGMENT_STARTED]
+    assert half.copied == [] and half.log_start_offset is None and half.copied_end == -1
+    orphan = next(iter(half.segments))
+    assert store.segment_ids() == {orphan}
+
+    partition.log.remote = half
+    store.fail_after = None
+    manager = _manager(partition, store)
+    trio.run(manager.run_once)
+    assert orphan not in store.segment_ids()
+    assert len(store.segment_ids()) == SEGMENTS - 1
+    assert partition.log.apply_retention(1_000) == SEGMENTS - 1
+    assert _read(manager, partition, 0) == written[0]
+
+
+def test_retention_bytes_deletes_the_oldest_remote_segments(tmp_path: Path) -> None:
+    partition, _ = _leader(tmp_path, _tiered())
+    store = MemoryStore()
+    manager = _manager(partition, store)
+    trio.run(manager.run_once)
+    size = partition.log.segments[0].size
+    # The whole log (5 remote segments, 1 local) may hold 3 segments' bytes.
+    partition.log.update_config(_tiered(retention_bytes=3 * size))
+    trio.run(manager.run_once)
+    remote = partition.log.remote
+    assert remote is not None
+    assert [m.start_offset for m in remote.copied] == [3, 4]
+    assert len(store.segment_ids()) == 2
+    assert partition.fetch_offset_for_timestamp(EARLIEST)[1][0] == 3
+    partition.log.apply_retention(1_000)
+    assert partition.fetch_records(2, 1 << 20).error is ErrorCode.offset_out_of_range
