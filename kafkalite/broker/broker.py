@@ -45,7 +45,9 @@ def _remote_log_manager(
     def partitions() -> list[Partition]:
         return [p for topic in replicas.topics.values() for p in topic.partitions.values()]
 
-    return RemoteLogManager(config, partitions, clock_ms)
+    manager = RemoteLogManager(config, partitions, clock_ms)
+    replicas.topic_partition_deleted.append(manager.on_topic_partition_deleted)
+    return manager
 
 
 def local_broker_info(config: BrokerConfig) -> BrokerInfo:

@@ -588,13 +588,14 @@ class Partition:
             offset = self.high_watermark
         if offset < 0 or offset > self.high_watermark:
             return ErrorCode.offset_out_of_range, -1
-        return ErrorCode.none, self.log.delete_records_before(offset)
+        self.log.delete_records_before(offset)
+        return ErrorCode.none, self.earliest_offset
 
     def low_watermark(self, alive: Container[int]) -> int:
         """Kafka's lowWatermarkIfLeader: the lowest log start of this replica and every
         follower on a live broker (-1 for one that has not fetched since this leader began);
         DeleteRecords answers once it reaches the requested offset."""
-        low = self.log_start_offset
+        low = self.earliest_offset
         for replica in self.remote_replicas.values():
             if replica.broker_id in alive:
                 low = min(low, replica.log_start_offset)

@@ -87,6 +87,16 @@ class RemoteLogManager:
         self.copy_errors = 0
         self.fetch_bytes = 0
         self.fetch_errors = 0
+        # Remote segments of deleted topics whose objects are still to delete.
+        self._deleted: list[tuple[RemotePartition, RemoteLogSegmentMetadata]] = []
+
+    def on_topic_partition_deleted(self, partition: Partition) -> None:
+        """DeleteTopics: the partition's remote objects are deleted by the next task run
+        (all of them: copied, orphaned and half-deleted segments alike)."""
+        remote = partition.log.remote
+        if remote is not None and partition.is_leader:
+            where = self._remote_partition(partition)
+            self._deleted.extend((where, metadata) for metadata in remote.segments.values())
 
     # -- the periodic task ------------------------------------------------------------------
 
@@ -100,6 +110,7 @@ class RemoteLogManager:
                 log.exception("remote log manager task failed")
 
     async def run_once(self) -> None:
+        await self._delete_deleted_topics()
         for partition in list(self._partitions()):
             remote = partition.log.remote
             if not partition.is_leader or remote is None or not partition.log.tiered:
@@ -112,6 +123,23 @@ class RemoteLogManager:
                 self._failed(partition, exc)
                 continue
             self._reachable()
+
+    async def _delete_deleted_topics(self) -> None:
+        while self._deleted:
+            where, metadata = self._deleted[0]
+            try:
+                await trio.to_thread.run_sync(
+                    self.storage.delete_log_segment_data,
+                    where,
+                    metadata.start_offset,
+                    metadata.segment_id,
+                )
+            except RemoteStorageError as exc:
+                log.warning(
+                    "%s-%d: deleting remote objects failed: %s", where.topic, where.partition, exc
+                )
+                return  # tried again next time
+            self._deleted.pop(0)
 
     def _failed(self, partition: Partition, exc: RemoteStorageError) -> None:
         if not self.unreachable:
@@ -251,7 +279,7 @@ class RemoteLogManager:
         first (Kafka's RLMExpirationTask)."""
         config = partition.log.config
         copied = remote.copied
-        expired: list[RemoteLogSegmentMetadata] = []
+        expired: list[RemoteLogSegmentMetadata] = list(remote.below_log_start)
         if config.retention_ms >= 0:
             now = self.clock_ms()
             for metadata in copied:
@@ -283,7 +311,7 @@ class RemoteLogManager:
                 metadata.end_offset,
             )
             await self._delete_segment(partition, remote, metadata)
-            if partition.log.remote is remote and metadata.end_offset >= partition.log_start_offset:
+            if partition.log.remote is remote and metadata.end_offset >= remote.log_start_floor:
                 partition.log.delete_records_before(metadata.end_offset + 1)
 
     # -- reading ----------------------------------------------------------------------------

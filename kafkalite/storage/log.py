@@ -53,7 +53,7 @@ from kafkalite.storage.leader_epoch import LeaderEpochCache
 from kafkalite.storage.offset_metadata import LogOffsetMetadata
 from kafkalite.storage.producer_state import BatchMetadata, ProducerStateManager
 from kafkalite.storage.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, decode_records, recompress
-from kafkalite.storage.remote.metadata import RemoteLogSegments
+from kafkalite.storage.remote.metadata import RemoteLogSegments, log_start_record
 from kafkalite.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -751,11 +751,18 @@ class UnifiedLog:
     # ---- deletion and retention ------------------------------------------------------------
 
     def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: move the log start forward (never back), drop segments below it."""
+        """DeleteRecords: move the log start forward (never back), drop segments below it.
+        Tiered: the remote log start too (durably; the RemoteLogManager deletes the remote
+        segments wholly below it)."""
         if offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"cannot delete records before {offset}: log end offset is {self.log_end_offset}"
             )
+        remote = self.remote
+        if self.tiered and remote is not None and offset > remote.log_start_floor:
+            record = [log_start_record(offset)]
+            remote.append(record)  # one small fsynced write (DeleteRecords and retention)
+            remote.apply(record)
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             self.leader_epoch_cache.truncate_from_start(offset)

@@ -102,13 +102,15 @@ def _manager(partition: Partition, store: MemoryStore) -> RemoteLogManager:
     return RemoteLogManager(config, lambda: [partition], lambda: 1_000, storage=store)  # type: ignore[arg-type]
 
 
-def _read(manager: RemoteLogManager, partition: Partition, offset: int) -> bytes:
+def _read(
+    manager: RemoteLogManager, partition: Partition, offset: int, log_start: int = 0
+) -> bytes:
     result = partition.fetch_records(offset, 1 << 20)
     assert result.error is ErrorCode.none and result.remote_fetch is not None
     info = FetchInfo(partition.topic, 0, offset, 1 << 20)
     (answer,) = trio.run(manager.read_remote, [info], [result], lambda tp: partition)
     assert answer.error is ErrorCode.none and answer.remote_fetch is None
-    assert answer.log_start_offset == 0
+    assert answer.log_start_offset == log_start
     return answer.records
 
 
@@ -206,3 +208,40 @@ def test_retention_bytes_deletes_the_oldest_remote_segments(tmp_path: Path) -> N
     assert partition.fetch_offset_for_timestamp(EARLIEST)[1][0] == 3
     partition.log.apply_retention(1_000)
     assert partition.fetch_records(2, 1 << 20).error is ErrorCode.offset_out_of_range
+
+
+def test_delete_records_moves_the_log_start_across_tiers(tmp_path: Path) -> None:
+    partition, written = _leader(tmp_path, _tiered())
+    store = MemoryStore()
+    manager = _manager(partition, store)
+    trio.run(manager.run_once)
+    partition.log.apply_retention(1_000)
+    assert partition.log_start_offset == SEGMENTS - 1  # the local log start
+
+    assert partition.delete_records_on_leader(2) == (ErrorCode.none, 2)
+    assert partition.fetch_offset_for_timestamp(EARLIEST)[1][0] == 2
+    assert partition.low_watermark(()) == 2
+    assert partition.fetch_records(1, 1 << 20).error is ErrorCode.offset_out_of_range
+    assert _read(manager, partition, 2, log_start=2) == written[2]
+    # Durable, and the remote segments wholly below it are deleted by the next task run.
+    assert RemoteLogSegments.load(partition.log.dir).log_start_offset == 2
+    trio.run(manager.run_once)
+    remote = partition.log.remote
+    assert remote is not None
+    assert [m.start_offset for m in remote.copied] == [2, 3, 4]
+    assert len(store.segment_ids()) == 3
+
+
+def test_deleting_the_topic_deletes_its_remote_objects(tmp_path: Path) -> None:
+    partition, _ = _leader(tmp_path, _tiered())
+    store = MemoryStore()
+    manager = _manager(partition, store)
+    trio.run(manager.run_once)
+    assert len(store.segment_ids()) == SEGMENTS - 1
+    manager.on_topic_partition_deleted(partition)
+    store.fail_after = 1  # the store fails midway: the rest goes on the next run
+    trio.run(manager.run_once)
+    assert len(store.segment_ids()) == SEGMENTS - 2
+    store.fail_after = None
+    trio.run(manager.run_once)
+    assert store.objects == {}

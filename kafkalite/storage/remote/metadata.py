@@ -36,6 +36,9 @@ COPY_SEGMENT_FINISHED = "COPY_SEGMENT_FINISHED"
 DELETE_SEGMENT_STARTED = "DELETE_SEGMENT_STARTED"
 DELETE_SEGMENT_FINISHED = "DELETE_SEGMENT_FINISHED"
 COPIED_UP_TO = "COPIED_UP_TO"  # written when the file is compacted: the highest copied end
+# DeleteRecords or remote retention moved the log start (Kafka's log-start-offset checkpoint
+# for the remote tier): nothing below it is served, remote segments wholly below are deleted.
+LOG_START_OFFSET = "LOG_START_OFFSET"
 COMPACT_AFTER_DEAD_RECORDS = 1000
 
 
@@ -89,6 +92,7 @@ class RemoteLogSegments:
     path: Path
     segments: dict[uuid.UUID, RemoteLogSegmentMetadata] = field(default_factory=dict)
     copied_end: int = -1  # highest end offset ever copied (also of deleted segments)
+    log_start_floor: int = 0  # the log start DeleteRecords or retention moved it to
     dead_records: int = 0
 
     @classmethod
@@ -114,6 +118,11 @@ class RemoteLogSegments:
         if event == COPIED_UP_TO:
             self.copied_end = max(self.copied_end, int(record["end"]))  # type: ignore[call-overload]
             return
+        if event == LOG_START_OFFSET:
+            self.dead_records += 1
+            floor = int(record["offset"])  # type: ignore[call-overload]
+            self.log_start_floor = max(self.log_start_floor, floor)
+            return
         segment_id = uuid.UUID(str(record["segment_id"]))
         if event == COPY_SEGMENT_STARTED:
             self.segments[segment_id] = RemoteLogSegmentMetadata.from_record(record)
@@ -131,7 +140,10 @@ class RemoteLogSegments:
             self.copied_end = max(self.copied_end, current.end_offset)
 
     def _compact(self) -> None:
-        lines = [json.dumps({"event": COPIED_UP_TO, "end": self.copied_end})]
+        lines = [
+            json.dumps({"event": COPIED_UP_TO, "end": self.copied_end}),
+            json.dumps(log_start_record(self.log_start_floor)),
+        ]
         for metadata in self.segments.values():
             lines.append(json.dumps(replace(metadata, state=COPY_SEGMENT_STARTED).to_record()))
             if metadata.state != COPY_SEGMENT_STARTED:
@@ -164,9 +176,23 @@ class RemoteLogSegments:
 
     @property
     def copied(self) -> list[RemoteLogSegmentMetadata]:
-        """The segments that are served: COPY_SEGMENT_FINISHED, by start offset."""
-        done = [m for m in self.segments.values() if m.state == COPY_SEGMENT_FINISHED]
+        """The segments that are served: COPY_SEGMENT_FINISHED and not wholly below the log
+        start, by start offset."""
+        done = [
+            m
+            for m in self.segments.values()
+            if m.state == COPY_SEGMENT_FINISHED and m.end_offset >= self.log_start_floor
+        ]
         return sorted(done, key=lambda metadata: metadata.start_offset)
+
+    @property
+    def below_log_start(self) -> list[RemoteLogSegmentMetadata]:
+        """Copied segments wholly below the log start: to delete."""
+        return [
+            m
+            for m in self.segments.values()
+            if m.state == COPY_SEGMENT_FINISHED and m.end_offset < self.log_start_floor
+        ]
 
     @property
     def orphans(self) -> list[RemoteLogSegmentMetadata]:
@@ -176,7 +202,7 @@ class RemoteLogSegments:
     @property
     def log_start_offset(self) -> int | None:
         copied = self.copied
-        return copied[0].start_offset if copied else None
+        return max(copied[0].start_offset, self.log_start_floor) if copied else None
 
     @property
     def size_in_bytes(self) -> int:
@@ -189,6 +215,10 @@ class RemoteLogSegments:
             if offset <= metadata.end_offset:
                 return metadata
         return None
+
+
+def log_start_record(offset: int) -> dict[str, object]:
+    return {"event": LOG_START_OFFSET, "offset": offset}
 
 
 def event(metadata: RemoteLogSegmentMetadata, state: str) -> dict[str, object]:
