@@ -22,7 +22,12 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.broker.admin_manager import OK, VIEW_IS_FIXED, Outcome, topic_name_error
 from kafkalite.broker.dynamic_config import DEFAULT_ENTITY, DynamicConfigError
-from kafkalite.broker.topic_config import TOPIC_CONFIGS, InvalidConfig, validate_topic_configs
+from kafkalite.broker.topic_config import (
+    TOPIC_CONFIGS,
+    InvalidConfig,
+    check_remote_storage_kept,
+    validate_topic_configs,
+)
 from kafkalite.config import TYPE_LIST
 from kafkalite.protocol.entities import NO_THROTTLE, make
 
@@ -93,6 +98,7 @@ def alter_topic(
         return outcome
     try:
         normalised = validate_topic_configs(altered, ctx.broker.config)
+        check_remote_storage_kept(current, normalised)
     except InvalidConfig as exc:
         return Outcome(ErrorCode.invalid_config, str(exc))
     # Kafka validates the configs before it looks for the topic.

@@ -369,6 +369,19 @@ def check_remote_storage(broker: BrokerConfig, configs: Mapping[str, str]) -> No
         )
 
 
+def check_remote_storage_kept(current: Mapping[str, str], altered: Mapping[str, str]) -> None:
+    """Turning remote storage off on a tiered topic is refused (INVALID_CONFIG): its remote
+    segments would be neither served nor deleted (Kafka 3.9's remote.log.copy.disable and
+    remote.log.delete.on.disable are not built yet)."""
+    was = current.get("remote.storage.enable", "false").strip().lower() == "true"
+    now = altered.get("remote.storage.enable", "false").strip().lower() == "true"
+    if was and not now:
+        raise InvalidConfig(
+            "It is invalid to disable remote storage without deleting remote data: kafkalite"
+            " does not support turning remote.storage.enable off yet"
+        )
+
+
 def broker_synonyms(definition: TopicConfigDef) -> tuple[str, ...]:
     """The broker properties that supply a topic config's default, highest precedence first."""
     synonym = definition.broker_synonym

@@ -12,8 +12,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from e2e_helpers import (
+    admin,
     consumer,
     create_topic,
     produce_all,
@@ -152,3 +154,44 @@ def _produce_tier_and_read(s3_server: S3Server, broker: EmbeddedBroker, topic: s
     broker.start()
     assert _read_from_start(broker.bootstrap, topic) == expected
     assert watermarks(broker.bootstrap, topic, 0) == (0, RECORDS)
+
+
+def _create_error(bootstrap: str, topic: str, config: dict[str, str]) -> KafkaError | None:
+    try:
+        create_topic(bootstrap, topic, 1, config)
+    except KafkaException as exc:
+        return exc.args[0]  # type: ignore[no-any-return]
+    return None
+
+
+def test_remote_storage_configs_are_checked_as_kafka_does(
+    tmp_path: Path, topic_name: Callable[..., str]
+) -> None:
+    tiered = {"remote.storage.enable": "true"}
+    with EmbeddedBroker(tmp_path / "plain") as plain:
+        error = _create_error(plain.bootstrap, topic_name(), tiered)
+        assert error is not None and error.code() == KafkaError.INVALID_CONFIG
+        assert "remote.log.storage.system.enable" in error.str()
+    # (No S3 request is made: the topics hold no data.)
+    overrides = S3Server(tmp_path / "unused", port=1).broker_properties()
+    with EmbeddedBroker(tmp_path / "tiered", overrides) as broker:
+        compacted = {**tiered, "cleanup.policy": "compact"}
+        error = _create_error(broker.bootstrap, topic_name(), compacted)
+        assert error is not None and error.code() == KafkaError.INVALID_CONFIG
+        topic = topic_name()
+        assert _create_error(broker.bootstrap, topic, tiered) is None
+        off = ConfigResource(
+            ResourceType.TOPIC,
+            topic,
+            incremental_configs=[
+                ConfigEntry(
+                    "remote.storage.enable",
+                    "false",
+                    incremental_operation=AlterConfigOpType.SET,
+                )
+            ],
+        )
+        future = admin(broker.bootstrap).incremental_alter_configs([off])[off]
+        with pytest.raises(KafkaException) as refused:
+            future.result(timeout=10)
+        assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
