@@ -141,6 +141,17 @@ class RemoteLogManager:
                 return  # tried again next time
             self._deleted.pop(0)
 
+    def copy_lag_bytes(self) -> int:
+        """Kafka's RemoteCopyLagBytes: closed segments of led tiered partitions not yet copied."""
+        lag = 0
+        for partition in self._partitions():
+            remote = partition.log.remote
+            if partition.is_leader and remote is not None and partition.log.tiered:
+                lag += sum(
+                    s.size for s in partition.log.segments[:-1] if s.base_offset > remote.copied_end
+                )
+        return lag
+
     def _failed(self, partition: Partition, exc: RemoteStorageError) -> None:
         if not self.unreachable:
             log.warning(

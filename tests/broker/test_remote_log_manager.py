@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import trio
@@ -17,6 +18,7 @@ from kafkalite.broker.delayed import FetchInfo
 from kafkalite.broker.partition import EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, Partition
 from kafkalite.broker.remote_log_manager import RemoteLogManager
 from kafkalite.config import BrokerConfig
+from kafkalite.metrics.collector import BrokerCollector
 from kafkalite.storage.log import LogConfig
 from kafkalite.storage.remote import keys
 from kafkalite.storage.remote.metadata import (
@@ -245,3 +247,26 @@ def test_deleting_the_topic_deletes_its_remote_objects(tmp_path: Path) -> None:
     store.fail_after = None
     trio.run(manager.run_once)
     assert store.objects == {}
+
+
+def test_remote_log_manager_metrics_have_kafkas_names(tmp_path: Path) -> None:
+    partition, written = _leader(tmp_path, _tiered())
+    store = MemoryStore()
+    manager = _manager(partition, store)
+    collector = BrokerCollector(SimpleNamespace(remote_log_manager=manager), "PLAINTEXT", {})  # type: ignore[arg-type]
+
+    def samples() -> dict[str, float]:
+        return {s.name: s.value for f in collector._remote_storage() for s in f.samples}
+
+    closed = sum(segment.size for segment in partition.log.segments[:-1])
+    assert samples()["kafka_server_brokertopicmetrics_remotecopylagbytes"] == closed
+    trio.run(manager.run_once)
+    partition.log.apply_retention(1_000)
+    _read(manager, partition, 0)
+    assert samples() == {
+        "kafka_server_brokertopicmetrics_remotecopybytes_total": closed,
+        "kafka_server_brokertopicmetrics_remotefetchbytes_total": len(written[0]),
+        "kafka_server_brokertopicmetrics_remotecopyerrors_total": 0,
+        "kafka_server_brokertopicmetrics_remotefetcherrors_total": 0,
+        "kafka_server_brokertopicmetrics_remotecopylagbytes": 0,
+    }
