@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.errors import OffsetOutOfRangeError, StorageError
+from kafkalite.storage.leader_epoch import EpochEntry, LeaderEpochCache
 from kafkalite.storage.log import AppendResult, UnifiedLog
 from kafkalite.storage.offset_metadata import LogOffsetMetadata
 from kafkalite.storage.txn_index import AbortedTxn
@@ -575,10 +576,27 @@ class Partition:
         error = self.check_leader(current_leader_epoch)
         if error is not ErrorCode.none:
             return error, UNDEFINED_EPOCH, UNKNOWN_OFFSET
-        epoch, end_offset = self.log.leader_epoch_cache.end_offset_for(
-            leader_epoch, self.log_end_offset
-        )
+        cache = self.log.leader_epoch_cache
+        if self.remote_log_start_offset is not None:  # the epochs of the remote tier too
+            cache = self._epochs_across_tiers()
+        epoch, end_offset = cache.end_offset_for(leader_epoch, self.log_end_offset)
         return ErrorCode.none, epoch, end_offset
+
+    def _epochs_across_tiers(self) -> LeaderEpochCache:
+        """The remote segments' leader epochs (as uploaded with each) before the local
+        cache's, whose first entry starts at the local log start (Kafka's OffsetForLeaderEpoch
+        with tiered storage); an in-memory cache, never written."""
+        starts: dict[int, int] = {}
+        assert self.log.remote is not None
+        for metadata in self.log.remote.copied:
+            for epoch, start in metadata.segment_leader_epochs:
+                starts[epoch] = min(starts.get(epoch, start), start)
+        for entry in self.log.leader_epoch_cache.entries:
+            starts[entry.epoch] = min(
+                starts.get(entry.epoch, entry.start_offset), entry.start_offset
+            )
+        entries = [EpochEntry(epoch, start) for epoch, start in sorted(starts.items())]
+        return LeaderEpochCache(self.log.leader_epoch_cache.path, entries)
 
     def delete_records_on_leader(self, offset: int) -> tuple[ErrorCode, int]:
         """DeleteRecords: move the log start to `offset` (-1: the high watermark)."""

@@ -270,3 +270,18 @@ def test_remote_log_manager_metrics_have_kafkas_names(tmp_path: Path) -> None:
         "kafka_server_brokertopicmetrics_remotefetcherrors_total": 0,
         "kafka_server_brokertopicmetrics_remotecopylagbytes": 0,
     }
+
+
+def test_offset_for_leader_epoch_sees_the_epochs_of_the_remote_tier(tmp_path: Path) -> None:
+    partition = open_partition(tmp_path, _tiered())
+    for epoch in range(3):  # epoch e: offsets 2e and 2e+1, a segment each
+        partition.make_leader(state(epoch=epoch), 0)
+        for _ in range(2):
+            partition.append_records_to_leader(batch(1), 1, min_isr=1, now_ms=1_000)
+    trio.run(_manager(partition, MemoryStore()).run_once)
+    partition.log.apply_retention(1_000)
+    assert partition.log_start_offset == 5
+    assert [e.epoch for e in partition.log.leader_epoch_cache.entries] == [2]
+    assert partition.last_offset_for_leader_epoch(-1, 0) == (ErrorCode.none, 0, 2)
+    assert partition.last_offset_for_leader_epoch(-1, 1) == (ErrorCode.none, 1, 4)
+    assert partition.last_offset_for_leader_epoch(-1, 2) == (ErrorCode.none, 2, 6)
