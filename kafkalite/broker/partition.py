@@ -25,6 +25,7 @@ from kafkalite.storage.errors import OffsetOutOfRangeError, StorageError
 from kafkalite.storage.leader_epoch import EpochEntry, LeaderEpochCache
 from kafkalite.storage.log import AppendResult, UnifiedLog
 from kafkalite.storage.offset_metadata import LogOffsetMetadata
+from kafkalite.storage.remote.metadata import RemoteLogSegmentMetadata
 from kafkalite.storage.txn_index import AbortedTxn
 
 NO_LEADER = -1
@@ -439,6 +440,20 @@ class Partition:
             aborted = self.log.collect_aborted(fetch_offset, max_offset) if records else []
             result = replace(result, aborted_transactions=tuple(aborted))
         return result
+
+    def remote_segments_for_timestamp(self, timestamp: int) -> list[RemoteLogSegmentMetadata]:
+        """The remote segments below the local log start that hold a record at or after
+        `timestamp` (their max timestamp says), oldest first: where a ListOffsets for it
+        looks before the local segments."""
+        remote = self.log.remote
+        if timestamp < 0 or remote is None or self.remote_log_start_offset is None:
+            return []
+        return [
+            metadata
+            for metadata in remote.copied
+            if metadata.start_offset < self.log_start_offset
+            and metadata.max_timestamp_ms >= timestamp
+        ]
 
     def _in_remote_tier(self, offset: int) -> bool:
         remote_start = self.remote_log_start_offset

@@ -47,7 +47,11 @@ from kafkalite.storage.remote.metadata import (
     RemoteLogSegments,
     event,
 )
-from kafkalite.storage.remote.reader import RemoteReadCache, read_batches
+from kafkalite.storage.remote.reader import (
+    RemoteReadCache,
+    find_offset_by_timestamp,
+    read_batches,
+)
 from kafkalite.storage.remote.s3_storage import (
     RemotePartition,
     RemoteStorageError,
@@ -390,6 +394,22 @@ class RemoteLogManager:
             remote_fetch=None,
             aborted_transactions=aborted if aborted is not None else result.aborted_transactions,
         )
+
+    async def find_offset_by_timestamp(
+        self, partition: Partition, timestamp: int
+    ) -> tuple[int, int, int] | None:
+        """ListOffsets by timestamp in the remote tier (Kafka's RemoteLogManager
+        .findOffsetByTimestamp): (offset, timestamp, epoch), or None to look locally."""
+        start = partition.remote_log_start_offset
+        where = self._remote_partition(partition)
+        for metadata in partition.remote_segments_for_timestamp(timestamp):
+            fetcher = partial(self._fetch_object, where, metadata)
+            found = await trio.to_thread.run_sync(
+                find_offset_by_timestamp, metadata, fetcher, self.cache, timestamp, start or 0
+            )
+            if found is not None:
+                return found
+        return None
 
     def _fetch_object(
         self,

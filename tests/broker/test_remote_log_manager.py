@@ -20,6 +20,7 @@ from kafkalite.broker.remote_log_manager import RemoteLogManager
 from kafkalite.config import BrokerConfig
 from kafkalite.metrics.collector import BrokerCollector
 from kafkalite.storage.log import LogConfig
+from kafkalite.storage.records import encode_batch
 from kafkalite.storage.remote import keys
 from kafkalite.storage.remote.metadata import (
     COPY_SEGMENT_STARTED,
@@ -285,3 +286,27 @@ def test_offset_for_leader_epoch_sees_the_epochs_of_the_remote_tier(tmp_path: Pa
     assert partition.last_offset_for_leader_epoch(-1, 0) == (ErrorCode.none, 0, 2)
     assert partition.last_offset_for_leader_epoch(-1, 1) == (ErrorCode.none, 1, 4)
     assert partition.last_offset_for_leader_epoch(-1, 2) == (ErrorCode.none, 2, 6)
+
+
+def test_list_offsets_by_timestamp_searches_the_remote_tier_first(tmp_path: Path) -> None:
+    partition = open_partition(tmp_path, _tiered())
+    partition.make_leader(state(), 0)
+    for i in range(SEGMENTS):  # offsets 2i and 2i+1, both at 10_000i + 1_000
+        records = [(None, b"a"), (None, b"b")]
+        partition.append_records_to_leader(
+            encode_batch(records, timestamp=10_000 * i + 1_000), 1, min_isr=1, now_ms=1_000
+        )
+    manager = _manager(partition, MemoryStore())
+    trio.run(manager.run_once)
+    partition.log.apply_retention(1_000)
+    assert partition.log_start_offset == 2 * (SEGMENTS - 1)
+
+    def lookup(timestamp: int) -> tuple[int, int, int] | None:
+        return trio.run(manager.find_offset_by_timestamp, partition, timestamp)
+
+    assert lookup(0) == (0, 1_000, 0)
+    assert lookup(1_000) == (0, 1_000, 0)
+    assert lookup(1_001) == (2, 11_000, 0)
+    assert lookup(31_001) == (8, 41_000, 0)
+    assert lookup(41_001) is None  # past the remote tier: the local segments answer
+    assert partition.fetch_offset_for_timestamp(41_001)[1][0] == 10

@@ -96,6 +96,16 @@ def _poll_into(cons: object, got: list[tuple[int, str]]) -> bool:
     return False
 
 
+def _offset_for_time(bootstrap: str, topic: str, timestamp: int) -> int:
+    cons = consumer(bootstrap)
+    try:
+        (found,) = cons.offsets_for_times([TopicPartition(topic, 0, timestamp)], timeout=10)
+        assert found.error is None, found.error
+        return found.offset  # type: ignore[no-any-return]
+    finally:
+        cons.close()
+
+
 def _local_bases(broker: EmbeddedBroker, topic: str) -> list[int]:
     return [int(path.stem) for path in segment_files(broker.data_dir, topic, 0)]
 
@@ -138,6 +148,7 @@ def _produce_tier_and_read(s3_server: S3Server, broker: EmbeddedBroker, topic: s
 
     assert _read_from_start(broker.bootstrap, topic) == expected
     assert watermarks(broker.bootstrap, topic, 0) == (0, RECORDS)  # ListOffsets: remote start
+    assert _offset_for_time(broker.bootstrap, topic, 0) == 0  # found in the remote tier
 
     keys = _store(s3_server).list_keys("")
     parsed = [KEY.fullmatch(key) for key in keys]

@@ -15,7 +15,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kafkalite.storage.batch import HEADER_SIZE, iter_batches, peek_offset_and_size
+from kafkalite.storage.batch import HEADER_SIZE, iter_batches, parse_header, peek_offset_and_size
+from kafkalite.storage.records import record_timestamps
 from kafkalite.storage.remote import keys
 from kafkalite.storage.remote.metadata import RemoteLogSegmentMetadata
 
@@ -115,3 +116,48 @@ def _first_whole_batch(
             return b""
         pos += batch_size
     return b""
+
+
+_TIME_ENTRY = struct.Struct(">qi")
+SCAN_CHUNK = 1 << 20
+
+
+def find_offset_by_timestamp(
+    metadata: RemoteLogSegmentMetadata,
+    fetch: Fetcher,
+    cache: RemoteReadCache,
+    timestamp: int,
+    starting_offset: int,
+) -> tuple[int, int, int] | None:
+    """(offset, timestamp, leader epoch) of the segment's first record at or after
+    `timestamp` (and `starting_offset`), as LogSegment.find_offset_by_timestamp: the time
+    index gives where to start, the batches' max timestamps what to decode."""
+    segment_id, base = metadata.segment_id, metadata.start_offset
+    times = cache.get((segment_id, keys.TIME_INDEX), lambda: fetch(keys.TIME_INDEX, 0, None))
+    indexed = base
+    for pos in range(0, len(times) - len(times) % _TIME_ENTRY.size, _TIME_ENTRY.size):
+        entry_time, relative = _TIME_ENTRY.unpack_from(times, pos)
+        if entry_time > timestamp:
+            break
+        indexed = base + relative
+    index = cache.get((segment_id, keys.OFFSET_INDEX), lambda: fetch(keys.OFFSET_INDEX, 0, None))
+    position = index_position(index, base, max(indexed, starting_offset))
+    size = metadata.segment_size_in_bytes
+    while position < size:
+        chunk = fetch(keys.LOG, position, min(position + SCAN_CHUNK, size) - 1)
+        consumed = 0
+        for pos, header in iter_batches(chunk):
+            consumed = pos + header.size
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            for offset, ts in record_timestamps(chunk[pos : pos + header.size]):
+                if ts >= timestamp and offset >= starting_offset:
+                    return offset, ts, max(header.partition_leader_epoch, -1)
+        if consumed == 0:  # one batch larger than the chunk
+            consumed = peek_offset_and_size(chunk, 0)[1] if len(chunk) >= 12 else size
+            chunk = fetch(keys.LOG, position, min(position + consumed, size) - 1)
+            for offset, ts in record_timestamps(chunk):
+                if ts >= timestamp and offset >= starting_offset:
+                    return offset, ts, max(parse_header(chunk).partition_leader_epoch, -1)
+        position += consumed
+    return None
