@@ -137,6 +137,7 @@ class RemoteLogManager:
                     where,
                     metadata.start_offset,
                     metadata.segment_id,
+                    abandon_on_cancel=True,
                 )
             except RemoteStorageError as exc:
                 log.warning(
@@ -199,6 +200,7 @@ class RemoteLogManager:
             self._remote_partition(partition),
             metadata.start_offset,
             metadata.segment_id,
+            abandon_on_cancel=True,  # a shutdown does not wait for the store: done again
         )
         await self._record(remote, [event(metadata, DELETE_SEGMENT_FINISHED)])
 
@@ -253,6 +255,7 @@ class RemoteLogManager:
                 metadata.segment_id,
                 SegmentFiles(files, {keys.LEADER_EPOCH: checkpoint}),
                 segment.size,
+                abandon_on_cancel=True,  # a shutdown does not wait: an orphan, copied again
             )
         except RemoteStorageError:
             self.copy_errors += 1

@@ -1,7 +1,8 @@
 """Tiered storage (KIP-405) on a real S3-compatible server (gofakes3, built from the Go
 module proxy on first use by kafkalite/s3_server.py): a stock client reads from offset 0
-after the local segments were uploaded and deleted, with exact checksums, also after a
-broker restart; the objects follow the documented key layout."""
+after the local segments were uploaded and deleted, with exact checksums, also after the
+store was down for a while and after a broker restart; the objects follow the documented
+key layout."""
 
 from __future__ import annotations
 
@@ -69,20 +70,20 @@ def _store(server: S3Server) -> S3RemoteStorageManager:
     )
 
 
-def _values() -> list[bytes]:
-    return [hashlib.sha256(b"%d" % i).digest() * 3 + b"-%06d" % i for i in range(RECORDS)]
+def _values(start: int, end: int) -> list[bytes]:
+    return [hashlib.sha256(b"%d" % i).digest() * 3 + b"-%06d" % i for i in range(start, end)]
 
 
-def _read_from_start(bootstrap: str, topic: str) -> list[tuple[int, str]]:
+def _read_from_start(bootstrap: str, topic: str, count: int) -> list[tuple[int, str]]:
     """(offset, sha256 of the value) of every record, read from offset 0 by a new consumer."""
     cons = consumer(bootstrap)
     got: list[tuple[int, str]] = []
     try:
         cons.assign([TopicPartition(topic, 0, 0)])
         wait_until(
-            lambda: _poll_into(cons, got) or len(got) >= RECORDS,
+            lambda: _poll_into(cons, got) or len(got) >= count,
             timeout=30,
-            message=f"all {RECORDS} records",
+            message=f"all {count} records",
         )
     finally:
         cons.close()
@@ -132,7 +133,7 @@ def _produce_tier_and_read(s3_server: S3Server, broker: EmbeddedBroker, topic: s
             "local.retention.bytes": "0",  # only the active segment stays local
         },
     )
-    values = _values()
+    values = _values(0, RECORDS)
     prod = producer(broker.bootstrap, **{"linger.ms": 0, "batch.num.messages": 1})
     produce_all(prod, topic, ({"value": value, "partition": 0} for value in values))
     expected = [(i, hashlib.sha256(value).hexdigest()) for i, value in enumerate(values)]
@@ -146,7 +147,7 @@ def _produce_tier_and_read(s3_server: S3Server, broker: EmbeddedBroker, topic: s
     local_start = _local_bases(broker, topic)[0]
     assert local_start > RECORDS // 2
 
-    assert _read_from_start(broker.bootstrap, topic) == expected
+    assert _read_from_start(broker.bootstrap, topic, RECORDS) == expected
     assert watermarks(broker.bootstrap, topic, 0) == (0, RECORDS)  # ListOffsets: remote start
     assert _offset_for_time(broker.bootstrap, topic, 0) == 0  # found in the remote tier
 
@@ -160,11 +161,28 @@ def _produce_tier_and_read(s3_server: S3Server, broker: EmbeddedBroker, topic: s
     for suffix in (".index", ".timeindex", ".leader_epoch_checkpoint"):
         assert sum(1 for m in parsed if m and m["suffix"] == suffix) == len(logs)
 
+    # The store goes away: nothing more is uploaded, so no local segment is deleted; once it
+    # is back the uploads resume (the failed copy's orphan is deleted first).
+    manager = broker.broker.remote_log_manager
+    s3_server.stop()
+    more = _values(RECORDS, 2 * RECORDS)
+    produce_all(prod, topic, ({"value": value, "partition": 0} for value in more))
+    wait_until(lambda: manager.copy_errors >= 1, timeout=30, message="a failed copy")
+    kept = _local_bases(broker, topic)
+    assert kept[0] == local_start and len(kept) > 1
+    s3_server.start()
+    wait_until(
+        lambda: len(_local_bases(broker, topic)) == 1,
+        timeout=30,
+        message="uploads resumed",
+    )
+    expected += [(RECORDS + i, hashlib.sha256(value).hexdigest()) for i, value in enumerate(more)]
+
     del prod  # (it would reconnect during the restart)
     broker.stop()  # the data dir is kept
     broker.start()
-    assert _read_from_start(broker.bootstrap, topic) == expected
-    assert watermarks(broker.bootstrap, topic, 0) == (0, RECORDS)
+    assert _read_from_start(broker.bootstrap, topic, 2 * RECORDS) == expected
+    assert watermarks(broker.bootstrap, topic, 0) == (0, 2 * RECORDS)
 
 
 def _create_error(bootstrap: str, topic: str, config: dict[str, str]) -> KafkaError | None:
