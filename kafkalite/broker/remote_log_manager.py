@@ -126,6 +126,9 @@ class RemoteLogManager:
             except RemoteStorageError as exc:
                 self._failed(partition, exc)
                 continue
+            except FileNotFoundError as exc:  # the partition was deleted meanwhile
+                log.info("%s-%d: remote task stopped: %s", partition.topic, partition.index, exc)
+                continue
             self._reachable()
 
     async def _delete_deleted_topics(self) -> None:

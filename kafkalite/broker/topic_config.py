@@ -367,6 +367,22 @@ def check_remote_storage(broker: BrokerConfig, configs: Mapping[str, str]) -> No
             "Remote log storage only supports topics with cleanup.policy=delete or cleanup"
             ".policy being an empty list"
         )
+    for kind in ("ms", "bytes"):  # Kafka's LogConfig.validateLocalRetention*
+        total = int(effective_value(broker, configs, f"retention.{kind}")[0])
+        name = f"local.retention.{kind}"
+        local = int(effective_value(broker, configs, name)[0])
+        if total < 0 or local == -2:
+            continue
+        if local == -1:
+            raise InvalidConfig(
+                f"Invalid value -1 for configuration {name}: Value must not be -1 as"
+                f" retention.{kind} value is set as {total}."
+            )
+        if local > total:
+            raise InvalidConfig(
+                f"Invalid value {local} for configuration {name}: Value must not be more than"
+                f" retention.{kind} property value: {total}"
+            )
 
 
 def check_remote_storage_kept(current: Mapping[str, str], altered: Mapping[str, str]) -> None:

@@ -17,6 +17,7 @@ from partition_fixtures import batch, open_partition, state
 from kafkalite.broker.delayed import FetchInfo
 from kafkalite.broker.partition import EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, Partition
 from kafkalite.broker.remote_log_manager import RemoteLogManager
+from kafkalite.broker.topic_config import InvalidConfig, validate_topic_configs
 from kafkalite.config import BrokerConfig
 from kafkalite.metrics.collector import BrokerCollector
 from kafkalite.storage.log import LogConfig
@@ -310,3 +311,29 @@ def test_list_offsets_by_timestamp_searches_the_remote_tier_first(tmp_path: Path
     assert lookup(31_001) == (8, 41_000, 0)
     assert lookup(41_001) is None  # past the remote tier: the local segments answer
     assert partition.fetch_offset_for_timestamp(41_001)[1][0] == 10
+
+
+@pytest.mark.parametrize(
+    ("configs", "refusal"),
+    [
+        ({"local.retention.ms": "1000", "retention.ms": "10000"}, None),
+        ({"local.retention.bytes": "-2", "retention.bytes": "10"}, None),
+        ({"local.retention.bytes": "1000", "retention.bytes": "-1"}, None),
+        ({"local.retention.ms": "20000", "retention.ms": "10000"}, "must not be more than"),
+        ({"local.retention.bytes": "-1", "retention.bytes": "10"}, "must not be -1"),
+        ({"cleanup.policy": "compact"}, "cleanup.policy=delete"),
+    ],
+)
+def test_remote_storage_topic_configs_are_checked_as_kafka_does(
+    configs: dict[str, str], refusal: str | None
+) -> None:
+    broker = BrokerConfig(
+        {"remote.log.storage.system.enable": "true", "rsm.config.storage.s3.bucket.name": "b"}
+    )
+    tiered = {"remote.storage.enable": "true", **configs}
+    if refusal is None:
+        assert validate_topic_configs(tiered, broker) == tiered
+        return
+    with pytest.raises(InvalidConfig, match=refusal):
+        validate_topic_configs(tiered, broker)
+    validate_topic_configs(configs, broker)  # without remote storage: no such rule
