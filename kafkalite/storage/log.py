@@ -820,7 +820,9 @@ class UnifiedLog:
             return False  # the active segment: never uploaded, never deleted
         if self._kept_for_upload != segment.base_offset:  # said once per segment
             self._kept_for_upload = segment.base_offset
-            log.warning(
+            # INFO: between a roll and the next upload this is routine; an unreachable store
+            # is the RemoteLogManager's warning.
+            log.info(
                 "%s: segment %d is past local retention but not yet in remote storage: kept",
                 self.dir,
                 segment.base_offset,
