@@ -236,6 +236,7 @@ class RemoteLogManager:
         epochs = [
             entry for entry in log_.leader_epoch_cache.entries if entry.start_offset <= end_offset
         ]
+        objects = self._in_memory_objects(log_.dir, segment, epochs)
         metadata = RemoteLogSegmentMetadata(
             segment_id=uuid.uuid4(),
             start_offset=segment.base_offset,
@@ -245,18 +246,17 @@ class RemoteLogManager:
             event_timestamp_ms=self.clock_ms(),
             segment_size_in_bytes=segment.size,
             segment_leader_epochs=tuple((e.epoch, e.start_offset) for e in epochs),
-            suffixes=(*files, keys.LEADER_EPOCH),
+            suffixes=(*files, *objects),
             state=COPY_SEGMENT_STARTED,
         )
         await self._record(remote, [event(metadata, COPY_SEGMENT_STARTED)])
-        checkpoint = _epoch_checkpoint(epochs)
         try:
             await trio.to_thread.run_sync(
                 self.storage.copy_log_segment_data,
                 self._remote_partition(partition),
                 segment.base_offset,
                 metadata.segment_id,
-                SegmentFiles(files, {keys.LEADER_EPOCH: checkpoint}),
+                SegmentFiles(files, objects),
                 segment.size,
                 abandon_on_cancel=True,  # a shutdown does not wait: an orphan, copied again
             )
@@ -286,10 +286,21 @@ class RemoteLogManager:
         txn = txn_index_path(dir, segment.base_offset)
         if txn.exists():
             files[keys.TXN_INDEX] = txn
-        snapshot = dir / f"{segment.next_offset:020d}{SNAPSHOT_SUFFIX}"
-        if snapshot.exists():
-            files[keys.PRODUCER_SNAPSHOT] = snapshot
         return files
+
+    @staticmethod
+    def _in_memory_objects(
+        dir: Path, segment: LogSegment, epochs: list[EpochEntry]
+    ) -> dict[str, bytes]:
+        """The leader epochs the segment spans, and the producer snapshot at its end if the
+        broker still keeps it: read now, as a later roll may prune it (a small file)."""
+        data = {keys.LEADER_EPOCH: _epoch_checkpoint(epochs)}
+        try:
+            snapshot = dir / f"{segment.next_offset:020d}{SNAPSHOT_SUFFIX}"
+            data[keys.PRODUCER_SNAPSHOT] = snapshot.read_bytes()
+        except FileNotFoundError:
+            pass
+        return data
 
     # -- remote retention -------------------------------------------------------------------
 

@@ -338,3 +338,35 @@ def test_remote_storage_topic_configs_are_checked_as_kafka_does(
     with pytest.raises(InvalidConfig, match=refusal):
         validate_topic_configs(tiered, broker)
     validate_topic_configs(configs, broker)  # without remote storage: no such rule
+
+
+class PruningStore(MemoryStore):
+    """While segment 3 is copied, the log's producer snapshots are pruned (as a roll prunes
+    all but the newest two); reading a file fails as S3's manager's reads do."""
+
+    def __init__(self, log_dir: Path) -> None:
+        super().__init__()
+        self.log_dir = log_dir
+
+    def copy_log_segment_data(self, *args: object) -> None:
+        if args[1] == 3:
+            for snapshot in self.log_dir.glob("*.snapshot"):
+                snapshot.unlink()
+        try:
+            super().copy_log_segment_data(*args)  # type: ignore[arg-type]
+        except OSError as exc:
+            raise RemoteStorageError(str(exc)) from exc
+
+
+def test_a_producer_snapshot_pruned_during_the_upload_does_not_fail_it(tmp_path: Path) -> None:
+    partition, _ = _leader(tmp_path, _tiered())
+    store = PruningStore(partition.log.dir)
+    manager = _manager(partition, store)
+    trio.run(manager.run_once)
+    assert manager.copy_errors == 0
+    assert len(store.segment_ids()) == SEGMENTS - 1
+    remote = partition.log.remote
+    assert remote is not None
+    # Segment 3's end snapshot was read when its copy was planned (segment 4's was gone).
+    with_snapshot = [m.start_offset for m in remote.copied if keys.PRODUCER_SNAPSHOT in m.suffixes]
+    assert with_snapshot == [3]
