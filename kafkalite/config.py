@@ -488,6 +488,30 @@ PROPERTIES: dict[str, Property] = {
     "kafkalite.authentication.timeout.ms": Property(
         _int(1, I32_MAX), "10000", "TLS handshake and SASL exchange deadline", TYPE_INT
     ),
+    # Tiered storage (KIP-405; kafkalite/storage/remote/), Kafka's names; the S3 store's
+    # settings under `rsm.config.` with the names of Aiven's tiered-storage plugin.
+    "remote.log.storage.system.enable": Property(
+        _bool, "false", "tiered storage on this broker", TYPE_BOOLEAN
+    ),
+    "remote.log.manager.task.interval.ms": Property(
+        _int(1), "30000", "period of the upload and remote retention task", TYPE_LONG
+    ),
+    "remote.fetch.max.wait.ms": Property(
+        _int(1, I32_MAX), "500", "longest wait for a read from remote storage", TYPE_INT
+    ),
+    "rsm.config.storage.s3.endpoint.url": Property(_str, None, "S3 endpoint (default: AWS)"),
+    "rsm.config.storage.s3.bucket.name": Property(_str, None, "S3 bucket of the segments"),
+    "rsm.config.storage.s3.region": Property(_str, None, "S3 region"),
+    "rsm.config.storage.s3.path.style.access.enabled": Property(
+        _bool, None, "path-style S3 URLs (default: the client decides)", TYPE_BOOLEAN
+    ),
+    "rsm.config.storage.aws.access.key.id": Property(
+        _str, None, "S3 access key (default: the AWS credential chain)", TYPE_PASSWORD
+    ),
+    "rsm.config.storage.aws.secret.access.key": Property(
+        _str, None, "S3 secret key (default: the AWS credential chain)", TYPE_PASSWORD
+    ),
+    "rsm.config.key.prefix": Property(_str, "", "prefix of every object key"),
 }
 # The properties a listener may override (`listener.name.<listener>.<name>`), and the
 # per-mechanism JAAS config (`listener.name.<listener>.<mechanism>.sasl.jaas.config`).
@@ -699,6 +723,17 @@ def build_config(
         raise ConfigError(
             "authorizer.class.name: kafkalite keeps ACLs on a single node only so far"
             " (not yet in ZooKeeper's /kafka-acl)"
+        )
+    if config.cluster_mode and config.bool("remote.log.storage.system.enable"):
+        raise ConfigError(
+            "remote.log.storage.system.enable: kafkalite tiers a single node's logs only so far"
+            " (the remote segment list is not replicated yet)"
+        )
+    if config.bool("remote.log.storage.system.enable") and not config.str(
+        "rsm.config.storage.s3.bucket.name"
+    ):
+        raise ConfigError(
+            "remote.log.storage.system.enable=true needs rsm.config.storage.s3.bucket.name"
         )
     if config.int("replica.fetch.wait.max.ms") > config.int("replica.lag.time.max.ms"):
         raise ConfigError(  # Kafka's check, with its words

@@ -22,6 +22,7 @@ from kafkalite.metrics.http import open_metrics_listeners
 from kafkalite.server import bound_config, open_listeners, serve
 from kafkalite.storage.dir_lock import LogDirInUse, lock_log_dir, unlock_log_dir
 from kafkalite.storage.file_cache import raise_open_file_limit
+from kafkalite.storage.remote.s3_storage import RemoteStorageError
 
 log = logging.getLogger("kafkalite")
 EXIT_USAGE = 2
@@ -92,6 +93,8 @@ async def _run_locked(config: BrokerConfig) -> int:
             broker = Broker.open(config, metadata=metadata, controller=controller)
         except (OSError, ValueError) as exc:
             return _fail(f"cannot use log dir {config.log_dir}: {exc}")
+        except RemoteStorageError as exc:  # e.g. boto3 not installed
+            return _fail(f"tiered storage: {exc}")
         try:
             await trio.lowlevel.checkpoint()
             before_shutdown = None

@@ -497,6 +497,8 @@ async def serve(
             nursery.start_soon(_release_delayed, broker)
             if broker.fetchers is not None:
                 await nursery.start(broker.fetchers.run)
+            if broker.remote_log_manager is not None:
+                await nursery.start(broker.remote_log_manager.run)
             await nursery.start(broker.groups.run)
             if broker.txn is not None:
                 await nursery.start(broker.txn.run)

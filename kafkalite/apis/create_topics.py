@@ -92,7 +92,7 @@ def _check_assignments(ctx: RequestContext, topic: Any) -> tuple[Outcome, list[l
     return OK, [seen[index] for index in range(len(seen))]
 
 
-def _check_configs(topic: Any) -> tuple[Outcome, dict[str, str]]:
+def _check_configs(ctx: RequestContext, topic: Any) -> tuple[Outcome, dict[str, str]]:
     nulls = [c.name for c in topic.configs if c.value is None]
     if nulls:
         return Outcome(
@@ -100,7 +100,9 @@ def _check_configs(topic: Any) -> tuple[Outcome, dict[str, str]]:
             f"Null value not supported for topic configs: {','.join(nulls)}",
         ), {}
     try:
-        return OK, validate_topic_configs({c.name: c.value for c in topic.configs})
+        return OK, validate_topic_configs(
+            {c.name: c.value for c in topic.configs}, ctx.broker.config
+        )
     except InvalidConfig as exc:
         return Outcome(ErrorCode.invalid_config, str(exc)), {}
 
@@ -171,7 +173,7 @@ def plan_topic(ctx: RequestContext, topic: Any) -> tuple[Outcome, TopicPlan | No
         ), None
     if views.is_view_request({c.name: c.value for c in topic.configs}):
         return _plan_view(ctx, topic)
-    outcome, configs = _check_configs(topic)
+    outcome, configs = _check_configs(ctx, topic)
     if not outcome.ok:
         return outcome, None
     outcome, partitions, replication = _resolve_counts(ctx, topic)

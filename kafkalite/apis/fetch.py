@@ -193,7 +193,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.replica_manager
     delayed = manager.fetch_messages(params, infos)
     await complete_or_expire(manager.fetch_purgatory, delayed, max_wait_ms)
-    results = dict(zip(infos, delayed.read_result.results, strict=True))
+    read = delayed.read_result
+    remote = ctx.broker.remote_log_manager
+    answered = list(read.results)
+    if read.has_remote_fetch and remote is not None:  # off the event loop (tiered storage)
+        answered = await remote.read_remote(infos, answered, lambda tp: manager.partition(*tp))
+    results = dict(zip(infos, answered, strict=True))
     return _response(ctx, params, plan, results)
 
 

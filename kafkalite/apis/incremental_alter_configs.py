@@ -30,7 +30,12 @@ from kafkalite.broker.group_configs import (
     InvalidGroupConfig,
     validate_group_configs,
 )
-from kafkalite.broker.topic_config import TOPIC_CONFIGS, InvalidConfig, validate_topic_configs
+from kafkalite.broker.topic_config import (
+    TOPIC_CONFIGS,
+    InvalidConfig,
+    check_remote_storage_kept,
+    validate_topic_configs,
+)
 from kafkalite.config import TYPE_LIST
 from kafkalite.protocol.entities import NO_THROTTLE, make
 from kafkalite.security.acl import AclOperation
@@ -102,7 +107,8 @@ def alter_topic(
     if not outcome.ok:
         return outcome
     try:
-        normalised = validate_topic_configs(altered)
+        normalised = validate_topic_configs(altered, ctx.broker.config)
+        check_remote_storage_kept(current, normalised)
     except InvalidConfig as exc:
         return Outcome(ErrorCode.invalid_config, str(exc))
     # Kafka validates the configs before it looks for the topic.

@@ -117,7 +117,7 @@ class AdminManager:
                 "are registered.",
             ), {}
         try:
-            return OK, validate_topic_configs(configs)
+            return OK, validate_topic_configs(configs, self.config)
         except InvalidConfig as exc:
             return Outcome(ErrorCode.invalid_config, str(exc)), {}
 

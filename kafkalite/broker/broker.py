@@ -15,6 +15,8 @@ from kafkalite.broker.dynamic_config import DynamicBrokerConfig, FileDynamicConf
 from kafkalite.broker.group_configs import GroupConfigManager
 from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
 from kafkalite.broker.metadata_store import SingleNodeMetadata
+from kafkalite.broker.partition import Partition
+from kafkalite.broker.remote_log_manager import RemoteLogManager
 from kafkalite.broker.replica_fetcher_manager import ReplicaFetcherManager
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.broker.scram_credentials import ScramCredentials
@@ -35,6 +37,20 @@ DYNAMIC_CONFIGS_FILE = "dynamic-broker-configs.json"
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _remote_log_manager(
+    config: BrokerConfig, replicas: ReplicaManager, clock_ms: Callable[[], int]
+) -> RemoteLogManager | None:
+    if not config.bool("remote.log.storage.system.enable"):
+        return None
+
+    def partitions() -> list[Partition]:
+        return [p for topic in replicas.topics.values() for p in topic.partitions.values()]
+
+    manager = RemoteLogManager(config, partitions, clock_ms)
+    replicas.topic_partition_deleted.append(manager.on_topic_partition_deleted)
+    return manager
 
 
 def local_broker_info(config: BrokerConfig) -> BrokerInfo:
@@ -73,6 +89,8 @@ class Broker:
     share_groups: ShareGroupService | None = None  # share groups (KIP-932); set by open()
     authorizer: Authorizer | None = None  # ACLs, when authorizer.class.name names one
     group_configs: GroupConfigManager | None = None  # kafka-configs --entity-type groups
+    # Tiered storage (remote.log.storage.system.enable): run by the server.
+    remote_log_manager: RemoteLogManager | None = None
 
     @classmethod
     def open(
@@ -126,6 +144,7 @@ class Broker:
             share_groups=share_groups,
             authorizer=open_authorizer(config),
             group_configs=group_configs,
+            remote_log_manager=_remote_log_manager(config, replica_manager, clock_ms),
         )
         controller.subscribe(broker)
         return broker

@@ -278,6 +278,10 @@ class FetchRead:
     def has_diverging_epoch(self) -> bool:
         return any(result.diverging_epoch is not None for result in self.results)
 
+    @property
+    def has_remote_fetch(self) -> bool:
+        return any(result.remote_fetch is not None for result in self.results)
+
 
 class DelayedFetch(DelayedOperation):
     """A fetch below min_bytes (Kafka's fetchMessages and DelayedFetch).
@@ -314,6 +318,7 @@ class DelayedFetch(DelayedOperation):
             or not self.keys
             or read.has_error
             or read.has_diverging_epoch
+            or read.has_remote_fetch  # answered once remote storage has been read
             or read.bytes_read >= self.params.min_bytes
         )
 

@@ -22,8 +22,10 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.errors import OffsetOutOfRangeError, StorageError
+from kafkalite.storage.leader_epoch import EpochEntry, LeaderEpochCache
 from kafkalite.storage.log import AppendResult, UnifiedLog
 from kafkalite.storage.offset_metadata import LogOffsetMetadata
+from kafkalite.storage.remote.metadata import RemoteLogSegmentMetadata
 from kafkalite.storage.txn_index import AbortedTxn
 
 NO_LEADER = -1
@@ -93,6 +95,20 @@ class LogReadResult:
     diverging_epoch: tuple[int, int] | None = None
     # read_committed only: the aborted transactions overlapping the records returned.
     aborted_transactions: tuple[AbortedTxn, ...] | None = None
+    # The offset is in remote storage: the fetch reads it from there (Kafka's
+    # RemoteStorageFetchInfo), off the event loop, before it answers.
+    remote_fetch: RemoteFetch | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteFetch:
+    """What a consumer's fetch below the local log start reads from remote storage."""
+
+    fetch_offset: int
+    max_bytes: int
+    max_offset: int
+    min_one_batch: bool
+    isolation_level: int
 
 
 @dataclass(eq=False)
@@ -123,6 +139,20 @@ class Partition:
     @property
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
+
+    @property
+    def remote_log_start_offset(self) -> int | None:
+        """Where the remote segments start (tiered storage), None without any."""
+        remote = self.log.remote
+        return remote.log_start_offset if remote is not None and self.log.tiered else None
+
+    @property
+    def earliest_offset(self) -> int:
+        """The log start across tiers: the remote log start while there are remote segments
+        below the local ones (the local log start is `log_start_offset`)."""
+        remote_start = self.remote_log_start_offset
+        local = self.log_start_offset
+        return local if remote_start is None else min(remote_start, local)
 
     @property
     def is_leader(self) -> bool:
@@ -399,12 +429,35 @@ class Partition:
         try:
             records = (read or self.log.read)(fetch_offset, max_bytes, max_offset, min_one_batch)
         except OffsetOutOfRangeError:
+            if replica_id < 0 and read is None and self._in_remote_tier(fetch_offset):
+                remote = RemoteFetch(
+                    fetch_offset, max_bytes, max_offset, min_one_batch, isolation_level
+                )
+                return replace(self._read_result(b"", for_consumer=True), remote_fetch=remote)
             return LogReadResult(ErrorCode.offset_out_of_range)
-        result = self._read_result(records)
+        result = self._read_result(records, for_consumer=replica_id < 0)
         if replica_id < 0 and isolation_level == READ_COMMITTED:
             aborted = self.log.collect_aborted(fetch_offset, max_offset) if records else []
             result = replace(result, aborted_transactions=tuple(aborted))
         return result
+
+    def remote_segments_for_timestamp(self, timestamp: int) -> list[RemoteLogSegmentMetadata]:
+        """The remote segments below the local log start that hold a record at or after
+        `timestamp` (their max timestamp says), oldest first: where a ListOffsets for it
+        looks before the local segments."""
+        remote = self.log.remote
+        if timestamp < 0 or remote is None or self.remote_log_start_offset is None:
+            return []
+        return [
+            metadata
+            for metadata in remote.copied
+            if metadata.start_offset < self.log_start_offset
+            and metadata.max_timestamp_ms >= timestamp
+        ]
+
+    def _in_remote_tier(self, offset: int) -> bool:
+        remote_start = self.remote_log_start_offset
+        return remote_start is not None and remote_start <= offset < self.log_start_offset
 
     def _fetch_upper_bound(self, replica_id: int, isolation_level: int) -> int:
         """Kafka's FetchIsolation: LOG_END, TXN_COMMITTED or HIGH_WATERMARK."""
@@ -425,14 +478,19 @@ class Partition:
         return self.log.offset_metadata(self._fetch_upper_bound(replica_id, isolation_level))
 
     def _read_result(
-        self, records: bytes, diverging_epoch: tuple[int, int] | None = None
+        self,
+        records: bytes,
+        diverging_epoch: tuple[int, int] | None = None,
+        for_consumer: bool = False,
     ) -> LogReadResult:
+        """Consumers are told the log start across tiers; followers the local one, which is
+        where they can fetch from."""
         return LogReadResult(
             ErrorCode.none,
             records,
             self.high_watermark,
             self.last_stable_offset,
-            self.log_start_offset,
+            self.earliest_offset if for_consumer else self.log_start_offset,
             diverging_epoch,
         )
 
@@ -462,6 +520,8 @@ class Partition:
         error = self.check_leader(current_leader_epoch)
         if error is not ErrorCode.none:
             return error, NOT_FOUND
+        if timestamp == EARLIEST and not from_client:
+            timestamp = EARLIEST_LOCAL  # a follower fetches from the leader's local log
         found = self._offset_for_timestamp(timestamp, isolation_level)
         if from_client and self._high_watermark_lags_epoch_start():
             # Kafka's fetchOffsetForTimestamp: a new leader whose high watermark has not yet
@@ -482,6 +542,8 @@ class Partition:
 
     def _offset_for_timestamp(self, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
         log = self.log
+        if timestamp == EARLIEST and self.remote_log_start_offset is not None:
+            return self._earliest_remote()
         if timestamp in _EARLIEST:
             start = self.log_start_offset
             return start, -1, log.epoch_for_offset(start)
@@ -492,8 +554,10 @@ class Partition:
                 else self.high_watermark
             )
             return latest, -1, log.leader_epoch_cache.latest_epoch
+        if timestamp == LATEST_TIERED and log.tiered:
+            return self._latest_tiered()
         if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
-            return NOT_FOUND  # no tiered storage
+            return NOT_FOUND  # not tiered (earliest-pending-upload: not yet built)
         if timestamp == MAX_TIMESTAMP:
             found = log.max_timestamp_entry()
         else:
@@ -502,6 +566,24 @@ class Partition:
             return NOT_FOUND
         return found
 
+    def _earliest_remote(self) -> tuple[int, int, int]:
+        assert self.log.remote is not None
+        first = self.log.remote.copied[0]
+        if first.start_offset >= self.log_start_offset:  # (local data starts no later)
+            start = self.log_start_offset
+            return start, -1, self.log.epoch_for_offset(start)
+        return first.start_offset, -1, first.epoch_for_offset(first.start_offset)
+
+    def _latest_tiered(self) -> tuple[int, int, int]:
+        """Kafka's LATEST_TIERED_TIMESTAMP: the highest offset copied to remote storage (-1
+        when none is), with its leader epoch."""
+        assert self.log.remote is not None
+        copied = self.log.remote.copied
+        if not copied:
+            return -1, -1, -1
+        last = copied[-1]
+        return last.end_offset, -1, last.epoch_for_offset(last.end_offset)
+
     def last_offset_for_leader_epoch(
         self, current_leader_epoch: int, leader_epoch: int
     ) -> tuple[ErrorCode, int, int]:
@@ -509,10 +591,27 @@ class Partition:
         error = self.check_leader(current_leader_epoch)
         if error is not ErrorCode.none:
             return error, UNDEFINED_EPOCH, UNKNOWN_OFFSET
-        epoch, end_offset = self.log.leader_epoch_cache.end_offset_for(
-            leader_epoch, self.log_end_offset
-        )
+        cache = self.log.leader_epoch_cache
+        if self.remote_log_start_offset is not None:  # the epochs of the remote tier too
+            cache = self._epochs_across_tiers()
+        epoch, end_offset = cache.end_offset_for(leader_epoch, self.log_end_offset)
         return ErrorCode.none, epoch, end_offset
+
+    def _epochs_across_tiers(self) -> LeaderEpochCache:
+        """The remote segments' leader epochs (as uploaded with each) before the local
+        cache's, whose first entry starts at the local log start (Kafka's OffsetForLeaderEpoch
+        with tiered storage); an in-memory cache, never written."""
+        starts: dict[int, int] = {}
+        assert self.log.remote is not None
+        for metadata in self.log.remote.copied:
+            for epoch, start in metadata.segment_leader_epochs:
+                starts[epoch] = min(starts.get(epoch, start), start)
+        for entry in self.log.leader_epoch_cache.entries:
+            starts[entry.epoch] = min(
+                starts.get(entry.epoch, entry.start_offset), entry.start_offset
+            )
+        entries = [EpochEntry(epoch, start) for epoch, start in sorted(starts.items())]
+        return LeaderEpochCache(self.log.leader_epoch_cache.path, entries)
 
     def delete_records_on_leader(self, offset: int) -> tuple[ErrorCode, int]:
         """DeleteRecords: move the log start to `offset` (-1: the high watermark)."""
@@ -522,13 +621,14 @@ class Partition:
             offset = self.high_watermark
         if offset < 0 or offset > self.high_watermark:
             return ErrorCode.offset_out_of_range, -1
-        return ErrorCode.none, self.log.delete_records_before(offset)
+        self.log.delete_records_before(offset)
+        return ErrorCode.none, self.earliest_offset
 
     def low_watermark(self, alive: Container[int]) -> int:
         """Kafka's lowWatermarkIfLeader: the lowest log start of this replica and every
         follower on a live broker (-1 for one that has not fetched since this leader began);
         DeleteRecords answers once it reaches the requested offset."""
-        low = self.log_start_offset
+        low = self.earliest_offset
         for replica in self.remote_replicas.values():
             if replica.broker_id in alive:
                 low = min(low, replica.log_start_offset)

@@ -131,6 +131,9 @@ class ReplicaManager:
         # Topics that read another topic through a filter: no replica, read at the source.
         self.views = ViewCatalog(metadata)
         self.header_indexes = HeaderIndexes()  # per segment, for views' reads
+        # Told of each partition of a deleted topic before its log goes (tiered storage
+        # deletes the topic's remote objects).
+        self.topic_partition_deleted: list[Callable[[Partition], None]] = []
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -276,6 +279,8 @@ class ReplicaManager:
             return
         del self.topics_by_id[topic.topic_id]
         for partition in topic.partitions.values():
+            for listener in self.topic_partition_deleted:
+                listener(partition)
             if self.fetchers is not None:
                 self.fetchers.remove_partition((name, partition.index))
             self._notify_coordinators(partition, removed=True)

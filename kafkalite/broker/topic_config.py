@@ -76,6 +76,10 @@ def _bool(value: str) -> str:
     return value.strip().lower()
 
 
+def _enabled(value: str) -> bool:
+    return _bool(value) == "true"
+
+
 def _choice(*choices: str) -> Callable[[str], str]:
     def parse(value: str) -> str:
         if value.strip() not in choices:
@@ -281,6 +285,17 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             None,
             None,
         ),
+        # Tiered storage (KIP-405): retention.ms/bytes bound the whole log, local and
+        # remote; local.retention.* only the local part (-2: the same as retention.*).
+        TopicConfigDef(
+            "remote.storage.enable", _enabled, TYPE_BOOLEAN, "false", None, "remote_storage_enable"
+        ),
+        TopicConfigDef(
+            "local.retention.ms", _long(-2), TYPE_LONG, "-2", None, "local_retention_ms"
+        ),
+        TopicConfigDef(
+            "local.retention.bytes", _long(-2), TYPE_LONG, "-2", None, "local_retention_bytes"
+        ),
         # Delayed delivery (broker/delayed_delivery.py); kafkalite's own, not Kafka's.
         TopicConfigDef(
             "kafkalite.delayed.delivery.enable",
@@ -308,8 +323,11 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
 }
 
 
-def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
-    """Check names and values; returns the normalised overrides. Raises InvalidConfig."""
+def validate_topic_configs(
+    configs: Mapping[str, str | None], broker: BrokerConfig | None = None
+) -> dict[str, str]:
+    """Check names and values (and, given the broker's config, that remote storage can be
+    enabled); returns the normalised overrides. Raises InvalidConfig."""
     normalised: dict[str, str] = {}
     for name, value in configs.items():
         definition = TOPIC_CONFIGS.get(name)
@@ -322,6 +340,8 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
         except InvalidConfig as exc:
             raise InvalidConfig(f"Invalid value {value} for configuration {name}: {exc}") from None
         normalised[name] = value.strip()
+    if broker is not None:
+        check_remote_storage(broker, normalised)
     return normalised
 
 
@@ -330,6 +350,52 @@ _SYNONYM_CHAINS: dict[str, tuple[str, ...]] = {
     "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
     "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
 }
+
+
+def check_remote_storage(broker: BrokerConfig, configs: Mapping[str, str]) -> None:
+    """Kafka's checks of remote.storage.enable: the broker must have tiered storage on, and a
+    compacted topic cannot be tiered. Raises InvalidConfig."""
+    if configs.get("remote.storage.enable", "false").strip().lower() != "true":
+        return
+    if not broker.bool("remote.log.storage.system.enable"):
+        raise InvalidConfig(
+            "You have to enable remote.log.storage.system.enable to set remote.storage.enable"
+            " to true at the topic level"
+        )
+    if "compact" in configs.get("cleanup.policy", "delete"):
+        raise InvalidConfig(
+            "Remote log storage only supports topics with cleanup.policy=delete or cleanup"
+            ".policy being an empty list"
+        )
+    for kind in ("ms", "bytes"):  # Kafka's LogConfig.validateLocalRetention*
+        total = int(effective_value(broker, configs, f"retention.{kind}")[0])
+        name = f"local.retention.{kind}"
+        local = int(effective_value(broker, configs, name)[0])
+        if total < 0 or local == -2:
+            continue
+        if local == -1:
+            raise InvalidConfig(
+                f"Invalid value -1 for configuration {name}: Value must not be -1 as"
+                f" retention.{kind} value is set as {total}."
+            )
+        if local > total:
+            raise InvalidConfig(
+                f"Invalid value {local} for configuration {name}: Value must not be more than"
+                f" retention.{kind} property value: {total}"
+            )
+
+
+def check_remote_storage_kept(current: Mapping[str, str], altered: Mapping[str, str]) -> None:
+    """Turning remote storage off on a tiered topic is refused (INVALID_CONFIG): its remote
+    segments would be neither served nor deleted (Kafka 3.9's remote.log.copy.disable and
+    remote.log.delete.on.disable are not built yet)."""
+    was = current.get("remote.storage.enable", "false").strip().lower() == "true"
+    now = altered.get("remote.storage.enable", "false").strip().lower() == "true"
+    if was and not now:
+        raise InvalidConfig(
+            "It is invalid to disable remote storage without deleting remote data: kafkalite"
+            " does not support turning remote.storage.enable off yet"
+        )
 
 
 def broker_synonyms(definition: TopicConfigDef) -> tuple[str, ...]:

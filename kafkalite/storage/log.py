@@ -53,6 +53,7 @@ from kafkalite.storage.leader_epoch import LeaderEpochCache
 from kafkalite.storage.offset_metadata import LogOffsetMetadata
 from kafkalite.storage.producer_state import BatchMetadata, ProducerStateManager
 from kafkalite.storage.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, decode_records, recompress
+from kafkalite.storage.remote.metadata import RemoteLogSegments, log_start_record
 from kafkalite.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -109,6 +110,21 @@ class LogConfig:
     # kafkalite.index.headers: headers a view's read finds per batch in a header index
     # (storage/header_index.py), comma-separated.
     index_headers: str = ""
+    # Tiered storage (storage/remote/): segments are uploaded, and local ones are deleted
+    # only once uploaded and past local retention (-2: retention.ms/bytes).
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        if self.local_retention_bytes == -2:
+            return self.retention_bytes
+        return self.local_retention_bytes
 
     @property
     def compacted(self) -> bool:
@@ -152,6 +168,9 @@ class UnifiedLog:
     # Positions of offsets below the log end that parked fetches asked for (high watermark,
     # last stable offset, fetch offsets); dropped when batches move.
     _offset_metadata: dict[int, LogOffsetMetadata] = field(default_factory=dict, repr=False)
+    # Tiered storage: the segments copied to remote storage (remote.storage.enable only).
+    remote: RemoteLogSegments | None = field(default=None, repr=False)
+    _kept_for_upload: int = -1  # the last segment retention kept because not yet uploaded
 
     # ---- opening and loading ---------------------------------------------------------------
 
@@ -185,7 +204,12 @@ class UnifiedLog:
         self._recover(recovery_point)
         self._finish_load(now_ms)
         self._new_entries_unsynced = new
+        self._load_remote()
         return self
+
+    def _load_remote(self) -> None:
+        if self.config.remote_storage_enable and self.remote is None:
+            self.remote = RemoteLogSegments.load(self.dir)
 
     def _open_segment(self, base_offset: int, now_ms: int, suffix: str = "") -> LogSegment:
         return LogSegment.open(
@@ -727,11 +751,18 @@ class UnifiedLog:
     # ---- deletion and retention ------------------------------------------------------------
 
     def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: move the log start forward (never back), drop segments below it."""
+        """DeleteRecords: move the log start forward (never back), drop segments below it.
+        Tiered: the remote log start too (durably; the RemoteLogManager deletes the remote
+        segments wholly below it)."""
         if offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"cannot delete records before {offset}: log end offset is {self.log_end_offset}"
             )
+        remote = self.remote
+        if self.tiered and remote is not None and offset > remote.log_start_floor:
+            record = [log_start_record(offset)]
+            remote.append(record)  # one small fsynced write (DeleteRecords and retention)
+            remote.apply(record)
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             self.leader_epoch_cache.truncate_from_start(offset)
@@ -748,7 +779,9 @@ class UnifiedLog:
         deleted = self._delete_old_segments(self._below_log_start, high_watermark)
         if "delete" not in self.config.cleanup_policy:
             return deleted
-        deleted += self._delete_by_size(high_watermark)
+        if self.tiered:
+            return deleted + self._apply_local_retention(now_ms, high_watermark)
+        deleted += self._delete_by_size(high_watermark, self.config.retention_bytes)
         retention_ms = self.config.retention_ms
         if retention_ms >= 0:
             deleted += self._delete_old_segments(
@@ -757,11 +790,54 @@ class UnifiedLog:
             )
         return deleted
 
+    @property
+    def tiered(self) -> bool:
+        return self.config.remote_storage_enable and self.remote is not None
+
+    def _apply_local_retention(self, now_ms: int, high_watermark: int) -> int:
+        """Tiered storage: a local segment goes once it is uploaded AND past local retention
+        (Kafka's deleteOldSegments with remote storage); retention.ms/bytes over the whole
+        log are the RemoteLogManager's, on the remote segments."""
+        retention_ms = self.config.effective_local_retention_ms
+        deleted = self._delete_by_size(
+            high_watermark, self.config.effective_local_retention_bytes, self._uploaded
+        )
+        if retention_ms >= 0:
+            deleted += self._delete_old_segments(
+                lambda segment, _next: (
+                    now_ms - segment.largest_timestamp() > retention_ms
+                    and self._uploaded(segment, _next)
+                ),
+                high_watermark,
+            )
+        return deleted
+
+    def _uploaded(self, segment: LogSegment, _next: LogSegment | None) -> bool:
+        assert self.remote is not None
+        if segment.next_offset - 1 <= self.remote.copied_end:
+            return True
+        if _next is None:
+            return False  # the active segment: never uploaded, never deleted
+        if self._kept_for_upload != segment.base_offset:  # said once per segment
+            self._kept_for_upload = segment.base_offset
+            # INFO: between a roll and the next upload this is routine; an unreachable store
+            # is the RemoteLogManager's warning.
+            log.info(
+                "%s: segment %d is past local retention but not yet in remote storage: kept",
+                self.dir,
+                segment.base_offset,
+            )
+        return False
+
     def _below_log_start(self, segment: LogSegment, next_segment: LogSegment | None) -> bool:
         return next_segment is not None and next_segment.base_offset <= self.log_start_offset
 
-    def _delete_by_size(self, high_watermark: int) -> int:
-        retention_bytes = self.config.retention_bytes
+    def _delete_by_size(
+        self,
+        high_watermark: int,
+        retention_bytes: int,
+        allowed: Callable[[LogSegment, LogSegment | None], bool] = lambda _s, _n: True,
+    ) -> int:
         size = self.size_in_bytes
         if retention_bytes < 0 or size < retention_bytes:
             return 0
@@ -769,7 +845,7 @@ class UnifiedLog:
 
         def should_delete(segment: LogSegment, _next: LogSegment | None) -> bool:
             nonlocal excess
-            if excess - segment.size >= 0:
+            if excess - segment.size >= 0 and allowed(segment, _next):
                 excess -= segment.size
                 return True
             return False
@@ -1102,6 +1178,7 @@ class UnifiedLog:
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
+        self._load_remote()
         self.producer_state.producer_id_expiration_ms = config.producer_id_expiration_ms
         for segment in self.segments:
             segment.index_interval_bytes = config.index_interval_bytes

@@ -78,3 +78,17 @@ def test_shipped_server_properties_are_valid() -> None:
     config = build_config(read_properties(shipped))
     assert config.listeners[0].port == 9092
     assert str(config.log_dir) == "data"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("authorizer.class.name", "kafka.security.authorizer.AclAuthorizer"),
+        ("remote.log.storage.system.enable", "true"),
+    ],
+)
+def test_single_node_only_features_are_refused_in_a_cluster(name: str, value: str) -> None:
+    overrides = {"zookeeper.connect": "127.0.0.1:2181", name: value}
+    overrides["rsm.config.storage.s3.bucket.name"] = "b"
+    with pytest.raises(ConfigError, match=f"{name}: kafkalite .* single node"):
+        build_config(overrides)

@@ -1,0 +1,467 @@
+"""RemoteLogManager (Kafka's): copies closed segments to remote storage, applies retention to
+the remote ones and reads them back for consumers' fetches.
+
+Every `remote.log.manager.task.interval.ms`, for each partition this broker leads whose topic
+has `remote.storage.enable=true` (Kafka's RLMTask, one pass over them all):
+
+1. orphans first: a segment left COPY_SEGMENT_STARTED (a crash or a failed upload) or
+   DELETE_SEGMENT_STARTED has its objects deleted, then DELETE_SEGMENT_FINISHED;
+2. copy: each closed segment past what was copied and below the high watermark, oldest first:
+   COPY_SEGMENT_STARTED (fsynced) -> every object uploaded -> COPY_SEGMENT_FINISHED (fsynced).
+   Only then is it served from remote storage, and only then may local retention
+   (`local.retention.*`, UnifiedLog.apply_retention) delete the local segment;
+3. remote retention: `retention.ms` / `retention.bytes` over the whole log (remote segments
+   plus the local ones not yet copied) delete the oldest remote segments.
+
+The state changes run on the event loop; the metadata file writes and every S3 request run on
+worker threads (trio.to_thread), so a slow or unreachable store never stalls the loop. While
+the store is unreachable nothing is copied, so nothing un-uploaded is deleted locally; a
+warning says so once per outage (and again when it is back).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from kafkalite.broker.delayed import FetchInfo
+from kafkalite.broker.partition import LogReadResult, Partition, RemoteFetch
+from kafkalite.config import BrokerConfig
+from kafkalite.storage.leader_epoch import EpochEntry
+from kafkalite.storage.producer_state import SNAPSHOT_SUFFIX
+from kafkalite.storage.remote import keys
+from kafkalite.storage.remote.metadata import (
+    COPY_SEGMENT_FINISHED,
+    COPY_SEGMENT_STARTED,
+    DELETE_SEGMENT_FINISHED,
+    DELETE_SEGMENT_STARTED,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegments,
+    event,
+)
+from kafkalite.storage.remote.reader import (
+    RemoteReadCache,
+    find_offset_by_timestamp,
+    read_batches,
+)
+from kafkalite.storage.remote.s3_storage import (
+    RemotePartition,
+    RemoteStorageError,
+    S3RemoteStorageManager,
+    S3Settings,
+    SegmentFiles,
+)
+from kafkalite.storage.segment import LogSegment, segment_paths
+from kafkalite.storage.txn_index import AbortedTxn, txn_index_path
+
+log = logging.getLogger("kafkalite.remote")
+READ_COMMITTED = 1
+_TXN_ENTRY = struct.Struct(">hqqqq")
+
+
+def storage_settings(config: BrokerConfig) -> S3Settings:
+    names = [name for name in config.raw if name.startswith("rsm.config.")]
+    return S3Settings.from_properties({name: config.str(name) for name in names})
+
+
+class RemoteLogManager:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        partitions: Callable[[], Sequence[Partition]],
+        clock_ms: Callable[[], int],
+        storage: S3RemoteStorageManager | None = None,
+    ) -> None:
+        self.config = config
+        self._partitions = partitions  # the partitions this broker has a replica of
+        self.clock_ms = clock_ms
+        self.storage = storage or S3RemoteStorageManager(storage_settings(config))
+        self.cache = RemoteReadCache()
+        self.unreachable = False  # the last request to the store failed
+        # Kafka's RemoteLogManager metrics, as running totals.
+        self.copy_bytes = 0
+        self.copy_errors = 0
+        self.fetch_bytes = 0
+        self.fetch_errors = 0
+        # Remote segments of deleted topics whose objects are still to delete.
+        self._deleted: list[tuple[RemotePartition, RemoteLogSegmentMetadata]] = []
+
+    def on_topic_partition_deleted(self, partition: Partition) -> None:
+        """DeleteTopics: the partition's remote objects are deleted by the next task run
+        (all of them: copied, orphaned and half-deleted segments alike)."""
+        remote = partition.log.remote
+        if remote is not None and partition.is_leader:
+            where = self._remote_partition(partition)
+            self._deleted.extend((where, metadata) for metadata in remote.segments.values())
+
+    # -- the periodic task ------------------------------------------------------------------
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            await trio.sleep(self.config.int("remote.log.manager.task.interval.ms") / 1000)
+            try:
+                await self.run_once()
+            except Exception:
+                log.exception("remote log manager task failed")
+
+    async def run_once(self) -> None:
+        await self._delete_deleted_topics()
+        for partition in list(self._partitions()):
+            remote = partition.log.remote
+            if not partition.is_leader or remote is None or not partition.log.tiered:
+                continue
+            try:
+                await self._delete_orphans(partition, remote)
+                await self._copy_segments(partition, remote)
+                await self._apply_retention(partition, remote)
+            except RemoteStorageError as exc:
+                self._failed(partition, exc)
+                continue
+            except FileNotFoundError as exc:  # the partition was deleted meanwhile
+                log.info("%s-%d: remote task stopped: %s", partition.topic, partition.index, exc)
+                continue
+            self._reachable()
+
+    async def _delete_deleted_topics(self) -> None:
+        while self._deleted:
+            where, metadata = self._deleted[0]
+            try:
+                await trio.to_thread.run_sync(
+                    self.storage.delete_log_segment_data,
+                    where,
+                    metadata.start_offset,
+                    metadata.segment_id,
+                    abandon_on_cancel=True,
+                )
+            except RemoteStorageError as exc:
+                log.warning(
+                    "%s-%d: deleting remote objects failed: %s", where.topic, where.partition, exc
+                )
+                return  # tried again next time
+            self._deleted.pop(0)
+
+    def copy_lag_bytes(self) -> int:
+        """Kafka's RemoteCopyLagBytes: closed segments of led tiered partitions not yet copied."""
+        lag = 0
+        for partition in self._partitions():
+            remote = partition.log.remote
+            if partition.is_leader and remote is not None and partition.log.tiered:
+                lag += sum(
+                    s.size for s in partition.log.segments[:-1] if s.base_offset > remote.copied_end
+                )
+        return lag
+
+    def _failed(self, partition: Partition, exc: RemoteStorageError) -> None:
+        if not self.unreachable:
+            log.warning(
+                "%s-%d: remote storage failed (%s); local segments are kept until uploaded,"
+                " retrying every %d ms",
+                partition.topic,
+                partition.index,
+                exc,
+                self.config.int("remote.log.manager.task.interval.ms"),
+            )
+        self.unreachable = True
+
+    def _reachable(self) -> None:
+        if self.unreachable:
+            log.info("remote storage reachable again; uploads resume")
+        self.unreachable = False
+
+    @staticmethod
+    def _remote_partition(partition: Partition) -> RemotePartition:
+        return RemotePartition(partition.topic, partition.topic_id, partition.index)
+
+    async def _record(self, remote: RemoteLogSegments, records: list[dict[str, object]]) -> None:
+        """Durable first (a worker thread), then in effect."""
+        await trio.to_thread.run_sync(remote.append, records)
+        remote.apply(records)
+
+    # -- orphans and deletion ---------------------------------------------------------------
+
+    async def _delete_orphans(self, partition: Partition, remote: RemoteLogSegments) -> None:
+        for metadata in remote.orphans:
+            await self._delete_segment(partition, remote, metadata)
+
+    async def _delete_segment(
+        self, partition: Partition, remote: RemoteLogSegments, metadata: RemoteLogSegmentMetadata
+    ) -> None:
+        if metadata.state != DELETE_SEGMENT_STARTED:
+            remote.apply([event(metadata, DELETE_SEGMENT_STARTED)])  # not served from now on
+            await trio.to_thread.run_sync(remote.append, [event(metadata, DELETE_SEGMENT_STARTED)])
+        await trio.to_thread.run_sync(
+            self.storage.delete_log_segment_data,
+            self._remote_partition(partition),
+            metadata.start_offset,
+            metadata.segment_id,
+            abandon_on_cancel=True,  # a shutdown does not wait for the store: done again
+        )
+        await self._record(remote, [event(metadata, DELETE_SEGMENT_FINISHED)])
+
+    # -- copying ----------------------------------------------------------------------------
+
+    def copy_candidates(self, partition: Partition, remote: RemoteLogSegments) -> list[LogSegment]:
+        """Closed segments past the copied end whose records are all below the high
+        watermark (Kafka copies up to the last stable offset: no open transaction here)."""
+        upper = min(partition.high_watermark, partition.last_stable_offset)
+        return [
+            segment
+            for segment in partition.log.segments[:-1]
+            if segment.base_offset > remote.copied_end
+            and segment.size > 0
+            and segment.next_offset <= upper
+        ]
+
+    async def _copy_segments(self, partition: Partition, remote: RemoteLogSegments) -> None:
+        for segment in self.copy_candidates(partition, remote):
+            if partition.log.remote is not remote or not partition.is_leader:
+                return  # deleted or no longer led meanwhile
+            await self._copy_segment(partition, remote, segment)
+
+    async def _copy_segment(
+        self, partition: Partition, remote: RemoteLogSegments, segment: LogSegment
+    ) -> None:
+        log_ = partition.log
+        end_offset = segment.next_offset - 1
+        files = self._segment_files(log_.dir, segment)
+        epochs = [
+            entry for entry in log_.leader_epoch_cache.entries if entry.start_offset <= end_offset
+        ]
+        objects = self._in_memory_objects(log_.dir, segment, epochs)
+        metadata = RemoteLogSegmentMetadata(
+            segment_id=uuid.uuid4(),
+            start_offset=segment.base_offset,
+            end_offset=end_offset,
+            max_timestamp_ms=segment.max_timestamp,
+            broker_id=self.config.broker_id,
+            event_timestamp_ms=self.clock_ms(),
+            segment_size_in_bytes=segment.size,
+            segment_leader_epochs=tuple((e.epoch, e.start_offset) for e in epochs),
+            suffixes=(*files, *objects),
+            state=COPY_SEGMENT_STARTED,
+        )
+        await self._record(remote, [event(metadata, COPY_SEGMENT_STARTED)])
+        try:
+            await trio.to_thread.run_sync(
+                self.storage.copy_log_segment_data,
+                self._remote_partition(partition),
+                segment.base_offset,
+                metadata.segment_id,
+                SegmentFiles(files, objects),
+                segment.size,
+                abandon_on_cancel=True,  # a shutdown does not wait: an orphan, copied again
+            )
+        except RemoteStorageError:
+            self.copy_errors += 1
+            raise  # left COPY_SEGMENT_STARTED: an orphan, deleted and copied again later
+        await self._record(remote, [event(metadata, COPY_SEGMENT_FINISHED)])
+        self.copy_bytes += segment.size
+        log.info(
+            "%s-%d: copied segment %d-%d (%d bytes) to remote storage as %s",
+            partition.topic,
+            partition.index,
+            segment.base_offset,
+            end_offset,
+            segment.size,
+            keys.kafka_uuid(metadata.segment_id),
+        )
+
+    @staticmethod
+    def _segment_files(dir: Path, segment: LogSegment) -> dict[str, Path]:
+        log_path, index_path, time_index_path = segment_paths(dir, segment.base_offset)
+        files = {
+            keys.LOG: log_path,
+            keys.OFFSET_INDEX: index_path,
+            keys.TIME_INDEX: time_index_path,
+        }
+        txn = txn_index_path(dir, segment.base_offset)
+        if txn.exists():
+            files[keys.TXN_INDEX] = txn
+        return files
+
+    @staticmethod
+    def _in_memory_objects(
+        dir: Path, segment: LogSegment, epochs: list[EpochEntry]
+    ) -> dict[str, bytes]:
+        """The leader epochs the segment spans, and the producer snapshot at its end if the
+        broker still keeps it: read now, as a later roll may prune it (a small file)."""
+        data = {keys.LEADER_EPOCH: _epoch_checkpoint(epochs)}
+        try:
+            snapshot = dir / f"{segment.next_offset:020d}{SNAPSHOT_SUFFIX}"
+            data[keys.PRODUCER_SNAPSHOT] = snapshot.read_bytes()
+        except FileNotFoundError:
+            pass
+        return data
+
+    # -- remote retention -------------------------------------------------------------------
+
+    def expired_segments(
+        self, partition: Partition, remote: RemoteLogSegments
+    ) -> list[RemoteLogSegmentMetadata]:
+        """Remote segments past retention.ms or retention.bytes of the whole log, oldest
+        first (Kafka's RLMExpirationTask)."""
+        config = partition.log.config
+        copied = remote.copied
+        expired: list[RemoteLogSegmentMetadata] = list(remote.below_log_start)
+        if config.retention_ms >= 0:
+            now = self.clock_ms()
+            for metadata in copied:
+                if now - metadata.max_timestamp_ms <= config.retention_ms:
+                    break
+                expired.append(metadata)
+        if config.retention_bytes >= 0:
+            local_only = sum(
+                s.size for s in partition.log.segments if s.base_offset > remote.copied_end
+            )
+            excess = remote.size_in_bytes + local_only - config.retention_bytes
+            for metadata in copied:
+                if excess - metadata.segment_size_in_bytes < 0:
+                    break
+                excess -= metadata.segment_size_in_bytes
+                if metadata not in expired:
+                    expired.append(metadata)
+        return expired
+
+    async def _apply_retention(self, partition: Partition, remote: RemoteLogSegments) -> None:
+        """Delete the expired remote segments; the log start follows (Kafka's
+        updateLogStartOffsetFromRemoteTier), so local copies of them go too."""
+        for metadata in self.expired_segments(partition, remote):
+            log.info(
+                "%s-%d: deleting remote segment %d-%d past retention",
+                partition.topic,
+                partition.index,
+                metadata.start_offset,
+                metadata.end_offset,
+            )
+            await self._delete_segment(partition, remote, metadata)
+            if partition.log.remote is remote and metadata.end_offset >= remote.log_start_floor:
+                partition.log.delete_records_before(metadata.end_offset + 1)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    async def read_remote(
+        self,
+        infos: Sequence[FetchInfo],
+        results: Sequence[LogReadResult],
+        partition_of: Callable[[tuple[str, int]], Partition | None],
+    ) -> list[LogReadResult]:
+        """Fill in the records of the first partition a fetch reads from remote storage
+        (as Kafka, one per request: the others answer empty and are fetched again), within
+        remote.fetch.max.wait.ms (past it: empty, the read's bytes are cached for the retry)."""
+        answered = list(results)
+        done = False
+        for i, (info, result) in enumerate(zip(infos, results, strict=True)):
+            if result.remote_fetch is None:
+                continue
+            partition = partition_of(info.tp)
+            if done or partition is None:
+                answered[i] = replace(result, remote_fetch=None)
+                continue
+            done = True
+            answered[i] = await self._read_one(partition, result, result.remote_fetch)
+        return answered
+
+    async def _read_one(
+        self, partition: Partition, result: LogReadResult, fetch: RemoteFetch
+    ) -> LogReadResult:
+        remote = partition.log.remote
+        metadata = remote.segment_for(fetch.fetch_offset) if remote is not None else None
+        if metadata is None:
+            return LogReadResult(ErrorCode.offset_out_of_range)
+        where = self._remote_partition(partition)
+        fetcher = partial(self._fetch_object, where, metadata)
+        read = partial(
+            read_batches,
+            metadata,
+            fetcher,
+            self.cache,
+            fetch.fetch_offset,
+            fetch.max_bytes,
+            fetch.max_offset,
+            fetch.min_one_batch,
+        )
+        records = b""
+        aborted: tuple[AbortedTxn, ...] | None = None
+        try:
+            with trio.move_on_after(self.config.int("remote.fetch.max.wait.ms") / 1000):
+                records = await trio.to_thread.run_sync(read, abandon_on_cancel=True)
+                if fetch.isolation_level == READ_COMMITTED:
+                    aborted = await trio.to_thread.run_sync(
+                        self._aborted, metadata, fetcher, fetch.fetch_offset, abandon_on_cancel=True
+                    )
+        except RemoteStorageError as exc:
+            self.fetch_errors += 1
+            log.warning("%s-%d: remote read failed: %s", partition.topic, partition.index, exc)
+            return LogReadResult(ErrorCode.kafka_storage_error)
+        self.fetch_bytes += len(records)
+        if not records:
+            aborted = None
+        return replace(
+            result,
+            records=records,
+            remote_fetch=None,
+            aborted_transactions=aborted if aborted is not None else result.aborted_transactions,
+        )
+
+    async def find_offset_by_timestamp(
+        self, partition: Partition, timestamp: int
+    ) -> tuple[int, int, int] | None:
+        """ListOffsets by timestamp in the remote tier (Kafka's RemoteLogManager
+        .findOffsetByTimestamp): (offset, timestamp, epoch), or None to look locally."""
+        start = partition.remote_log_start_offset
+        where = self._remote_partition(partition)
+        for metadata in partition.remote_segments_for_timestamp(timestamp):
+            fetcher = partial(self._fetch_object, where, metadata)
+            found = await trio.to_thread.run_sync(
+                find_offset_by_timestamp, metadata, fetcher, self.cache, timestamp, start or 0
+            )
+            if found is not None:
+                return found
+        return None
+
+    def _fetch_object(
+        self,
+        where: RemotePartition,
+        metadata: RemoteLogSegmentMetadata,
+        suffix: str,
+        start: int,
+        end: int | None,
+    ) -> bytes:
+        return self.storage.fetch(
+            where, metadata.start_offset, metadata.segment_id, suffix, start, end
+        )
+
+    def _aborted(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        fetcher: Callable[[str, int, int | None], bytes],
+        fetch_offset: int,
+    ) -> tuple[AbortedTxn, ...]:
+        """The segment's aborted transactions ending at or after the fetch offset (its
+        uploaded `.txnindex`; none uploaded: none aborted)."""
+        if keys.TXN_INDEX not in metadata.suffixes:
+            return ()
+        data = self.cache.get(
+            (metadata.segment_id, keys.TXN_INDEX), lambda: fetcher(keys.TXN_INDEX, 0, None)
+        )
+        usable = len(data) - len(data) % _TXN_ENTRY.size
+        entries = [
+            AbortedTxn(*_TXN_ENTRY.unpack_from(data, pos)[1:])
+            for pos in range(0, usable, _TXN_ENTRY.size)
+        ]
+        return tuple(entry for entry in entries if entry.last_offset >= fetch_offset)
+
+
+def _epoch_checkpoint(entries: list[EpochEntry]) -> bytes:
+    """The leader epoch checkpoint file's format (storage/leader_epoch.py)."""
+    lines = ["0", str(len(entries))] + [f"{e.epoch} {e.start_offset}" for e in entries]
+    return ("\n".join(lines) + "\n").encode()

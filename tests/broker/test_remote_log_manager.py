@@ -1,0 +1,372 @@
+"""RemoteLogManager on a real log with an in-memory store: copy, crash safety, an unreachable
+store, local and remote retention, reads below the local log start and ListOffsets' tiers.
+(The same against a real S3 server: tests/integration/test_e2e_tiered_storage.py.)"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import trio
+from kio.schema.errors import ErrorCode
+from partition_fixtures import batch, open_partition, state
+
+from kafkalite.broker.delayed import FetchInfo
+from kafkalite.broker.partition import EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, Partition
+from kafkalite.broker.remote_log_manager import RemoteLogManager
+from kafkalite.broker.topic_config import InvalidConfig, validate_topic_configs
+from kafkalite.config import BrokerConfig
+from kafkalite.metrics.collector import BrokerCollector
+from kafkalite.storage.log import LogConfig
+from kafkalite.storage.records import encode_batch
+from kafkalite.storage.remote import keys
+from kafkalite.storage.remote.metadata import (
+    COPY_SEGMENT_STARTED,
+    RemoteLogSegments,
+)
+from kafkalite.storage.remote.s3_storage import RemotePartition, RemoteStorageError, SegmentFiles
+
+SEGMENTS = 6  # one batch each; the last stays active
+
+
+class MemoryStore:
+    """The RemoteStorageManager's methods over a dict; `fail_after` PUTs then it fails."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[uuid.UUID, str], bytes] = {}
+        self.fail_after: int | None = None
+
+    def _check(self) -> None:
+        if self.fail_after is not None:
+            if self.fail_after <= 0:
+                raise RemoteStorageError("connection refused")
+            self.fail_after -= 1
+
+    def copy_log_segment_data(
+        self,
+        partition: RemotePartition,
+        base_offset: int,
+        segment_id: uuid.UUID,
+        segment: SegmentFiles,
+        log_size: int,
+    ) -> None:
+        for suffix, path in segment.files.items():
+            self._check()
+            self.objects[segment_id, suffix] = Path(path).read_bytes()
+        for suffix, data in segment.data.items():
+            self._check()
+            self.objects[segment_id, suffix] = data
+
+    def fetch(
+        self,
+        partition: RemotePartition,
+        base_offset: int,
+        segment_id: uuid.UUID,
+        suffix: str,
+        start: int = 0,
+        end: int | None = None,
+    ) -> bytes:
+        self._check()
+        data = self.objects[segment_id, suffix]
+        return data[start : None if end is None else end + 1]
+
+    def delete_log_segment_data(
+        self, partition: RemotePartition, base_offset: int, segment_id: uuid.UUID
+    ) -> None:
+        self._check()
+        for key in [key for key in self.objects if key[0] == segment_id]:
+            del self.objects[key]
+
+    def segment_ids(self) -> set[uuid.UUID]:
+        return {segment_id for segment_id, _ in self.objects}
+
+
+def _tiered(**fields: int) -> LogConfig:
+    return LogConfig(
+        segment_bytes=100, remote_storage_enable=True, local_retention_bytes=0, **fields
+    )
+
+
+def _leader(tmp_path: Path, config: LogConfig) -> tuple[Partition, list[bytes]]:
+    partition = open_partition(tmp_path, config)
+    partition.make_leader(state(), 0)
+    written = []
+    for _ in range(SEGMENTS):
+        partition.append_records_to_leader(batch(1), 1, min_isr=1, now_ms=1_000)
+        written.append(partition.log.read(partition.log_end_offset - 1, 1 << 20, 1 << 40))
+    assert len(partition.log.segments) == SEGMENTS
+    return partition, written
+
+
+def _manager(partition: Partition, store: MemoryStore) -> RemoteLogManager:
+    config = BrokerConfig({"broker.id": "1"})
+    return RemoteLogManager(config, lambda: [partition], lambda: 1_000, storage=store)  # type: ignore[arg-type]
+
+
+def _read(
+    manager: RemoteLogManager, partition: Partition, offset: int, log_start: int = 0
+) -> bytes:
+    result = partition.fetch_records(offset, 1 << 20)
+    assert result.error is ErrorCode.none and result.remote_fetch is not None
+    info = FetchInfo(partition.topic, 0, offset, 1 << 20)
+    (answer,) = trio.run(manager.read_remote, [info], [result], lambda tp: partition)
+    assert answer.error is ErrorCode.none and answer.remote_fetch is None
+    assert answer.log_start_offset == log_start
+    return answer.records
+
+
+def test_closed_segments_are_copied_then_deleted_locally_and_read_back(tmp_path: Path) -> None:
+    partition, written = _leader(tmp_path, _tiered())
+    store = MemoryStore()
+    manager = _manager(partition, store)
+    assert partition.log.apply_retention(1_000) == 0  # nothing uploaded: nothing deleted
+
+    trio.run(manager.run_once)
+
+    remote = partition.log.remote
+    assert remote is not None
+    assert [m.start_offset for m in remote.copied] == list(range(SEGMENTS - 1))
+    assert len(store.segment_ids()) == SEGMENTS - 1
+    # Producer snapshots: for the segments whose snapshot the broker still keeps (2 newest).
+    suffixes = {suffix for _, suffix in store.objects} - {keys.PRODUCER_SNAPSHOT}
+    assert suffixes == {keys.LOG, keys.OFFSET_INDEX, keys.TIME_INDEX, keys.LEADER_EPOCH}
+    assert partition.log.apply_retention(1_000) == SEGMENTS - 1
+    assert partition.log_start_offset == SEGMENTS - 1
+    for offset in range(SEGMENTS - 1):
+        assert _read(manager, partition, offset) == written[offset]
+    # The metadata file survives a restart: the same remote segments are served.
+    assert RemoteLogSegments.load(partition.log.dir).copied == remote.copied
+    # ListOffsets across tiers.
+    assert partition.fetch_offset_for_timestamp(EARLIEST)[1][0] == 0
+    assert partition.fetch_offset_for_timestamp(EARLIEST_LOCAL)[1][0] == SEGMENTS - 1
+    assert partition.fetch_offset_for_timestamp(LATEST_TIERED)[1][0] == SEGMENTS - 2
+    # A follower starts from the leader's local log: remote data is for consumers.
+    assert partition.fetch_offset_for_timestamp(EARLIEST, from_client=False)[1][0] == SEGMENTS - 1
+
+
+def test_unreachable_store_keeps_every_local_segment_then_uploads_resume(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    partition, written = _leader(tmp_path, _tiered())
+    store = MemoryStore()
+    store.fail_after = 0
+    manager = _manager(partition, store)
+    with caplog.at_level(logging.INFO):
+        trio.run(manager.run_once)
+        trio.run(manager.run_once)
+        assert partition.log.apply_retention(1_000) == 0
+    # The first round's copy failed; the second stopped at deleting that copy's orphan.
+    assert manager.copy_errors == 1
+    assert len(partition.log.remote.orphans) == 1  # type: ignore[union-attr]
+    assert len(partition.log.segments) == SEGMENTS
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert sum("remote storage failed" in w for w in warnings) == 1  # once per outage
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert sum("not yet in remote storage: kept" in i for i in infos) == 1
+
+    store.fail_after = None
+    trio.run(manager.run_once)
+    assert partition.log.apply_retention(1_000) == SEGMENTS - 1
+    assert _read(manager, partition, 0) == written[0]
+    # The copy that failed was started: its (empty) orphan was deleted.
+    assert partition.log.remote.orphans == []  # type: ignore[union-attr]
+    assert len(store.segment_ids()) == SEGMENTS - 1
+
+
+def test_a_copy_interrupted_midway_is_never_served_and_is_copied_again(tmp_path: Path) -> None:
+    partition, written = _leader(tmp_path, _tiered())
+    store = MemoryStore()
+    store.fail_after = 2  # the first segment's .log and .index, then the store fails
+    trio.run(_manager(partition, store).run_once)
+    half = RemoteLogSegments.load(partition.log.dir)  # as a restarted broker reads it
+    assert [m.state for m in half.segments.values()] == [COPY_SEGMENT_STARTED]
+    assert half.copied == [] and half.log_start_offset is None and half.copied_end == -1
+    orphan = next(iter(half.segments))
+    assert store.segment_ids() == {orphan}
+
+    partition.log.remote = half
+    store.fail_after = None
+    manager = _manager(partition, store)
+    trio.run(manager.run_once)
+    assert orphan not in store.segment_ids()
+    assert len(store.segment_ids()) == SEGMENTS - 1
+    assert partition.log.apply_retention(1_000) == SEGMENTS - 1
+    assert _read(manager, partition, 0) == written[0]
+
+
+def test_retention_bytes_deletes_the_oldest_remote_segments(tmp_path: Path) -> None:
+    partition, _ = _leader(tmp_path, _tiered())
+    store = MemoryStore()
+    manager = _manager(partition, store)
+    trio.run(manager.run_once)
+    size = partition.log.segments[0].size
+    # The whole log (5 remote segments, 1 local) may hold 3 segments' bytes.
+    partition.log.update_config(_tiered(retention_bytes=3 * size))
+    trio.run(manager.run_once)
+    remote = partition.log.remote
+    assert remote is not None
+    assert [m.start_offset for m in remote.copied] == [3, 4]
+    assert len(store.segment_ids()) == 2
+    assert partition.fetch_offset_for_timestamp(EARLIEST)[1][0] == 3
+    partition.log.apply_retention(1_000)
+    assert partition.fetch_records(2, 1 << 20).error is ErrorCode.offset_out_of_range
+
+
+def test_delete_records_moves_the_log_start_across_tiers(tmp_path: Path) -> None:
+    partition, written = _leader(tmp_path, _tiered())
+    store = MemoryStore()
+    manager = _manager(partition, store)
+    trio.run(manager.run_once)
+    partition.log.apply_retention(1_000)
+    assert partition.log_start_offset == SEGMENTS - 1  # the local log start
+
+    assert partition.delete_records_on_leader(2) == (ErrorCode.none, 2)
+    assert partition.fetch_offset_for_timestamp(EARLIEST)[1][0] == 2
+    assert partition.low_watermark(()) == 2
+    assert partition.fetch_records(1, 1 << 20).error is ErrorCode.offset_out_of_range
+    assert _read(manager, partition, 2, log_start=2) == written[2]
+    # Durable, and the remote segments wholly below it are deleted by the next task run.
+    assert RemoteLogSegments.load(partition.log.dir).log_start_offset == 2
+    trio.run(manager.run_once)
+    remote = partition.log.remote
+    assert remote is not None
+    assert [m.start_offset for m in remote.copied] == [2, 3, 4]
+    assert len(store.segment_ids()) == 3
+
+
+def test_deleting_the_topic_deletes_its_remote_objects(tmp_path: Path) -> None:
+    partition, _ = _leader(tmp_path, _tiered())
+    store = MemoryStore()
+    manager = _manager(partition, store)
+    trio.run(manager.run_once)
+    assert len(store.segment_ids()) == SEGMENTS - 1
+    manager.on_topic_partition_deleted(partition)
+    store.fail_after = 1  # the store fails midway: the rest goes on the next run
+    trio.run(manager.run_once)
+    assert len(store.segment_ids()) == SEGMENTS - 2
+    store.fail_after = None
+    trio.run(manager.run_once)
+    assert store.objects == {}
+
+
+def test_remote_log_manager_metrics_have_kafkas_names(tmp_path: Path) -> None:
+    partition, written = _leader(tmp_path, _tiered())
+    store = MemoryStore()
+    manager = _manager(partition, store)
+    collector = BrokerCollector(SimpleNamespace(remote_log_manager=manager), "PLAINTEXT", {})  # type: ignore[arg-type]
+
+    def samples() -> dict[str, float]:
+        return {s.name: s.value for f in collector._remote_storage() for s in f.samples}
+
+    closed = sum(segment.size for segment in partition.log.segments[:-1])
+    assert samples()["kafka_server_brokertopicmetrics_remotecopylagbytes"] == closed
+    trio.run(manager.run_once)
+    partition.log.apply_retention(1_000)
+    _read(manager, partition, 0)
+    assert samples() == {
+        "kafka_server_brokertopicmetrics_remotecopybytes_total": closed,
+        "kafka_server_brokertopicmetrics_remotefetchbytes_total": len(written[0]),
+        "kafka_server_brokertopicmetrics_remotecopyerrors_total": 0,
+        "kafka_server_brokertopicmetrics_remotefetcherrors_total": 0,
+        "kafka_server_brokertopicmetrics_remotecopylagbytes": 0,
+    }
+
+
+def test_offset_for_leader_epoch_sees_the_epochs_of_the_remote_tier(tmp_path: Path) -> None:
+    partition = open_partition(tmp_path, _tiered())
+    for epoch in range(3):  # epoch e: offsets 2e and 2e+1, a segment each
+        partition.make_leader(state(epoch=epoch), 0)
+        for _ in range(2):
+            partition.append_records_to_leader(batch(1), 1, min_isr=1, now_ms=1_000)
+    trio.run(_manager(partition, MemoryStore()).run_once)
+    partition.log.apply_retention(1_000)
+    assert partition.log_start_offset == 5
+    assert [e.epoch for e in partition.log.leader_epoch_cache.entries] == [2]
+    assert partition.last_offset_for_leader_epoch(-1, 0) == (ErrorCode.none, 0, 2)
+    assert partition.last_offset_for_leader_epoch(-1, 1) == (ErrorCode.none, 1, 4)
+    assert partition.last_offset_for_leader_epoch(-1, 2) == (ErrorCode.none, 2, 6)
+
+
+def test_list_offsets_by_timestamp_searches_the_remote_tier_first(tmp_path: Path) -> None:
+    partition = open_partition(tmp_path, _tiered())
+    partition.make_leader(state(), 0)
+    for i in range(SEGMENTS):  # offsets 2i and 2i+1, both at 10_000i + 1_000
+        records = [(None, b"a"), (None, b"b")]
+        partition.append_records_to_leader(
+            encode_batch(records, timestamp=10_000 * i + 1_000), 1, min_isr=1, now_ms=1_000
+        )
+    manager = _manager(partition, MemoryStore())
+    trio.run(manager.run_once)
+    partition.log.apply_retention(1_000)
+    assert partition.log_start_offset == 2 * (SEGMENTS - 1)
+
+    def lookup(timestamp: int) -> tuple[int, int, int] | None:
+        return trio.run(manager.find_offset_by_timestamp, partition, timestamp)
+
+    assert lookup(0) == (0, 1_000, 0)
+    assert lookup(1_000) == (0, 1_000, 0)
+    assert lookup(1_001) == (2, 11_000, 0)
+    assert lookup(31_001) == (8, 41_000, 0)
+    assert lookup(41_001) is None  # past the remote tier: the local segments answer
+    assert partition.fetch_offset_for_timestamp(41_001)[1][0] == 10
+
+
+@pytest.mark.parametrize(
+    ("configs", "refusal"),
+    [
+        ({"local.retention.ms": "1000", "retention.ms": "10000"}, None),
+        ({"local.retention.bytes": "-2", "retention.bytes": "10"}, None),
+        ({"local.retention.bytes": "1000", "retention.bytes": "-1"}, None),
+        ({"local.retention.ms": "20000", "retention.ms": "10000"}, "must not be more than"),
+        ({"local.retention.bytes": "-1", "retention.bytes": "10"}, "must not be -1"),
+        ({"cleanup.policy": "compact"}, "cleanup.policy=delete"),
+    ],
+)
+def test_remote_storage_topic_configs_are_checked_as_kafka_does(
+    configs: dict[str, str], refusal: str | None
+) -> None:
+    broker = BrokerConfig(
+        {"remote.log.storage.system.enable": "true", "rsm.config.storage.s3.bucket.name": "b"}
+    )
+    tiered = {"remote.storage.enable": "true", **configs}
+    if refusal is None:
+        assert validate_topic_configs(tiered, broker) == tiered
+        return
+    with pytest.raises(InvalidConfig, match=refusal):
+        validate_topic_configs(tiered, broker)
+    validate_topic_configs(configs, broker)  # without remote storage: no such rule
+
+
+class PruningStore(MemoryStore):
+    """While segment 3 is copied, the log's producer snapshots are pruned (as a roll prunes
+    all but the newest two); reading a file fails as S3's manager's reads do."""
+
+    def __init__(self, log_dir: Path) -> None:
+        super().__init__()
+        self.log_dir = log_dir
+
+    def copy_log_segment_data(self, *args: object) -> None:
+        if args[1] == 3:
+            for snapshot in self.log_dir.glob("*.snapshot"):
+                snapshot.unlink()
+        try:
+            super().copy_log_segment_data(*args)  # type: ignore[arg-type]
+        except OSError as exc:
+            raise RemoteStorageError(str(exc)) from exc
+
+
+def test_a_producer_snapshot_pruned_during_the_upload_does_not_fail_it(tmp_path: Path) -> None:
+    partition, _ = _leader(tmp_path, _tiered())
+    store = PruningStore(partition.log.dir)
+    manager = _manager(partition, store)
+    trio.run(manager.run_once)
+    assert manager.copy_errors == 0
+    assert len(store.segment_ids()) == SEGMENTS - 1
+    remote = partition.log.remote
+    assert remote is not None
+    # Segment 3's end snapshot was read when its copy was planned (segment 4's was gone).
+    with_snapshot = [m.start_offset for m in remote.copied if keys.PRODUCER_SNAPSHOT in m.suffixes]
+    assert with_snapshot == [3]
