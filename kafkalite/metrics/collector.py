@@ -23,7 +23,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from kafkalite.coordinator.states import GroupState
-from kafkalite.metrics import exporter_view, partition_gauges
+from kafkalite.metrics import exporter_view, partition_gauges, remote_storage
 from kafkalite.metrics.counters import LATENCY_BUCKETS_MS, LatencyHistogram, RequestTimes
 from kafkalite.metrics.loop_time import IdleWindow
 
@@ -127,28 +127,7 @@ class BrokerCollector(Collector):
         yield from self._groups()
         yield from self._delayed_delivery()
         yield from self._views()
-        yield from self._remote_storage()
-
-    def _remote_storage(self) -> Iterator[Metric]:
-        """Tiered storage, with the names of Kafka's RemoteLogManager meters
-        (BrokerTopicMetrics RemoteCopyBytesPerSec, RemoteFetchBytesPerSec,
-        RemoteCopyErrorsPerSec, RemoteFetchErrorsPerSec; RemoteCopyLagBytes)."""
-        manager = self.broker.remote_log_manager
-        if manager is None:
-            return
-        prefix = "kafka_server_brokertopicmetrics_"
-        for name, doc, value in (
-            ("remotecopybytes", "Bytes copied to remote storage", manager.copy_bytes),
-            ("remotefetchbytes", "Bytes read from remote storage", manager.fetch_bytes),
-            ("remotecopyerrors", "Failed segment copies", manager.copy_errors),
-            ("remotefetcherrors", "Failed remote reads", manager.fetch_errors),
-        ):
-            yield CounterMetricFamily(prefix + name, doc, value=value)
-        yield _gauge(
-            prefix + "remotecopylagbytes",
-            "Bytes of closed segments not yet copied to remote storage",
-            manager.copy_lag_bytes(),
-        )
+        yield from remote_storage.collect(self.broker.remote_log_manager)
 
     def _views(self) -> Iterator[Metric]:
         """What reading each view did (issue 18): records scanned and sent, bytes read from

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import uuid
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import trio
@@ -19,7 +18,7 @@ from kafkalite.broker.partition import EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, 
 from kafkalite.broker.remote_log_manager import RemoteLogManager
 from kafkalite.broker.topic_config import InvalidConfig, validate_topic_configs
 from kafkalite.config import BrokerConfig
-from kafkalite.metrics.collector import BrokerCollector
+from kafkalite.metrics import remote_storage
 from kafkalite.storage.log import LogConfig
 from kafkalite.storage.records import encode_batch
 from kafkalite.storage.remote import keys
@@ -256,10 +255,9 @@ def test_remote_log_manager_metrics_have_kafkas_names(tmp_path: Path) -> None:
     partition, written = _leader(tmp_path, _tiered())
     store = MemoryStore()
     manager = _manager(partition, store)
-    collector = BrokerCollector(SimpleNamespace(remote_log_manager=manager), "PLAINTEXT", {})  # type: ignore[arg-type]
 
     def samples() -> dict[str, float]:
-        return {s.name: s.value for f in collector._remote_storage() for s in f.samples}
+        return {s.name: s.value for f in remote_storage.collect(manager) for s in f.samples}
 
     closed = sum(segment.size for segment in partition.log.segments[:-1])
     assert samples()["kafka_server_brokertopicmetrics_remotecopylagbytes"] == closed
