@@ -164,3 +164,36 @@ def test_user_errors_are_kafkas_per_user_errors_in_one_line(broker: EmbeddedBrok
     too_few = ("--iterations", "100", "--password", "x")
     refused = cli(broker, "user", "set-password", "erin", *too_few)
     one_line_error(refused, 1, "erin", "UNACCEPTABLE_CREDENTIAL")
+
+
+def test_prefixed_deny_and_cluster_acls_are_listed_by_match_and_removed_by_filter(
+    broker: EmbeddedBroker,
+) -> None:
+    bob = ("--allow-principal", "User:bob", "--deny-principal", "User:eve")
+    prefixed = ("--group", "bob-", "--resource-pattern-type", "prefixed")
+    added = ok_json(
+        cli(broker, "acl", "add", *bob, "--operation", "Read", *prefixed, "--format", "json")
+    )
+    assert [(a["principal"], a["permission"], a["pattern_type"]) for a in added] == [
+        ("User:bob", "ALLOW", "PREFIXED"),
+        ("User:eve", "DENY", "PREFIXED"),
+    ]
+    cluster = ok_json(
+        cli(
+            broker,
+            *("acl", "add", "--allow-principal", "User:bob", "--operation", "idempotent-write"),
+            *("--cluster", "--host", "10.0.0.1", "--format", "json"),
+        )
+    )
+    assert [(a["resource_type"], a["name"], a["operation"], a["host"]) for a in cluster] == [
+        ("CLUSTER", "kafka-cluster", "IdempotentWrite", "10.0.0.1")
+    ]
+    matching = ("--group", "bob-1", "--resource-pattern-type", "match", "--format", "json")
+    assert len(ok_json(cli(broker, "acl", "list", *matching))) == 2
+    assert ok_json(cli(broker, "acl", "list", "--cluster", "--format", "json")) == cluster
+
+    removed = ok_json(cli(broker, "acl", "remove", "--deny-principal", "User:eve", *matching))
+    assert [(a["principal"], a["permission"]) for a in removed] == [("User:eve", "DENY")]
+    assert len(ok_json(cli(broker, "acl", "remove", *matching))) == 1
+    assert len(ok_json(cli(broker, "acl", "remove", "--cluster", "--format", "json"))) == 1
+    assert ok_json(cli(broker, "acl", "list", "--format", "json")) == []
