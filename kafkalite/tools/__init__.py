@@ -1,4 +1,5 @@
-"""The admin command line beside `serve`: `kafkalite topic|group|produce|consume|cluster|config`.
+"""The admin command line beside `serve`:
+`kafkalite topic|group|produce|consume|cluster|config|log-dirs|acl|user`.
 
 Every command talks the Kafka protocol through confluent-kafka (AdminClient, Producer,
 Consumer), so it works against any Kafka-compatible cluster. One module per command group;
@@ -13,7 +14,17 @@ import sys
 
 from confluent_kafka import KafkaException
 
-from kafkalite.tools import cluster, config_cmd, consume, group, log_dirs, produce, topic
+from kafkalite.tools import (
+    acl,
+    cluster,
+    config_cmd,
+    consume,
+    group,
+    log_dirs,
+    produce,
+    topic,
+    user,
+)
 from kafkalite.tools.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -23,7 +34,7 @@ from kafkalite.tools.common import (
     output_parent,
 )
 
-_GROUPS = (topic, group, produce, consume, cluster, config_cmd, log_dirs)
+_GROUPS = (topic, group, produce, consume, cluster, config_cmd, log_dirs, acl, user)
 
 
 def register(commands: argparse._SubParsersAction, parser_class: type) -> None:

@@ -253,6 +253,32 @@ def wait_all(futures: Mapping[Any, Future], conn: Connection, what: str) -> dict
     return results
 
 
+def wait_named(future: Future, conn: Connection, what: str) -> Any:
+    """As `wait`, the refusal naming Kafka's error code (scripts match on RESOURCE_NOT_FOUND)."""
+    try:
+        return future.result(timeout=conn.timeout + 5)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        if is_unreachable(exc) or not isinstance(error, KafkaError):
+            return wait(future, conn, what)
+        raise ToolError(f"{what}: {error.name()} ({error.str()})") from None
+    except TimeoutError:
+        return wait(future, conn, what)
+
+
+def wait_each(futures: Mapping[Any, Future], conn: Connection, what: str) -> list[Any]:
+    """Every future's result; the distinct refusals together in one line (exit 1)."""
+    results, failures = [], []
+    for future in futures.values():
+        try:
+            results.append(wait_named(future, conn, what))
+        except ToolError as exc:
+            failures.append(str(exc))
+    if failures:
+        raise ToolError("; ".join(dict.fromkeys(failures)))
+    return results
+
+
 def timestamp_ms(text: str) -> int:
     """Epoch milliseconds, or an ISO-8601 date-time (local time unless it names a zone)."""
     if text.lstrip("-").isdigit():

@@ -74,6 +74,26 @@ BAD_ARGUMENTS = [
     ["topic", "list", "-X", "no.such.property=1"],
     ["produce", "t", "-X", "no.such.property=1"],
     ["consume", "t", "-X", "no.such.property=1"],
+    ["acl"],
+    ["acl", "add", "--allow-principal", "User:a", "--topic", "t"],
+    ["acl", "add", "--allow-principal", "User:a", "--topic", "t", "--operation", "Frobnicate"],
+    ["acl", "add", "--allow-principal", "alice", "--topic", "t", "--operation", "Read"],
+    ["acl", "add", "--topic", "t", "--operation", "Read"],
+    ["acl", "add", "--allow-principal", "User:a", "--operation", "Read"],
+    ["acl", "add", "--allow-principal", "User:a", "--operation", "Read", "--topic", ""],
+    ["acl", "add", "--deny-principal", "User:a", "--operation", "Read", "--topic", "t"]
+    + ["--resource-pattern-type", "match"],
+    ["acl", "list", "--principal", "a"],
+    ["acl", "list", "--resource-pattern-type", "regex"],
+    ["acl", "remove", "--allow-principal", "User:a", "--operation", "Read"],
+    ["user"],
+    ["user", "set-password"],
+    ["user", "set-password", "u", "--mechanism", "SCRAM-SHA-1", "--password", "p"],
+    ["user", "set-password", "u", "--iterations", "0", "--password", "p"],
+    ["user", "set-password", "u", "--password", ""],
+    ["user", "set-password", "", "--password", "p"],
+    ["user", "delete"],
+    ["user", "delete", "u", "--mechanism", "PLAIN"],
 ]
 
 
