@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
@@ -118,4 +119,8 @@ def chromium(width: int = 1400, height: int = 900) -> WebDriver:
 
 
 def wait_for(driver: WebDriver, condition, timeout: float = 30.0, message: str = ""):  # noqa: ANN001, ANN201
-    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(condition, message)
+    """Poll `condition` until true. An element the page re-rendered between finding it and
+    reading it (StaleElementReference: a CI run under load) is looked up again next poll."""
+    ignored = (NoSuchElementException, StaleElementReferenceException)
+    wait = WebDriverWait(driver, timeout, poll_frequency=0.05, ignored_exceptions=ignored)
+    return wait.until(condition, message)
