@@ -115,10 +115,12 @@ def test_five_thousand_partitions_fit_in_256_open_files_and_restart(tmp_path: Pa
                 prod.produce(name, value=b"%s/%d" % (name.encode(), partition), partition=partition)
         assert prod.flush(60) == 0
         assert _open_files(broker) <= 256
-        broker.restart()
+        # Loading 5,000 partitions: the same generous deadline (a CI run at load 11 took over
+        # the default 60 s to restart).
+        broker.restart(timeout=300)
         assert _open_files(broker) <= 256
         assert broker.kill() == -9
-        broker.start()  # recovers every partition from its segments
+        broker.start(timeout=300)  # recovers every partition from its segments
 
         assert len(_partition_dirs(broker.data_dir)) == 5000
         metadata = admin(broker.bootstrap).list_topics(timeout=CLIENT_TIMEOUT)
