@@ -1,5 +1,5 @@
 # Every target installs what it needs first (scripts/bootstrap.sh is idempotent).
-.PHONY: setup serve test test-fast lint docs bench compat bench-compare spark-test bench-spark fuzz chaos
+.PHONY: setup serve test test-extended test-fast lint docs bench compat bench-compare spark-test bench-spark fuzz chaos
 
 setup:
 	./scripts/bootstrap.sh
@@ -19,6 +19,10 @@ test: setup
 # Apache Kafka's side of the third-party suites and Spark jobs (about 5 minutes).
 test-reference: setup
 	.venv/bin/python -m pytest -q -m reference
+
+# Long variants of suites the default run covers (Spark standalone cluster, spark-submit).
+test-extended: setup
+	.venv/bin/python -m pytest -q -m extended
 
 test-fast: setup
 	./scripts/install_chromium.sh

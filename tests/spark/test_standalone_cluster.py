@@ -28,7 +28,9 @@ from spark_jobs.standalone import StandaloneCluster, spark_home
 
 from .test_page_counts import REPO, START, last_counts
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# The same jobs run in local mode in the default run (test_page_counts.py); this deployment
+# variant is `extended`: `make test-extended` (and `make spark-test`) run it.
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.extended]
 
 EXECUTOR_CONF = ["spark.executor.memory=512m", "spark.executor.cores=1", "spark.cores.max=2"]
 
