@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 import types
 from collections import deque
-from collections.abc import Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -30,16 +30,17 @@ SNAPSHOT_EVERY_S = 5.0
 class LoopTime(trio.abc.Instrument):
     """Cumulative seconds, on the loop it is added to (`trio.lowlevel.add_instrument`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock  # seconds (tests pass a clock they advance)
         self.io_wait_seconds = 0.0
         self.handler_seconds = 0.0
         self._wait_from = 0.0
 
     def before_io_wait(self, timeout: float) -> None:
-        self._wait_from = time.perf_counter()
+        self._wait_from = self.clock()
 
     def after_io_wait(self, timeout: float) -> None:
-        self.io_wait_seconds += time.perf_counter() - self._wait_from
+        self.io_wait_seconds += self.clock() - self._wait_from
 
 
 @types.coroutine
@@ -49,13 +50,13 @@ def timed(coro: Coroutine[Any, Any, T], loop: LoopTime) -> Generator[Any, Any, T
     value: Any = None
     error: BaseException | None = None
     while True:
-        start = time.perf_counter()
+        start = loop.clock()
         try:
             yielded = coro.send(value) if error is None else coro.throw(error)
         except StopIteration as done:
             return done.value
         finally:
-            loop.handler_seconds += time.perf_counter() - start
+            loop.handler_seconds += loop.clock() - start
         value, error = None, None
         try:
             value = yield yielded

@@ -1,9 +1,7 @@
-"""The event loop's idle and handler time (kafkalite/metrics/loop_time.py): real waits on a
-trio loop, and the window the idle shares cover."""
+"""The event loop's idle and handler time (kafkalite/metrics/loop_time.py), on a clock the
+tests advance (no wall-clock bounds), and the window the idle shares cover."""
 
 from __future__ import annotations
-
-import time
 
 import pytest
 import trio
@@ -11,38 +9,69 @@ import trio
 from kafkalite.metrics.loop_time import WINDOW_S, IdleWindow, LoopTime, timed
 
 
-def busy(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+class FakeClock:
+    """Seconds that pass only when a test says so: no wall-clock bounds to flake under load."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
-def test_waits_for_io_count_as_idle_and_work_does_not() -> None:
-    loop = LoopTime()
+def test_a_wait_for_io_adds_its_duration() -> None:
+    clock = FakeClock()
+    loop = LoopTime(clock)
+    loop.before_io_wait(1.0)
+    clock.now += 0.3
+    loop.after_io_wait(1.0)
+    clock.now += 5.0  # work between waits: not idle
+    loop.before_io_wait(0.0)
+    loop.after_io_wait(0.0)
+    assert loop.io_wait_seconds == 0.3
+
+
+def test_trio_calls_the_instrument_around_its_waits() -> None:
+    calls: list[str] = []
+
+    class Recording(LoopTime):
+        def before_io_wait(self, timeout: float) -> None:
+            calls.append("before")
+
+        def after_io_wait(self, timeout: float) -> None:
+            calls.append("after")
 
     async def main() -> None:
-        trio.lowlevel.add_instrument(loop)
-        busy(0.2)
-        await trio.sleep(0.3)  # the loop waits in epoll for the timer
+        trio.lowlevel.add_instrument(Recording())
+        await trio.sleep(0.01)  # the loop waits in epoll for the timer
 
     trio.run(main)
-    assert 0.25 <= loop.io_wait_seconds < 0.5
+    assert calls[:2] == ["before", "after"] and len(calls) % 2 == 0
 
 
 def test_an_async_handler_is_timed_by_its_steps_not_its_waits() -> None:
-    loop = LoopTime()
+    clock = FakeClock()
+    loop = LoopTime(clock)
 
-    async def handler() -> str:
-        busy(0.05)
-        await trio.sleep(0.3)  # a long-poll fetch parked: not handler work
-        busy(0.05)
+    async def handler(parked: trio.Event) -> str:
+        clock.now += 0.05  # work before the wait
+        await parked.wait()  # a long-poll fetch parked: not handler work
+        clock.now += 0.07  # work after it
         return "answer"
 
     async def main() -> str:
-        return await timed(handler(), loop)
+        parked = trio.Event()
+        async with trio.open_nursery() as nursery:
+
+            async def wake() -> None:
+                clock.now += 10.0  # the wait
+                parked.set()
+
+            nursery.start_soon(wake)
+            return await timed(handler(parked), loop)
 
     assert trio.run(main) == "answer"
-    assert 0.1 <= loop.handler_seconds < 0.3
+    assert loop.handler_seconds == pytest.approx(0.12)
 
 
 def test_a_cancelled_handler_is_cancelled_through_the_timer() -> None:
