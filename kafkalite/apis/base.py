@@ -47,9 +47,8 @@ class RequestContext:
         authorizer = self.authorizer
         if authorizer is None:
             return True
-        host = self.client_host.removeprefix("/")
         return authorizer.authorize(
-            self.principal, host, operation, resource_type, name, log_denied
+            self.principal, self._host, operation, resource_type, name, log_denied
         )
 
     def authorized_cluster(self, operation: AclOperation, log_denied: bool = True) -> bool:
@@ -60,8 +59,12 @@ class RequestContext:
         authorizer = self.authorizer
         if authorizer is None:
             return True
-        host = self.client_host.removeprefix("/")
-        return authorizer.authorize_any(self.principal, host, operation, resource_type)
+        return authorizer.authorize_any(self.principal, self._host, operation, resource_type)
+
+    @property
+    def _host(self) -> str:
+        """The client's address as ACL hosts name it (Kafka's client_host is "/1.2.3.4")."""
+        return self.client_host.removeprefix("/")
 
     @property
     def schema(self) -> ModuleType:
