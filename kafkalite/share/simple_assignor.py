@@ -89,15 +89,20 @@ def _swap_for(
 ) -> str:
     """`tp` has a free slot but every member without it has its share: the members below
     their share all hold `tp` already. One of those (`short`) takes a partition `other` from
-    `full`, which then has room for `tp`; counts stay even and no partition is held twice."""
-    for short in members:
-        if len(held[short]) >= desired[short]:
-            continue
-        for other in held[full]:
-            if short not in holders[other]:
-                held[full].remove(other)
-                holders[other].remove(full)
-                held[short].append(other)
-                holders[other].append(short)
-                return full
-    return full  # no swap exists: `full` goes one over its share rather than leave tp short
+    `full`, which then has room for `tp`; counts stay even and no partition is held twice.
+
+    Such a pair always exists: were all of `full`'s partitions also `short`'s, `short` (which
+    holds `tp` too) would hold more than `full`, at least desired[full] + 1 >= desired[short]
+    (shares differ by at most one), and would not be short."""
+    short, other = next(
+        (short, other)
+        for short in members
+        if len(held[short]) < desired[short]
+        for other in held[full]
+        if short not in holders[other]
+    )
+    held[full].remove(other)
+    holders[other].remove(full)
+    held[short].append(other)
+    holders[other].append(short)
+    return full
