@@ -56,6 +56,7 @@ def _positive(text: str) -> float:
 def add_console_command(commands: argparse._SubParsersAction) -> None:
     console = commands.add_parser("console", help="run the web console for a Kafka cluster")
     console.add_argument(
+        "-b",  # as every other command
         "--bootstrap",
         type=_bootstrap,
         default=None,
