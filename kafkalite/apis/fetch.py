@@ -196,7 +196,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     read = delayed.read_result
     remote = ctx.broker.remote_log_manager
     answered = list(read.results)
-    if read.has_remote_fetch and remote is not None:  # off the event loop (tiered storage)
+    if remote is not None and read.has_remote_fetch:  # off the event loop (tiered storage)
         answered = await remote.read_remote(infos, answered, lambda tp: manager.partition(*tp))
     results = dict(zip(infos, answered, strict=True))
     return _response(ctx, params, plan, results)
