@@ -75,6 +75,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     isolation = getattr(request, "isolation_level", 0)
     from_client = request.replica_id == CONSUMER_REPLICA_ID  # not a follower or a debug tool
     topics = []
+    # A topic another broker has just created may not have reached this cache yet.
+    await ctx.broker.metadata.catch_up([t.name for t in request.topics])
     for topic in request.topics:
         allowed = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
         partitions = [

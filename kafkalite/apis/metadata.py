@@ -133,7 +133,7 @@ def _lookup(ctx: RequestContext, requested: Any, auto_create: bool, operations: 
     return _topic(ctx, created, operations)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     allow = getattr(request, "allow_auto_topic_creation", True)
     auto_create = allow and broker.config.bool("auto.create.topics.enable")
@@ -148,6 +148,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             if ctx.authorized(_DESCRIBE, _TOPIC, t.name, log_denied=False)  # hidden, silently
         )
     else:
+        # A topic another broker has just created may not have reached this cache yet.
+        await broker.metadata.catch_up([t.name for t in request.topics if t.name is not None])
         topics = tuple(
             _lookup(ctx, requested, auto_create, operations) for requested in request.topics
         )
@@ -176,4 +178,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-API = ApiHandler(api_key=3, min_version=0, max_version=13, handle=handle)
+API = ApiHandler(api_key=3, min_version=0, max_version=13, handle=handle, is_async=True)

@@ -157,6 +157,12 @@ class ClusterMetadata(Protocol):
         DelayedCreatePartitions after CreateTopics); False at the timeout."""
         ...
 
+    async def catch_up(self, names: Sequence[str]) -> None:
+        """Read the topics of `names` this cache does not know (or not all partitions of)
+        from the cluster's source of truth now, not when its watches fire: a topic another
+        broker has created is then known here, its listeners told. Bounded; never raises."""
+        ...
+
     def allocate_producer_id(self) -> int:
         """A producer id never handed out before in this cluster."""
         ...

@@ -642,7 +642,7 @@ class ReplicaManager:
         answers with its source's offsets (they are the same)."""
         partition = self._readable_partition(tp)
         if partition is None:
-            return ErrorCode.unknown_topic_or_partition, NOT_FOUND
+            return self.missing_partition_error(tp), NOT_FOUND
         return partition.fetch_offset_for_timestamp(
             timestamp, current_leader_epoch, isolation_level, from_client
         )
@@ -654,7 +654,7 @@ class ReplicaManager:
         answers with its source's."""
         partition = self._readable_partition(tp)
         if partition is None:
-            return ErrorCode.unknown_topic_or_partition, -1, -1
+            return self.missing_partition_error(tp), -1, -1
         return partition.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
 
     def delete_records(self, tp: TopicPartition, offset: int) -> tuple[ErrorCode, int]:

@@ -393,6 +393,11 @@ class ZkClient:
         stat = await self._call(path, lambda: self._kazoo.exists_async(path))
         return None if stat is None else _stat(stat)
 
+    async def sync(self, path: str) -> None:
+        """Bring this session's view of `path` up to the ensemble leader's, so the reads that
+        follow see every write committed before (ZooKeeper's sync)."""
+        await self._call(path, lambda: self._kazoo.sync_async(path))
+
     async def children(self, path: str) -> list[str]:
         return sorted(await self._call(path, lambda: self._kazoo.get_children_async(path)))
 

@@ -26,6 +26,7 @@ from dataclasses import replace
 
 import trio
 
+from kafkalite.broker.admin_manager import topic_name_error
 from kafkalite.broker.cluster_metadata import (
     Assignment,
     BrokerInfo,
@@ -55,6 +56,7 @@ from kafkalite.cluster.zk_client import (
 
 log = logging.getLogger(__name__)
 Write = Callable[[], Awaitable[None]]
+CATCH_UP_TIMEOUT_S = 5.0  # a Metadata request waits no longer for ZooKeeper
 PID_REFILL_AT = zd.PRODUCER_ID_BLOCK_SIZE // 2  # ids left when the next block is fetched
 
 
@@ -195,6 +197,28 @@ class ZkMetadata:
                 await self._changed.wait()
             return True
         return False
+
+    async def catch_up(self, names: Sequence[str]) -> None:
+        """Read the topics of `names` this cache lacks (or lacks partition states of) from
+        ZooKeeper now, after a sync, not when their watches fire: once CreateTopics has
+        answered on one broker, every broker answers the topic and hosts its replicas.
+        (Kafka's controller ordered this by sending LeaderAndIsr before UpdateMetadata.)"""
+        missing = [n for n in names if not self._complete(n) and topic_name_error(n) is None]
+        if not missing:
+            return
+        with trio.move_on_after(CATCH_UP_TIMEOUT_S):
+            try:
+                await self.zk.sync(zd.TOPICS)
+                for name in missing:
+                    if not self._complete(name):
+                        # The watches it sets go unheeded: the topic's loop has its own.
+                        await self._read_topic(name)
+            except (ConnectionLost, SessionExpired, ZkError, zd.ZkDataError) as exc:
+                log.info("catching up on topics %s failed: %s", missing, exc)
+
+    def _complete(self, name: str) -> bool:
+        meta = self._topics.get(name)
+        return meta is not None and len(self.partition_states(name)) == meta.num_partitions
 
     def _ready(self, name: str) -> bool:
         meta = self._topics.get(name)

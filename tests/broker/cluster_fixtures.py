@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -160,6 +160,9 @@ class MetadataView:
 
     def allocate_producer_id(self) -> int:
         return next(self.cluster._producer_ids)
+
+    async def catch_up(self, names: Sequence[str]) -> None:
+        return None  # every broker's view is the shared cluster itself: never behind
 
     def alter_isr(
         self,

@@ -152,3 +152,40 @@ def test_store_registers_caches_and_follows_changes(zk_connect: str) -> None:
         assert "t" not in one.topics and one.partition_states("t") == []
 
     trio.run(main)
+
+
+def test_catch_up_reads_a_topic_before_its_watches_fire(zk_connect: str) -> None:
+    """The race CI hit (kafka-python's test_list_partition_offsets on the cluster): a topic
+    created and led elsewhere, asked of a broker whose watches have not fired yet. Here the
+    broker's store never runs its watch loops, so only `catch_up` can bring the topic in."""
+
+    async def main() -> None:
+        async with ZkClient.open(zk_connect, 6000) as zk, ZkClient.open(zk_connect, 6000) as other:
+            lagging = ZkMetadata(zk, broker_info(2))
+            await lagging.start("proposed-id")
+            recorder = Recorder()
+            lagging.subscribe(recorder)
+            admin = KafkaZkClient(other)
+            controller = await admin.try_become_controller(1)
+            assert controller is not None
+            replicas = {0: zd.ReplicaAssignment((2, 1)), 1: zd.ReplicaAssignment((1, 2))}
+            await admin.create_topic("late", zd.TopicAssignment(replicas, uuid.uuid4()))
+            await admin.create_partition_state(
+                "late", 0, zd.PartitionState(2, 0, (2, 1), controller.epoch), controller
+            )
+
+            await lagging.catch_up(["late", "never-created", "bad/name"])  # one partition so far
+            assert "late" in lagging.topics and len(lagging.partition_states("late")) == 1
+            assert "never-created" not in lagging.topics
+
+            await admin.create_partition_state(
+                "late", 1, zd.PartitionState(1, 0, (1, 2), controller.epoch), controller
+            )
+            await lagging.catch_up(["late"])
+            assert [s.leader for s in lagging.partition_states("late")] == [2, 1]
+            assert [e[:2] for e in recorder.events] == [("state", "late"), ("state", "late")]
+            events = len(recorder.events)
+            await lagging.catch_up(["late"])  # complete: nothing read again, nothing told
+            assert len(recorder.events) == events
+
+    trio.run(main)

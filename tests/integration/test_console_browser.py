@@ -443,7 +443,7 @@ def test_throughput_chart_follows_new_messages(
         (["--port", "http"], "argument --port: invalid port 'http'"),
         (
             ["--bootstrap", "nohost"],
-            "argument --bootstrap: bootstrap address 'nohost' is not host:port",
+            "argument -b/--bootstrap: bootstrap address 'nohost' is not host:port",
         ),
         (["--timeout", "0"], "argument --timeout: timeout must be a positive number, got '0'"),
         (
