@@ -4,8 +4,10 @@ Special timestamps: -2 earliest (the log start offset; with tiered storage the r
 start), -1 latest (high watermark, or the last stable offset for read_committed), -3 (v7+)
 the record with the largest timestamp, -4 (v8+) earliest local (the local log start), -5
 (v9+) latest tiered (the highest offset copied to remote storage, -1 when none is; not found
-for a topic that is not tiered) and -6 (v11+, KIP-1023) earliest pending upload: not found
-(not built yet). A real timestamp finds the first record at or after it through the time
+for a topic that is not tiered) and -6 (v11+, KIP-1023) earliest pending upload (the first
+offset not copied to remote storage; not found for a topic that is not tiered). A special
+timestamp the request's version predates, or an unknown negative one, is answered
+UNSUPPORTED_VERSION (Kafka's isListOffsetsTimestampUnsupported). A real timestamp finds the first record at or after it through the time
 indexes: first the remote segments' (tiered storage, read off the loop), then the local
 ones. Answered by the partition's leader through the replica manager; a new leader whose
 high watermark is still below the start of its epoch answers a consumer's latest (or a
@@ -19,12 +21,33 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
-from kafkalite.broker.partition import NOT_FOUND
+from kafkalite.broker.partition import (
+    EARLIEST,
+    EARLIEST_LOCAL,
+    EARLIEST_PENDING_UPLOAD,
+    LATEST,
+    LATEST_TIERED,
+    MAX_TIMESTAMP,
+    NOT_FOUND,
+)
 from kafkalite.protocol.entities import NO_THROTTLE, make
 from kafkalite.security.acl import AclOperation, ResourceType
 from kafkalite.storage.remote.s3_storage import RemoteStorageError
 
 CONSUMER_REPLICA_ID = -1
+# The first version carrying each special timestamp (Kafka's timestampMinSupportedVersion).
+SPECIAL_TIMESTAMP_MIN_VERSION = {
+    EARLIEST: 1,
+    LATEST: 1,
+    MAX_TIMESTAMP: 7,
+    EARLIEST_LOCAL: 8,
+    LATEST_TIERED: 9,
+    EARLIEST_PENDING_UPLOAD: 11,
+}
+
+
+def timestamp_unsupported(timestamp: int, version: int) -> bool:
+    return timestamp < 0 and version < SPECIAL_TIMESTAMP_MIN_VERSION.get(timestamp, 1 << 15)
 
 
 async def _partition_response(
@@ -41,6 +64,8 @@ async def _partition_response(
             leader_epoch=epoch,
         )
 
+    if timestamp_unsupported(request.timestamp, ctx.api_version):
+        return respond(ErrorCode.unsupported_version)
     error, found = ctx.broker.replica_manager.fetch_offset_for_timestamp(
         (topic, request.partition_index),
         request.timestamp,

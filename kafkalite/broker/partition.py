@@ -556,8 +556,10 @@ class Partition:
             return latest, -1, log.leader_epoch_cache.latest_epoch
         if timestamp == LATEST_TIERED and log.tiered:
             return self._latest_tiered()
+        if timestamp == EARLIEST_PENDING_UPLOAD and log.tiered:
+            return self._earliest_pending_upload(isolation_level)
         if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
-            return NOT_FOUND  # not tiered (earliest-pending-upload: not yet built)
+            return NOT_FOUND  # not tiered
         if timestamp == MAX_TIMESTAMP:
             found = log.max_timestamp_entry()
         else:
@@ -583,6 +585,18 @@ class Partition:
             return -1, -1, -1
         last = copied[-1]
         return last.end_offset, -1, last.epoch_for_offset(last.end_offset)
+
+    def _earliest_pending_upload(self, isolation_level: int) -> tuple[int, int, int]:
+        """Kafka's EARLIEST_PENDING_UPLOAD_TIMESTAMP (KIP-1023): the first offset not copied
+        to remote storage; the log start while nothing was ever copied, and -1 when the
+        local log starts past the log start although no copy is known here."""
+        copied_to = self._latest_tiered()[0]
+        if copied_to == -1:
+            if self.log_start_offset == self.earliest_offset:
+                return self._offset_for_timestamp(EARLIEST, isolation_level)
+            return NOT_FOUND
+        offset = max(copied_to + 1, self.earliest_offset)
+        return offset, -1, self.log.epoch_for_offset(offset)
 
     def last_offset_for_leader_epoch(
         self, current_leader_epoch: int, leader_epoch: int

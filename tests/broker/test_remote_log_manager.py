@@ -14,7 +14,13 @@ from kio.schema.errors import ErrorCode
 from partition_fixtures import batch, open_partition, state
 
 from kafkalite.broker.delayed import FetchInfo
-from kafkalite.broker.partition import EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, Partition
+from kafkalite.broker.partition import (
+    EARLIEST,
+    EARLIEST_LOCAL,
+    EARLIEST_PENDING_UPLOAD,
+    LATEST_TIERED,
+    Partition,
+)
 from kafkalite.broker.remote_log_manager import RemoteLogManager
 from kafkalite.broker.topic_config import InvalidConfig, validate_topic_configs
 from kafkalite.config import BrokerConfig
@@ -122,6 +128,7 @@ def test_closed_segments_are_copied_then_deleted_locally_and_read_back(tmp_path:
     store = MemoryStore()
     manager = _manager(partition, store)
     assert partition.log.apply_retention(1_000) == 0  # nothing uploaded: nothing deleted
+    assert partition.fetch_offset_for_timestamp(EARLIEST_PENDING_UPLOAD)[1][0] == 0
 
     trio.run(manager.run_once)
 
@@ -142,8 +149,15 @@ def test_closed_segments_are_copied_then_deleted_locally_and_read_back(tmp_path:
     assert partition.fetch_offset_for_timestamp(EARLIEST)[1][0] == 0
     assert partition.fetch_offset_for_timestamp(EARLIEST_LOCAL)[1][0] == SEGMENTS - 1
     assert partition.fetch_offset_for_timestamp(LATEST_TIERED)[1][0] == SEGMENTS - 2
+    assert partition.fetch_offset_for_timestamp(EARLIEST_PENDING_UPLOAD)[1][0] == SEGMENTS - 1
     # A follower starts from the leader's local log: remote data is for consumers.
     assert partition.fetch_offset_for_timestamp(EARLIEST, from_client=False)[1][0] == SEGMENTS - 1
+
+
+def test_tier_offsets_of_a_topic_without_remote_storage_are_unknown(tmp_path: Path) -> None:
+    partition, _ = _leader(tmp_path, LogConfig(segment_bytes=100))
+    for spec in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        assert partition.fetch_offset_for_timestamp(spec) == (ErrorCode.none, (-1, -1, -1))
 
 
 def test_unreachable_store_keeps_every_local_segment_then_uploads_resume(
