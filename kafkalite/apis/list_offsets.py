@@ -7,11 +7,13 @@ the record with the largest timestamp, -4 (v8+) earliest local (the local log st
 for a topic that is not tiered) and -6 (v11+, KIP-1023) earliest pending upload (the first
 offset not copied to remote storage; not found for a topic that is not tiered). A special
 timestamp the request's version predates, or an unknown negative one, is answered
-UNSUPPORTED_VERSION (Kafka's isListOffsetsTimestampUnsupported). A real timestamp finds the first record at or after it through the time
-indexes: first the remote segments' (tiered storage, read off the loop), then the local
-ones. Answered by the partition's leader through the replica manager; a new leader whose
-high watermark is still below the start of its epoch answers a consumer's latest (or a
-lookup past what it can serve) with OFFSET_NOT_AVAILABLE, as Kafka does.
+UNSUPPORTED_VERSION (Kafka's isListOffsetsTimestampUnsupported).
+
+A real timestamp finds the first record at or after it through the time indexes: first the
+remote segments' (tiered storage, read off the loop), then the local ones. Answered by the
+partition's leader through the replica manager; a new leader whose high watermark is still
+below the start of its epoch answers a consumer's latest (or a lookup past what it can serve)
+with OFFSET_NOT_AVAILABLE, as Kafka does.
 """
 
 from __future__ import annotations
