@@ -180,7 +180,12 @@ def test_consumer_group_lag_reset_delete(target: Target, topic_name: Callable[..
     assert read.splitlines() == ["m0", "m1", "m2"]
 
     groups = ok_json(cli(target, "group", "list", "--format", "json"))
-    assert {"group": group, "state": "EMPTY", "protocol_type": "consumer"} in groups
+    assert {
+        "group": group,
+        "state": "EMPTY",
+        "type": "classic",
+        "protocol_type": "consumer",
+    } in groups
     (described,) = ok_json(cli(target, "group", "describe", group, "--format", "json"))
     assert described["state"] == "EMPTY" and described["members"] == []
     assert [

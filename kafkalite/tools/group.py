@@ -15,6 +15,7 @@ from kafkalite.tools.common import (
     ToolError,
     UsageError,
     admin_client,
+    check_reachable,
     connection,
     timestamp_ms,
     topic_metadata,
@@ -100,20 +101,39 @@ def list_groups(args: argparse.Namespace) -> int:
     result = wait(
         client.list_consumer_groups(request_timeout=conn.timeout), conn, "cannot list groups"
     )
-    groups = sorted(
-        (
-            {
-                "group": g.group_id,
-                "state": _state(g.state),
-                "protocol_type": "consumer" if not g.is_simple_consumer_group else "simple",
-            }
-            for g in result.valid
-        ),
-        key=lambda g: g["group"],
-    )
-    rows = [[g["group"], g["state"]] for g in groups]
-    emit(args.format, groups, [(None, ["GROUP", "STATE"], rows)])
+    listed = {
+        g.group_id: {
+            "group": g.group_id,
+            "state": _state(g.state),
+            "type": _type(g.type),
+            "protocol_type": "consumer" if not g.is_simple_consumer_group else "simple",
+        }
+        for g in result.valid
+    }
+    for share_group in _share_groups(client, conn):
+        listed[share_group["group"]] = {**share_group, "protocol_type": "share"}
+    groups = [listed[name] for name in sorted(listed)]
+    rows = [[g["group"], g["type"], g["state"]] for g in groups]
+    emit(args.format, groups, [(None, ["GROUP", "TYPE", "STATE"], rows)])
     return 0
+
+
+def _type(group_type: Any) -> str:
+    return str(getattr(group_type, "name", "UNKNOWN")).lower()
+
+
+def _plaintext(conn: Connection) -> bool:
+    return conn.client.get("security.protocol", "plaintext").lower() == "plaintext"
+
+
+def _share_groups(client: Any, conn: Connection) -> list[dict[str, str]]:
+    """Share groups, asked of every broker (PLAINTEXT only: tools/share_groups.py)."""
+    if not _plaintext(conn):
+        return []
+    from kafkalite.tools.share_groups import list_share_groups  # trio, kio
+
+    brokers = check_reachable(client, conn).brokers.values()
+    return list_share_groups(conn, [f"{b.host}:{b.port}" for b in brokers])
 
 
 def _state(state: Any) -> str:
@@ -210,30 +230,57 @@ def describe_group(client: Any, conn: Connection, group: str) -> _Described:
 def describe_groups(args: argparse.Namespace) -> int:
     conn = connection(args)
     client = admin_client(conn)
-    described = [describe_group(client, conn, group) for group in args.groups]
+    described: list[Any] = []
     tables = []
-    headers = ["TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "MEMBER", "CLIENT", "HOST"]
-    for d in described:
-        title = (
-            f"Group {d.group}: {d.state}, {len(d.members)} member(s), "
-            f"coordinator {d.coordinator}, total lag {d.total_lag}"
-        )
-        rows = [
-            [
-                o["topic"],
-                o["partition"],
-                o["committed_offset"],
-                o["log_end_offset"],
-                o["lag"],
-                o["member_id"],
-                o["client_id"],
-                o["host"],
-            ]
-            for o in d.offsets
-        ]
-        tables.append((title, headers, rows))
+    for group in args.groups:
+        share_group = _describe_share_group(conn, group)
+        if share_group is not None:
+            described.append(share_group)
+            tables.append(_share_group_table(share_group))
+        else:
+            consumer_group = describe_group(client, conn, group)
+            described.append(consumer_group)
+            tables.append(_consumer_group_table(consumer_group))
     emit(args.format, [d.as_json() for d in described], tables)
     return 0
+
+
+def _describe_share_group(conn: Connection, group: str) -> Any:
+    """The share group `group` (PLAINTEXT only), or None for any other group."""
+    if not _plaintext(conn):
+        return None
+    from kafkalite.tools.share_groups import describe_share_group  # trio, kio
+
+    return describe_share_group(conn, conn.bootstrap.split(",")[0].strip(), group)
+
+
+def _share_group_table(d: Any) -> tuple[str, list[str], list[list[Any]]]:
+    title = (
+        f"Share group {d.group}: {d.state}, {len(d.members)} member(s), "
+        f"coordinator {d.coordinator}, total lag {d.total_lag}"
+    )
+    headers = ["TOPIC", "PARTITION", "START-OFFSET", "LAG", "MEMBER", "CLIENT", "HOST"]
+    columns = ("topic", "partition", "start_offset", "lag", "member_id", "client_id", "host")
+    return title, headers, [[o[c] for c in columns] for o in d.offsets]
+
+
+def _consumer_group_table(d: _Described) -> tuple[str, list[str], list[list[Any]]]:
+    title = (
+        f"Group {d.group}: {d.state}, {len(d.members)} member(s), "
+        f"coordinator {d.coordinator}, total lag {d.total_lag}"
+    )
+    headers = ["TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "MEMBER", "CLIENT", "HOST"]
+    columns = (
+        "topic",
+        "partition",
+        "committed_offset",
+        "log_end_offset",
+        "lag",
+        "member_id",
+        "client_id",
+        "host",
+    )
+    return title, headers, [[o[c] for c in columns] for o in d.offsets]
 
 
 def _scope(client: Any, conn: Connection, args: argparse.Namespace, committed: dict) -> list:

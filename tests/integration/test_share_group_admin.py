@@ -25,6 +25,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from compat.cli_runner import kafkalite_here, ok_json
 from compat.kafka_tools import run_tool
 from kafkalite.testing import EmbeddedBroker
 
@@ -114,6 +115,15 @@ def test_a_group_reading_from_the_earliest_has_its_offsets_described_reset_and_d
         ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"],
         [group, topic, "0", "5", "0"],
     ]
+    # kafkalite's own CLI: listed with its type, described with the same offsets.
+    cli = ["--bootstrap", broker.bootstrap, "--format", "json"]
+    listed = ok_json(kafkalite_here("group", "list", *cli))
+    assert {"group": group, "state": "EMPTY", "type": "share", "protocol_type": "share"} in listed
+    (described,) = ok_json(kafkalite_here("group", "describe", group, *cli))
+    assert (described["type"], described["state"], described["members"]) == ("share", "EMPTY", [])
+    assert [
+        (o["topic"], o["partition"], o["start_offset"], o["lag"]) for o in described["offsets"]
+    ] == [(topic, 0, 5, 0)]
     reset = ["--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute"]
     assert share_groups_tool(broker, *reset) == [
         ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
