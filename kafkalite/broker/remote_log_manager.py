@@ -2,11 +2,13 @@
 the remote ones and reads them back for consumers' fetches.
 
 Every `remote.log.manager.task.interval.ms`, for each partition this broker leads whose topic
-has `remote.storage.enable=true` (Kafka's RLMTask, one pass over them all):
+has `remote.storage.enable=true` (Kafka's RLMTask, one pass over them all; a topic that had it
+turned off, with `remote.log.delete.on.disable=true`, has its remote segments deleted instead):
 
 1. orphans first: a segment left COPY_SEGMENT_STARTED (a crash or a failed upload) or
    DELETE_SEGMENT_STARTED has its objects deleted, then DELETE_SEGMENT_FINISHED;
-2. copy: each closed segment past what was copied and below the high watermark, oldest first:
+2. copy (unless `remote.log.copy.disable`, Kafka 3.9's read-only remote data): each closed
+   segment past what was copied and below the high watermark, oldest first:
    COPY_SEGMENT_STARTED (fsynced) -> every object uploaded -> COPY_SEGMENT_FINISHED (fsynced).
    Only then is it served from remote storage, and only then may local retention
    (`local.retention.*`, UnifiedLog.apply_retention) delete the local segment;
@@ -117,11 +119,15 @@ class RemoteLogManager:
         await self._delete_deleted_topics()
         for partition in list(self._partitions()):
             remote = partition.log.remote
-            if not partition.is_leader or remote is None or not partition.log.tiered:
+            if not partition.is_leader or remote is None:
                 continue
             try:
+                if not partition.log.config.remote_storage_enable:
+                    await self._delete_all(partition, remote)
+                    continue
                 await self._delete_orphans(partition, remote)
-                await self._copy_segments(partition, remote)
+                if not partition.log.config.remote_log_copy_disable:
+                    await self._copy_segments(partition, remote)
                 await self._apply_retention(partition, remote)
             except RemoteStorageError as exc:
                 self._failed(partition, exc)
@@ -154,7 +160,8 @@ class RemoteLogManager:
         lag = 0
         for partition in self._partitions():
             remote = partition.log.remote
-            if partition.is_leader and remote is not None and partition.log.tiered:
+            copying = partition.log.tiered and not partition.log.config.remote_log_copy_disable
+            if partition.is_leader and remote is not None and copying:
                 lag += sum(
                     s.size for s in partition.log.segments[:-1] if s.base_offset > remote.copied_end
                 )
@@ -187,6 +194,19 @@ class RemoteLogManager:
         remote.apply(records)
 
     # -- orphans and deletion ---------------------------------------------------------------
+
+    async def _delete_all(self, partition: Partition, remote: RemoteLogSegments) -> None:
+        """remote.storage.enable turned off (with remote.log.delete.on.disable, Kafka 3.9):
+        every remote segment deleted, then the metadata; a crash in between resumes here."""
+        for metadata in list(remote.segments.values()):
+            await self._delete_segment(partition, remote, metadata)
+        if partition.log.remote is remote:
+            partition.log.drop_remote()
+            log.info(
+                "%s-%d: remote storage turned off: remote segments deleted",
+                partition.topic,
+                partition.index,
+            )
 
     async def _delete_orphans(self, partition: Partition, remote: RemoteLogSegments) -> None:
         for metadata in remote.orphans:

@@ -296,6 +296,23 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         TopicConfigDef(
             "local.retention.bytes", _long(-2), TYPE_LONG, "-2", None, "local_retention_bytes"
         ),
+        # Kafka 3.9 (KIP-950): read-only remote data, and turning remote storage off.
+        TopicConfigDef(
+            "remote.log.copy.disable",
+            _enabled,
+            TYPE_BOOLEAN,
+            "false",
+            None,
+            "remote_log_copy_disable",
+        ),
+        TopicConfigDef(
+            "remote.log.delete.on.disable",
+            _enabled,
+            TYPE_BOOLEAN,
+            "false",
+            None,
+            "remote_log_delete_on_disable",
+        ),
         # Delayed delivery (broker/delayed_delivery.py); kafkalite's own, not Kafka's.
         TopicConfigDef(
             "kafkalite.delayed.delivery.enable",
@@ -383,18 +400,35 @@ def check_remote_storage(broker: BrokerConfig, configs: Mapping[str, str]) -> No
                 f"Invalid value {local} for configuration {name}: Value must not be more than"
                 f" retention.{kind} property value: {total}"
             )
+    if _is_true(configs, "remote.log.copy.disable"):
+        for kind in ("bytes", "ms"):  # Kafka's validateRetentionConfigsWhenRemoteCopyDisabled
+            total = int(effective_value(broker, configs, f"retention.{kind}")[0])
+            local = int(effective_value(broker, configs, f"local.retention.{kind}")[0])
+            if local not in (-2, total):
+                raise InvalidConfig(
+                    f"When `remote.log.copy.disable` is set to true, the `local.retention.{kind}`"
+                    f" and `retention.{kind}` must be set to the identical value because there"
+                    " will be no more logs copied to the remote storage."
+                )
+
+
+def _is_true(configs: Mapping[str, str], name: str) -> bool:
+    return configs.get(name, "false").strip().lower() == "true"
 
 
 def check_remote_storage_kept(current: Mapping[str, str], altered: Mapping[str, str]) -> None:
-    """Turning remote storage off on a tiered topic is refused (INVALID_CONFIG): its remote
-    segments would be neither served nor deleted (Kafka 3.9's remote.log.copy.disable and
-    remote.log.delete.on.disable are not built yet)."""
-    was = current.get("remote.storage.enable", "false").strip().lower() == "true"
-    now = altered.get("remote.storage.enable", "false").strip().lower() == "true"
-    if was and not now:
+    """Turning remote storage off on a tiered topic needs remote.log.delete.on.disable=true
+    (its remote data is then deleted); Kafka's validateTurningOffRemoteStorageWithDelete."""
+    turned_off = _is_true(current, "remote.storage.enable") and not _is_true(
+        altered, "remote.storage.enable"
+    )
+    if turned_off and not _is_true(altered, "remote.log.delete.on.disable"):
         raise InvalidConfig(
-            "It is invalid to disable remote storage without deleting remote data: kafkalite"
-            " does not support turning remote.storage.enable off yet"
+            "It is invalid to disable remote storage without deleting remote data. If you want"
+            " to keep the remote data and turn to read only, please set"
+            " `remote.storage.enable=true,remote.log.copy.disable=true`. If you want to disable"
+            " remote storage and delete all remote data, please set"
+            " `remote.storage.enable=false,remote.log.delete.on.disable=true`."
         )
 
 

@@ -53,7 +53,11 @@ from kafkalite.storage.leader_epoch import LeaderEpochCache
 from kafkalite.storage.offset_metadata import LogOffsetMetadata
 from kafkalite.storage.producer_state import BatchMetadata, ProducerStateManager
 from kafkalite.storage.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, decode_records, recompress
-from kafkalite.storage.remote.metadata import RemoteLogSegments, log_start_record
+from kafkalite.storage.remote.metadata import (
+    METADATA_FILE,
+    RemoteLogSegments,
+    log_start_record,
+)
 from kafkalite.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -82,6 +86,10 @@ LOG_APPEND_TIME = "LogAppendTime"
 TOPIC_CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
 TEMPORARY_SUFFIXES = (".tmp", DELETED_SUFFIX, CLEANED_SUFFIX)
 OFFSET_METADATA_CACHE_SIZE = 64
+
+
+def _always(_segment: LogSegment, _next: LogSegment | None) -> bool:
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +123,10 @@ class LogConfig:
     remote_storage_enable: bool = False
     local_retention_ms: int = -2
     local_retention_bytes: int = -2
+    # Kafka 3.9: no more uploads, local data expires by retention.* (the remote stays
+    # readable); and remote.storage.enable turned off deletes the remote data.
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
 
     @property
     def effective_local_retention_ms(self) -> int:
@@ -208,8 +220,19 @@ class UnifiedLog:
         return self
 
     def _load_remote(self) -> None:
-        if self.config.remote_storage_enable and self.remote is None:
+        # With remote storage turned off the metadata is kept (and loaded) until the
+        # RemoteLogManager has deleted the remote segments (remote.log.delete.on.disable).
+        if self.remote is None and (
+            self.config.remote_storage_enable or (self.dir / METADATA_FILE).exists()
+        ):
             self.remote = RemoteLogSegments.load(self.dir)
+
+    def drop_remote(self) -> None:
+        """Remote storage turned off and every remote segment deleted: the log is a local
+        log again, its metadata file gone."""
+        if self.remote is not None:
+            self.remote.path.unlink(missing_ok=True)
+            self.remote = None
 
     def _open_segment(self, base_offset: int, now_ms: int, suffix: str = "") -> LogSegment:
         return LogSegment.open(
@@ -758,16 +781,21 @@ class UnifiedLog:
             raise OffsetOutOfRangeError(
                 f"cannot delete records before {offset}: log end offset is {self.log_end_offset}"
             )
-        remote = self.remote
-        if self.tiered and remote is not None and offset > remote.log_start_floor:
-            record = [log_start_record(offset)]
-            remote.append(record)  # one small fsynced write (DeleteRecords and retention)
-            remote.apply(record)
+        self._raise_remote_log_start(offset)
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             self.leader_epoch_cache.truncate_from_start(offset)
         self._delete_old_segments(self._below_log_start, self.log_end_offset)
         return self.log_start_offset
+
+    def _raise_remote_log_start(self, offset: int) -> None:
+        """Tiered: the log start across tiers moves to `offset`, durably; the
+        RemoteLogManager deletes the remote segments wholly below it."""
+        remote = self.remote
+        if self.tiered and remote is not None and offset > remote.log_start_floor:
+            record = [log_start_record(offset)]
+            remote.append(record)  # one small fsynced write (DeleteRecords and retention)
+            remote.apply(record)
 
     def apply_retention(self, now_ms: int, high_watermark: int | None = None) -> int:
         """Kafka's deleteOldSegments: log start, size and time retention, in that order.
@@ -797,19 +825,28 @@ class UnifiedLog:
     def _apply_local_retention(self, now_ms: int, high_watermark: int) -> int:
         """Tiered storage: a local segment goes once it is uploaded AND past local retention
         (Kafka's deleteOldSegments with remote storage); retention.ms/bytes over the whole
-        log are the RemoteLogManager's, on the remote segments."""
-        retention_ms = self.config.effective_local_retention_ms
-        deleted = self._delete_by_size(
-            high_watermark, self.config.effective_local_retention_bytes, self._uploaded
+        log are the RemoteLogManager's, on the remote segments.
+
+        With remote.log.copy.disable nothing is uploaded any more: local segments expire by
+        retention.ms/bytes, and the log start across tiers follows them (Kafka moves the log
+        start offset, so the older remote segments go too)."""
+        config = self.config
+        copying = not config.remote_log_copy_disable
+        retention_ms = config.effective_local_retention_ms if copying else config.retention_ms
+        retention_bytes = (
+            config.effective_local_retention_bytes if copying else config.retention_bytes
         )
+        allowed = self._uploaded if copying else _always
+        deleted = self._delete_by_size(high_watermark, retention_bytes, allowed)
         if retention_ms >= 0:
             deleted += self._delete_old_segments(
                 lambda segment, _next: (
-                    now_ms - segment.largest_timestamp() > retention_ms
-                    and self._uploaded(segment, _next)
+                    now_ms - segment.largest_timestamp() > retention_ms and allowed(segment, _next)
                 ),
                 high_watermark,
             )
+        if deleted and not copying:
+            self._raise_remote_log_start(self.log_start_offset)
         return deleted
 
     def _uploaded(self, segment: LogSegment, _next: LogSegment | None) -> bool:
@@ -836,7 +873,7 @@ class UnifiedLog:
         self,
         high_watermark: int,
         retention_bytes: int,
-        allowed: Callable[[LogSegment, LogSegment | None], bool] = lambda _s, _n: True,
+        allowed: Callable[[LogSegment, LogSegment | None], bool] = _always,
     ) -> int:
         size = self.size_in_bytes
         if retention_bytes < 0 or size < retention_bytes:

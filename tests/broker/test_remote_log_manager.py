@@ -22,7 +22,11 @@ from kafkalite.broker.partition import (
     Partition,
 )
 from kafkalite.broker.remote_log_manager import RemoteLogManager
-from kafkalite.broker.topic_config import InvalidConfig, validate_topic_configs
+from kafkalite.broker.topic_config import (
+    InvalidConfig,
+    check_remote_storage_kept,
+    validate_topic_configs,
+)
 from kafkalite.config import BrokerConfig
 from kafkalite.metrics import remote_storage
 from kafkalite.storage.log import LogConfig
@@ -91,8 +95,13 @@ class MemoryStore:
 
 def _tiered(**fields: int) -> LogConfig:
     return LogConfig(
-        segment_bytes=100, remote_storage_enable=True, local_retention_bytes=0, **fields
-    )
+        **{
+            "segment_bytes": 100,
+            "remote_storage_enable": True,
+            "local_retention_bytes": 0,
+            **fields,
+        }
+    )  # type: ignore[arg-type]
 
 
 def _leader(tmp_path: Path, config: LogConfig) -> tuple[Partition, list[bytes]]:
@@ -335,6 +344,19 @@ def test_list_offsets_by_timestamp_searches_the_remote_tier_first(tmp_path: Path
         ({"local.retention.ms": "20000", "retention.ms": "10000"}, "must not be more than"),
         ({"local.retention.bytes": "-1", "retention.bytes": "10"}, "must not be -1"),
         ({"cleanup.policy": "compact"}, "cleanup.policy=delete"),
+        ({"remote.log.copy.disable": "true", "local.retention.ms": "-2"}, None),
+        (
+            {
+                "remote.log.copy.disable": "true",
+                "local.retention.bytes": "5",
+                "retention.bytes": "5",
+            },
+            None,
+        ),
+        (
+            {"remote.log.copy.disable": "true", "local.retention.ms": "10", "retention.ms": "20"},
+            "the `local.retention.ms` and `retention.ms` must be set to the identical value",
+        ),
     ],
 )
 def test_remote_storage_topic_configs_are_checked_as_kafka_does(
@@ -350,6 +372,75 @@ def test_remote_storage_topic_configs_are_checked_as_kafka_does(
     with pytest.raises(InvalidConfig, match=refusal):
         validate_topic_configs(tiered, broker)
     validate_topic_configs(configs, broker)  # without remote storage: no such rule
+
+
+def test_turning_remote_storage_off_needs_delete_on_disable_as_kafka() -> None:
+    tiered = {"remote.storage.enable": "true"}
+    with pytest.raises(InvalidConfig, match="without deleting remote data"):
+        check_remote_storage_kept(tiered, {"remote.storage.enable": "false"})
+    off = {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"}
+    check_remote_storage_kept(tiered, off)
+    check_remote_storage_kept({}, {"remote.storage.enable": "false"})  # never was on
+
+
+def test_copy_disabled_uploads_nothing_more_and_retention_spans_both_tiers(
+    tmp_path: Path,
+) -> None:
+    partition, written = _leader(tmp_path, _tiered())
+    store = MemoryStore()
+    manager = _manager(partition, store)
+    trio.run(manager.run_once)  # segments 0-4 copied
+    size = partition.log.segments[0].size
+    assert partition.log.apply_retention(1_000) == SEGMENTS - 1  # and deleted locally
+    partition.log.update_config(_tiered(remote_log_copy_disable=True, local_retention_bytes=-2))
+    for _ in range(3):  # segments 6-8 (5 closes)
+        partition.append_records_to_leader(batch(1), 1, min_isr=1, now_ms=1_000)
+    trio.run(manager.run_once)
+    remote = partition.log.remote
+    assert remote is not None and [m.start_offset for m in remote.copied] == [0, 1, 2, 3, 4]
+    assert manager.copy_lag_bytes() == 0  # nothing is to be copied
+    assert partition.log.apply_retention(1_000) == 0  # retention.bytes unlimited: all kept
+    assert _read(manager, partition, 2) == written[2]  # the remote data stays readable
+
+    # retention.bytes (local.retention.bytes -2): local segments go, uploaded or not, and
+    # the log start across tiers follows: the older remote segments are deleted too.
+    partition.log.update_config(
+        _tiered(remote_log_copy_disable=True, local_retention_bytes=-2, retention_bytes=3 * size)
+    )
+    assert partition.log.apply_retention(1_000) > 0
+    assert partition.log_start_offset == partition.fetch_offset_for_timestamp(EARLIEST)[1][0]
+    trio.run(manager.run_once)
+    assert [m.start_offset for m in remote.copied] == []
+    assert store.segment_ids() == set()
+
+
+def test_turning_remote_storage_off_deletes_the_remote_data_even_across_a_crash(
+    tmp_path: Path,
+) -> None:
+    partition, _ = _leader(tmp_path, _tiered())
+    store = MemoryStore()
+    manager = _manager(partition, store)
+    trio.run(manager.run_once)
+    partition.log.apply_retention(1_000)
+    local_start = partition.log_start_offset
+    assert local_start == SEGMENTS - 1 and len(store.segment_ids()) == SEGMENTS - 1
+    off = LogConfig(segment_bytes=100, remote_log_delete_on_disable=True)
+    partition.log.update_config(off)
+    # Served from the local log only at once: the remote tier is on its way out.
+    assert partition.fetch_offset_for_timestamp(EARLIEST)[1][0] == local_start
+    store.fail_after = 3  # the deletion stops midway (the broker dies, say)
+    trio.run(manager.run_once)
+    assert 0 < len(store.segment_ids()) < SEGMENTS - 1
+
+    reopened = open_partition(tmp_path, off)  # the metadata says what is left to delete
+    reopened.make_leader(state(), 0)
+    assert reopened.log.remote is not None
+    store.fail_after = None
+    trio.run(_manager(reopened, store).run_once)
+    assert store.segment_ids() == set()
+    assert reopened.log.remote is None
+    assert not (reopened.log.dir / "remote-log-segment-metadata").exists()
+    assert reopened.fetch_offset_for_timestamp(EARLIEST)[1][0] == local_start
 
 
 class PruningStore(MemoryStore):

@@ -184,6 +184,30 @@ def _produce_tier_and_read(s3_server: S3Server, broker: EmbeddedBroker, topic: s
     assert _read_from_start(broker.bootstrap, topic, 2 * RECORDS) == expected
     assert watermarks(broker.bootstrap, topic, 0) == (0, 2 * RECORDS)
 
+    # Remote storage turned off (Kafka 3.9): remote.log.delete.on.disable deletes the remote
+    # segments, and the log starts at the local log start again.
+    off = _topic_configs(
+        topic, {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"}
+    )
+    admin(broker.bootstrap).incremental_alter_configs([off])[off].result(timeout=10)
+    wait_until(
+        lambda: not [k for k in _store(s3_server).list_keys("") if k.startswith(f"{topic}-")],
+        timeout=30,
+        message="the remote segments deleted",
+    )
+    local_start = _local_bases(broker, topic)[0]
+    assert watermarks(broker.bootstrap, topic, 0) == (local_start, 2 * RECORDS)
+    tail = _read_from_start(broker.bootstrap, topic, 2 * RECORDS - local_start)
+    assert tail == expected[local_start:]
+
+
+def _topic_configs(topic: str, configs: dict[str, str]) -> ConfigResource:
+    entries = [
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in configs.items()
+    ]
+    return ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+
 
 def _create_error(bootstrap: str, topic: str, config: dict[str, str]) -> KafkaError | None:
     try:
@@ -209,18 +233,9 @@ def test_remote_storage_configs_are_checked_as_kafka_does(
         assert error is not None and error.code() == KafkaError.INVALID_CONFIG
         topic = topic_name()
         assert _create_error(broker.bootstrap, topic, tiered) is None
-        off = ConfigResource(
-            ResourceType.TOPIC,
-            topic,
-            incremental_configs=[
-                ConfigEntry(
-                    "remote.storage.enable",
-                    "false",
-                    incremental_operation=AlterConfigOpType.SET,
-                )
-            ],
-        )
+        off = _topic_configs(topic, {"remote.storage.enable": "false"})
         future = admin(broker.bootstrap).incremental_alter_configs([off])[off]
         with pytest.raises(KafkaException) as refused:
             future.result(timeout=10)
         assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+        assert "remote.log.delete.on.disable=true" in refused.value.args[0].str()
