@@ -109,6 +109,7 @@ class EmbeddedBroker:
     async def _main(self) -> None:
         from kafkalite.broker.broker import Broker
         from kafkalite.config import build_config
+        from kafkalite.metrics.http import open_metrics_listeners
         from kafkalite.server import bound_config, open_listeners, serve
 
         try:
@@ -118,6 +119,7 @@ class EmbeddedBroker:
             self._stage = f"binding its listeners ({where})"
             listeners = await open_listeners(config)
             config = bound_config(config, listeners)
+            metrics_listeners = await open_metrics_listeners(config)  # as `kafkalite serve`
             self._stage = f"opening its log dirs ({', '.join(map(str, config.log_dirs))})"
             broker = Broker.open(config)
         except BaseException as exc:
@@ -133,7 +135,11 @@ class EmbeddedBroker:
                     self._stage = "starting its server"
                     await nursery.start(
                         lambda task_status: serve(
-                            broker, listeners, handle_signals=False, task_status=task_status
+                            broker,
+                            listeners,
+                            metrics_listeners,
+                            handle_signals=False,
+                            task_status=task_status,
                         )
                     )
                     advertised = config.advertised_listeners[0]

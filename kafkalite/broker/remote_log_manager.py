@@ -167,6 +167,17 @@ class RemoteLogManager:
                 )
         return lag
 
+    def remote_log_sizes(self) -> dict[str, tuple[int, int]]:
+        """Kafka's RemoteLogSizeBytes and RemoteLogMetadataCount per topic: the bytes and the
+        number of the copied remote segments of the tiered partitions this broker leads."""
+        sizes: dict[str, tuple[int, int]] = {}
+        for partition in self._partitions():
+            remote = partition.log.remote
+            if partition.is_leader and remote is not None and partition.log.tiered:
+                size, count = sizes.get(partition.topic, (0, 0))
+                sizes[partition.topic] = (size + remote.size_in_bytes, count + len(remote.copied))
+        return sizes
+
     def _failed(self, partition: Partition, exc: RemoteStorageError) -> None:
         if not self.unreachable:
             log.warning(

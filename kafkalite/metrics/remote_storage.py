@@ -1,6 +1,7 @@
 """Tiered storage's meters, with the names of Kafka's RemoteLogManager (BrokerTopicMetrics
 RemoteCopyBytesPerSec, RemoteFetchBytesPerSec, RemoteCopyErrorsPerSec,
-RemoteFetchErrorsPerSec; RemoteCopyLagBytes)."""
+RemoteFetchErrorsPerSec; RemoteCopyLagBytes; per topic RemoteLogSizeBytes and
+RemoteLogMetadataCount, KIP-963)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ if TYPE_CHECKING:
     from kafkalite.broker.remote_log_manager import RemoteLogManager
 
 PREFIX = "kafka_server_brokertopicmetrics_"
+REMOTE_SIZE_METRIC = PREFIX + "remotelogsizebytes"
+REMOTE_COUNT_METRIC = PREFIX + "remotelogmetadatacount"
 
 
 def collect(manager: RemoteLogManager | None) -> Iterator[Metric]:
@@ -30,3 +33,12 @@ def collect(manager: RemoteLogManager | None) -> Iterator[Metric]:
         "Bytes of closed segments not yet copied to remote storage",
         value=manager.copy_lag_bytes(),
     )
+    size = GaugeMetricFamily(
+        REMOTE_SIZE_METRIC, "Bytes of the topic's remote segments", labels=["topic"]
+    )
+    count = GaugeMetricFamily(REMOTE_COUNT_METRIC, "The topic's remote segments", labels=["topic"])
+    for topic, (size_bytes, segments) in sorted(manager.remote_log_sizes().items()):
+        size.add_metric([topic], size_bytes)
+        count.add_metric([topic], segments)
+    yield size
+    yield count

@@ -1,4 +1,5 @@
-"""Requests confluent-kafka's AdminClient does not offer (OffsetDelete, DescribeLogDirs), sent
+"""Requests confluent-kafka's AdminClient does not offer (OffsetDelete, DescribeLogDirs,
+ListOffsets with the tiered storage specials librdkafka refuses), sent
 as kio entities on kafkalite's own client connection (kafkalite/broker/broker_connection.py).
 
 That client speaks the plain protocol only: these commands need a PLAINTEXT listener (the
@@ -13,11 +14,18 @@ import trio
 from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+from kio.schema.list_offsets.v9.request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
 from kio.schema.offset_delete.v0.request import (
     OffsetDeleteRequest,
     OffsetDeleteRequestPartition,
     OffsetDeleteRequestTopic,
 )
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i32, i64
 
 from kafkalite.broker.broker_connection import BrokerConnection, ConnectionLost
 from kafkalite.tools.common import Connection, ToolError, UsageError
@@ -94,3 +102,33 @@ def log_dirs(conn: Connection, address: str) -> list[Any]:
     if answer.error_code != ErrorCode.none:
         raise ToolError(f"{address}: DescribeLogDirs: {answer.error_code.name.upper()}")
     return list(answer.results)
+
+
+def list_offsets(
+    conn: Connection, address: str, topic: str, partitions: list[int], timestamp: int
+) -> dict[int, int]:
+    """ListOffsets (v9: the tiered specials) of `partitions` at the broker at `address`, their
+    leader: offset by partition (-1 where it answers none or an error)."""
+    request = ListOffsetsRequest(
+        replica_id=BrokerId(-1),
+        isolation_level=i8(0),
+        topics=(
+            ListOffsetsTopic(
+                name=TopicName(topic),
+                partitions=tuple(
+                    ListOffsetsPartition(
+                        partition_index=i32(p),
+                        current_leader_epoch=i32(-1),
+                        timestamp=i64(timestamp),
+                    )
+                    for p in partitions
+                ),
+            ),
+        ),
+    )
+    answer = ask(conn, address, request)
+    return {
+        p.partition_index: p.offset if p.error_code == ErrorCode.none else -1
+        for t in answer.topics
+        for p in t.partitions
+    }

@@ -10,6 +10,8 @@ from typing import Any
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewPartitions, NewTopic, OffsetSpec
 
+from kafkalite.metrics.remote_storage import REMOTE_COUNT_METRIC, REMOTE_SIZE_METRIC
+from kafkalite.tools.broker_metrics import scrape
 from kafkalite.tools.common import (
     Connection,
     ToolError,
@@ -23,8 +25,10 @@ from kafkalite.tools.common import (
 )
 from kafkalite.tools.config_cmd import alter, alteration, describe_configs, is_override
 from kafkalite.tools.held_records import Held, held_records
-from kafkalite.tools.log_dirs import leader_sizes
+from kafkalite.tools.log_dirs import broker_addresses, leader_sizes
 from kafkalite.tools.output import emit
+
+EARLIEST_LOCAL, LATEST_TIERED = -4, -5  # ListOffsets' tiered storage specials
 
 
 def register(commands: Any, parents: dict, parser_class: type) -> None:
@@ -52,7 +56,8 @@ def register(commands: Any, parents: dict, parser_class: type) -> None:
         action="append",
         default=[],
         metavar="URL",
-        help="a broker's Prometheus endpoint (repeatable): adds held delayed records",
+        help="a broker's Prometheus endpoint (repeatable): adds held delayed records and"
+        " remote log sizes",
     )
     describe.set_defaults(run=describe_topics)
 
@@ -180,7 +185,8 @@ def describe_topics(args: argparse.Namespace) -> int:
     conn = connection(args)
     client = admin_client(conn)
     described = describe(client, conn, args.topics)
-    sizes = leader_sizes(conn, check_reachable(client, conn), set(args.topics))
+    metadata = check_reachable(client, conn)
+    sizes = leader_sizes(conn, metadata, set(args.topics))
     for topic in described:
         for p in topic["partitions"]:
             p["size_bytes"] = sizes.get((topic["name"], p["partition"]))
@@ -189,8 +195,12 @@ def describe_topics(args: argparse.Namespace) -> int:
             for entry in describe_configs(client, conn, "topic", topic["name"])
             if is_override("topic", entry)
         }
+        topic["tiered"] = topic["configs"].get("remote.storage.enable") == "true"
+        if topic["tiered"]:
+            _add_tier_offsets(conn, metadata, topic)
     if args.metrics:
         _add_held(described, held_records(args.metrics, conn.timeout))
+        _add_remote_sizes(described, args.metrics, conn.timeout)
     tables = []
     for topic in described:
         overrides = ", ".join(f"{k}={v}" for k, v in topic["configs"].items()) or "-"
@@ -198,6 +208,11 @@ def describe_topics(args: argparse.Namespace) -> int:
             f"Topic {topic['name']}: {len(topic['partitions'])} partition(s), "
             f"replication factor {topic['replication_factor']}, configs: {overrides}"
         )
+        if topic.get("remote_size_bytes") is not None:
+            title += (
+                f"; remote: {topic['remote_size_bytes']} bytes"
+                f" in {topic['remote_segments']} segment(s)"
+            )
         rows = [
             [
                 p["partition"],
@@ -211,6 +226,10 @@ def describe_topics(args: argparse.Namespace) -> int:
             for p in topic["partitions"]
         ]
         headers = ["PARTITION", "LEADER", "REPLICAS", "ISR", "LOG-START", "LOG-END", "SIZE"]
+        if topic["tiered"]:
+            headers += ["LOCAL-START", "REMOTE-END"]
+            for row, p in zip(rows, topic["partitions"], strict=True):
+                row += [p["local_start_offset"], p["remote_end_offset"]]
         if args.metrics:
             headers += ["HELD", "NEXT-DUE"]
             for row, p in zip(rows, topic["partitions"], strict=True):
@@ -218,6 +237,48 @@ def describe_topics(args: argparse.Namespace) -> int:
         tables.append((title, headers, rows))
     emit(args.format, described, tables)
     return 0
+
+
+def _add_tier_offsets(conn: Connection, metadata: Any, topic: dict[str, Any]) -> None:
+    """A tiered topic's local log start (ListOffsets -4) and highest offset in remote storage
+    (-5, KIP-1005) per partition, asked of each leader (PLAINTEXT only, else null)."""
+    partitions = topic["partitions"]
+    for p in partitions:
+        p["local_start_offset"] = p["remote_end_offset"] = None
+    if conn.client.get("security.protocol", "plaintext").lower() != "plaintext":
+        return
+    from kafkalite.tools.raw_requests import list_offsets  # trio, kio
+
+    addresses = broker_addresses(metadata)
+    by_leader: dict[int, list[dict[str, Any]]] = {}
+    for p in partitions:
+        if p["leader"] in addresses:
+            by_leader.setdefault(p["leader"], []).append(p)
+    for leader, led in by_leader.items():
+        indexes = [p["partition"] for p in led]
+        for key, spec in (
+            ("local_start_offset", EARLIEST_LOCAL),
+            ("remote_end_offset", LATEST_TIERED),
+        ):
+            found = list_offsets(conn, addresses[leader], topic["name"], indexes, spec)
+            for p in led:
+                p[key] = found.get(p["partition"])
+
+
+def _add_remote_sizes(described: list[dict[str, Any]], urls: list[str], timeout: float) -> None:
+    """Each tiered topic's remote bytes and segments (Kafka's RemoteLogSizeBytes and
+    RemoteLogMetadataCount, summed over the brokers' leaders)."""
+    samples = scrape(urls, (REMOTE_SIZE_METRIC, REMOTE_COUNT_METRIC), timeout)
+    for topic in described:
+        if not topic["tiered"]:
+            continue
+        for key, name in (
+            ("remote_size_bytes", REMOTE_SIZE_METRIC),
+            ("remote_segments", REMOTE_COUNT_METRIC),
+        ):
+            topic[key] = int(
+                sum(s.value for s in samples[name] if s.labels.get("topic") == topic["name"])
+            )
 
 
 def _add_held(described: list[dict[str, Any]], held: Held) -> None:

@@ -26,10 +26,12 @@ from e2e_helpers import (
     watermarks,
 )
 
+from compat.cli_runner import kafkalite_here, ok_json
 from kafkalite.maven_dist import ProvisionError
 from kafkalite.s3_server import S3Server
+from kafkalite.storage.remote.metadata import RemoteLogSegments
 from kafkalite.storage.remote.s3_storage import S3RemoteStorageManager, S3Settings
-from kafkalite.testing import EmbeddedBroker
+from kafkalite.testing import EmbeddedBroker, free_ports
 
 RECORDS = 300
 SEGMENT_BYTES = 2048
@@ -114,15 +116,28 @@ def _local_bases(broker: EmbeddedBroker, topic: str) -> list[int]:
 def test_consumer_reads_uploaded_and_locally_deleted_segments(
     s3_server: S3Server, tmp_path: Path, topic_name: Callable[..., str]
 ) -> None:
+    (metrics_port,) = free_ports(1)
     overrides = {
         **s3_server.broker_properties(TASK_INTERVAL_MS),
         "log.retention.check.interval.ms": "100",
+        "kafkalite.metrics.port": str(metrics_port),
     }
     with EmbeddedBroker(tmp_path, overrides) as broker:
-        _produce_tier_and_read(s3_server, broker, topic_name())
+        _produce_tier_and_read(s3_server, broker, topic_name(), metrics_port)
 
 
-def _produce_tier_and_read(s3_server: S3Server, broker: EmbeddedBroker, topic: str) -> None:
+def _describe(broker: EmbeddedBroker, topic: str, metrics_port: int) -> dict:
+    metrics = ["--metrics", f"http://127.0.0.1:{metrics_port}/metrics"]
+    bootstrap = ["--bootstrap", broker.bootstrap]
+    [described] = ok_json(
+        kafkalite_here("topic", "describe", topic, *metrics, "--format", "json", *bootstrap)
+    )
+    return described  # type: ignore[no-any-return]
+
+
+def _produce_tier_and_read(
+    s3_server: S3Server, broker: EmbeddedBroker, topic: str, metrics_port: int
+) -> None:
     create_topic(
         broker.bootstrap,
         topic,
@@ -160,6 +175,14 @@ def _produce_tier_and_read(s3_server: S3Server, broker: EmbeddedBroker, topic: s
     # One object of each kind per segment (producer snapshots: where the broker still kept one).
     for suffix in (".index", ".timeindex", ".leader_epoch_checkpoint"):
         assert sum(1 for m in parsed if m and m["suffix"] == suffix) == len(logs)
+    # `kafkalite topic describe` shows both tiers: offsets, and the remote bytes and segments.
+    described = _describe(broker, topic, metrics_port)
+    (row,) = described["partitions"]
+    assert (row["log_start_offset"], row["local_start_offset"]) == (0, local_start)
+    assert row["remote_end_offset"] == local_start - 1 and row["log_end_offset"] == RECORDS
+    assert described["remote_segments"] == len(logs)
+    remote = RemoteLogSegments.load(broker.data_dir / f"{topic}-0")
+    assert described["remote_size_bytes"] == remote.size_in_bytes > 0
 
     # The store goes away: nothing more is uploaded, so no local segment is deleted; once it
     # is back the uploads resume (the failed copy's orphan is deleted first).
