@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from kafkalite.coordinator.states import GroupState
 from kafkalite.metrics import exporter_view, partition_gauges, remote_storage
+from kafkalite.metrics import share_groups as share_group_metrics
 from kafkalite.metrics.counters import LATENCY_BUCKETS_MS, LatencyHistogram, RequestTimes
 from kafkalite.metrics.loop_time import IdleWindow
 
@@ -128,6 +129,8 @@ class BrokerCollector(Collector):
         yield from self._delayed_delivery()
         yield from self._views()
         yield from remote_storage.collect(self.broker.remote_log_manager)
+        share_groups = self.broker.share_groups
+        yield from share_group_metrics.collect(share_groups.partitions if share_groups else None)
 
     def _views(self) -> Iterator[Metric]:
         """What reading each view did (issue 18): records scanned and sent, bytes read from

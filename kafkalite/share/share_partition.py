@@ -48,6 +48,13 @@ class AcknowledgeType(enum.IntEnum):
 
 
 _TERMINAL = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+# The acknowledgements Kafka's RecordAcknowledgementsPerSec counts (not gaps).
+ACK_TYPES_COUNTED = (
+    AcknowledgeType.ACCEPT,
+    AcknowledgeType.RELEASE,
+    AcknowledgeType.REJECT,
+    AcknowledgeType.RENEW,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +112,20 @@ class StateBatch:
     delivery_count: int
 
 
+@dataclass
+class ShareRecordCounts:
+    """Running totals of what happened to this partition's records, for the metrics (Kafka's
+    RecordAcknowledgementsPerSec by ackType, AcquisitionLockTimeoutPerSec) and kafkalite's
+    own acquired and archived counts."""
+
+    acquired: int = 0
+    acknowledgements: dict[AcknowledgeType, int] = field(
+        default_factory=lambda: dict.fromkeys(ACK_TYPES_COUNTED, 0)
+    )
+    archived: int = 0
+    lock_timeouts: int = 0
+
+
 @dataclass(eq=False)
 class SharePartition:
     config: SharePartitionConfig
@@ -117,6 +138,7 @@ class SharePartition:
     changed: set[int] = field(default_factory=set)
     # No record below it is available (next_fetch_offset resumes its scan there).
     _available_from: int = 0
+    counts: ShareRecordCounts = field(default_factory=ShareRecordCounts)
 
     def __post_init__(self) -> None:
         if self.end_offset < self.start_offset:
@@ -205,6 +227,7 @@ class SharePartition:
                 record.member_id = member_id
                 record.lock_deadline_ms = now_ms + self.config.lock_duration_ms
                 taken.append((offset, record.delivery_count))
+        self.counts.acquired += len(taken)
         self._advance_start()
         return _runs(taken)
 
@@ -246,6 +269,8 @@ class SharePartition:
                 steps.append((offset, record, kinds[index] if len(kinds) > 1 else kinds[0]))
         for offset, record, kind in steps:
             self._apply(offset, record, kind, now_ms)
+            if kind in self.counts.acknowledgements:
+                self.counts.acknowledgements[kind] += 1
         self._advance_start()
         return ErrorCode.none
 
@@ -282,6 +307,7 @@ class SharePartition:
             if record.state is RecordState.ACQUIRED and record.lock_deadline_ms <= now_ms:
                 self._release(offset, record)
                 expired += 1
+        self.counts.lock_timeouts += expired
         self._advance_start()
         return expired
 
@@ -315,6 +341,8 @@ class SharePartition:
     def _settle(self, offset: int, record: InFlightRecord, state: RecordState) -> None:
         if state is RecordState.AVAILABLE:
             self._available_from = min(self._available_from, offset)
+        elif state is RecordState.ARCHIVED:
+            self.counts.archived += 1
         record.state = state
         record.member_id = None
         record.lock_deadline_ms = -1

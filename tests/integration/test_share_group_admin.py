@@ -27,15 +27,39 @@ from confluent_kafka.admin import (
 
 from compat.cli_runner import kafkalite_here, ok_json
 from compat.kafka_tools import run_tool
-from kafkalite.testing import EmbeddedBroker
+from kafkalite.testing import EmbeddedBroker, free_ports
+from kafkalite.tools.broker_metrics import scrape
 
 DEADLINE = 20.0
 
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker(tmp_path / "data", {"group.share.heartbeat.interval.ms": "500"}) as running:
+    (metrics_port,) = free_ports(1)
+    overrides = {
+        "group.share.heartbeat.interval.ms": "500",
+        "kafkalite.metrics.port": str(metrics_port),
+    }
+    with EmbeddedBroker(tmp_path / "data", overrides) as running:
+        running.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"  # type: ignore[attr-defined]
         yield running
+
+
+def group_metrics(broker: EmbeddedBroker, group: str) -> dict[str, float]:
+    """The group's share metrics: sample name (with its ackType, if any) -> value."""
+    names = (
+        "kafka_server_sharegroupmetrics_recordacknowledgements",
+        "kafkalite_sharegroup_acquiredrecords",
+        "kafkalite_sharegroup_archivedrecords",
+        "kafka_server_sharepartitionmetrics_inflightmessagecount",
+    )
+    samples = scrape([broker.metrics_url], names, DEADLINE)  # type: ignore[attr-defined]
+    return {
+        s.name + s.labels.get("acktype", ""): s.value
+        for family in samples.values()
+        for s in family
+        if s.labels.get("group") == group
+    }
 
 
 def start_offset(broker: EmbeddedBroker, group: str) -> int:
@@ -110,6 +134,11 @@ def test_a_group_reading_from_the_earliest_has_its_offsets_described_reset_and_d
         producer.produce(topic, value=f"v{i}".encode())
     assert producer.flush(DEADLINE) == 0
     assert sorted(consume(broker, group, topic, 5)) == [0, 1, 2, 3, 4]
+    metrics = group_metrics(broker, group)
+    assert metrics["kafka_server_sharegroupmetrics_recordacknowledgements_totalAccept"] == 5
+    assert metrics["kafkalite_sharegroup_acquiredrecords_total"] == 5
+    assert metrics["kafkalite_sharegroup_archivedrecords_total"] == 0
+    assert metrics["kafka_server_sharepartitionmetrics_inflightmessagecount"] == 0
     describe = ["--describe", "--group", group, "--offsets"]
     assert share_groups_tool(broker, *describe) == [
         ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"],

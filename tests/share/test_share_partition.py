@@ -121,6 +121,19 @@ def test_lock_expiry_releases_and_counts_towards_the_limit() -> None:
     assert share.acknowledge("m1", [ack(0, 1, ACCEPT)], LOCK_MS) is ErrorCode.invalid_record_state
 
 
+def test_counts_for_the_metrics() -> None:
+    share = fresh()
+    share.acquire("m1", batches((0, 5)), 10, now_ms=0)  # 6 acquired
+    acks = [ack(0, 0, ACCEPT), ack(1, 1, RELEASE), ack(2, 2, REJECT), ack(3, 3, RENEW)]
+    assert share.acknowledge("m1", acks, LOCK_MS // 2) is ErrorCode.none
+    assert share.expire_locks(LOCK_MS) == 2  # offsets 4 and 5; 3's renewed lock lasts longer
+    share.acquire("m2", batches((1, 1)), 1, now_ms=LOCK_MS)  # the released one, again
+    counts = share.counts
+    assert counts.acquired == 7
+    assert counts.acknowledgements == {ACCEPT: 1, RELEASE: 1, REJECT: 1, RENEW: 1}
+    assert (counts.archived, counts.lock_timeouts) == (1, 2)
+
+
 def test_renew_extends_the_lock() -> None:
     share = fresh()
     share.acquire("m1", batches((0, 0)), 1, now_ms=0)
