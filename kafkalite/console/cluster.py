@@ -38,6 +38,7 @@ from confluent_kafka.admin import (
 
 from kafkalite.console.health import BrokerRegistry, count_problems, partition_health
 from kafkalite.console.log_sizes import partition_sizes
+from kafkalite.tools.common import Connection, ToolError, group_type
 
 MAX_MESSAGES = 1000
 RETRY_BACKOFF_S = 0.2
@@ -545,7 +546,9 @@ class Cluster:
             ),
             self.timeout,
         )
-        ids = sorted(g.group_id for g in listed.valid)
+        share_ids = {g["group"] for g in self._share_groups()}
+        types = {g.group_id: group_type(g.type) for g in listed.valid}
+        ids = sorted(set(types) - share_ids)
         described = self._describe_groups(ids)
         rows = []
         for group_id in ids:
@@ -554,12 +557,48 @@ class Cluster:
             rows.append(
                 {
                     "group_id": group_id,
+                    "type": types[group_id],
                     "state": description.state.name,
                     "members": len(description.members),
                     "lag": sum(row["lag"] or 0 for row in offsets),
                 }
             )
-        return rows
+        for group_id in sorted(share_ids):
+            share_group = self._share_group(group_id)
+            if share_group is not None:  # (deleted in between)
+                rows.append(
+                    {
+                        "group_id": group_id,
+                        "type": "share",
+                        "state": share_group.state,
+                        "members": len(share_group.members),
+                        "lag": share_group.total_lag,
+                    }
+                )
+        return sorted(rows, key=lambda row: row["group_id"])
+
+    # -- share groups (KIP-932): kio requests, tools/share_groups.py ----------------------
+
+    def _connection(self) -> Connection:
+        return Connection(self.bootstrap, self.timeout)
+
+    def _share_groups(self) -> list[dict[str, str]]:
+        from kafkalite.tools.share_groups import list_share_groups
+
+        addresses = [f"{b.host}:{b.port}" for b in self.metadata().brokers.values()]
+        try:
+            return list_share_groups(self._connection(), addresses)
+        except ToolError as exc:
+            raise ClusterError(str(exc)) from None
+
+    def _share_group(self, group_id: str) -> Any:
+        from kafkalite.tools.share_groups import describe_share_group
+
+        address = self.bootstrap.split(",")[0].strip()
+        try:
+            return describe_share_group(self._connection(), address, group_id)
+        except ToolError as exc:
+            raise ClusterError(str(exc)) from None
 
     def _describe_groups(self, ids: list[str]) -> dict[str, Any]:
         if not ids:
@@ -597,6 +636,25 @@ class Cluster:
         return rows
 
     def group(self, group_id: str) -> dict[str, Any]:
+        share_group = self._share_group(group_id)
+        if share_group is not None:
+            return {
+                "group_id": group_id,
+                "type": "share",
+                "state": share_group.state,
+                "protocol": share_group.assignor,
+                "coordinator": share_group.coordinator,
+                "members": [
+                    {
+                        **{k: m[k] for k in ("member_id", "client_id", "host")},
+                        "instance_id": None,
+                        "assignment": [f"{a['topic']}-{a['partition']}" for a in m["assignment"]],
+                    }
+                    for m in share_group.members
+                ],
+                "offsets": share_group.offsets,
+                "lag": share_group.total_lag,
+            }
         description = self._describe_groups([group_id])[group_id]
         assigned = [
             (tp.topic, tp.partition)
@@ -621,6 +679,7 @@ class Cluster:
         ]
         return {
             "group_id": group_id,
+            "type": group_type(description.type),
             "state": description.state.name,
             "protocol": description.partition_assignor,
             "coordinator": description.coordinator.id if description.coordinator else None,

@@ -192,6 +192,11 @@ def new_client(factory: Callable[[dict[str, Any]], Any], conf: dict[str, Any]) -
         raise UsageError(f"bad client configuration: {error_text(exc)}") from None
 
 
+def group_type(listed_type: Any) -> str:
+    """librdkafka's ConsumerGroupType as Kafka's ListGroups names it (classic, consumer)."""
+    return str(getattr(listed_type, "name", "UNKNOWN")).lower()
+
+
 def check_reachable(client: Any, conn: Connection) -> Any:
     """The cluster metadata, or ToolError naming the address when no broker answers."""
     try:

@@ -17,6 +17,7 @@ from kafkalite.tools.common import (
     admin_client,
     check_reachable,
     connection,
+    group_type,
     timestamp_ms,
     topic_metadata,
     wait,
@@ -105,7 +106,7 @@ def list_groups(args: argparse.Namespace) -> int:
         g.group_id: {
             "group": g.group_id,
             "state": _state(g.state),
-            "type": _type(g.type),
+            "type": group_type(g.type),
             "protocol_type": "consumer" if not g.is_simple_consumer_group else "simple",
         }
         for g in result.valid
@@ -116,10 +117,6 @@ def list_groups(args: argparse.Namespace) -> int:
     rows = [[g["group"], g["type"], g["state"]] for g in groups]
     emit(args.format, groups, [(None, ["GROUP", "TYPE", "STATE"], rows)])
     return 0
-
-
-def _type(group_type: Any) -> str:
-    return str(getattr(group_type, "name", "UNKNOWN")).lower()
 
 
 def _plaintext(conn: Connection) -> bool:

@@ -19,8 +19,13 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import ConfigResource, ResourceType
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    ConsumerGroupTopicPartitions,
+    ShareConsumer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
@@ -349,6 +354,48 @@ def test_groups_show_members_and_lag(
         member.close()
 
 
+def test_a_share_group_shows_its_members_start_offsets_and_lag(
+    broker: BrokerProcess, console: ConsoleProcess, browser: WebDriver
+) -> None:
+    topic, group = unique("jobs"), unique("workers")
+    create_topic(broker.bootstrap, topic)
+    earliest = ConfigResource(
+        ResourceType.GROUP,
+        group,
+        incremental_configs=[
+            ConfigEntry(
+                "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
+            )
+        ],
+    )
+    admin(broker.bootstrap).incremental_alter_configs([earliest])[earliest].result(CLIENT_TIMEOUT)
+    produce(broker.bootstrap, topic, [{"value": b"v"} for _ in range(6)])
+    member = ShareConsumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": group, "client.id": "share-member"}
+    )
+    try:
+        member.subscribe([topic])
+        received, deadline = 0, time.monotonic() + CLIENT_TIMEOUT
+        # Its next poll accepts what the last returned: poll until the console shows all six
+        # acknowledged (the start offset at 6, no lag).
+        while received < 6 or http(console, "GET", f"/api/groups/{group}")[1]["lag"] != 0:  # type: ignore[index]
+            assert time.monotonic() < deadline, f"received {received}"
+            received += sum(1 for m in member.poll(0.2) if m.error() is None)
+        open_page(browser, console, "groups")
+        row = browser.find_element(By.CSS_SELECTOR, f"#groups tr[data-group='{group}']")
+        assert row.find_element(By.CSS_SELECTOR, ".type").text == "share"
+        assert row.find_element(By.CSS_SELECTOR, ".members").text == "1"
+        open_page(browser, console, f"groups/{group}")
+        assert text(browser, "#view h2") == f"Share group {group}"
+        assert text(browser, "#group-state") == "STABLE"
+        assert text(browser, "#members .client") == "share-member"
+        assert text(browser, "#members .assignment") == f"{topic}-0"
+        assert text(browser, f"#offsets tr[data-tp='{topic}-0'] .start") == "6"
+        assert text(browser, f"#offsets tr[data-tp='{topic}-0'] .lag") == "0"
+    finally:
+        member.close()
+
+
 def test_reset_offsets_asks_then_takes_effect(
     broker: BrokerProcess, console: ConsoleProcess, browser: WebDriver
 ) -> None:
@@ -380,7 +427,7 @@ def test_reset_offsets_asks_then_takes_effect(
 
     browser.find_element(By.ID, "delete-group").click()
     confirm(browser, "yes")
-    wait_for(browser, lambda d: text_now(d, "#view h2") == "Consumer groups")
+    wait_for(browser, lambda d: text_now(d, "#view h2") == "Groups")
     assert text(browser, "#notice") == f"Group {group} deleted"
     assert not browser.find_elements(By.CSS_SELECTOR, f"tr[data-group='{group}']")
 

@@ -301,15 +301,17 @@ async function topicPage(name) {
 
 async function groupsPage() {
   const groups = await api("/api/groups");
-  render("Consumer groups", groups.length === 0 ? el("p", { class: "muted" }, "No consumer groups.") :
-    table("groups", ["Group", "State", { label: "Members", num: 1 }, { label: "Lag", num: 1 }], groups.map(g =>
+  render("Groups", groups.length === 0 ? el("p", { class: "muted" }, "No groups.") :
+    table("groups", ["Group", "Type", "State", { label: "Members", num: 1 }, { label: "Lag", num: 1 }], groups.map(g =>
       el("tr", { "data-group": g.group_id },
         el("td", {}, el("a", { href: `#/groups/${encodeURIComponent(g.group_id)}` }, g.group_id)),
+        el("td", { class: "type" }, g.type),
         el("td", { class: `state state-${g.state}` }, g.state), num(g.members, "members"), num(g.lag, "lag")))));
 }
 
 async function groupPage(groupId) {
   const group = await api(`/api/groups/${encodeURIComponent(groupId)}`);
+  if (group.type === "share") return shareGroupPage(groupId, group);
   const topics = [...new Set(group.offsets.map(o => o.topic))];
   const topic = el("select", { id: "reset-topic" }, topics.map(t => el("option", { value: t }, t)));
   const to = el("select", { id: "reset-to" }, el("option", { value: "earliest" }, "earliest"),
@@ -338,20 +340,8 @@ async function groupPage(groupId) {
       navigate("#/groups", `Group ${groupId} deleted`);
     } catch (e) { showError(e.message); }
   } }, "Delete group");
-  render(`Group ${groupId}`,
-    el("div", { class: "cards" },
-      el("div", { class: "card" }, el("div", { class: "label" }, "State"),
-        el("div", { class: `big state state-${group.state}`, id: "group-state" }, group.state)),
-      el("div", { class: "card" }, el("div", { class: "label" }, "Members"),
-        el("div", { class: "big", id: "member-count" }, group.members.length)),
-      el("div", { class: "card" }, el("div", { class: "label" }, "Total lag"),
-        el("div", { class: "big", id: "group-lag" }, group.lag.toLocaleString("en-US"))),
-      el("div", { class: "toolbar" }, remove)),
-    el("h3", {}, "Members"),
-    group.members.length === 0 ? el("p", { class: "muted", id: "no-members" }, "No active members.") :
-      table("members", ["Member", "Client id", "Host", "Assignment"], group.members.map(m =>
-        el("tr", { "data-member": m.member_id }, el("td", {}, m.member_id), el("td", { class: "client" }, m.client_id),
-          el("td", {}, m.host), el("td", { class: "assignment" }, m.assignment.join(", "))))),
+  render(`Group ${groupId}`, groupCards(group, el("div", { class: "toolbar" }, remove)),
+    el("h3", {}, "Members"), membersTable(group),
     el("h3", {}, "Offsets and lag"),
     table("offsets", ["Topic", "Partition", { label: "Committed", num: 1 }, { label: "End", num: 1 },
       { label: "Lag", num: 1 }], group.offsets.map(o =>
@@ -361,6 +351,36 @@ async function groupPage(groupId) {
     el("div", { class: "toolbar" }, el("label", {}, "Topic", topic), el("label", {}, "To", to),
       el("label", {}, "Offset", offset), el("label", {}, "Datetime (local)", time),
       el("label", {}, "Shift by", shift), reset));
+}
+
+function groupCards(group, ...extra) {
+  return el("div", { class: "cards" },
+    el("div", { class: "card" }, el("div", { class: "label" }, "State"),
+      el("div", { class: `big state state-${group.state}`, id: "group-state" }, group.state)),
+    el("div", { class: "card" }, el("div", { class: "label" }, "Members"),
+      el("div", { class: "big", id: "member-count" }, group.members.length)),
+    el("div", { class: "card" }, el("div", { class: "label" }, "Total lag"),
+      el("div", { class: "big", id: "group-lag" }, group.lag.toLocaleString("en-US"))),
+    ...extra);
+}
+
+function membersTable(group) {
+  return group.members.length === 0 ? el("p", { class: "muted", id: "no-members" }, "No active members.") :
+    table("members", ["Member", "Client id", "Host", "Assignment"], group.members.map(m =>
+      el("tr", { "data-member": m.member_id }, el("td", {}, m.member_id), el("td", { class: "client" }, m.client_id),
+        el("td", {}, m.host), el("td", { class: "assignment" }, m.assignment.join(", ")))));
+}
+
+// A share group (KIP-932): records go to any member; per partition, the start offset below
+// which every record is acknowledged or archived, and the lag (records not yet acknowledged).
+function shareGroupPage(groupId, group) {
+  render(`Share group ${groupId}`, groupCards(group),
+    el("h3", {}, "Members"), membersTable(group),
+    el("h3", {}, "Share-partitions"),
+    table("offsets", ["Topic", "Partition", { label: "Start offset", num: 1 }, { label: "Lag", num: 1 }],
+      group.offsets.map(o =>
+        el("tr", { "data-tp": `${o.topic}-${o.partition}` }, el("td", {}, o.topic), el("td", {}, o.partition),
+          num(o.start_offset, "start"), num(o.lag, "lag")))));
 }
 
 function drawChart(canvas, points) {
