@@ -33,7 +33,7 @@ from kafkalite.broker.broker import Broker
 from kafkalite.config import BrokerConfig, Listener
 from kafkalite.metrics.counters import BrokerMetrics
 from kafkalite.metrics.http import serve_metrics
-from kafkalite.metrics.loop_time import timed
+from kafkalite.metrics.loop_time import LoopTime, timed
 from kafkalite.protocol.codec import (
     DecodedRequest,
     LegacyRequest,
@@ -148,7 +148,8 @@ async def _process(
         )
         # Handler work (as a Kafka handler thread's: handle, encode) for the idle percent.
         if handler.is_async:
-            response = await timed(handler.handle(ctx, item.body), metrics.loop)
+            handling = handler.handle(ctx, item.body)
+            response = await (timed(handling, metrics.loop) if metrics.loop.enabled else handling)
             working = time.perf_counter()
         else:
             working = time.perf_counter()
@@ -488,7 +489,9 @@ async def serve(
         if handle_signals
         else contextlib.nullcontext(_NO_SIGNALS)
     )
-    with receiver as signals, _instrumented(broker.metrics.loop):
+    # The loop's idle time feeds only the served metrics: without them nobody pays for it.
+    timing = _instrumented(broker.metrics.loop) if metrics_listeners else contextlib.nullcontext()
+    with receiver as signals, timing:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_maintenance, broker)
             for task in tasks:
@@ -530,14 +533,17 @@ async def serve(
 
 
 @contextlib.contextmanager
-def _instrumented(instrument: trio.abc.Instrument) -> Iterator[None]:
-    """`instrument` on this trio loop while serving (LoopTime: the waits for I/O)."""
-    trio.lowlevel.add_instrument(instrument)
+def _instrumented(loop: LoopTime) -> Iterator[None]:
+    """`loop` on this trio loop while serving (the waits for I/O; handlers timed step by
+    step from now on)."""
+    trio.lowlevel.add_instrument(loop)
+    loop.enabled = True
     try:
         yield
     finally:
+        loop.enabled = False
         with contextlib.suppress(KeyError):  # trio drops an instrument that raised
-            trio.lowlevel.remove_instrument(instrument)
+            trio.lowlevel.remove_instrument(loop)
 
 
 async def _until_next_signal(

@@ -35,6 +35,7 @@ class LoopTime(trio.abc.Instrument):
         self.io_wait_seconds = 0.0
         self.handler_seconds = 0.0
         self._wait_from = 0.0
+        self.enabled = False  # on the loop (while the metrics are served): handlers timed
 
     def before_io_wait(self, timeout: float) -> None:
         self._wait_from = self.clock()
