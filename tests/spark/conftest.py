@@ -37,6 +37,12 @@ TARGET_PARAMS = [
     # The same jobs on Kafka confirm the expected figures there: `make test-reference`.
     pytest.param("kafka", id="kafka", marks=[pytest.mark.kafka, pytest.mark.reference]),
 ]
+# Slow duplicates of a variant the default run keeps: `extended` (make test-extended).
+EXTENDED = {
+    # The checkpoint restart on the cluster (about 47 s): the single node runs it, and
+    # test_cluster_failover.py restarts a query on the cluster with a leader killed.
+    "test_restart_from_checkpoint_processes_only_new_events[cluster]",
+}
 OFFSETS_TOPIC = "__consumer_offsets"
 # Replicated topics as issue 13's durability promise has them.
 REPLICATED = {"default.replication.factor": "3", "min.insync.replicas": "2"}
@@ -168,3 +174,10 @@ def replicated_cluster(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
     finally:
         for cluster in clusters:
             cluster.stop()
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.name in EXTENDED:
+            item.add_marker(pytest.mark.extended)
