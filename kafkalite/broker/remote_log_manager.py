@@ -24,6 +24,8 @@ warning says so once per outage (and again when it is back).
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import struct
 import uuid
 from collections.abc import Callable, Sequence
@@ -37,6 +39,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.broker.delayed import FetchInfo
 from kafkalite.broker.partition import LogReadResult, Partition, RemoteFetch
 from kafkalite.config import BrokerConfig
+from kafkalite.storage.durable_files import fsync_dir
 from kafkalite.storage.leader_epoch import EpochEntry
 from kafkalite.storage.producer_state import SNAPSHOT_SUFFIX
 from kafkalite.storage.remote import keys
@@ -65,8 +68,18 @@ from kafkalite.storage.segment import LogSegment, segment_paths
 from kafkalite.storage.txn_index import AbortedTxn, txn_index_path
 
 log = logging.getLogger("kafkalite.remote")
+DELETIONS_DIR = "remote-log-deletions"  # in a log dir: deleted partitions' remote metadata
 READ_COMMITTED = 1
 _TXN_ENTRY = struct.Struct(">hqqqq")
+
+
+def _deleted_partition(pending: Path) -> RemotePartition | None:
+    """The partition a DELETIONS_DIR entry (`<topic>.<topic id hex>.<partition>`) is of."""
+    try:
+        topic, topic_hex, index = pending.name.rsplit(".", 2)
+        return RemotePartition(topic, uuid.UUID(hex=topic_hex), int(index))
+    except ValueError:
+        return None
 
 
 def storage_settings(config: BrokerConfig) -> S3Settings:
@@ -93,16 +106,32 @@ class RemoteLogManager:
         self.copy_errors = 0
         self.fetch_bytes = 0
         self.fetch_errors = 0
-        # Remote segments of deleted topics whose objects are still to delete.
-        self._deleted: list[tuple[RemotePartition, RemoteLogSegmentMetadata]] = []
+        # Deleted partitions whose remote objects are still to delete: their metadata, kept
+        # in each log dir's DELETIONS_DIR until then (a restart resumes them).
+        self._deleted: list[Path] = [
+            pending
+            for log_dir in config.log_dirs
+            if (log_dir / DELETIONS_DIR).is_dir()
+            for pending in sorted((log_dir / DELETIONS_DIR).iterdir())
+            if _deleted_partition(pending) is not None
+        ]
 
     def on_topic_partition_deleted(self, partition: Partition) -> None:
-        """DeleteTopics: the partition's remote objects are deleted by the next task run
-        (all of them: copied, orphaned and half-deleted segments alike)."""
+        """DeleteTopics: the partition's remote objects are deleted by the next task run (all
+        of them: copied, orphaned and half-deleted segments alike). Its metadata is moved out
+        of the partition's directory first, durably, so a broker stopped before then still
+        deletes them after its restart."""
         remote = partition.log.remote
-        if remote is not None and partition.is_leader:
-            where = self._remote_partition(partition)
-            self._deleted.extend((where, metadata) for metadata in remote.segments.values())
+        if remote is None or not partition.is_leader:
+            return
+        name = f"{partition.topic}.{partition.topic_id.hex}.{partition.index}"
+        pending = partition.log.dir.parent / DELETIONS_DIR / name
+        pending.mkdir(parents=True, exist_ok=True)
+        if remote.path.exists():
+            os.replace(remote.path, pending / remote.path.name)
+            fsync_dir(pending)
+            fsync_dir(remote.path.parent)
+        self._deleted.append(pending)
 
     # -- the periodic task ------------------------------------------------------------------
 
@@ -139,20 +168,29 @@ class RemoteLogManager:
 
     async def _delete_deleted_topics(self) -> None:
         while self._deleted:
-            where, metadata = self._deleted[0]
-            try:
-                await trio.to_thread.run_sync(
-                    self.storage.delete_log_segment_data,
-                    where,
-                    metadata.start_offset,
-                    metadata.segment_id,
-                    abandon_on_cancel=True,
-                )
-            except RemoteStorageError as exc:
-                log.warning(
-                    "%s-%d: deleting remote objects failed: %s", where.topic, where.partition, exc
-                )
-                return  # tried again next time
+            pending = self._deleted[0]
+            where = _deleted_partition(pending)
+            assert where is not None
+            remote = RemoteLogSegments.load(pending)
+            for metadata in list(remote.segments.values()):
+                try:
+                    await trio.to_thread.run_sync(
+                        self.storage.delete_log_segment_data,
+                        where,
+                        metadata.start_offset,
+                        metadata.segment_id,
+                        abandon_on_cancel=True,
+                    )
+                except RemoteStorageError as exc:
+                    log.warning(
+                        "%s-%d: deleting remote objects failed: %s",
+                        where.topic,
+                        where.partition,
+                        exc,
+                    )
+                    return  # tried again next time (deleting what is gone already is fine)
+                await self._record(remote, [event(metadata, DELETE_SEGMENT_FINISHED)])
+            await trio.to_thread.run_sync(shutil.rmtree, pending, True)
             self._deleted.pop(0)
 
     def copy_lag_bytes(self) -> int:

@@ -5,6 +5,7 @@ store, local and remote retention, reads below the local log start and ListOffse
 from __future__ import annotations
 
 import logging
+import shutil
 import uuid
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from kafkalite.broker.partition import (
     LATEST_TIERED,
     Partition,
 )
-from kafkalite.broker.remote_log_manager import RemoteLogManager
+from kafkalite.broker.remote_log_manager import DELETIONS_DIR, RemoteLogManager
 from kafkalite.broker.topic_config import (
     InvalidConfig,
     check_remote_storage_kept,
@@ -274,6 +275,23 @@ def test_deleting_the_topic_deletes_its_remote_objects(tmp_path: Path) -> None:
     assert store.objects == {}
 
 
+def test_a_restart_before_the_next_run_still_deletes_a_deleted_topics_objects(
+    tmp_path: Path,
+) -> None:
+    partition, _ = _leader(tmp_path, _tiered())
+    store = MemoryStore()
+    trio.run(_manager(partition, store).run_once)
+    assert len(store.segment_ids()) == SEGMENTS - 1
+    _manager(partition, store).on_topic_partition_deleted(partition)
+    shutil.rmtree(partition.log.dir)  # the log manager removes the partition's directory
+    # The broker stops here; after its restart a new manager finds what is left to delete.
+    config = BrokerConfig({"broker.id": "1", "log.dirs": str(partition.log.dir.parent)})
+    restarted = RemoteLogManager(config, lambda: [], lambda: 1_000, storage=store)  # type: ignore[arg-type]
+    trio.run(restarted.run_once)
+    assert store.objects == {}
+    assert list((partition.log.dir.parent / DELETIONS_DIR).iterdir()) == []
+
+
 def test_remote_log_manager_metrics_have_kafkas_names(tmp_path: Path) -> None:
     partition, written = _leader(tmp_path, _tiered())
     store = MemoryStore()
@@ -293,6 +311,9 @@ def test_remote_log_manager_metrics_have_kafkas_names(tmp_path: Path) -> None:
         "kafka_server_brokertopicmetrics_remotecopyerrors_total": 0,
         "kafka_server_brokertopicmetrics_remotefetcherrors_total": 0,
         "kafka_server_brokertopicmetrics_remotecopylagbytes": 0,
+        # Per topic (labelled): the copied segments and their bytes (KIP-963).
+        "kafka_server_brokertopicmetrics_remotelogsizebytes": closed,
+        "kafka_server_brokertopicmetrics_remotelogmetadatacount": SEGMENTS - 1,
     }
 
 
