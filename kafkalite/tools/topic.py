@@ -10,7 +10,6 @@ from typing import Any
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewPartitions, NewTopic, OffsetSpec
 
-from kafkalite.metrics.remote_storage import REMOTE_COUNT_METRIC, REMOTE_SIZE_METRIC
 from kafkalite.tools.broker_metrics import scrape
 from kafkalite.tools.common import (
     Connection,
@@ -268,6 +267,9 @@ def _add_tier_offsets(conn: Connection, metadata: Any, topic: dict[str, Any]) ->
 def _add_remote_sizes(described: list[dict[str, Any]], urls: list[str], timeout: float) -> None:
     """Each tiered topic's remote bytes and segments (Kafka's RemoteLogSizeBytes and
     RemoteLogMetadataCount, summed over the brokers' leaders)."""
+    # (Imported here: the metrics package brings trio, which `--help` must not load.)
+    from kafkalite.metrics.remote_storage import REMOTE_COUNT_METRIC, REMOTE_SIZE_METRIC
+
     samples = scrape(urls, (REMOTE_SIZE_METRIC, REMOTE_COUNT_METRIC), timeout)
     for topic in described:
         if not topic["tiered"]:
