@@ -134,6 +134,7 @@ class Cluster:
     bootstrap: str
     timeout: float = 10.0
     metrics_urls: list[str] = field(default_factory=list)  # for partition sizes
+    client: dict[str, str] = field(default_factory=dict)  # librdkafka settings (TLS, SASL)
 
     def __post_init__(self) -> None:
         self.admin = AdminClient(self._conf())
@@ -146,6 +147,7 @@ class Cluster:
             "socket.connection.setup.timeout.ms": int(self.timeout * 1000),
             "client.id": "kafkalite-console",
             "logger": CLIENT_LOG,
+            **self.client,
         }
 
     # -- cluster and topics -------------------------------------------------------------
@@ -580,10 +582,16 @@ class Cluster:
     # -- share groups (KIP-932): kio requests, tools/share_groups.py ----------------------
 
     def _connection(self) -> Connection:
-        return Connection(self.bootstrap, self.timeout)
+        return Connection(self.bootstrap, self.timeout, self.client)
+
+    def _plaintext(self) -> bool:  # kafkalite's own client speaks no TLS or SASL
+        return self.client.get("security.protocol", "plaintext").lower() == "plaintext"
 
     def _share_groups(self) -> list[dict[str, str]]:
         from kafkalite.tools.share_groups import list_share_groups
+
+        if not self._plaintext():
+            return []
 
         addresses = [f"{b.host}:{b.port}" for b in self.metadata().brokers.values()]
         try:
@@ -593,6 +601,9 @@ class Cluster:
 
     def _share_group(self, group_id: str) -> Any:
         from kafkalite.tools.share_groups import describe_share_group
+
+        if not self._plaintext():
+            return None
 
         address = self.bootstrap.split(",")[0].strip()
         try:

@@ -11,6 +11,9 @@ import os
 import re
 import socket
 import sys
+from pathlib import Path
+
+from kafkalite.tools.common import key_value
 
 EXIT_USAGE, EXIT_UNREACHABLE = 2, 1
 DEFAULT_BOOTSTRAP = "localhost:9092"
@@ -73,6 +76,21 @@ def add_console_command(commands: argparse._SubParsersAction) -> None:
         metavar="URL",
         help="a broker's Prometheus /metrics URL, for partition sizes (repeatable)",
     )
+    console.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="a Kafka client properties file, as the Kafka tools' (SASL and TLS settings)",
+    )
+    console.add_argument(
+        "-X",
+        dest="client_properties",
+        action="append",
+        default=[],
+        type=key_value,
+        metavar="KEY=VALUE",
+        help="a librdkafka client property (repeatable), e.g. security.protocol=SSL",
+    )
 
 
 def _fail(message: str, code: int) -> int:
@@ -93,6 +111,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     from kafkalite.console.app import build_app
     from kafkalite.console.cluster import Cluster, ClusterError
+    from kafkalite.tools.command_config import read_command_config
+    from kafkalite.tools.common import UsageError
 
     bootstrap = args.bootstrap
     if bootstrap is None:
@@ -104,7 +124,14 @@ def _serve(args: argparse.Namespace) -> int:
         sock = socket.create_server((args.host, args.port))
     except OSError as exc:
         return _fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", 2)
-    cluster = Cluster(bootstrap, timeout=args.timeout, metrics_urls=args.metrics)
+    client: dict[str, str] = {}
+    if args.command_config is not None:
+        try:
+            client.update(read_command_config(args.command_config))
+        except UsageError as exc:
+            return _fail(str(exc), EXIT_USAGE)
+    client.update(dict(args.client_properties))
+    cluster = Cluster(bootstrap, timeout=args.timeout, metrics_urls=args.metrics, client=client)
     try:
         cluster.metadata()
     except ClusterError:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import time
 import tomllib
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -57,17 +58,32 @@ class Connection:
     bootstrap: str
     timeout: float
     client: Mapping[str, str] = field(default_factory=dict)
+    # What librdkafka reported of a failed login or TLS handshake (the reason a cluster
+    # that does not answer gives no answer).
+    login_errors: list[str] = field(default_factory=list, compare=False)
 
     def conf(self, **extra: Any) -> dict[str, Any]:
         """librdkafka configuration: quiet (errors become exceptions, never log lines)."""
         return {
             "bootstrap.servers": self.bootstrap,
             "logger": _SILENT,
-            "error_cb": lambda _error: None,
+            "error_cb": self._on_error,
             "socket.connection.setup.timeout.ms": max(1000, int(self.timeout * 1000)),
             **self.client,
             **extra,
         }
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.code() in _LOGIN_FAILURES:
+            self.login_errors.append(error.str())
+
+
+LOGIN_CHECK_S = 0.5
+_LOGIN_FAILURES = (
+    KafkaError._AUTHENTICATION,
+    KafkaError._SSL,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+)
 
 
 def _silent_logger() -> logging.Logger:
@@ -90,6 +106,12 @@ def connection_parent() -> argparse.ArgumentParser:
     )
     group.add_argument("--profile", type=Path, help=f"profile TOML file (default: ${PROFILE_ENV})")
     group.add_argument("--timeout", type=positive_float, help="seconds to wait for the cluster")
+    group.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="a Kafka client properties file, as the Kafka tools' (SASL and TLS settings)",
+    )
     group.add_argument(
         "-X",
         dest="client_properties",
@@ -173,6 +195,10 @@ def connection(args: argparse.Namespace) -> Connection:
     )
     timeout = args.timeout or float(profile.get("timeout", DEFAULT_TIMEOUT_S))
     client = {str(k): str(v) for k, v in dict(profile.get("client", {})).items()}
+    if getattr(args, "command_config", None) is not None:
+        from kafkalite.tools.command_config import read_command_config
+
+        client.update(read_command_config(args.command_config))
     client.update(dict(args.client_properties))
     return Connection(str(bootstrap), timeout, client)
 
@@ -199,13 +225,19 @@ def group_type(listed_type: Any) -> str:
 
 def check_reachable(client: Any, conn: Connection) -> Any:
     """The cluster metadata, or ToolError naming the address when no broker answers."""
-    try:
-        return client.list_topics(timeout=conn.timeout)
-    except KafkaException as exc:
-        raise unreachable(conn, exc) from None
+    deadline = time.monotonic() + conn.timeout
+    while True:  # in short steps: a refused login ends the wait at once
+        try:
+            return client.list_topics(timeout=min(LOGIN_CHECK_S, conn.timeout))
+        except KafkaException as exc:
+            client.poll(0)  # serves the error callbacks: a refused login says why
+            if conn.login_errors or time.monotonic() >= deadline:
+                raise unreachable(conn, exc) from None
 
 
 def unreachable(conn: Connection, exc: KafkaException) -> ToolError:
+    if conn.login_errors:  # it answered, and refused the login or the handshake
+        return ToolError(f"{conn.bootstrap}: {conn.login_errors[-1]}")
     return ToolError(
         f"no answer from {conn.bootstrap} within {conn.timeout:g}s ({error_text(exc)})"
     )

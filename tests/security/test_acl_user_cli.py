@@ -5,8 +5,11 @@ in with SCRAM, lists and deletes it. Refusals are one line and exit 1."""
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 from compat.cli_runner import kafkalite_here, ok, ok_json, one_line_error
 from kafkalite.testing import EmbeddedBroker
 from kafkalite.tools.acl import HEADERS
+from tests.integration.console_helpers import ConsoleProcess
 from tests.security.conftest import JAAS, PLAIN_USERS
 
 TOPIC = "payments"
@@ -197,3 +201,48 @@ def test_prefixed_deny_and_cluster_acls_are_listed_by_match_and_removed_by_filte
     assert len(ok_json(cli(broker, "acl", "remove", *matching))) == 1
     assert len(ok_json(cli(broker, "acl", "remove", "--cluster", "--format", "json"))) == 1
     assert ok_json(cli(broker, "acl", "list", "--format", "json")) == []
+
+
+def test_a_kafka_tools_command_config_file_logs_the_cli_in(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """The same client.properties file Kafka's tools take (`--command-config`), PLAIN then
+    SCRAM, logs `kafkalite` in; a wrong password is refused in one line."""
+    admin = tmp_path / "admin.properties"
+    admin.write_text(
+        "# as for kafka-acls.sh --command-config\n"
+        "security.protocol=SASL_PLAINTEXT\n"
+        "sasl.mechanism=PLAIN\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
+        f'    username="admin" password="{PLAIN_USERS["admin"]}";\n'
+    )
+    common = ("-b", broker.bootstrap, "--timeout", "10", "--command-config", str(admin))
+    ok(kafkalite_here("user", "set-password", "carol", *common, stdin="carol-secret\n"))
+    carol = tmp_path / "carol.properties"
+    carol.write_text(
+        "security.protocol: SASL_PLAINTEXT\n"
+        "sasl.mechanism: SCRAM-SHA-256\n"
+        "sasl.jaas.config: org.apache.kafka.common.security.scram.ScramLoginModule required"
+        ' username="carol" password="carol-secret";\n'
+    )
+    as_carol = ("-b", broker.bootstrap, "--timeout", "10", "--command-config", str(carol))
+    assert "__consumer_offsets" not in ok(kafkalite_here("topic", "list", *as_carol))
+    carol.write_text(carol.read_text().replace("carol-secret", "wrong"))
+    one_line_error(kafkalite_here("topic", "list", *as_carol), 1, "uthentication")
+    ok(kafkalite_here("user", "delete", "carol", *common))
+
+
+def test_the_console_logs_in_with_a_command_config_file(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    admin = tmp_path / "admin.properties"
+    admin.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required"
+        f' username="admin" password="{PLAIN_USERS["admin"]}";\n'
+    )
+    ok(cli(broker, "topic", "create", "console-sees-me"))
+    with ConsoleProcess(broker.bootstrap, "--command-config", str(admin)) as console:
+        with urllib.request.urlopen(f"{console.url}/api/topics", timeout=30) as answer:
+            names = [t["name"] for t in json.loads(answer.read())]
+    assert "console-sees-me" in names
