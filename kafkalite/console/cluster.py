@@ -282,12 +282,55 @@ class Cluster:
                 raise ClusterError(f"topic {name!r} does not exist", 404) from None
             raise
         min_isr = next((int(c["value"]) for c in configs if c["name"] == MIN_ISR), 1)
+        partitions = self.partitions(name, min_isr)
+        tiered = any(c["name"] == "remote.storage.enable" and c["value"] == "true" for c in configs)
         return {
             "name": name,
-            "partitions": self.partitions(name, min_isr),
+            "partitions": partitions,
             "configs": configs,
             "min_isr": min_isr,
+            "tiered": tiered,
+            **(self._tiers(name, partitions) if tiered else {}),
+            "held": self._held(name, partitions),
         }
+
+    def _tiers(self, name: str, partitions: list[dict[str, Any]]) -> dict[str, Any]:
+        """A tiered topic's local start and highest remote offset per partition (ListOffsets
+        -4 and -5 at the leaders, PLAINTEXT only) and, from the metrics, its remote bytes and
+        segments (as `kafkalite topic describe`)."""
+        described = {"name": name, "partitions": [dict(p) for p in partitions], "tiered": True}
+        if self._plaintext():
+            from kafkalite.tools.topic import add_remote_sizes, add_tier_offsets
+
+            try:
+                add_tier_offsets(self._connection(), self.metadata(), described)
+                if self.metrics_urls:
+                    add_remote_sizes([described], self.metrics_urls, self.timeout)
+            except ToolError as exc:
+                raise ClusterError(str(exc)) from None
+        for row, tiers in zip(partitions, described["partitions"], strict=True):
+            row["local_start"] = tiers.get("local_start_offset")
+            row["remote_end"] = tiers.get("remote_end_offset")
+        return {
+            "remote_size_bytes": described.get("remote_size_bytes"),
+            "remote_segments": described.get("remote_segments"),
+        }
+
+    def _held(self, name: str, partitions: list[dict[str, Any]]) -> bool:
+        """Held delayed records and the next due time per partition, from the metrics; False
+        when no broker reports any for this topic (a topic without delayed delivery)."""
+        if not self.metrics_urls:
+            return False
+        from kafkalite.tools.held_records import held_records
+
+        try:
+            held = held_records(self.metrics_urls, self.timeout)
+        except ToolError:
+            return False  # metrics are extra detail: an unreachable endpoint shows none
+        mine = {index: v for (topic, index), v in held.items() if topic == name}
+        for row in partitions:
+            row["held"], row["next_due"] = mine.get(row["partition"], (0, None))
+        return bool(mine)
 
     def partitions(self, name: str, min_isr: int = 1) -> list[dict[str, Any]]:
         """Each partition's replicas, offsets and health (under min ISR against `min_isr`)."""

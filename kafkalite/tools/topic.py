@@ -196,10 +196,10 @@ def describe_topics(args: argparse.Namespace) -> int:
         }
         topic["tiered"] = topic["configs"].get("remote.storage.enable") == "true"
         if topic["tiered"]:
-            _add_tier_offsets(conn, metadata, topic)
+            add_tier_offsets(conn, metadata, topic)
     if args.metrics:
         _add_held(described, held_records(args.metrics, conn.timeout))
-        _add_remote_sizes(described, args.metrics, conn.timeout)
+        add_remote_sizes(described, args.metrics, conn.timeout)
     tables = []
     for topic in described:
         overrides = ", ".join(f"{k}={v}" for k, v in topic["configs"].items()) or "-"
@@ -238,7 +238,7 @@ def describe_topics(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_tier_offsets(conn: Connection, metadata: Any, topic: dict[str, Any]) -> None:
+def add_tier_offsets(conn: Connection, metadata: Any, topic: dict[str, Any]) -> None:
     """A tiered topic's local log start (ListOffsets -4) and highest offset in remote storage
     (-5, KIP-1005) per partition, asked of each leader (PLAINTEXT only, else null)."""
     partitions = topic["partitions"]
@@ -264,7 +264,7 @@ def _add_tier_offsets(conn: Connection, metadata: Any, topic: dict[str, Any]) ->
                 p[key] = found.get(p["partition"])
 
 
-def _add_remote_sizes(described: list[dict[str, Any]], urls: list[str], timeout: float) -> None:
+def add_remote_sizes(described: list[dict[str, Any]], urls: list[str], timeout: float) -> None:
     """Each tiered topic's remote bytes and segments (Kafka's RemoteLogSizeBytes and
     RemoteLogMetadataCount, summed over the brokers' leaders)."""
     # (Imported here: the metrics package brings trio, which `--help` must not load.)

@@ -203,6 +203,23 @@ def test_topics_page_lists_partitions_and_message_counts(
     assert text(browser, "#message-count") == "17"
 
 
+def test_a_delayed_topic_shows_its_held_records_and_when_the_next_is_due(
+    broker: BrokerProcess, console: ConsoleProcess, browser: WebDriver
+) -> None:
+    topic = unique("later")
+    create_topic(
+        broker.bootstrap, topic, partitions=2, config={"kafkalite.delayed.delivery.enable": "true"}
+    )
+    delay = [("kafkalite-delay-ms", b"600000")]
+    produce(broker.bootstrap, topic, [{"value": b"v", "partition": 1, "headers": delay}] * 2)
+    open_page(browser, console, f"topics/{topic}")
+    held = [text(browser, f"#partitions tr[data-partition='{p}'] .held") for p in (0, 1)]
+    assert held == ["0", "2"]
+    assert text(browser, "#partitions tr[data-partition='0'] .next-due") == "–"
+    assert text(browser, "#partitions tr[data-partition='1'] .next-due").endswith("Z")
+    assert not browser.find_elements(By.CSS_SELECTOR, "#partitions .local-start")  # not tiered
+
+
 def test_topic_configs_and_message_browser(
     broker: BrokerProcess, console: ConsoleProcess, browser: WebDriver
 ) -> None:

@@ -27,6 +27,7 @@ from e2e_helpers import (
 )
 
 from compat.cli_runner import kafkalite_here, ok_json
+from kafkalite.console.cluster import Cluster
 from kafkalite.maven_dist import ProvisionError
 from kafkalite.s3_server import S3Server
 from kafkalite.storage.remote.metadata import RemoteLogSegments
@@ -183,6 +184,13 @@ def _produce_tier_and_read(
     assert described["remote_segments"] == len(logs)
     remote = RemoteLogSegments.load(broker.data_dir / f"{topic}-0")
     assert described["remote_size_bytes"] == remote.size_in_bytes > 0
+    # The console's topic page shows the same (its JSON API, as the page reads it).
+    metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+    page = Cluster(broker.bootstrap, metrics_urls=[metrics_url]).topic(topic)
+    assert page["tiered"] and page["remote_size_bytes"] == remote.size_in_bytes
+    assert page["remote_segments"] == len(logs)
+    (part,) = page["partitions"]
+    assert (part["local_start"], part["remote_end"]) == (local_start, local_start - 1)
 
     # The store goes away: nothing more is uploaded, so no local segment is deleted; once it
     # is back the uploads resume (the failed copy's orphan is deleted first).

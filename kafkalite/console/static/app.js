@@ -23,14 +23,17 @@ function table(id, headers, rows) {
     el("tbody", {}, rows));
 }
 
-function size(bytes, cls = "") {
-  const title = "sizes come from the brokers' /metrics: start the console with --metrics URL";
-  if (bytes === null || bytes === undefined) return el("td", { class: `num ${cls}`, title }, "–");
+function formatBytes(bytes) {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
   let value = bytes, unit = 0;
   while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit++; }
-  const shown = unit === 0 ? String(value) : value.toFixed(1);
-  return el("td", { class: `num ${cls}`, "data-bytes": bytes }, `${shown} ${units[unit]}`);
+  return `${unit === 0 ? String(value) : value.toFixed(1)} ${units[unit]}`;
+}
+
+function size(bytes, cls = "") {
+  const title = "sizes come from the brokers' /metrics: start the console with --metrics URL";
+  if (bytes === null || bytes === undefined) return el("td", { class: `num ${cls}`, title }, "–");
+  return el("td", { class: `num ${cls}`, "data-bytes": bytes }, formatBytes(bytes));
 }
 
 function num(value, cls = "") {
@@ -268,23 +271,35 @@ async function topicPage(name) {
     } catch (e) { showError(e.message); }
   } }, "Delete topic");
   const total = topic.partitions.reduce((sum, p) => sum + p.messages, 0);
+  // Tiered storage: where the local log starts and the remote tier ends; delayed delivery:
+  // the records held back and when the next is due (both only where the topic has them).
+  const tierHeads = topic.tiered ? [{ label: "Local start", num: 1 }, { label: "Remote end", num: 1 }] : [];
+  const heldHeads = topic.held ? [{ label: "Held", num: 1 }, "Next due"] : [];
+  const extraCells = p => [
+    ...(topic.tiered ? [num(p.local_start, "local-start"), num(p.remote_end, "remote-end")] : []),
+    ...(topic.held ? [num(p.held, "held"),
+      el("td", { class: "next-due" }, p.next_due === null ? "–" : new Date(p.next_due).toISOString())] : [])];
+  const remoteCard = topic.tiered && topic.remote_size_bytes !== undefined && topic.remote_size_bytes !== null ?
+    [el("div", { class: "card" }, el("div", { class: "label" }, `Remote (${topic.remote_segments} segments)`),
+      el("div", { class: "big", id: "remote-size" }, formatBytes(topic.remote_size_bytes)))] : [];
   render(`Topic ${name}`,
     el("div", { class: "cards" },
       el("div", { class: "card" }, el("div", { class: "label" }, "Partitions"),
         el("div", { class: "big", id: "partition-count" }, topic.partitions.length)),
       el("div", { class: "card" }, el("div", { class: "label" }, "Messages"),
         el("div", { class: "big", id: "message-count" }, total.toLocaleString("en-US"))),
+      ...remoteCard,
       el("div", { class: "toolbar" }, remove)),
     el("h3", {}, "Partitions"),
     table("partitions", ["Partition", "Leader", "Replicas", "ISR", { label: "Start offset", num: 1 },
       { label: "End offset", num: 1 }, { label: "Messages", num: 1 }, { label: "Size", num: 1 },
-      `Health (min ISR ${topic.min_isr})`],
+      ...tierHeads, ...heldHeads, `Health (min ISR ${topic.min_isr})`],
       topic.partitions.map(p =>
         el("tr", { "data-partition": p.partition, class: problems(p) ? "unhealthy" : "" },
           el("td", {}, p.partition), el("td", {}, p.leader < 0 ? "none" : p.leader),
           el("td", {}, p.replicas.join(", ")), el("td", {}, p.isr.join(", ")),
           num(p.start, "start"), num(p.end, "end"), num(p.messages, "messages"), size(p.size, "size"),
-          healthCell(p)))),
+          ...extraCells(p), healthCell(p)))),
     ...messageBrowser(topic),
     ...producer(topic),
     el("h3", {}, "Configuration (overrides first)"),
