@@ -195,6 +195,7 @@ def describe_topics(args: argparse.Namespace) -> int:
             if is_override("topic", entry)
         }
         topic["tiered"] = topic["configs"].get("remote.storage.enable") == "true"
+        topic["view_of"] = topic["configs"].get("kafkalite.view.source")  # a view (issue 18)
         if topic["tiered"]:
             add_tier_offsets(conn, metadata, topic)
     if args.metrics:
@@ -207,6 +208,8 @@ def describe_topics(args: argparse.Namespace) -> int:
             f"Topic {topic['name']}: {len(topic['partitions'])} partition(s), "
             f"replication factor {topic['replication_factor']}, configs: {overrides}"
         )
+        if topic["view_of"] is not None:
+            title += f"; a view of {topic['view_of']}"
         if topic.get("remote_size_bytes") is not None:
             title += (
                 f"; remote: {topic['remote_size_bytes']} bytes"

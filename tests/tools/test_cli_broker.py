@@ -163,3 +163,21 @@ def test_produce_reads_lines_by_an_input_template(broker_factory) -> None:
         (0, "k2", "second|value", []),
         (0, "k3", "c", []),  # -p where the template has no %p
     ]
+
+
+def test_topic_describe_says_a_view_is_a_view_of_its_source(broker_factory) -> None:
+    broker = broker_factory()
+    bootstrap = ["--bootstrap", broker.bootstrap]
+    ok(kafkalite_here("topic", "create", "orders", "-p", "2", *bootstrap))
+    view = ["-c", "kafkalite.view.source=orders", "-c", "kafkalite.view.filter=region = 'eu'"]
+    ok(kafkalite_here("topic", "create", "orders-eu", *view, *bootstrap))
+    [described] = ok_json(
+        kafkalite_here("topic", "describe", "orders-eu", "--format", "json", *bootstrap)
+    )
+    assert described["view_of"] == "orders" and len(described["partitions"]) == 2
+    [source] = ok_json(
+        kafkalite_here("topic", "describe", "orders", "--format", "json", *bootstrap)
+    )
+    assert source["view_of"] is None
+    table = ok(kafkalite_here("topic", "describe", "orders-eu", *bootstrap))
+    assert table.splitlines()[0].endswith("; a view of orders")
