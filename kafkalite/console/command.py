@@ -11,9 +11,8 @@ import os
 import re
 import socket
 import sys
-from pathlib import Path
 
-from kafkalite.tools.common import key_value
+from kafkalite.tools.common import add_client_settings
 
 EXIT_USAGE, EXIT_UNREACHABLE = 2, 1
 DEFAULT_BOOTSTRAP = "localhost:9092"
@@ -76,21 +75,7 @@ def add_console_command(commands: argparse._SubParsersAction) -> None:
         metavar="URL",
         help="a broker's Prometheus /metrics URL, for partition sizes (repeatable)",
     )
-    console.add_argument(
-        "--command-config",
-        type=Path,
-        metavar="FILE",
-        help="a Kafka client properties file, as the Kafka tools' (SASL and TLS settings)",
-    )
-    console.add_argument(
-        "-X",
-        dest="client_properties",
-        action="append",
-        default=[],
-        type=key_value,
-        metavar="KEY=VALUE",
-        help="a librdkafka client property (repeatable), e.g. security.protocol=SSL",
-    )
+    add_client_settings(console)
 
 
 def _fail(message: str, code: int) -> int:

@@ -106,13 +106,19 @@ def connection_parent() -> argparse.ArgumentParser:
     )
     group.add_argument("--profile", type=Path, help=f"profile TOML file (default: ${PROFILE_ENV})")
     group.add_argument("--timeout", type=positive_float, help="seconds to wait for the cluster")
-    group.add_argument(
+    add_client_settings(group)
+    return parent
+
+
+def add_client_settings(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--command-config FILE and -X KEY=VALUE: the client's TLS and SASL settings."""
+    parser.add_argument(
         "--command-config",
         type=Path,
         metavar="FILE",
         help="a Kafka client properties file, as the Kafka tools' (SASL and TLS settings)",
     )
-    group.add_argument(
+    parser.add_argument(
         "-X",
         dest="client_properties",
         action="append",
@@ -121,7 +127,6 @@ def connection_parent() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a librdkafka client property (repeatable), e.g. security.protocol=SSL",
     )
-    return parent
 
 
 def output_parent() -> argparse.ArgumentParser:
