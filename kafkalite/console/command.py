@@ -96,8 +96,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from kafkalite.console.app import build_app
     from kafkalite.console.cluster import Cluster, ClusterError
-    from kafkalite.tools.command_config import read_command_config
-    from kafkalite.tools.common import UsageError
+    from kafkalite.tools.command_config import CommandConfigError, read_command_config
 
     bootstrap = args.bootstrap
     if bootstrap is None:
@@ -113,7 +112,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.command_config is not None:
         try:
             client.update(read_command_config(args.command_config))
-        except UsageError as exc:
+        except CommandConfigError as exc:
             return _fail(str(exc), EXIT_USAGE)
     client.update(dict(args.client_properties))
     cluster = Cluster(bootstrap, timeout=args.timeout, metrics_urls=args.metrics, client=client)

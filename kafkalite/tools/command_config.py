@@ -10,9 +10,9 @@ client.id...). The Java-only ones are translated:
   and certificate chain in one file) -> ssl.certificate.location and ssl.key.location;
 * ssl.endpoint.identification.algorithm "" (Java's "off") -> none.
 A JKS store cannot be read by librdkafka: that, a login module other than PLAIN or SCRAM, and an
-unreadable or malformed file are usage errors (one line, exit 2). Settings that only tune the
-JVM's TLS (ssl.protocol, ssl.enabled.protocols, the key and trust manager algorithms) are
-dropped: librdkafka chooses those itself.
+unreadable or malformed file are CommandConfigError (the commands: one line, exit 2).
+Settings that only tune the JVM's TLS (ssl.protocol, ssl.enabled.protocols, the key and
+trust manager algorithms) are dropped: librdkafka chooses those itself.
 """
 
 from __future__ import annotations
@@ -20,7 +20,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kafkalite.tools.common import UsageError
+
+class CommandConfigError(ValueError):
+    """A file librdkafka cannot be given (the commands answer it as a usage error)."""
+
 
 _JVM_ONLY = {
     "ssl.protocol",
@@ -38,9 +41,9 @@ def read_command_config(path: Path) -> dict[str, str]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"cannot read command config {path}: {exc.strerror}") from None
+        raise CommandConfigError(f"cannot read command config {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
-        raise UsageError(f"command config {path} is not UTF-8 text") from None
+        raise CommandConfigError(f"command config {path} is not UTF-8 text") from None
     return translate(parse_properties(text), str(path))
 
 
@@ -84,13 +87,15 @@ def translate(java: dict[str, str], where: str) -> dict[str, str]:
 
 def _jaas(value: str, where: str) -> dict[str, str]:
     if not any(module in value for module in _LOGIN_MODULES):
-        raise UsageError(
+        raise CommandConfigError(
             f"{where}: sasl.jaas.config: only PlainLoginModule and ScramLoginModule can be"
             " translated for librdkafka"
         )
     options = {name: text.replace('\\"', '"') for name, text in _JAAS_OPTION.findall(value)}
     if "username" not in options or "password" not in options:
-        raise UsageError(f'{where}: sasl.jaas.config needs username="..." and password="..."')
+        raise CommandConfigError(
+            f'{where}: sasl.jaas.config needs username="..." and password="..."'
+        )
     return {"sasl.username": options["username"], "sasl.password": options["password"]}
 
 
@@ -102,7 +107,7 @@ def _truststore(java: dict[str, str], where: str) -> dict[str, str]:
         return {}
     kind = java.get("ssl.truststore.type", "JKS").upper()
     if kind != "PEM":
-        raise UsageError(
+        raise CommandConfigError(
             f"{where}: ssl.truststore.type {kind}: librdkafka reads PEM trust stores only"
             " (set ssl.truststore.type=PEM with a PEM file)"
         )
@@ -124,6 +129,6 @@ def _keystore(java: dict[str, str], where: str) -> dict[str, str]:
         if "ssl.key.password" in java:
             out["ssl.key.password"] = java["ssl.key.password"]
         return out
-    raise UsageError(
+    raise CommandConfigError(
         f"{where}: ssl.keystore.type {kind}: librdkafka reads PKCS12 or PEM key stores only"
     )

@@ -201,9 +201,12 @@ def connection(args: argparse.Namespace) -> Connection:
     timeout = args.timeout or float(profile.get("timeout", DEFAULT_TIMEOUT_S))
     client = {str(k): str(v) for k, v in dict(profile.get("client", {})).items()}
     if getattr(args, "command_config", None) is not None:
-        from kafkalite.tools.command_config import read_command_config
+        from kafkalite.tools.command_config import CommandConfigError, read_command_config
 
-        client.update(read_command_config(args.command_config))
+        try:
+            client.update(read_command_config(args.command_config))
+        except CommandConfigError as exc:
+            raise UsageError(str(exc)) from None
     client.update(dict(args.client_properties))
     return Connection(str(bootstrap), timeout, client)
 

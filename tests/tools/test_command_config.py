@@ -8,8 +8,12 @@ from pathlib import Path
 import pytest
 
 from compat.cli_runner import kafkalite_here, one_line_error
-from kafkalite.tools.command_config import parse_properties, read_command_config, translate
-from kafkalite.tools.common import UsageError
+from kafkalite.tools.command_config import (
+    CommandConfigError,
+    parse_properties,
+    read_command_config,
+    translate,
+)
 
 PLAIN = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required"
@@ -74,13 +78,13 @@ def test_sasl_and_tls_are_translated() -> None:
     ],
 )
 def test_what_librdkafka_cannot_take_is_a_usage_error(java: dict[str, str], message: str) -> None:
-    with pytest.raises(UsageError, match=message):
+    with pytest.raises(CommandConfigError, match=message):
         translate(java, "f")
 
 
 def test_a_missing_file_is_one_line_exit_2(tmp_path: Path) -> None:
     missing = tmp_path / "nope.properties"
-    with pytest.raises(UsageError, match="cannot read command config"):
+    with pytest.raises(CommandConfigError, match="cannot read command config"):
         read_command_config(missing)
     result = kafkalite_here("topic", "list", "--command-config", str(missing))
     one_line_error(result, 2, "cannot read command config")
