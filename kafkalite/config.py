@@ -719,11 +719,6 @@ def build_config(
             raise ConfigError(f"invalid value {value!r} for {name}: {exc}") from None
     config = BrokerConfig(raw)
     _check_listeners(config)
-    if config.cluster_mode and config.str("authorizer.class.name"):
-        raise ConfigError(
-            "authorizer.class.name: kafkalite keeps ACLs on a single node only so far"
-            " (not yet in ZooKeeper's /kafka-acl)"
-        )
     if config.cluster_mode and config.bool("remote.log.storage.system.enable"):
         raise ConfigError(
             "remote.log.storage.system.enable: kafkalite tiers a single node's logs only so far"

@@ -90,7 +90,13 @@ async def _run_locked(config: BrokerConfig) -> int:
                 return _fail(f"cannot join the cluster at {config.str('zookeeper.connect')}: {exc}")
             metadata, controller, tasks = member.metadata, member.controller_api, member.tasks
         try:
-            broker = Broker.open(config, metadata=metadata, controller=controller)
+            broker = Broker.open(
+                config,
+                metadata=metadata,
+                controller=controller,
+                authorizer=member.authorizer if member else None,
+                scram_store=member.scram_store if member else None,
+            )
         except (OSError, ValueError) as exc:
             return _fail(f"cannot use log dir {config.log_dir}: {exc}")
         except RemoteStorageError as exc:  # e.g. boto3 not installed

@@ -1,0 +1,160 @@
+"""Security in a 3-broker ZooKeeper cluster, with stock clients (confluent-kafka): ACLs live in
+ZooKeeper's /kafka-acl and SCRAM credentials in /config/users, in Kafka's layout, so what is
+written through one broker holds on every other.
+
+Brokers replicate over the PLAINTEXT listener as User:ANONYMOUS, which needs ClusterAction on
+the cluster (Kafka's rule); clients log in on a SASL_PLAINTEXT listener (PLAIN for the super
+user `admin`, SCRAM-SHA-256 for `alice`, created through broker 1). An ACL created through
+broker 2 lets alice write to a topic led by broker 3, where she was refused before; her
+acks=all produce then succeeds, so the followers replicate under the authorizer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cluster_helpers import StartBrokers, poll, zk_read
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+from kafkalite.cluster.kafka_zk import KafkaZkClient
+
+TOPIC = "orders"
+ADMIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required"
+    ' username="admin" password="admin-secret" user_admin="admin-secret";'
+)
+SECURE = {
+    "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": ADMIN_JAAS,
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "super.users": "User:admin",
+}
+BROKERS_REPLICATE = AclBinding(  # the principal of PLAINTEXT inter-broker traffic
+    ResourceType.BROKER,
+    "kafka-cluster",
+    ResourcePatternType.LITERAL,
+    "User:ANONYMOUS",
+    "*",
+    AclOperation.CLUSTER_ACTION,
+    AclPermissionType.ALLOW,
+)
+ALICE_WRITES = AclBinding(
+    ResourceType.TOPIC,
+    TOPIC,
+    ResourcePatternType.LITERAL,
+    "User:alice",
+    "*",
+    AclOperation.WRITE,
+    AclPermissionType.ALLOW,
+)
+EVERY_ACL = AclBindingFilter(
+    ResourceType.ANY,
+    None,
+    ResourcePatternType.ANY,
+    None,
+    None,
+    AclOperation.ANY,
+    AclPermissionType.ANY,
+)
+
+
+def sasl_endpoints(zk_connect: str) -> dict[int, str]:
+    """Each broker's SASL_PLAINTEXT endpoint, from its registration in ZooKeeper."""
+
+    async def read(kafka_zk: KafkaZkClient) -> dict[int, str]:
+        brokers = await kafka_zk.live_brokers()
+        return {
+            broker_id: f"{e.host}:{e.port}"
+            for broker_id, info in brokers.items()
+            for e in info.endpoints
+            if e.listener == "SASL_PLAINTEXT"
+        }
+
+    return zk_read(zk_connect, read)
+
+
+def login(bootstrap: str, user: str, password: str, mechanism: str) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
+def admin_on(bootstrap: str) -> AdminClient:
+    return AdminClient(login(bootstrap, "admin", "admin-secret", "PLAIN"))
+
+
+def alice_on(bootstrap: str) -> dict[str, Any]:
+    return login(bootstrap, "alice", "alice-secret", "SCRAM-SHA-256")
+
+
+def alice_logs_in(bootstrap: str) -> bool:
+    try:
+        AdminClient(alice_on(bootstrap)).list_topics(timeout=5)
+    except KafkaException as exc:
+        assert exc.args[0].code() in (
+            KafkaError._AUTHENTICATION,
+            KafkaError.SASL_AUTHENTICATION_FAILED,
+            KafkaError._TRANSPORT,
+        ), exc
+        return False
+    return True
+
+
+def produce_as_alice(bootstrap: str) -> KafkaError | None:
+    """One record, acks=all, bootstrapped on `bootstrap`: the delivery error, or None."""
+    errors: list[KafkaError | None] = []
+    producer = Producer({**alice_on(bootstrap), "acks": "all", "message.timeout.ms": 10000})
+    producer.produce(TOPIC, b"hello", on_delivery=lambda err, _msg: errors.append(err))
+    assert producer.flush(20) == 0
+    return errors[0]
+
+
+def test_acls_and_scram_users_hold_on_every_broker(
+    start_brokers: StartBrokers, zk_connect: str
+) -> None:
+    start_brokers(SECURE)
+    sasl = sasl_endpoints(zk_connect)
+    admin_a, admin_b, admin_c = (admin_on(sasl[broker_id]) for broker_id in (1, 2, 3))
+
+    admin_b.create_acls([BROKERS_REPLICATE])[BROKERS_REPLICATE].result(timeout=10)
+    for admin in (admin_a, admin_c):  # brokers 1 and 3 follow /kafka-acl-changes
+        poll(
+            lambda a=admin: len(a.describe_acls(EVERY_ACL).result(timeout=10)) == 1,
+            "the ClusterAction ACL on every broker",
+        )
+
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
+    alice = UserScramCredentialUpsertion("alice", info, b"alice-secret")
+    admin_a.alter_user_scram_credentials([alice])["alice"].result(timeout=10)
+    znode = zk_read(zk_connect, lambda kafka_zk: kafka_zk.zk.get("/config/users/alice"))
+    stored = json.loads(znode[0])
+    assert list(stored["config"]) == ["SCRAM-SHA-256"]
+    assert stored["config"]["SCRAM-SHA-256"].endswith(",iterations=4096")
+    poll(lambda: alice_logs_in(sasl[3]), "alice logs in on broker 3")
+
+    assignment = NewTopic(TOPIC, 1, replica_assignment=[[3, 1, 2]])  # led by broker 3
+    admin_c.create_topics([assignment])[TOPIC].result(timeout=10)
+    refused = produce_as_alice(sasl[3])
+    assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    admin_b.create_acls([ALICE_WRITES])[ALICE_WRITES].result(timeout=10)
+    poll(lambda: produce_as_alice(sasl[3]) is None, "alice's acks=all produce on broker 3")
