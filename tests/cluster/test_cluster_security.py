@@ -158,3 +158,7 @@ def test_acls_and_scram_users_hold_on_every_broker(
 
     admin_b.create_acls([ALICE_WRITES])[ALICE_WRITES].result(timeout=10)
     poll(lambda: produce_as_alice(sasl[3]) is None, "alice's acks=all produce on broker 3")
+    # Within message.timeout.ms (10 s), well below replica.lag.time.max.ms (30 s): the
+    # followers fetched it, as ClusterAction lets them, and stay in the ISR.
+    partition = admin_c.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0]
+    assert (partition.leader, sorted(partition.isrs)) == (3, [1, 2, 3])
