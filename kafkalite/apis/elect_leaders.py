@@ -11,6 +11,10 @@ Results as Kafka's controller gives them (ReplicationControlManager.electLeaders
 partition in request order; for a null topic list (every partition) each topic with only the
 partitions that needed an election. A single node answers as a one-broker Kafka:
 ELECTION_NOT_NEEDED for every existing partition.
+
+Authorization as Kafka's: ALTER on the cluster. A request another broker forwarded was
+checked there for the client's ALTER; the controller asks the forwarding broker's principal
+for CLUSTER_ACTION, as Kafka asks it of an Envelope's sender.
 """
 
 from __future__ import annotations
@@ -109,7 +113,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if election_type not in (PREFERRED, UNCLEAN):
         invalid = ApiError(ErrorCode.invalid_request, f"Unknown election type {election_type}")
         return _error_response(ctx, request, invalid)
-    if not ctx.authorized_cluster(AclOperation.ALTER):
+    if not _authorized(ctx):
         denied = ApiError(ErrorCode.cluster_authorization_failed)
         return _error_response(ctx, request, denied)
     timeout = max(millis(request.timeout), 0) / 1000
@@ -120,6 +124,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         forwarded = await _forward(ctx, request, request_timeout)
         return forwarded if forwarded is not None else _error_response(ctx, request, NOT_CONTROLLER)
     return _response(ctx, request, results)
+
+
+def _authorized(ctx: RequestContext) -> bool:
+    if ctx.client_id == FORWARDED:
+        return ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
+    return ctx.authorized_cluster(AclOperation.ALTER)
 
 
 def _error_response(ctx: RequestContext, request: Any, error: ApiError) -> Any:
