@@ -36,8 +36,10 @@ from kafkalite.broker.controller_api import (
     NotController,
     TopicPartition,
 )
+from kafkalite.broker.replica_fetcher_manager import inter_broker_endpoint
 from kafkalite.protocol.entities import NO_THROTTLE, make, millis
 from kafkalite.security.acl import AclOperation
+from kafkalite.security.sasl_client import inter_broker_login
 
 log = logging.getLogger(__name__)
 FORWARDED = "kafkalite-forwarded"  # client id of a forwarded request: never forwarded again
@@ -51,13 +53,16 @@ def _requested(request: Any) -> list[TopicPartition] | None:
 
 async def _forward(ctx: RequestContext, request: Any, timeout: float) -> Any | None:
     """The controller's answer to the same request; None when there is no controller to ask."""
-    controller_id = ctx.broker.metadata.controller_id()
-    endpoint = ctx.broker.endpoint_of(controller_id) if controller_id >= 0 else None
+    config, metadata = ctx.broker.config, ctx.broker.metadata
+    controller_id = metadata.controller_id()
+    endpoint = inter_broker_endpoint(config, metadata, controller_id)
     if endpoint is None or controller_id == ctx.broker.node_id or ctx.client_id == FORWARDED:
         return None
     with trio.move_on_after(timeout):
         try:
-            connection = await BrokerConnection.open(endpoint.host, endpoint.port, FORWARDED)
+            connection = await BrokerConnection.open(
+                endpoint.host, endpoint.port, FORWARDED, inter_broker_login(config)
+            )
             try:
                 return await connection.request(request)
             finally:

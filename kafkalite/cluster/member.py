@@ -35,6 +35,7 @@ from kafkalite.cluster.zk_metadata import ZkMetadata
 from kafkalite.cluster.zk_scram_store import USERS, ZkScramCredentialStore
 from kafkalite.config import BrokerConfig
 from kafkalite.security.authorizer import Authorizer
+from kafkalite.security.sasl_client import inter_broker_login
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,7 @@ def _liveness(config: BrokerConfig, metadata: ZkMetadata) -> BrokerLiveness:
     settings = LivenessSettings(
         config.int("kafkalite.liveness.probe.interval.ms"),
         config.int("kafkalite.liveness.probe.timeout.ms"),
+        inter_broker_login(config),
     )
 
     def endpoint_of(broker_id: int) -> Endpoint | None:

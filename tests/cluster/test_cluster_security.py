@@ -2,11 +2,12 @@
 ZooKeeper's /kafka-acl and SCRAM credentials in /config/users, in Kafka's layout, so what is
 written through one broker holds on every other.
 
-Brokers replicate over the PLAINTEXT listener as User:ANONYMOUS, which needs ClusterAction on
-the cluster (Kafka's rule); clients log in on a SASL_PLAINTEXT listener (PLAIN for the super
-user `admin`, SCRAM-SHA-256 for `alice`, created through broker 1). An ACL created through
-broker 2 lets alice write to a topic led by broker 3, where she was refused before; her
-acks=all produce then succeeds, so the followers replicate under the authorizer.
+Brokers talk to each other on the SASL_PLAINTEXT listener (inter.broker.listener.name), logged
+in with PLAIN as User:broker, which needs ClusterAction on the cluster (Kafka's rule) and
+is no super user; clients log in on the same listener (PLAIN for the super user `admin`,
+SCRAM-SHA-256 for `alice`, created through broker 1). An ACL created through broker 2 lets
+alice write to a topic led by broker 3, where she was refused before; her acks=all produce
+then succeeds with the followers in the ISR: they fetched over SASL as User:broker.
 """
 
 from __future__ import annotations
@@ -33,22 +34,25 @@ from confluent_kafka.admin import (
 from kafkalite.cluster.kafka_zk import KafkaZkClient
 
 TOPIC = "orders"
-ADMIN_JAAS = (
+PLAIN_JAAS = (  # the broker's own login, and the PLAIN users it accepts
     "org.apache.kafka.common.security.plain.PlainLoginModule required"
-    ' username="admin" password="admin-secret" user_admin="admin-secret";'
+    ' username="broker" password="broker-secret"'
+    ' user_broker="broker-secret" user_admin="admin-secret";'
 )
 SECURE = {
     "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
     "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
-    "listener.name.sasl_plaintext.plain.sasl.jaas.config": ADMIN_JAAS,
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+    "inter.broker.listener.name": "SASL_PLAINTEXT",
+    "sasl.mechanism.inter.broker.protocol": "PLAIN",
     "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
     "super.users": "User:admin",
 }
-BROKERS_REPLICATE = AclBinding(  # the principal of PLAINTEXT inter-broker traffic
+BROKERS_REPLICATE = AclBinding(  # the principal of inter-broker traffic
     ResourceType.BROKER,
     "kafka-cluster",
     ResourcePatternType.LITERAL,
-    "User:ANONYMOUS",
+    "User:broker",
     "*",
     AclOperation.CLUSTER_ACTION,
     AclPermissionType.ALLOW,
@@ -159,6 +163,7 @@ def test_acls_and_scram_users_hold_on_every_broker(
     admin_b.create_acls([ALICE_WRITES])[ALICE_WRITES].result(timeout=10)
     poll(lambda: produce_as_alice(sasl[3]) is None, "alice's acks=all produce on broker 3")
     # Within message.timeout.ms (10 s), well below replica.lag.time.max.ms (30 s): the
-    # followers fetched it, as ClusterAction lets them, and stay in the ISR.
+    # followers fetched it, logged in as User:broker whom ClusterAction lets fetch, and stay
+    # in the ISR.
     partition = admin_c.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0]
     assert (partition.leader, sorted(partition.isrs)) == (3, [1, 2, 3])

@@ -356,7 +356,7 @@ def test_listener_overrides_and_passwords(pki: Pki) -> None:
         ({"ssl.client.auth": "maybe"}, "expected one of"),
         (
             {"listeners": "SASL_SSL://:0", "zookeeper.connect": "localhost:2181"},
-            "must be PLAINTEXT",
+            "over PLAINTEXT or SASL_PLAINTEXT only",
         ),
     ],
 )
