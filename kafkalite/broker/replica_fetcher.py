@@ -119,6 +119,15 @@ def apply_partition_response(partition: Partition, data: Any, now_ms: int) -> Ou
         return Outcome.AWAIT_STATE
     if error is ErrorCode.offset_out_of_range:
         return Outcome.OUT_OF_RANGE
+    if error in (ErrorCode.topic_authorization_failed, ErrorCode.cluster_authorization_failed):
+        log.error(  # an operator's to fix, as Kafka's fetcher logs it
+            "%s-%d: the leader refuses this broker's fetch (%s): the broker's principal on the"
+            " inter-broker listener needs ClusterAction on the cluster",
+            partition.topic,
+            partition.index,
+            error.name,
+        )
+        return Outcome.BACK_OFF
     if error is not ErrorCode.none:
         log.info("%s-%d: fetch answered %s", partition.topic, partition.index, error.name)
         return Outcome.BACK_OFF
