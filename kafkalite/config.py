@@ -698,8 +698,8 @@ def _check_listeners(config: BrokerConfig) -> None:
 
 
 def _check_inter_broker_listener(config: BrokerConfig) -> None:
-    """Kafka's checks of the inter-broker listener, and what kafkalite's brokers can speak to
-    each other so far: PLAINTEXT, or SASL_PLAINTEXT with PLAIN or SCRAM."""
+    """Kafka's checks of the inter-broker listener (what the brokers connect with is checked
+    by security/inter_broker.py at startup)."""
     if "inter.broker.listener.name" in config.raw and (
         "security.inter.broker.protocol" in config.raw
     ):
@@ -713,12 +713,6 @@ def _check_inter_broker_listener(config: BrokerConfig) -> None:
             f"inter.broker.listener.name must be a listener name defined in"
             f" advertised.listeners. The valid options based on currently configured"
             f" listeners are {','.join(each.name for each in config.advertised_listeners)}"
-        )
-    protocol = config.protocol_map[listener]
-    if config.cluster_mode and protocol not in ("PLAINTEXT", "SASL_PLAINTEXT"):
-        raise ConfigError(
-            f"inter-broker listener {listener} is {protocol}: kafkalite's brokers talk to each"
-            " other over PLAINTEXT or SASL_PLAINTEXT only so far"
         )
 
 

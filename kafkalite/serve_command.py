@@ -19,7 +19,7 @@ from kafkalite.broker.broker import Broker, local_broker_info
 from kafkalite.config import BrokerConfig
 from kafkalite.logging_config import configure_from_properties
 from kafkalite.metrics.http import open_metrics_listeners
-from kafkalite.security.sasl_client import inter_broker_login
+from kafkalite.security.inter_broker import inter_broker_security
 from kafkalite.server import bound_config, open_listeners, serve
 from kafkalite.storage.dir_lock import LogDirInUse, lock_log_dir, unlock_log_dir
 from kafkalite.storage.file_cache import raise_open_file_limit
@@ -69,7 +69,7 @@ async def _run(config: BrokerConfig, log_level: str | None) -> int:
 
 async def _run_locked(config: BrokerConfig) -> int:
     started = time.monotonic()
-    inter_broker_login(config)  # ConfigError (one line, exit 2): brokers could not log in
+    inter_broker_security(config)  # ConfigError (one line, exit 2): brokers could not log in
     raise_open_file_limit()
     try:
         listeners = await open_listeners(config)

@@ -39,7 +39,7 @@ from kafkalite.broker.controller_api import (
 from kafkalite.broker.replica_fetcher_manager import inter_broker_endpoint
 from kafkalite.protocol.entities import NO_THROTTLE, make, millis
 from kafkalite.security.acl import AclOperation
-from kafkalite.security.sasl_client import inter_broker_login
+from kafkalite.security.inter_broker import inter_broker_security
 
 log = logging.getLogger(__name__)
 FORWARDED = "kafkalite-forwarded"  # client id of a forwarded request: never forwarded again
@@ -61,7 +61,7 @@ async def _forward(ctx: RequestContext, request: Any, timeout: float) -> Any | N
     with trio.move_on_after(timeout):
         try:
             connection = await BrokerConnection.open(
-                endpoint.host, endpoint.port, FORWARDED, inter_broker_login(config)
+                endpoint.host, endpoint.port, FORWARDED, inter_broker_security(config)
             )
             try:
                 return await connection.request(request)

@@ -1,8 +1,10 @@
 """A Kafka protocol client connection on trio, for one broker talking to another (the
 replica fetcher): kio entities in, kio entities out, one request in flight at a time.
 
-On a SASL inter-broker listener the connection logs in first with the broker's own
-credentials (security/sasl_client.py): SaslHandshake v1, then SaslAuthenticate v2 rounds.
+On a secured inter-broker listener (security/inter_broker.py) the connection first shakes
+hands in TLS (SSL, SASL_SSL: the other broker's certificate and host name checked), then logs
+in with the broker's own credentials (SASL_PLAINTEXT, SASL_SSL; security/sasl_client.py):
+SaslHandshake v1, then SaslAuthenticate v2 rounds.
 
 Framing as Kafka's: a 4-byte size, the request header the request class names, the body;
 responses split by the sans-IO FrameReader and decoded with the matching response class.
@@ -25,6 +27,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.serial import entity_reader, entity_writer
 
 from kafkalite.protocol.frames import FrameReader
+from kafkalite.security.inter_broker import InterBrokerSecurity
 from kafkalite.security.sasl_client import SaslClientError, SaslLogin
 
 if TYPE_CHECKING:
@@ -39,7 +42,15 @@ class ConnectionLost(Exception):
 
 
 class AuthenticationFailed(ConnectionLost):
-    """The peer refused this broker's SASL login (its credentials or mechanism)."""
+    """The peer refused this broker's SASL login (its credentials or mechanism), or its TLS
+    handshake (its certificate, or this broker's)."""
+
+
+async def _handshake(stream: trio.SSLStream[trio.abc.Stream]) -> None:
+    try:
+        await stream.do_handshake()
+    except trio.BrokenResourceError as exc:
+        raise AuthenticationFailed(f"TLS handshake: {exc.__cause__ or exc}") from exc
 
 
 @cache
@@ -89,27 +100,39 @@ class BrokerConnection:
 
     @classmethod
     async def open(
-        cls, host: str, port: int, client_id: str, login: SaslLogin | None = None
+        cls,
+        host: str,
+        port: int,
+        client_id: str,
+        security: InterBrokerSecurity | None = None,
     ) -> BrokerConnection:
         try:
             stream = await trio.open_tcp_stream(host, port)
         except OSError as exc:
             raise ConnectionLost(f"cannot connect to {host}:{port}: {exc}") from exc
-        return await cls.over(stream, client_id, login)
+        return await cls.over(stream, client_id, security, host)
 
     @classmethod
     async def over(
-        cls, stream: trio.abc.Stream, client_id: str, login: SaslLogin | None
+        cls,
+        stream: trio.abc.Stream,
+        client_id: str,
+        security: InterBrokerSecurity | None,
+        host: str,
     ) -> BrokerConnection:
-        """A connection on an open stream, logged in with `login` (closed if that fails)."""
-        connection = cls(stream, client_id)
-        if login is not None:
-            try:
-                await connection.authenticate(login)
-            except BaseException:
-                with trio.CancelScope(shield=True):
-                    await connection.aclose()
-                raise
+        """A connection on an open TCP stream to `host`, in TLS and logged in as `security`
+        says (closed if either fails)."""
+        try:
+            if security is not None and security.ssl_context is not None:
+                stream = trio.SSLStream(stream, security.ssl_context, server_hostname=host)
+                await _handshake(stream)
+            connection = cls(stream, client_id)
+            if security is not None and security.login is not None:
+                await connection.authenticate(security.login)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+            raise
         return connection
 
     async def authenticate(self, login: SaslLogin) -> None:
@@ -118,7 +141,7 @@ class BrokerConnection:
         handshake = await self.request(SaslHandshakeRequest(mechanism=login.mechanism))
         if handshake.error_code != ErrorCode.none:
             raise AuthenticationFailed(
-                f"SASL handshake for {login.mechanism}: {handshake.error_code.name}"
+                f"SASL handshake for {login.mechanism}: {handshake.error_code.name.upper()}"
                 f" (the listener enables {', '.join(handshake.mechanisms)})"
             )
         client = login.client()
@@ -128,7 +151,7 @@ class BrokerConnection:
             if answer.error_code != ErrorCode.none:
                 raise AuthenticationFailed(
                     f"SASL {login.mechanism} login as {login.username}:"
-                    f" {answer.error_code.name}: {answer.error_message}"
+                    f" {answer.error_code.name.upper()}: {answer.error_message}"
                 )
             try:
                 token = client.respond(answer.auth_bytes)
@@ -167,7 +190,7 @@ class BrokerConnections:
 
     endpoint_of: Callable[[int], Endpoint | None]
     client_id: str
-    login: SaslLogin | None = None  # on a SASL inter-broker listener
+    security: InterBrokerSecurity | None = None  # TLS, SASL login to the other brokers
     _open: dict[int, BrokerConnection] = field(default_factory=dict)
 
     async def get(self, broker_id: int) -> BrokerConnection:
@@ -177,7 +200,7 @@ class BrokerConnections:
             if endpoint is None:
                 raise ConnectionLost(f"broker {broker_id} is not registered")
             connection = await BrokerConnection.open(
-                endpoint.host, endpoint.port, self.client_id, self.login
+                endpoint.host, endpoint.port, self.client_id, self.security
             )
             self._open[broker_id] = connection
         return connection

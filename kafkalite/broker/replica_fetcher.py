@@ -35,7 +35,7 @@ from kafkalite.broker.cluster_metadata import Endpoint
 from kafkalite.broker.delayed import TopicPartition
 from kafkalite.broker.partition import EARLIEST, Partition
 from kafkalite.protocol.entities import make
-from kafkalite.security.sasl_client import SaslLogin
+from kafkalite.security.inter_broker import InterBrokerSecurity
 from kafkalite.storage.errors import StorageError
 
 log = logging.getLogger("kafkalite.replica_fetcher")
@@ -58,7 +58,7 @@ class FetchSettings:
     min_bytes: int
     backoff_ms: int
     socket_timeout_ms: int = 30_000  # an unanswered request: the connection is given up
-    login: SaslLogin | None = None  # the broker's own, on a SASL inter-broker listener
+    security: InterBrokerSecurity | None = None  # TLS, SASL login to the other brokers
 
 
 class Outcome(enum.Enum):
@@ -280,7 +280,7 @@ class ReplicaFetcher:
                 return None
             client_id = f"broker-{self.settings.broker_id}-fetcher"
             self._connection = await BrokerConnection.open(
-                endpoint.host, endpoint.port, client_id, self.settings.login
+                endpoint.host, endpoint.port, client_id, self.settings.security
             )
         return self._connection
 

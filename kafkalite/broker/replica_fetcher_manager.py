@@ -19,7 +19,7 @@ from kafkalite.broker.delayed import TopicPartition
 from kafkalite.broker.partition import Partition
 from kafkalite.broker.replica_fetcher import FetchSettings, ReplicaFetcher
 from kafkalite.config import BrokerConfig
-from kafkalite.security.sasl_client import inter_broker_login
+from kafkalite.security.inter_broker import inter_broker_security
 
 FetcherKey = tuple[int, int]  # (leader broker id, fetcher index)
 
@@ -32,7 +32,7 @@ def fetch_settings(config: BrokerConfig) -> FetchSettings:
         min_bytes=config.int("replica.fetch.min.bytes"),
         backoff_ms=config.int("replica.fetch.backoff.ms"),
         socket_timeout_ms=config.int("replica.socket.timeout.ms"),
-        login=inter_broker_login(config),
+        security=inter_broker_security(config),
     )
 
 

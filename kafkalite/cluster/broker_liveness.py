@@ -50,7 +50,7 @@ from kafkalite.broker.broker_connection import BrokerConnection, ConnectionLost
 from kafkalite.broker.cluster_metadata import Endpoint
 from kafkalite.cluster import zk_data as zd
 from kafkalite.cluster.zk_client import BadVersion, CheckOp, DeleteOp, NoNode, ZkClient
-from kafkalite.security.sasl_client import SaslLogin
+from kafkalite.security.inter_broker import InterBrokerSecurity
 
 log = logging.getLogger(__name__)
 REFUSALS_TO_DECLARE_DEAD = 2  # a lone refusal could be a listener's backlog overflowing
@@ -60,7 +60,7 @@ REFUSALS_TO_DECLARE_DEAD = 2  # a lone refusal could be a listener's backlog ove
 class LivenessSettings:
     probe_interval_ms: int = 200  # 0: no probes, ZooKeeper sessions only (as Kafka)
     probe_timeout_ms: int = 6000  # an unanswered probe: the broker is paused or wedged
-    login: SaslLogin | None = None  # the broker's own, on a SASL inter-broker listener
+    security: InterBrokerSecurity | None = None  # TLS, SASL login to the other brokers
 
     @property
     def enabled(self) -> bool:
@@ -157,7 +157,7 @@ class BrokerLiveness:
         connection = None
         try:
             with trio.move_on_after(timeout) as connecting:
-                connection = await _connect(endpoint, self.settings.login)
+                connection = await _connect(endpoint, self.settings.security)
             if connecting.cancelled_caught:
                 self._note(broker_id, state.on_unanswered())
                 return
@@ -180,7 +180,9 @@ class BrokerLiveness:
                     await connection.aclose()
 
 
-async def _connect(endpoint: Endpoint, login: SaslLogin | None) -> BrokerConnection | None:
+async def _connect(
+    endpoint: Endpoint, security: InterBrokerSecurity | None
+) -> BrokerConnection | None:
     """A probe connection (logged in on a SASL inter-broker listener, where a second
     ApiVersions before authentication closes it), or None when the broker's port refuses it."""
     try:
@@ -189,7 +191,7 @@ async def _connect(endpoint: Endpoint, login: SaslLogin | None) -> BrokerConnect
         if _refused(exc):
             return None
         raise ConnectionLost(str(exc)) from exc
-    return await BrokerConnection.over(stream, "kafkalite-liveness", login)
+    return await BrokerConnection.over(stream, "kafkalite-liveness", security, endpoint.host)
 
 
 def _refused(exc: BaseException) -> bool:

@@ -35,7 +35,7 @@ from kafkalite.cluster.zk_metadata import ZkMetadata
 from kafkalite.cluster.zk_scram_store import USERS, ZkScramCredentialStore
 from kafkalite.config import BrokerConfig
 from kafkalite.security.authorizer import Authorizer
-from kafkalite.security.sasl_client import inter_broker_login
+from kafkalite.security.inter_broker import inter_broker_security
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def _liveness(config: BrokerConfig, metadata: ZkMetadata) -> BrokerLiveness:
     settings = LivenessSettings(
         config.int("kafkalite.liveness.probe.interval.ms"),
         config.int("kafkalite.liveness.probe.timeout.ms"),
-        inter_broker_login(config),
+        inter_broker_security(config),
     )
 
     def endpoint_of(broker_id: int) -> Endpoint | None:

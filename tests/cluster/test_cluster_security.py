@@ -2,12 +2,13 @@
 ZooKeeper's /kafka-acl and SCRAM credentials in /config/users, in Kafka's layout, so what is
 written through one broker holds on every other.
 
-Brokers talk to each other on the SASL_PLAINTEXT listener (inter.broker.listener.name), logged
-in with PLAIN as User:broker, which needs ClusterAction on the cluster (Kafka's rule) and
-is no super user; clients log in on the same listener (PLAIN for the super user `admin`,
-SCRAM-SHA-256 for `alice`, created through broker 1). An ACL created through broker 2 lets
-alice write to a topic led by broker 3, where she was refused before; her acks=all produce
-then succeeds with the followers in the ISR: they fetched over SASL as User:broker.
+Brokers talk to each other on a SASL_SSL listener (security.inter.broker.protocol), in TLS
+and logged in with PLAIN as User:broker, which needs ClusterAction on the cluster (Kafka's
+rule) and is no super user; clients log in on a SASL_PLAINTEXT listener (PLAIN for the super
+user `admin`, SCRAM-SHA-256 for `alice`, created through broker 1). An ACL created through
+broker 2 lets alice write to a topic led by broker 3, where she was refused before; her
+acks=all produce then succeeds with the followers in the ISR: they fetched over SASL_SSL as
+User:broker.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from cluster_helpers import StartBrokers, poll, zk_read
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
@@ -32,6 +34,7 @@ from confluent_kafka.admin import (
 )
 
 from kafkalite.cluster.kafka_zk import KafkaZkClient
+from tests.security.conftest import Pki, pki  # noqa: F401 (the fixture: certificates)
 
 TOPIC = "orders"
 PLAIN_JAAS = (  # the broker's own login, and the PLAIN users it accepts
@@ -39,15 +42,27 @@ PLAIN_JAAS = (  # the broker's own login, and the PLAIN users it accepts
     ' username="broker" password="broker-secret"'
     ' user_broker="broker-secret" user_admin="admin-secret";'
 )
-SECURE = {
-    "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
-    "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-    "inter.broker.listener.name": "SASL_PLAINTEXT",
-    "sasl.mechanism.inter.broker.protocol": "PLAIN",
-    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-    "super.users": "User:admin",
-}
+
+
+def secure(certificates: Pki) -> dict[str, str]:
+    return {
+        "listeners": (
+            "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0"
+        ),
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(certificates.keystore_file),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(certificates.ca_file),
+        "security.inter.broker.protocol": "SASL_SSL",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin",
+    }
+
+
 BROKERS_REPLICATE = AclBinding(  # the principal of inter-broker traffic
     ResourceType.BROKER,
     "kafka-cluster",
@@ -133,9 +148,9 @@ def produce_as_alice(bootstrap: str) -> KafkaError | None:
 
 
 def test_acls_and_scram_users_hold_on_every_broker(
-    start_brokers: StartBrokers, zk_connect: str
+    start_brokers: StartBrokers, zk_connect: str, request: pytest.FixtureRequest
 ) -> None:
-    start_brokers(SECURE)
+    start_brokers(secure(request.getfixturevalue("pki")))
     sasl = sasl_endpoints(zk_connect)
     admin_a, admin_b, admin_c = (admin_on(sasl[broker_id]) for broker_id in (1, 2, 3))
 
@@ -163,7 +178,7 @@ def test_acls_and_scram_users_hold_on_every_broker(
     admin_b.create_acls([ALICE_WRITES])[ALICE_WRITES].result(timeout=10)
     poll(lambda: produce_as_alice(sasl[3]) is None, "alice's acks=all produce on broker 3")
     # Within message.timeout.ms (10 s), well below replica.lag.time.max.ms (30 s): the
-    # followers fetched it, logged in as User:broker whom ClusterAction lets fetch, and stay
-    # in the ISR.
+    # followers fetched it over SASL_SSL, logged in as User:broker whom ClusterAction lets
+    # fetch, and stay in the ISR.
     partition = admin_c.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0]
     assert (partition.leader, sorted(partition.isrs)) == (3, [1, 2, 3])

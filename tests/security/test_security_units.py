@@ -354,10 +354,6 @@ def test_listener_overrides_and_passwords(pki: Pki) -> None:
         ({"listener.name.ssl.ssl.bogus": "x"}, "unknown property"),
         ({"listener.name.ssl.log.dirs": "x"}, "unknown property"),
         ({"ssl.client.auth": "maybe"}, "expected one of"),
-        (
-            {"listeners": "SASL_SSL://:0", "zookeeper.connect": "localhost:2181"},
-            "over PLAINTEXT or SASL_PLAINTEXT only",
-        ),
     ],
 )
 def test_configs_refused_at_startup(overrides: dict[str, str], message: str) -> None:
