@@ -169,6 +169,10 @@ def test_acls_and_scram_users_hold_on_every_broker(
     assert list(stored["config"]) == ["SCRAM-SHA-256"]
     assert stored["config"]["SCRAM-SHA-256"].endswith(",iterations=4096")
     poll(lambda: alice_logs_in(sasl[3]), "alice logs in on broker 3")
+    described = admin_c.describe_user_scram_credentials(["alice"])["alice"].result(timeout=10)
+    assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
+        (ScramMechanism.SCRAM_SHA_256, 4096)
+    ]
 
     assignment = NewTopic(TOPIC, 1, replica_assignment=[[3, 1, 2]])  # led by broker 3
     admin_c.create_topics([assignment])[TOPIC].result(timeout=10)
