@@ -207,7 +207,7 @@ class Broker:
     def endpoint_of(self, broker_id: int, listener: str = "") -> Endpoint | None:
         """Where clients reach `broker_id`: its endpoint on `listener`, the one they use here
         (Kafka answers each client on its own listener); by default the first advertised
-        listener, which brokers use between themselves."""
+        listener (brokers reach each other on config.inter_broker_listener)."""
         info = self.metadata.broker(broker_id)
         return info.endpoint(listener or self.advertised_listener.name) if info else None
 
