@@ -48,7 +48,7 @@ class ZkConfigManager:
         self.kafka_zk = KafkaZkClient(zk)
         self.entities = (DEFAULT_ENTITY, str(broker_id))  # the broker entities followed here
         self.on_change = on_change
-        self.handlers: dict[str, list[OnChange]] = {}  # other entity types: every entity's
+        self.handlers: dict[str, list[OnChange]] = {}  # other entity types -> their handlers
         self.last_executed_change = -1
 
     def follow(self, entity_type: str, on_change: OnChange) -> None:
