@@ -80,6 +80,12 @@ def _choice(*choices: str) -> Callable[[str], str]:
     return parse
 
 
+def _security_protocol(value: str) -> str:
+    if value.strip().upper() not in SECURITY_PROTOCOLS:
+        raise ValueError(f"expected one of {', '.join(SECURITY_PROTOCOLS)}")
+    return value.strip().upper()
+
+
 def _list(value: str) -> tuple[str, ...]:
     return tuple(filter(None, (part.strip() for part in value.split(","))))
 
@@ -473,6 +479,20 @@ PROPERTIES: dict[str, Property] = {
     "connection.failed.authentication.delay.ms": Property(
         _int(0, I32_MAX), "100", "delay before closing a failed authentication", TYPE_INT
     ),
+    # Inter-broker traffic (replication, transaction markers, forwarded requests): on
+    # inter.broker.listener.name, or the listener named as security.inter.broker.protocol;
+    # with neither set, on the first advertised listener (kafkalite's rule before them).
+    "inter.broker.listener.name": Property(
+        _str, None, "listener the brokers talk to each other on", TYPE_STRING
+    ),
+    "security.inter.broker.protocol": Property(
+        _security_protocol,
+        "PLAINTEXT",
+        "protocol (and so listener name) of inter-broker traffic",
+    ),
+    "sasl.mechanism.inter.broker.protocol": Property(
+        _str, "GSSAPI", "SASL mechanism brokers log in to each other with", TYPE_STRING
+    ),
     "connections.max.reauth.ms": Property(
         _int(0), "0", "SASL session lifetime; clients re-authenticate (KIP-368)", TYPE_LONG
     ),
@@ -627,6 +647,16 @@ class BrokerConfig:
     def protocol_map(self) -> dict[str, str]:
         return self._get("listener.security.protocol.map")  # type: ignore[return-value]
 
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener name brokers talk to each other on (Kafka's
+        interBrokerListenerName); by default the first advertised listener."""
+        if named := self.str("inter.broker.listener.name"):
+            return named.strip().upper()
+        if "security.inter.broker.protocol" in self.raw:
+            return str(self.str("security.inter.broker.protocol"))
+        return self.advertised_listeners[0].name
+
     def listener_str(self, listener: str, name: str) -> str | None:
         """A property as `listener` sees it: its `listener.name.<l>.` override, else the
         broker-wide value."""
@@ -664,10 +694,25 @@ def _check_listeners(config: BrokerConfig) -> None:
     for advertised in config.advertised_listeners:
         if advertised.name not in names:
             raise ConfigError(f"advertised listener {advertised.name} is not in listeners")
-    if config.cluster_mode and mapping[config.advertised_listeners[0].name] != "PLAINTEXT":
+    _check_inter_broker_listener(config)
+
+
+def _check_inter_broker_listener(config: BrokerConfig) -> None:
+    """Kafka's checks of the inter-broker listener (what the brokers connect with is checked
+    by security/inter_broker.py at startup)."""
+    if "inter.broker.listener.name" in config.raw and (
+        "security.inter.broker.protocol" in config.raw
+    ):
+        raise ConfigError(  # Kafka's words
+            "Only one of inter.broker.listener.name and security.inter.broker.protocol"
+            " should be set."
+        )
+    listener = config.inter_broker_listener
+    if listener not in [each.name for each in config.advertised_listeners]:
         raise ConfigError(
-            "in cluster mode the first advertised listener carries inter-broker traffic and"
-            " must be PLAINTEXT (kafkalite has no secured inter-broker listener yet)"
+            f"inter.broker.listener.name must be a listener name defined in"
+            f" advertised.listeners. The valid options based on currently configured"
+            f" listeners are {','.join(each.name for each in config.advertised_listeners)}"
         )
 
 
@@ -719,11 +764,6 @@ def build_config(
             raise ConfigError(f"invalid value {value!r} for {name}: {exc}") from None
     config = BrokerConfig(raw)
     _check_listeners(config)
-    if config.cluster_mode and config.str("authorizer.class.name"):
-        raise ConfigError(
-            "authorizer.class.name: kafkalite keeps ACLs on a single node only so far"
-            " (not yet in ZooKeeper's /kafka-acl)"
-        )
     if config.cluster_mode and config.bool("remote.log.storage.system.enable"):
         raise ConfigError(
             "remote.log.storage.system.enable: kafkalite tiers a single node's logs only so far"

@@ -19,6 +19,7 @@ from kafkalite.broker.broker import Broker, local_broker_info
 from kafkalite.config import BrokerConfig
 from kafkalite.logging_config import configure_from_properties
 from kafkalite.metrics.http import open_metrics_listeners
+from kafkalite.security.inter_broker import inter_broker_security
 from kafkalite.server import bound_config, open_listeners, serve
 from kafkalite.storage.dir_lock import LogDirInUse, lock_log_dir, unlock_log_dir
 from kafkalite.storage.file_cache import raise_open_file_limit
@@ -68,6 +69,7 @@ async def _run(config: BrokerConfig, log_level: str | None) -> int:
 
 async def _run_locked(config: BrokerConfig) -> int:
     started = time.monotonic()
+    inter_broker_security(config)  # ConfigError (one line, exit 2): brokers could not log in
     raise_open_file_limit()
     try:
         listeners = await open_listeners(config)
@@ -90,7 +92,13 @@ async def _run_locked(config: BrokerConfig) -> int:
                 return _fail(f"cannot join the cluster at {config.str('zookeeper.connect')}: {exc}")
             metadata, controller, tasks = member.metadata, member.controller_api, member.tasks
         try:
-            broker = Broker.open(config, metadata=metadata, controller=controller)
+            broker = Broker.open(
+                config,
+                metadata=metadata,
+                controller=controller,
+                authorizer=member.authorizer if member else None,
+                scram_store=member.scram_store if member else None,
+            )
         except (OSError, ValueError) as exc:
             return _fail(f"cannot use log dir {config.log_dir}: {exc}")
         except RemoteStorageError as exc:  # e.g. boto3 not installed

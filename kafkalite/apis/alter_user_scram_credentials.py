@@ -15,14 +15,14 @@ from kafkalite.protocol.entities import NO_THROTTLE, make
 from kafkalite.security.acl import AclOperation
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     deletions = [Deletion(d.name, d.mechanism) for d in request.deletions]
     upsertions = [
         Upsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
         for u in request.upsertions
     ]
     if ctx.authorized_cluster(AclOperation.ALTER):
-        results = ctx.broker.scram.alter(deletions, upsertions)
+        results = await ctx.broker.scram.alter(deletions, upsertions)
     else:  # every user named, refused (Kafka's getErrorResponse)
         users = dict.fromkeys([d.user for d in deletions] + [u.user for u in upsertions])
         results = [UserResult(user, ErrorCode.cluster_authorization_failed) for user in users]
@@ -41,4 +41,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-API = ApiHandler(api_key=51, min_version=0, max_version=0, handle=handle)
+API = ApiHandler(api_key=51, min_version=0, max_version=0, handle=handle, is_async=True)

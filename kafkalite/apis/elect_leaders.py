@@ -11,6 +11,10 @@ Results as Kafka's controller gives them (ReplicationControlManager.electLeaders
 partition in request order; for a null topic list (every partition) each topic with only the
 partitions that needed an election. A single node answers as a one-broker Kafka:
 ELECTION_NOT_NEEDED for every existing partition.
+
+Authorization as Kafka's: ALTER on the cluster. A request another broker forwarded was
+checked there for the client's ALTER; the controller asks the forwarding broker's principal
+for CLUSTER_ACTION, as Kafka asks it of an Envelope's sender.
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ from kafkalite.broker.controller_api import (
     NotController,
     TopicPartition,
 )
+from kafkalite.broker.replica_fetcher_manager import inter_broker_endpoint
 from kafkalite.protocol.entities import NO_THROTTLE, make, millis
 from kafkalite.security.acl import AclOperation
+from kafkalite.security.inter_broker import inter_broker_security
 
 log = logging.getLogger(__name__)
 FORWARDED = "kafkalite-forwarded"  # client id of a forwarded request: never forwarded again
@@ -47,13 +53,16 @@ def _requested(request: Any) -> list[TopicPartition] | None:
 
 async def _forward(ctx: RequestContext, request: Any, timeout: float) -> Any | None:
     """The controller's answer to the same request; None when there is no controller to ask."""
-    controller_id = ctx.broker.metadata.controller_id()
-    endpoint = ctx.broker.endpoint_of(controller_id) if controller_id >= 0 else None
+    config, metadata = ctx.broker.config, ctx.broker.metadata
+    controller_id = metadata.controller_id()
+    endpoint = inter_broker_endpoint(config, metadata, controller_id)
     if endpoint is None or controller_id == ctx.broker.node_id or ctx.client_id == FORWARDED:
         return None
     with trio.move_on_after(timeout):
         try:
-            connection = await BrokerConnection.open(endpoint.host, endpoint.port, FORWARDED)
+            connection = await BrokerConnection.open(
+                endpoint.host, endpoint.port, FORWARDED, inter_broker_security(config)
+            )
             try:
                 return await connection.request(request)
             finally:
@@ -109,7 +118,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if election_type not in (PREFERRED, UNCLEAN):
         invalid = ApiError(ErrorCode.invalid_request, f"Unknown election type {election_type}")
         return _error_response(ctx, request, invalid)
-    if not ctx.authorized_cluster(AclOperation.ALTER):
+    if not _authorized(ctx):
         denied = ApiError(ErrorCode.cluster_authorization_failed)
         return _error_response(ctx, request, denied)
     timeout = max(millis(request.timeout), 0) / 1000
@@ -120,6 +129,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         forwarded = await _forward(ctx, request, request_timeout)
         return forwarded if forwarded is not None else _error_response(ctx, request, NOT_CONTROLLER)
     return _response(ctx, request, results)
+
+
+def _authorized(ctx: RequestContext) -> bool:
+    if ctx.client_id == FORWARDED:
+        return ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
+    return ctx.authorized_cluster(AclOperation.ALTER)
 
 
 def _error_response(ctx: RequestContext, request: Any, error: ApiError) -> Any:

@@ -19,7 +19,11 @@ from kafkalite.broker.partition import Partition
 from kafkalite.broker.remote_log_manager import RemoteLogManager
 from kafkalite.broker.replica_fetcher_manager import ReplicaFetcherManager
 from kafkalite.broker.replica_manager import ReplicaManager
-from kafkalite.broker.scram_credentials import ScramCredentials
+from kafkalite.broker.scram_credentials import (
+    ScramCredentials,
+    ScramCredentialStore,
+    SingleNodeScramStore,
+)
 from kafkalite.broker.share_coordinator_service import ShareCoordinatorService
 from kafkalite.broker.share_group_service import ShareGroupService
 from kafkalite.broker.share_partition_manager import SharePartitionManager
@@ -28,6 +32,7 @@ from kafkalite.broker.topic_config import log_config_for
 from kafkalite.broker.txn_coordinator_service import TransactionCoordinatorService
 from kafkalite.config import BrokerConfig, Listener
 from kafkalite.metrics.counters import BrokerMetrics
+from kafkalite.security.acl_store import AclStore
 from kafkalite.security.authorizer import Authorizer, parse_super_users
 from kafkalite.security.scram_credential import ScramCredential
 from kafkalite.storage.log_dirs import LogDirs
@@ -60,16 +65,23 @@ def local_broker_info(config: BrokerConfig) -> BrokerInfo:
     return BrokerInfo(config.broker_id, endpoints, config.str("broker.rack"))
 
 
-def open_authorizer(config: BrokerConfig) -> Authorizer | None:
-    """The ACL authorizer authorizer.class.name asks for (a single node's ACLs: a file in
-    its data directory), or None."""
+def open_authorizer(config: BrokerConfig, store: AclStore | None = None) -> Authorizer | None:
+    """The ACL authorizer authorizer.class.name asks for, or None. Its ACLs are `store`'s (a
+    cluster's: ZooKeeper's /kafka-acl), by default a single node's: a file in its data
+    directory."""
     if not config.str("authorizer.class.name"):
         return None
     return Authorizer(
-        FileAclStore(config.log_dir / ACLS_FILE),
+        store or FileAclStore(config.log_dir / ACLS_FILE),
         parse_super_users(config.str("super.users") or ""),
         config.bool("allow.everyone.if.no.acl.found"),
     )
+
+
+def _single_node_scram_store(metadata: ClusterMetadata) -> ScramCredentialStore | None:
+    if isinstance(metadata, SingleNodeMetadata):
+        return SingleNodeScramStore(metadata)
+    return None
 
 
 @dataclass
@@ -99,9 +111,12 @@ class Broker:
         clock_ms: Callable[[], int] = wall_clock_ms,
         metadata: ClusterMetadata | None = None,
         controller: ControllerApi | None = None,
+        authorizer: Authorizer | None = None,
+        scram_store: ScramCredentialStore | None = None,
     ) -> Broker:
         """Load metadata and dynamic configs (by default this node's own files: a single node)
-        and every partition log (running recovery where needed)."""
+        and every partition log (running recovery where needed). A cluster passes its
+        authorizer and SCRAM credential store (ZooKeeper's); a single node keeps its own."""
         if metadata is None:
             metadata = SingleNodeMetadata(config.log_dir, local_broker_info(config))
         if controller is None:
@@ -140,9 +155,9 @@ class Broker:
             dynamic=dynamic,
             fetchers=fetchers,
             txn=txn,
-            scram=ScramCredentials(metadata if isinstance(metadata, SingleNodeMetadata) else None),
+            scram=ScramCredentials(scram_store or _single_node_scram_store(metadata)),
             share_groups=share_groups,
-            authorizer=open_authorizer(config),
+            authorizer=authorizer or open_authorizer(config),
             group_configs=group_configs,
             remote_log_manager=_remote_log_manager(config, replica_manager, clock_ms),
         )
@@ -192,7 +207,7 @@ class Broker:
     def endpoint_of(self, broker_id: int, listener: str = "") -> Endpoint | None:
         """Where clients reach `broker_id`: its endpoint on `listener`, the one they use here
         (Kafka answers each client on its own listener); by default the first advertised
-        listener, which brokers use between themselves."""
+        listener (brokers reach each other on config.inter_broker_listener)."""
         info = self.metadata.broker(broker_id)
         return info.endpoint(listener or self.advertised_listener.name) if info else None
 

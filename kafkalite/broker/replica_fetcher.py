@@ -35,6 +35,7 @@ from kafkalite.broker.cluster_metadata import Endpoint
 from kafkalite.broker.delayed import TopicPartition
 from kafkalite.broker.partition import EARLIEST, Partition
 from kafkalite.protocol.entities import make
+from kafkalite.security.inter_broker import InterBrokerSecurity
 from kafkalite.storage.errors import StorageError
 
 log = logging.getLogger("kafkalite.replica_fetcher")
@@ -57,6 +58,7 @@ class FetchSettings:
     min_bytes: int
     backoff_ms: int
     socket_timeout_ms: int = 30_000  # an unanswered request: the connection is given up
+    security: InterBrokerSecurity | None = None  # TLS, SASL login to the other brokers
 
 
 class Outcome(enum.Enum):
@@ -117,6 +119,15 @@ def apply_partition_response(partition: Partition, data: Any, now_ms: int) -> Ou
         return Outcome.AWAIT_STATE
     if error is ErrorCode.offset_out_of_range:
         return Outcome.OUT_OF_RANGE
+    if error in (ErrorCode.topic_authorization_failed, ErrorCode.cluster_authorization_failed):
+        log.error(  # an operator's to fix, as Kafka's fetcher logs it
+            "%s-%d: the leader refuses this broker's fetch (%s): the broker's principal on the"
+            " inter-broker listener needs ClusterAction on the cluster",
+            partition.topic,
+            partition.index,
+            error.name,
+        )
+        return Outcome.BACK_OFF
     if error is not ErrorCode.none:
         log.info("%s-%d: fetch answered %s", partition.topic, partition.index, error.name)
         return Outcome.BACK_OFF
@@ -268,7 +279,9 @@ class ReplicaFetcher:
             if endpoint is None:
                 return None
             client_id = f"broker-{self.settings.broker_id}-fetcher"
-            self._connection = await BrokerConnection.open(endpoint.host, endpoint.port, client_id)
+            self._connection = await BrokerConnection.open(
+                endpoint.host, endpoint.port, client_id, self.settings.security
+            )
         return self._connection
 
     async def _fetch_once(self, ready: list[FetchState]) -> None:

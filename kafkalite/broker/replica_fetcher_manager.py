@@ -19,6 +19,7 @@ from kafkalite.broker.delayed import TopicPartition
 from kafkalite.broker.partition import Partition
 from kafkalite.broker.replica_fetcher import FetchSettings, ReplicaFetcher
 from kafkalite.config import BrokerConfig
+from kafkalite.security.inter_broker import inter_broker_security
 
 FetcherKey = tuple[int, int]  # (leader broker id, fetcher index)
 
@@ -31,18 +32,19 @@ def fetch_settings(config: BrokerConfig) -> FetchSettings:
         min_bytes=config.int("replica.fetch.min.bytes"),
         backoff_ms=config.int("replica.fetch.backoff.ms"),
         socket_timeout_ms=config.int("replica.socket.timeout.ms"),
+        security=inter_broker_security(config),
     )
 
 
 def inter_broker_endpoint(
     config: BrokerConfig, metadata: ClusterMetadata, broker_id: int
 ) -> Endpoint | None:
-    """Another broker's endpoint on this broker's listener (kafkalite advertises one)."""
+    """Another broker's endpoint on the inter-broker listener (inter.broker.listener.name,
+    security.inter.broker.protocol, else the first advertised listener)."""
     info = metadata.broker(broker_id)
     if info is None or not info.endpoints:
         return None
-    listener = config.advertised_listeners[0].name
-    return info.endpoint(listener) or info.endpoints[0]
+    return info.endpoint(config.inter_broker_listener) or info.endpoints[0]
 
 
 class ReplicaFetcherManager:

@@ -5,10 +5,11 @@ several mechanisms in one request: `kafka-configs --add-config
 authenticates against.
 
 Credentials are kept as Kafka keeps them (salt, stored key, server key, iterations: never the
-password; security/scram_credential.py), by the metadata store: on a single node in its
-metadata file. A cluster would keep them in ZooKeeper's /config/users/<user>, which kafkalite
-does not do yet: there every alteration is refused with UNSUPPORTED_VERSION, as Kafka refuses
-SCRAM where its metadata cannot hold it.
+password; security/scram_credential.py) by a ScramCredentialStore: on a single node the
+metadata file (SingleNodeScramStore), in a cluster ZooKeeper's `/config/users/<user>` with
+Kafka's `/config/changes` notification (cluster/zk_scram_store.py), so that a user created
+on one broker logs in on every other. Without a store every alteration is refused with
+UNSUPPORTED_VERSION, as Kafka refuses SCRAM where its metadata cannot hold it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ DESCRIBE_DUPLICATE = (
 DESCRIBE_MISSING = "Attempt to describe a user credential that does not exist: "
 MISSING_DELETION = "Attempt to delete a user credential that does not exist"
 EMPTY_USER = "Username must not be empty"
-NOT_STORED = "kafkalite keeps SCRAM credentials on a single node only (not yet in ZooKeeper)"
+NOT_STORED = "This broker has no store for SCRAM credentials"
 
 
 class ScramCredentialStore(Protocol):
@@ -36,9 +37,28 @@ class ScramCredentialStore(Protocol):
         """user -> mechanism name -> credential text (ScramCredentialUtils' form)."""
         ...
 
-    def set_scram_credentials(self, changes: Mapping[str, Mapping[str, str]]) -> None:
+    async def set_scram_credentials(self, changes: Mapping[str, Mapping[str, str]]) -> None:
         """Replace each named user's credentials (none: the user goes), durably."""
         ...
+
+
+class SingleNodeCredentials(Protocol):
+    def scram_credentials(self) -> Mapping[str, Mapping[str, str]]: ...
+
+    def set_scram_credentials(self, changes: Mapping[str, Mapping[str, str]]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SingleNodeScramStore:
+    """A single node's credentials: in its metadata file (broker/metadata_store.py)."""
+
+    metadata: SingleNodeCredentials
+
+    def scram_credentials(self) -> Mapping[str, Mapping[str, str]]:
+        return self.metadata.scram_credentials()
+
+    async def set_scram_credentials(self, changes: Mapping[str, Mapping[str, str]]) -> None:
+        self.metadata.set_scram_credentials(changes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +127,7 @@ class ScramCredentials:
         )
         return UserResult(user, credentials=infos)
 
-    def alter(
+    async def alter(
         self, deletions: Sequence[Deletion], upsertions: Sequence[Upsertion]
     ) -> list[UserResult]:
         """Kafka's ZkAdminManager.alterUserScramCredentials: a user with any refused change
@@ -134,10 +154,10 @@ class ScramCredentials:
                     deletion.user, ErrorCode.resource_not_found, MISSING_DELETION
                 )
         altered = [user for user in dict.fromkeys(c.user for c in changes) if user not in refused]
-        self._apply(stored, altered, deletions, upsertions)
+        await self._apply(stored, altered, deletions, upsertions)
         return [*refused.values(), *(UserResult(user) for user in altered)]
 
-    def _apply(
+    async def _apply(
         self,
         stored: Mapping[str, Mapping[str, str]],
         users: Sequence[str],
@@ -158,7 +178,7 @@ class ScramCredentials:
                 )
                 changes[upsertion.user][mechanism.name] = credential.to_string()
         if changes:
-            self._store.set_scram_credentials(changes)
+            await self._store.set_scram_credentials(changes)
 
 
 def _illegal(change: Deletion | Upsertion) -> UserResult | None:

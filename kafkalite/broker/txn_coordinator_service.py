@@ -37,6 +37,7 @@ from kafkalite.broker.partition_loader import Batch
 from kafkalite.broker.txn_marker_sender import MarkerChannel
 from kafkalite.broker.txn_verification import TxnVerifier
 from kafkalite.coordinator import group_partition
+from kafkalite.security.inter_broker import inter_broker_security
 from kafkalite.storage.records import Record, decode_records
 from kafkalite.txn.coordinator import MarkerJob, TransactionCoordinator, TxnMetadata
 from kafkalite.txn.records import (
@@ -105,6 +106,7 @@ class TransactionCoordinatorService:
             self.coordinator_for,
             self.markers.endpoint_of,
             self.config.int("request.timeout.ms"),
+            inter_broker_security(self.config),
         )
         self.coordinator = TransactionCoordinator(
             self.metadata.allocate_producer_id,

@@ -40,6 +40,7 @@ from kafkalite.broker.delayed import TopicPartition
 from kafkalite.broker.replica_fetcher_manager import inter_broker_endpoint
 from kafkalite.broker.txn_marker_writer import TxnMarker, write_txn_markers
 from kafkalite.protocol.entities import make
+from kafkalite.security.inter_broker import InterBrokerSecurity, inter_broker_security
 from kafkalite.txn.coordinator import MarkerJob, TransactionCoordinator, TxnState
 
 if TYPE_CHECKING:
@@ -175,13 +176,14 @@ class TxnMarkerSender:
     is_current: Callable[[PendingMarkers], bool]  # still this coordinator's transaction
     retry_backoff_ms: int = 100  # between rounds while markers are pending
     request_timeout_ms: int = 30_000
+    security: InterBrokerSecurity | None = None  # TLS, SASL login to the other brokers
     pending: list[PendingMarkers] = field(default_factory=list)
     _connections: BrokerConnections = field(init=False)
     _wakeup: trio.Event = field(default_factory=trio.Event)
 
     def __post_init__(self) -> None:
         self._connections = BrokerConnections(
-            self.endpoint_of, f"broker-{self.broker_id}-txn-markers"
+            self.endpoint_of, f"broker-{self.broker_id}-txn-markers", self.security
         )
 
     def add(
@@ -296,6 +298,7 @@ class MarkerChannel:
             service.markers_acknowledged,
             self._is_current,
             request_timeout_ms=config.int("request.timeout.ms"),
+            security=inter_broker_security(config),
         )
 
     def send(self, job: MarkerJob, coordinator_epoch: int) -> None:

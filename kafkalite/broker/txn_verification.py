@@ -27,6 +27,7 @@ from kafkalite.broker.broker_connection import BrokerConnections, ConnectionLost
 from kafkalite.broker.cluster_metadata import Endpoint
 from kafkalite.broker.delayed import TopicPartition
 from kafkalite.protocol.entities import make
+from kafkalite.security.inter_broker import InterBrokerSecurity
 
 log = logging.getLogger("kafkalite.txn.verification")
 
@@ -109,12 +110,13 @@ class TxnVerifier:
     coordinator_of: Callable[[str], tuple[ErrorCode, int]]  # transactional id -> broker id
     endpoint_of: Callable[[int], Endpoint | None]
     request_timeout_ms: int = 30_000
+    security: InterBrokerSecurity | None = None  # TLS, SASL login to the other brokers
     _connections: BrokerConnections = field(init=False)
     _locks: dict[int, trio.Lock] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._connections = BrokerConnections(
-            self.endpoint_of, f"broker-{self.broker_id}-txn-verification"
+            self.endpoint_of, f"broker-{self.broker_id}-txn-verification", self.security
         )
 
     async def verify(

@@ -50,6 +50,7 @@ from kafkalite.broker.broker_connection import BrokerConnection, ConnectionLost
 from kafkalite.broker.cluster_metadata import Endpoint
 from kafkalite.cluster import zk_data as zd
 from kafkalite.cluster.zk_client import BadVersion, CheckOp, DeleteOp, NoNode, ZkClient
+from kafkalite.security.inter_broker import InterBrokerSecurity
 
 log = logging.getLogger(__name__)
 REFUSALS_TO_DECLARE_DEAD = 2  # a lone refusal could be a listener's backlog overflowing
@@ -59,6 +60,7 @@ REFUSALS_TO_DECLARE_DEAD = 2  # a lone refusal could be a listener's backlog ove
 class LivenessSettings:
     probe_interval_ms: int = 200  # 0: no probes, ZooKeeper sessions only (as Kafka)
     probe_timeout_ms: int = 6000  # an unanswered probe: the broker is paused or wedged
+    security: InterBrokerSecurity | None = None  # TLS, SASL login to the other brokers
 
     @property
     def enabled(self) -> bool:
@@ -155,7 +157,7 @@ class BrokerLiveness:
         connection = None
         try:
             with trio.move_on_after(timeout) as connecting:
-                connection = await _connect(endpoint)
+                connection = await _connect(endpoint, self.settings.security)
             if connecting.cancelled_caught:
                 self._note(broker_id, state.on_unanswered())
                 return
@@ -178,15 +180,18 @@ class BrokerLiveness:
                     await connection.aclose()
 
 
-async def _connect(endpoint: Endpoint) -> BrokerConnection | None:
-    """A probe connection, or None when the broker's port refuses it."""
+async def _connect(
+    endpoint: Endpoint, security: InterBrokerSecurity | None
+) -> BrokerConnection | None:
+    """A probe connection (logged in on a SASL inter-broker listener, where a second
+    ApiVersions before authentication closes it), or None when the broker's port refuses it."""
     try:
         stream = await trio.open_tcp_stream(endpoint.host, endpoint.port)
     except OSError as exc:
         if _refused(exc):
             return None
         raise ConnectionLost(str(exc)) from exc
-    return BrokerConnection(stream, "kafkalite-liveness")
+    return await BrokerConnection.over(stream, "kafkalite-liveness", security, endpoint.host)
 
 
 def _refused(exc: BaseException) -> bool:

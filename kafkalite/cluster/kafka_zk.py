@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import trio
@@ -323,6 +324,39 @@ class KafkaZkClient:
             sequence=True,
             make_parents=True,
         )
+
+    async def update_entity_config(
+        self,
+        entity_type: str,
+        entity_name: str,
+        update: Callable[[dict[str, str]], dict[str, str]],
+    ) -> dict[str, str]:
+        """Rewrite `/config/<type>/<name>` as `update` makes its configs (the keys it leaves
+        alone stay: a user's quotas beside its SCRAM credentials), conditionally on the
+        version read, again on a conflict; then announce it under `/config/changes`."""
+        path = zd.config_path(entity_type, entity_name)
+        while True:
+            try:
+                data, stat = await self.zk.get(path)
+                current, version = zd.decode_config(data), stat.version
+            except NoNode:
+                current, version = {}, None
+            config = update(dict(current))
+            try:
+                if version is None:
+                    await self.zk.create(path, zd.encode_config(config), make_parents=True)
+                else:
+                    await self.zk.set(path, zd.encode_config(config), version)
+                break
+            except (BadVersion, NodeExists, NoNode):
+                continue  # another broker changed it meanwhile: again on what it wrote
+        await self.zk.create(
+            f"{zd.CONFIG_CHANGES}/{zd.CONFIG_CHANGE_PREFIX}",
+            zd.encode_config_change(entity_type, entity_name),
+            sequence=True,
+            make_parents=True,
+        )
+        return config
 
     async def entity_config(self, entity_type: str, entity_name: str) -> dict[str, str]:
         try:

@@ -4,8 +4,11 @@
 zookeeper.connection.timeout.ms), registers the broker and reads the cluster's metadata and
 this broker's dynamic configs, so Broker.open can load on them (`metadata`, `controller_api`);
 the caller runs `tasks` (the store's watches and writes, the controller candidacy, the config
-change notifications) in the server's nursery. Leaving the block ends the session: the
-broker's ephemeral registration (and `/controller`, if it held it) goes at once.
+change notifications, the ACL change notifications) in the server's nursery. With
+authorizer.class.name the ACLs are ZooKeeper's `/kafka-acl` (cluster/zk_acl_store.py), and
+SCRAM credentials are always ZooKeeper's `/config/users` (cluster/zk_scram_store.py): the
+broker's `authorizer` and `scram_store`, which every broker follows. Leaving the block ends
+the session: the broker's ephemeral registration (and `/controller`, if it held it) goes at once.
 Only imported in cluster mode: the single-node broker never imports kazoo.
 """
 
@@ -16,6 +19,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
+from kafkalite.broker.broker import open_authorizer
 from kafkalite.broker.cluster_metadata import BrokerInfo, Endpoint
 from kafkalite.broker.metadata_store import new_cluster_id
 from kafkalite.broker.replica_fetcher_manager import inter_broker_endpoint
@@ -24,10 +28,14 @@ from kafkalite.cluster.broker_liveness import BrokerLiveness, LivenessSettings
 from kafkalite.cluster.controlled_shutdown_zk import Follower, controlled_shutdown
 from kafkalite.cluster.controller import Controller
 from kafkalite.cluster.leader_rebalancer import LeaderRebalancer
+from kafkalite.cluster.zk_acl_store import AclChangeListener, ZkAclStore
 from kafkalite.cluster.zk_client import ZkClient
 from kafkalite.cluster.zk_controller_api import ZkControllerApi
 from kafkalite.cluster.zk_metadata import ZkMetadata
+from kafkalite.cluster.zk_scram_store import USERS, ZkScramCredentialStore
 from kafkalite.config import BrokerConfig
+from kafkalite.security.authorizer import Authorizer
+from kafkalite.security.inter_broker import inter_broker_security
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +47,9 @@ class ClusterMember:
     config: BrokerConfig
     liveness: BrokerLiveness
     controller_api: ZkControllerApi
+    scram_store: ZkScramCredentialStore
+    authorizer: Authorizer | None = None  # with authorizer.class.name: ZooKeeper's ACLs
+    acl_changes: AclChangeListener | None = None  # other brokers' ACL changes, to it
 
     @property
     def tasks(self) -> list[Callable[..., Awaitable[None]]]:
@@ -49,6 +60,8 @@ class ClusterMember:
             self.controller.run,
             self.controller_api.run,
         ]
+        if self.acl_changes is not None:
+            tasks.append(self.acl_changes.run)
         if self.config.bool("auto.leader.rebalance.enable"):
             interval = self.config.int("leader.imbalance.check.interval.seconds")
             share = self.config.int("leader.imbalance.per.broker.percentage")
@@ -85,13 +98,41 @@ async def join_cluster(
         controller = Controller(zk, config.broker_id, unclean, liveness)
         controller_api = ZkControllerApi(metadata, controller)
         await controller_api.start()
-        yield ClusterMember(metadata, controller, config, liveness, controller_api)
+        scram_store = await ZkScramCredentialStore.open(metadata.kafka_zk)
+        controller_api.configs.follow(USERS, scram_store.on_user_config_changed)
+        authorizer, acl_changes = await _zk_authorizer(config, zk)
+        yield ClusterMember(
+            metadata,
+            controller,
+            config,
+            liveness,
+            controller_api,
+            scram_store,
+            authorizer,
+            acl_changes,
+        )
+
+
+async def _zk_authorizer(
+    config: BrokerConfig, zk: ZkClient
+) -> tuple[Authorizer | None, AclChangeListener | None]:
+    """The authorizer on ZooKeeper's ACLs and the listener that hands it other brokers'
+    changes (Kafka's AclAuthorizer.configure), or none without authorizer.class.name."""
+    if not config.str("authorizer.class.name"):
+        return None, None
+    listener = AclChangeListener(zk, lambda _: None)
+    await listener.mark_seen()  # before the read: a change made meanwhile is followed
+    authorizer = open_authorizer(config, await ZkAclStore.open(zk))
+    assert authorizer is not None
+    listener.on_change = authorizer.acls_changed
+    return authorizer, listener
 
 
 def _liveness(config: BrokerConfig, metadata: ZkMetadata) -> BrokerLiveness:
     settings = LivenessSettings(
         config.int("kafkalite.liveness.probe.interval.ms"),
         config.int("kafkalite.liveness.probe.timeout.ms"),
+        inter_broker_security(config),
     )
 
     def endpoint_of(broker_id: int) -> Endpoint | None:

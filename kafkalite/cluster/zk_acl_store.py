@@ -171,12 +171,20 @@ class AclChangeListener:
         self.zk = zk
         self.on_change = on_change
         self.last_seen = dict.fromkeys(CHANGE_ROOTS, -1)
+        self._marked = False
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        for root in CHANGE_ROOTS:  # changes before this broker read the ACLs are in its cache
+    async def mark_seen(self) -> None:
+        """Take the notifications there are as seen: called before the store reads the ACLs
+        (ZkAclStore.open), so their changes are in its cache and any later one is followed."""
+        for root in CHANGE_ROOTS:
             await self.zk.ensure_path(root)
             names = await self.zk.children(root)
             self.last_seen[root] = max(map(change_number, names), default=-1)
+        self._marked = True
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        if not self._marked:  # the authorizer read the ACLs already: changes from now on
+            await self.mark_seen()
         task_status.started()
         while True:
             try:

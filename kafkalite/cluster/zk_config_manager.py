@@ -11,6 +11,8 @@ default are read; then each notification newer than the last one processed (all 
 after a start or a lost watch) re-reads the entity's znode, so a broker always ends at the
 znode's latest content whatever order the notifications are seen in, and hands changes that
 concern this broker (its id or `<default>`) to `on_change`, in the trio task that runs it.
+Other entity types are handed to the handlers `follow` registered for them (SCRAM credentials
+under `users`, cluster/zk_scram_store.py), for every entity of the type.
 Notifications older than 15 minutes are deleted (Kafka's changeExpirationMs), by whichever
 broker sees them first.
 """
@@ -31,7 +33,7 @@ from kafkalite.cluster.zk_metadata import wait_any
 log = logging.getLogger(__name__)
 BROKERS = "brokers"  # Kafka's ConfigType.BROKER
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
-OnChange = Callable[[str, dict[str, str]], None]
+OnChange = Callable[[str, dict[str, str]], None]  # (entity, its configs)
 
 
 def change_number(name: str) -> int:
@@ -46,7 +48,13 @@ class ZkConfigManager:
         self.kafka_zk = KafkaZkClient(zk)
         self.entities = (DEFAULT_ENTITY, str(broker_id))  # the broker entities followed here
         self.on_change = on_change
+        self.handlers: dict[str, list[OnChange]] = {}  # other entity types -> their handlers
         self.last_executed_change = -1
+
+    def follow(self, entity_type: str, on_change: OnChange) -> None:
+        """Hand every change of an entity of `entity_type` to `on_change` too (before
+        `run`): a user's SCRAM credentials and its quotas share `/config/users/<user>`."""
+        self.handlers.setdefault(entity_type, []).append(on_change)
 
     async def read_broker_configs(self) -> dict[str, dict[str, str]]:
         """The stored configs of this broker and of the default (Kafka reads them at start)."""
@@ -84,16 +92,24 @@ class ZkConfigManager:
         try:
             data, _ = await self.zk.get(path)
             entity_type, entity = zd.decode_config_change(data)
-            if entity_type != BROKERS or entity not in self.entities:
+            handlers = self._handlers(entity_type, entity)
+            if not handlers:
                 return  # topics are followed by ZkMetadata; other brokers' overrides are theirs
-            configs = await self.kafka_zk.entity_config(BROKERS, entity)
+            configs = await self.kafka_zk.entity_config(entity_type, entity)
         except NoNode:
             return  # purged meanwhile: older than any change still to apply
         except zd.ZkDataError as exc:
             log.error("ignoring config change notification %s: %s", path, exc)
             return
-        log.info("dynamic broker configs of %s changed (%s): %s", entity, name, configs)
-        self.on_change(entity, configs)
+        if entity_type == BROKERS:
+            log.info("dynamic broker configs of %s changed (%s): %s", entity, name, configs)
+        for on_change in handlers:
+            on_change(entity, configs)
+
+    def _handlers(self, entity_type: str, entity: str) -> list[OnChange]:
+        if entity_type == BROKERS:
+            return [self.on_change] if entity in self.entities else []
+        return self.handlers.get(entity_type, [])
 
     async def _purge_obsolete(self, notifications: list[str]) -> None:
         now = now_ms()

@@ -79,10 +79,10 @@ def _sasl_settings(config: BrokerConfig, listener: str) -> SaslSettings:
         )
     users: dict[str, str] = {}
     if plain.MECHANISM in mechanisms:
-        users = plain.plain_users(_jaas(config, listener, plain.MECHANISM))
+        users = plain.plain_users(jaas_modules(config, listener, plain.MECHANISM))
     options = oauthbearer.ValidatorOptions()
     if oauthbearer.MECHANISM in mechanisms:
-        modules = _jaas(config, listener, oauthbearer.MECHANISM)
+        modules = jaas_modules(config, listener, oauthbearer.MECHANISM)
         try:
             options = oauthbearer.validator_options(modules)
         except ValueError as exc:
@@ -97,7 +97,7 @@ def _sasl_settings(config: BrokerConfig, listener: str) -> SaslSettings:
     )
 
 
-def _jaas(config: BrokerConfig, listener: str, mechanism: str) -> list[LoginModule]:
+def jaas_modules(config: BrokerConfig, listener: str, mechanism: str) -> list[LoginModule]:
     """The login modules of `listener.name.<l>.<mechanism>.sasl.jaas.config` (required)."""
     name = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
     text = config.raw.get(name)

@@ -45,6 +45,25 @@ def server_ssl_context(config: BrokerConfig, listener: str, client_auth: str) ->
     return context
 
 
+def client_ssl_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
+    """A broker's TLS context for connecting to the other brokers' `listener`: their
+    certificate checked against the listener's truststore, with their host name (Kafka's
+    default ssl.endpoint.identification.algorithm=https); its own keystore shown when a
+    listener asks for client certificates."""
+
+    def get(name: str) -> str | None:
+        return config.listener_str(listener, name)
+
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    try:
+        _load_keystore(context, get)
+        _load_truststore(context, get)
+        _set_protocols(context, get("ssl.enabled.protocols") or "")
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise ConfigError(f"listener {listener}: cannot set up TLS to brokers: {exc}") from None
+    return context
+
+
 def _load_keystore(context: ssl.SSLContext, get: Callable[[str], str | None]) -> None:
     kind = (get("ssl.keystore.type") or "JKS").upper()
     location, key = get("ssl.keystore.location"), get("ssl.keystore.key")

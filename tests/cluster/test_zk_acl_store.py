@@ -107,3 +107,30 @@ def test_acls_in_kafkas_znodes(zk_connect: str) -> None:
                 nursery.cancel_scope.cancel()
 
     trio.run(main)
+
+
+def test_a_change_while_a_broker_starts_is_followed(zk_connect: str) -> None:
+    """A broker marks the notifications seen before it reads the ACLs (member._zk_authorizer):
+    an ACL created after the read but before the listener runs still reaches it."""
+
+    async def main() -> None:
+        async with ZkClient.open(zk_connect) as zk_a, ZkClient.open(zk_connect) as zk_b:
+            broker_a = Authorizer(await ZkAclStore.open(zk_a))
+            listener = AclChangeListener(zk_b, lambda _: None)
+            await listener.mark_seen()
+            broker_b = Authorizer(await ZkAclStore.open(zk_b))
+            listener.on_change = broker_b.acls_changed
+            read = AclBinding(
+                ResourcePattern(ResourceType.TOPIC, "orders", PatternType.LITERAL),
+                AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW),
+            )
+            await broker_a.create_acls([read])  # after b's read, before its listener runs
+            async with trio.open_nursery() as nursery:
+                await nursery.start(listener.run)
+                await until(
+                    lambda: may(broker_b, AclOperation.READ, ResourceType.TOPIC, "orders"),
+                    "broker b sees the ACL created while it started",
+                )
+                nursery.cancel_scope.cancel()
+
+    trio.run(main)

@@ -279,13 +279,6 @@ def test_authorizer_class_names() -> None:
         assert build_config({"authorizer.class.name": name}).str("authorizer.class.name") == name
     with pytest.raises(ConfigError, match="authorizer.class.name"):
         build_config({"authorizer.class.name": "com.example.MyAuthorizer"})
-    with pytest.raises(ConfigError, match="single node"):
-        build_config(
-            {
-                "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-                "zookeeper.connect": "localhost:2181",
-            }
-        )
 
 
 # -- properties ------------------------------------------------------------------------------

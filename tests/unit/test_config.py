@@ -83,7 +83,6 @@ def test_shipped_server_properties_are_valid() -> None:
 @pytest.mark.parametrize(
     ("name", "value"),
     [
-        ("authorizer.class.name", "kafka.security.authorizer.AclAuthorizer"),
         ("remote.log.storage.system.enable", "true"),
     ],
 )
@@ -92,3 +91,11 @@ def test_single_node_only_features_are_refused_in_a_cluster(name: str, value: st
     overrides["rsm.config.storage.s3.bucket.name"] = "b"
     with pytest.raises(ConfigError, match=f"{name}: kafkalite .* single node"):
         build_config(overrides)
+
+
+def test_a_cluster_takes_an_authorizer() -> None:  # its ACLs live in ZooKeeper's /kafka-acl
+    overrides = {
+        "zookeeper.connect": "127.0.0.1:2181",
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    }
+    assert build_config(overrides).str("authorizer.class.name")
