@@ -15,6 +15,9 @@ coordinator.
 * Acknowledgements (and releases: a closed session, a member gone, a lock expired) are
   answered once the share-partition's new state is committed in `__share_group_state`:
   nothing acknowledged is delivered again after a restart.
+* Under share.version 2, a group with a dead-letter topic (KIP-1191) has the records it
+  archives for a REJECT or the delivery count limit written there first
+  (broker/share_dead_letters.py), then their ARCHIVED state persisted.
 """
 
 from __future__ import annotations
@@ -31,12 +34,14 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.delayed import DelayedOperation, TopicPartition
 from kafkalite.broker.delayed_wait import complete_or_expire
+from kafkalite.broker.features import finalized_level
 from kafkalite.broker.group_configs import (
     READ_COMMITTED,
     GroupConfigManager,
     ShareGroupSettings,
 )
 from kafkalite.broker.share_coordinator_service import ShareCoordinatorService
+from kafkalite.broker.share_dead_letters import DeadLetterSource, DeadLetterWriter
 from kafkalite.share.auto_offset_reset import BY_DURATION, EARLIEST
 from kafkalite.share.share_partition import (
     AcknowledgementBatch,
@@ -89,6 +94,8 @@ def share_partition_config(settings: ShareGroupSettings) -> SharePartitionConfig
         lock_duration_ms=settings.record_lock_duration_ms,
         delivery_count_limit=settings.delivery_count_limit,
         max_in_flight_records=settings.partition_max_record_locks,
+        # KIP-1191: dead-letter topics come with share.version 2.
+        dead_letter=bool(settings.dlq_topic) and finalized_level("share.version") >= 2,
     )
 
 
@@ -111,6 +118,7 @@ class SharePartitionManager:
     coordinator: ShareCoordinatorService
     group_configs: GroupConfigManager
     sessions: ShareSessionCache = field(init=False)
+    dead_letters: DeadLetterWriter = field(init=False)
     held: dict[SharePartitionKey, _Held] = field(default_factory=dict)
     # Share-partitions changed outside a request (a connection closed): the timer persists them.
     _dirty: dict[SharePartitionKey, _Held] = field(default_factory=dict)
@@ -121,6 +129,7 @@ class SharePartitionManager:
 
     def __post_init__(self) -> None:
         self.sessions = ShareSessionCache(self.config.int("group.share.max.share.sessions"))
+        self.dead_letters = DeadLetterWriter(self.replica_manager)
 
     def now_ms(self) -> int:
         return self.replica_manager.clock_ms()
@@ -189,8 +198,10 @@ class SharePartitionManager:
 
     async def persist(self, held: _Held) -> ErrorCode:
         """Write the share-partition's state if it changed; NONE once it, and every write
-        before it, is committed."""
+        before it, is committed. Pending dead letters are written to the dead-letter topic
+        first: an ARCHIVED state is never committed before its dead-letter record."""
         share = held.state
+        await self._write_dead_letters(held)
         if held.persisted_version == share.version:
             index = self.coordinator.partition_of(held.key)
             timeout = self.config.int("request.timeout.ms")
@@ -208,6 +219,25 @@ class SharePartitionManager:
             )
             log.warning("cannot persist share-partition %s: %s", held.key, error.name)
         return error
+
+    async def _write_dead_letters(self, held: _Held) -> None:
+        dead_letters = held.state.take_dead_letters()
+        if not dead_letters:
+            return
+        key = held.key
+        source = DeadLetterSource(key.group_id, held.topic, key.partition)
+        try:
+            await self.dead_letters.write(
+                source, self.group_configs.settings(key.group_id), dead_letters
+            )
+        except BaseException:  # cancelled (the request's connection closed): the timer retries
+            for dead_letter in dead_letters:
+                dead_letter.writing = False
+            self._dirty[key] = held
+            self._wake_timer.set()
+            raise
+        # Written, or never will be (logged): archived either way, as Kafka does.
+        held.state.dead_lettered(d.offset for d in dead_letters)
 
     # -- fetching --------------------------------------------------------------------------
 

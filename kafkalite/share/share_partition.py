@@ -17,6 +17,12 @@ are acquired, as Kafka's batch-optimized mode). Offsets the log does not hold (c
 away, control batches, aborted transactions under read_committed) are archived without a
 delivery. The caller reads the log; this module only decides, and reports what it changed
 (`version`) so the caller persists the state (`state_batches`) before it answers.
+
+Dead-letter topics (KIP-1191): when the group has one (`config.dead_letter`), a record
+archived because it was REJECTed or reached the delivery count limit is a pending dead
+letter: ARCHIVED here, but neither persisted as ARCHIVED nor passed by the SPSO until the
+caller wrote it to the dead-letter topic (`take_dead_letters`, then `dead_lettered`). Its
+ARCHIVED state is never committed before its dead-letter record is.
 """
 
 from __future__ import annotations
@@ -62,6 +68,22 @@ class SharePartitionConfig:
     lock_duration_ms: int = 30_000  # group.share.record.lock.duration.ms
     delivery_count_limit: int = 5  # group.share.delivery.count.limit
     max_in_flight_records: int = 2000  # group.share.partition.max.record.locks
+    dead_letter: bool = False  # the group has a dead-letter topic (KIP-1191)
+
+
+# The causes Kafka's ShareGroupDLQManager names in the `__dlq.errors.message` header.
+CLIENT_REJECT = "Offset rejected by client."
+DELIVERY_COUNT_EXCEEDED = "Offset delivery count exceeded the threshold."
+
+
+@dataclass(slots=True)
+class DeadLetter:
+    """A record to write to the group's dead-letter topic, and why."""
+
+    offset: int
+    delivery_count: int
+    cause: str
+    writing: bool = False  # taken by a writer (not taken twice)
 
 
 @dataclass(slots=True)
@@ -139,6 +161,8 @@ class SharePartition:
     # No record below it is available (next_fetch_offset resumes its scan there).
     _available_from: int = 0
     counts: ShareRecordCounts = field(default_factory=ShareRecordCounts)
+    # Archived records not yet in the dead-letter topic, by offset.
+    dead_letters: dict[int, DeadLetter] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.end_offset < self.start_offset:
@@ -284,7 +308,9 @@ class SharePartition:
             self._settle(offset, record, RecordState.ACKNOWLEDGED)
         elif kind is AcknowledgeType.RELEASE:
             self._release(offset, record)
-        else:  # REJECT, GAP
+        elif kind is AcknowledgeType.REJECT:
+            self._archive(offset, record, CLIENT_REJECT)
+        else:  # GAP
             self._archive(offset, record)
 
     # -- releases --------------------------------------------------------------------------
@@ -331,12 +357,39 @@ class SharePartition:
 
     def _release(self, offset: int, record: InFlightRecord) -> None:
         if record.delivery_count >= self.config.delivery_count_limit:
-            self._archive(offset, record)
+            self._archive(offset, record, DELIVERY_COUNT_EXCEEDED)
         else:
             self._settle(offset, record, RecordState.AVAILABLE)
 
-    def _archive(self, offset: int, record: InFlightRecord) -> None:
-        self._settle(offset, record, RecordState.ARCHIVED)
+    def _archive(self, offset: int, record: InFlightRecord, cause: str | None = None) -> None:
+        """Archive; with a `cause` and a dead-letter topic, a pending dead letter first."""
+        if cause is None or not self.config.dead_letter:
+            self._settle(offset, record, RecordState.ARCHIVED)
+            return
+        self.counts.archived += 1
+        record.state = RecordState.ARCHIVED
+        record.member_id = None
+        record.lock_deadline_ms = -1
+        self.dead_letters[offset] = DeadLetter(offset, record.delivery_count, cause)
+        self.version += 1  # the caller's persist writes the dead letter
+
+    # -- dead letters ----------------------------------------------------------------------
+
+    def take_dead_letters(self) -> list[DeadLetter]:
+        """The pending dead letters no writer has taken yet, in offset order."""
+        taken = [d for _, d in sorted(self.dead_letters.items()) if not d.writing]
+        for dead_letter in taken:
+            dead_letter.writing = True
+        return taken
+
+    def dead_lettered(self, offsets: Iterable[int]) -> None:
+        """Their dead-letter records are committed: their ARCHIVED state may be persisted
+        and the SPSO pass them."""
+        for offset in offsets:
+            if self.dead_letters.pop(offset, None) is not None:
+                self.version += 1
+                self.changed.add(offset)
+        self._advance_start()
 
     def _settle(self, offset: int, record: InFlightRecord, state: RecordState) -> None:
         if state is RecordState.AVAILABLE:
@@ -352,7 +405,7 @@ class SharePartition:
     def _advance_start(self) -> None:
         while self.start_offset < self.end_offset:
             record = self.records[self.start_offset]
-            if record.state not in _TERMINAL:
+            if record.state not in _TERMINAL or self.start_offset in self.dead_letters:
                 break
             del self.records[self.start_offset]
             self.start_offset += 1
@@ -376,7 +429,8 @@ class SharePartition:
         for offset in offsets:
             record = self.records[offset]
             state = record.state
-            if state is RecordState.ACQUIRED:
+            if state is RecordState.ACQUIRED or offset in self.dead_letters:
+                # A pending dead letter was acquired: until it is written, as available.
                 state = RecordState.AVAILABLE
             last = batches[-1] if batches else None
             if (

@@ -1,0 +1,218 @@
+"""Dead-letter topics of share groups (KIP-1191; Kafka's ShareGroupDLQStateManager): a record
+a share group gave up on (REJECTed, or at the delivery count limit) is written to the
+group's `errors.deadletterqueue.topic.name` before its ARCHIVED state is persisted.
+
+Kafka's rules, checked at each write (the configs are dynamic), with its messages:
+the name is not blank and does not start with `__`; an existing topic has
+`errors.deadletterqueue.group.enable=true`; a missing one is created only under the broker's
+`errors.deadletterqueue.auto.create.topics.enable` (with `errors.deadletterqueue.group.enable`
+and `message.timestamp.type=CreateTime`); the name starts with the broker's
+`errors.deadletterqueue.topic.name.prefix` (default `dlq.`) unless that is empty.
+
+One record per offset goes to the dead-letter partition `source partition % its partition
+count`, stamped with the write's wall-clock time, with Kafka's six `__dlq.errors.*` headers
+(topic, partition, offset, group, delivery count, the cause's message) and, under the group's
+`errors.deadletterqueue.copy.record.enable`, the source record's key and value (as Kafka,
+not its headers). The source log is read only then. Writes go through the ReplicaManager's
+append with acks=all; a refused or failed write is logged and the records archived anyway,
+as Kafka does once its retries are spent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from kafkalite.broker.delayed_wait import complete_or_expire
+from kafkalite.broker.group_configs import ShareGroupSettings
+from kafkalite.broker.topic_config import effective_value
+from kafkalite.share.share_partition import DeadLetter
+from kafkalite.storage.batch import iter_batches
+from kafkalite.storage.records import Record, decode_records, encode_record_batch
+
+if TYPE_CHECKING:
+    from kafkalite.broker.replica_manager import ReplicaManager
+
+log = logging.getLogger("kafkalite.share")
+
+HEADER_TOPIC = "__dlq.errors.topic"
+HEADER_PARTITION = "__dlq.errors.partition"
+HEADER_OFFSET = "__dlq.errors.offset"
+HEADER_GROUP = "__dlq.errors.group"
+HEADER_DELIVERY_COUNT = "__dlq.errors.delivery.count"
+HEADER_MESSAGE = "__dlq.errors.message"
+
+GROUP_ENABLE = "errors.deadletterqueue.group.enable"
+TOPIC_NAME_PREFIX = "errors.deadletterqueue.topic.name.prefix"
+AUTO_CREATE_TOPICS_ENABLE = "errors.deadletterqueue.auto.create.topics.enable"
+
+# Kafka's DLQ_MAX_FETCH_BYTES: dead letters are mostly single offsets.
+READ_BYTES = 1 << 20
+# Kafka's MAX_REQUEST_ATTEMPTS; a short pause between (a topic just created).
+ATTEMPTS = 5
+BACKOFF_S = 0.2
+RETRIABLE = frozenset(
+    {
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.leader_not_available,
+        ErrorCode.request_timed_out,
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterSource:
+    """The share-partition the dead letters come from."""
+
+    group_id: str
+    topic: str
+    partition: int
+
+
+def dead_letter_records(
+    source: DeadLetterSource,
+    dead_letters: Sequence[DeadLetter],
+    contents: dict[int, Record],
+    now_ms: int,
+) -> list[Record]:
+    """One record per dead letter (offsets from 0, the log assigns them), as Kafka's
+    ProduceRequestHandler.topicProduceData builds them."""
+    records = []
+    for delta, dead in enumerate(dead_letters):
+        original = contents.get(dead.offset)
+        headers = (
+            (HEADER_TOPIC, source.topic.encode()),
+            (HEADER_PARTITION, str(source.partition).encode()),
+            (HEADER_OFFSET, str(dead.offset).encode()),
+            (HEADER_GROUP, source.group_id.encode()),
+            (HEADER_DELIVERY_COUNT, str(dead.delivery_count).encode()),
+            (HEADER_MESSAGE, dead.cause.encode()),
+        )
+        key = original.key if original is not None else None
+        value = original.value if original is not None else None
+        records.append(Record(delta, now_ms, key, value, headers))
+    return records
+
+
+@dataclass(eq=False)
+class DeadLetterWriter:
+    replica_manager: ReplicaManager
+
+    def refusal(self, group_id: str, dlq_topic: str) -> str | None:
+        """Why the group's dead-letter topic cannot be written (Kafka's validateDlqTopic)."""
+        config = self.replica_manager.config
+        topic = self.replica_manager.metadata.topics.get(dlq_topic)
+        if not dlq_topic:
+            return f"Configured DLQ topic name in share group: {group_id} is empty."
+        if dlq_topic.startswith("__"):
+            return (
+                f"Configured DLQ topic name in share group: {group_id} cannot start with __, "
+                f"topic: {dlq_topic}."
+            )
+        if topic is not None and effective_value(config, topic.configs, GROUP_ENABLE)[0] != "true":
+            return (
+                f"DLQ is not enabled on configured DLQ topic for share group: {group_id}, "
+                f"topic: {dlq_topic}."
+            )
+        if topic is None and not config.bool(AUTO_CREATE_TOPICS_ENABLE):
+            return (
+                "DLQ topic does not exist and auto create is disabled on cluster for share "
+                f"group: {group_id}, topic: {dlq_topic}."
+            )
+        prefix = config.str(TOPIC_NAME_PREFIX) or ""
+        if prefix and not dlq_topic.startswith(prefix):
+            return (
+                "Configured DLQ topic name does not comply with the DLQ topic prefix in share "
+                f"group: {group_id}, topic: {dlq_topic}, prefix: {prefix}."
+            )
+        return None
+
+    async def write(
+        self,
+        source: DeadLetterSource,
+        settings: ShareGroupSettings,
+        dead_letters: Sequence[DeadLetter],
+    ) -> ErrorCode:
+        """Write the dead letters, NONE once committed (acks=all). Any other answer: they
+        were not written, and never will be (logged)."""
+        refusal = self.refusal(source.group_id, settings.dlq_topic)
+        if refusal is not None:
+            log.warning("dead letters of %s dropped: %s", source, refusal)
+            return ErrorCode.invalid_config
+        contents = self._contents(source, dead_letters) if settings.dlq_copy_record else {}
+        error = ErrorCode.none
+        for attempt in range(ATTEMPTS):
+            if attempt:
+                await trio.sleep(BACKOFF_S)
+            error = await self._append(source, settings.dlq_topic, dead_letters, contents)
+            if error not in RETRIABLE:
+                break
+        if error is not ErrorCode.none:
+            log.warning("cannot write dead letters of %s: %s", source, error.name)
+        return error
+
+    async def _append(
+        self,
+        source: DeadLetterSource,
+        dlq_topic: str,
+        dead_letters: Sequence[DeadLetter],
+        contents: dict[int, Record],
+    ) -> ErrorCode:
+        manager = self.replica_manager
+        topic = manager.metadata.topics.get(dlq_topic)
+        if topic is None:
+            outcome, topic = manager.create_topic(
+                dlq_topic, configs={GROUP_ENABLE: "true", "message.timestamp.type": "CreateTime"}
+            )
+            if not outcome.ok and outcome.error is not ErrorCode.topic_already_exists:
+                return outcome.error
+            topic = manager.metadata.topics.get(dlq_topic)
+            if topic is None:
+                return ErrorCode.unknown_topic_or_partition
+            log.info("created dead-letter topic %s", dlq_topic)
+        tp = (dlq_topic, source.partition % topic.num_partitions)
+        now_ms = manager.clock_ms()
+        records = dead_letter_records(source, dead_letters, contents, now_ms)
+        batch = encode_record_batch(
+            records, base_offset=0, base_timestamp=now_ms, max_timestamp=now_ms
+        )
+        results, delayed = manager.append_records({tp: batch}, -1)
+        if delayed is not None:
+            timeout = manager.config.int("request.timeout.ms")
+            await complete_or_expire(manager.produce_purgatory, delayed, timeout)
+            return delayed.statuses[tp].result.error
+        return results[tp].error
+
+    def _contents(
+        self, source: DeadLetterSource, dead_letters: Sequence[DeadLetter]
+    ) -> dict[int, Record]:
+        """The source records of the dead letters (those the log still holds)."""
+        partition = self.replica_manager.partition(source.topic, source.partition)
+        wanted = {d.offset for d in dead_letters}
+        found: dict[int, Record] = {}
+        offset = min(wanted)
+        while partition is not None and offset <= max(wanted):
+            result = partition.fetch_records(offset, READ_BYTES)
+            if result.error is not ErrorCode.none or not result.records:
+                break
+            view = memoryview(result.records)
+            next_offset = offset
+            for position, header in iter_batches(view):
+                next_offset = header.last_offset + 1
+                if header.is_control or header.last_offset < offset:
+                    continue
+                for record in decode_records(view[position : position + header.size]):
+                    if record.offset in wanted:
+                        found[record.offset] = record
+            if next_offset <= offset:
+                break
+            offset = min((o for o in wanted if o >= next_offset), default=next_offset)
+        return found

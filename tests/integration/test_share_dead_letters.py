@@ -1,0 +1,233 @@
+"""Dead-letter topics of share groups (KIP-1191) end to end against an embedded broker, with
+confluent-kafka's ShareConsumer: records REJECTed or released up to the delivery count limit
+land in the group's dead-letter topic, once each, with Kafka's `__dlq.errors.*` headers;
+the checks Kafka makes on the group config, the topic's opt-in and the broker's prefix.
+
+Every wait is a deadline loop over a condition; counts are exact.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import (
+    AcknowledgeType,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    ShareConsumer,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
+
+from kafkalite.testing import EmbeddedBroker
+
+DEADLINE = 20.0
+BROKER = {
+    "group.share.heartbeat.interval.ms": "500",
+    "group.share.record.lock.duration.ms": "1000",
+}
+HEADERS = (
+    "__dlq.errors.topic",
+    "__dlq.errors.partition",
+    "__dlq.errors.offset",
+    "__dlq.errors.group",
+    "__dlq.errors.delivery.count",
+    "__dlq.errors.message",
+)
+REJECTED = "Offset rejected by client."
+EXCEEDED = "Offset delivery count exceeded the threshold."
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(tmp_path / "data", BROKER) as running:
+        yield running
+
+
+def alter_group(broker: EmbeddedBroker, group: str, **configs: str) -> str:
+    """IncrementalAlterConfigs SET on the GROUP resource: the error message, "" if none."""
+    entries = [
+        ConfigEntry(name.replace("_", "."), value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in configs.items()
+    ]
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    try:
+        admin.incremental_alter_configs([resource])[resource].result(DEADLINE)
+    except KafkaException as exc:
+        assert exc.args[0].code() == KafkaError.INVALID_CONFIG
+        return str(exc.args[0].str())
+    return ""
+
+
+def produce(broker: EmbeddedBroker, topic: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(count):
+        producer.produce(topic, key=f"k{i}", value=f"v{i}", headers=[("trace", b"t")])
+    assert producer.flush(DEADLINE) == 0
+
+
+def consume_acknowledging(
+    broker: EmbeddedBroker, group: str, topic: str, kind: dict[int, AcknowledgeType], done: int
+) -> list[tuple[int, int]]:
+    """A share consumer acknowledging offset o with kind[o] (else ACCEPT) until `done`
+    deliveries; returns the (offset, delivery count) delivered."""
+    consumer = ShareConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit",
+        }
+    )
+    consumer.subscribe([topic])
+    delivered: list[tuple[int, int]] = []
+    deadline = time.monotonic() + DEADLINE
+    try:
+        while len(delivered) < done:
+            assert time.monotonic() < deadline, f"timed out: {delivered}"
+            for message in consumer.poll(0.1):
+                assert message.error() is None, message.error()
+                delivered.append((message.offset(), message.delivery_count()))
+                ack = kind.get(message.offset(), AcknowledgeType.ACCEPT)
+                consumer.acknowledge(message, ack)
+            consumer.commit_sync()
+    finally:
+        consumer.close()
+    return delivered
+
+
+def read_all(broker: EmbeddedBroker, topic: str, count: int) -> list[Any]:
+    """The topic's partition 0, from the start, once it holds exactly `count` records."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    deadline = time.monotonic() + DEADLINE
+    try:
+        while consumer.get_watermark_offsets(TopicPartition(topic, 0), 5.0)[1] < count:
+            assert time.monotonic() < deadline, "timed out waiting for the dead letters"
+            time.sleep(0.05)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        messages: list[Any] = []
+        while len(messages) < count:
+            assert time.monotonic() < deadline, "timed out reading the dead letters"
+            message = consumer.poll(0.2)
+            if message is not None:
+                assert message.error() is None, message.error()
+                messages.append(message)
+        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), 5.0)[1] == count
+        return messages
+    finally:
+        consumer.close()
+
+
+def headers_of(message: Any) -> dict[str, str]:
+    return {name: value.decode() for name, value in message.headers() or []}
+
+
+def test_rejected_and_exhausted_records_go_to_the_dead_letter_topic_once(
+    broker: EmbeddedBroker,
+) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    topic, group, dlq = f"orders-{suffix}", f"workers-{suffix}", f"dlq.orders-{suffix}"
+    broker.create_topic(topic)
+    broker.create_topic(dlq, config={"errors.deadletterqueue.group.enable": "true"})
+    assert (
+        alter_group(
+            broker,
+            group,
+            share_auto_offset_reset="earliest",
+            share_delivery_count_limit="2",
+            errors_deadletterqueue_topic_name=dlq,
+            errors_deadletterqueue_copy_record_enable="true",
+        )
+        == ""
+    )
+    produce(broker, topic, 5)
+    # 1 and 3 rejected; 4 released twice (the limit, 2); 0 and 2 accepted.
+    kinds = {1: AcknowledgeType.REJECT, 3: AcknowledgeType.REJECT, 4: AcknowledgeType.RELEASE}
+    delivered = consume_acknowledging(broker, group, topic, kinds, done=6)
+    assert sorted(delivered) == [(0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (4, 2)]
+    letters = read_all(broker, dlq, 3)
+    seen = [(m.key(), m.value(), [name for name, _ in m.headers()], headers_of(m)) for m in letters]
+    expected = [
+        (
+            f"k{offset}".encode(),
+            f"v{offset}".encode(),
+            list(HEADERS),
+            {
+                "__dlq.errors.topic": topic,
+                "__dlq.errors.partition": "0",
+                "__dlq.errors.offset": str(offset),
+                "__dlq.errors.group": group,
+                "__dlq.errors.delivery.count": str(count),
+                "__dlq.errors.message": message,
+            },
+        )
+        for offset, count, message in ((1, 1, REJECTED), (3, 1, REJECTED), (4, 2, EXCEEDED))
+    ]
+    assert seen == expected  # the original header ("trace") is not copied, as Kafka
+    # All five settled: the share-partition start offset passed them, and it is persisted.
+    share = broker.call(lambda: broker.broker.share_groups.partitions.held)
+    [held] = [h for k, h in share.items() if k.group_id == group]
+    assert (held.state.start_offset, held.state.dead_letters) == (5, {})
+
+
+def test_the_dead_letter_topic_is_checked_as_kafka_does(tmp_path: Path) -> None:
+    """Without errors.deadletterqueue.group.enable on the topic, or without the broker's
+    prefix, nothing is written and the records are archived; a missing topic is created
+    when the broker says so, and then holds only the headers (no copy)."""
+    suffix = uuid.uuid4().hex[:6]
+    topic, group = f"orders-{suffix}", f"workers-{suffix}"
+    config = {**BROKER, "errors.deadletterqueue.auto.create.topics.enable": "true"}
+    with EmbeddedBroker(tmp_path / "data", config) as broker:
+        internal = alter_group(broker, group, errors_deadletterqueue_topic_name="__offsets")
+        assert internal == (
+            "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'"
+        )
+        assert alter_group(broker, group, errors_deadletterqueue_copy_record_enable="1") == (
+            "Invalid value 1 for configuration errors.deadletterqueue.copy.record.enable: "
+            "Expected value to be either true or false"
+        )
+        broker.create_topic(topic)
+        not_enabled, unprefixed = f"dlq.off-{suffix}", f"letters-{suffix}"
+        broker.create_topic(not_enabled)
+        created = f"dlq.auto-{suffix}"
+        alter_group(broker, group, share_auto_offset_reset="earliest")
+        reject = {0: AcknowledgeType.REJECT}
+        for offset, dlq in enumerate((not_enabled, unprefixed, created)):
+            assert alter_group(broker, group, errors_deadletterqueue_topic_name=dlq) == ""
+            produce(broker, topic, 1)
+            kinds = {offset: AcknowledgeType.REJECT} if offset else reject
+            assert consume_acknowledging(broker, group, topic, kinds, done=1) == [(offset, 1)]
+        [letter] = read_all(broker, created, 1)
+        assert (letter.key(), letter.value(), headers_of(letter)["__dlq.errors.offset"]) == (
+            None,
+            None,
+            "2",
+        )
+        metadata = broker.call(lambda: broker.broker.replica_manager.metadata.topics)
+        assert metadata[created].configs["errors.deadletterqueue.group.enable"] == "true"
+        assert unprefixed not in metadata  # refused before any creation
+        ends = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ends"})
+        try:
+            assert ends.get_watermark_offsets(TopicPartition(not_enabled, 0), 5.0) == (0, 0)
+        finally:
+            ends.close()
