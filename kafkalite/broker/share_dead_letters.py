@@ -16,6 +16,15 @@ count`, stamped with the write's wall-clock time, with Kafka's six `__dlq.errors
 not its headers). The source log is read only then. Writes go through the ReplicaManager's
 append with acks=all; a refused or failed write is logged and the records archived anyway,
 as Kafka does once its retries are spent.
+
+What is guaranteed (the caller, broker/share_partition_manager.py, writes the dead letters
+before the share-partition's state): a record's ARCHIVED state is committed only after its
+dead-letter record is, so no dead letter is lost to a crash. A crash between the two leaves
+the record available again after the restart; should it be dead-lettered again, the
+dead-letter partition is read once, from the share-partition's last state write on
+(`written_since`), and a dead letter found there is not written twice. Duplicates remain
+possible only if the wall clock stepped back across the crash or the dead-letter
+partition's leader moved meanwhile (in a cluster).
 """
 
 from __future__ import annotations
@@ -53,6 +62,10 @@ AUTO_CREATE_TOPICS_ENABLE = "errors.deadletterqueue.auto.create.topics.enable"
 
 # Kafka's DLQ_MAX_FETCH_BYTES: dead letters are mostly single offsets.
 READ_BYTES = 1 << 20
+# The most of a dead-letter partition read to find what a crash left behind, and the slack
+# for the clock's steps between a state write and a dead letter.
+SCAN_BYTES = 64 << 20
+SCAN_SLACK_MS = 1000
 # Kafka's MAX_REQUEST_ATTEMPTS; a short pause between (a topic just created).
 ATTEMPTS = 5
 BACKOFF_S = 0.2
@@ -100,6 +113,19 @@ def dead_letter_records(
         value = original.value if original is not None else None
         records.append(Record(delta, now_ms, key, value, headers))
     return records
+
+
+def _source_offsets(source: DeadLetterSource, records: Sequence[Record]) -> set[int]:
+    """The offsets of `source` these dead-letter records stand for."""
+    expected = (source.topic.encode(), str(source.partition).encode(), source.group_id.encode())
+    found = set()
+    for record in records:
+        headers = dict(record.headers)
+        named = tuple(headers.get(h) for h in (HEADER_TOPIC, HEADER_PARTITION, HEADER_GROUP))
+        offset = headers.get(HEADER_OFFSET)
+        if named == expected and offset is not None and offset.isdigit():
+            found.add(int(offset))
+    return found
 
 
 @dataclass(eq=False)
@@ -190,6 +216,42 @@ class DeadLetterWriter:
             await complete_or_expire(manager.produce_purgatory, delayed, timeout)
             return delayed.statuses[tp].result.error
         return results[tp].error
+
+    async def written_since(
+        self, source: DeadLetterSource, dlq_topic: str, since_ms: int
+    ) -> set[int]:
+        """The source offsets with a dead-letter record written at `since_ms` or later (the
+        share-partition's last state write: a crash may have left them unarchived)."""
+        manager = self.replica_manager
+        topic = manager.metadata.topics.get(dlq_topic)
+        partition = (
+            manager.partition(dlq_topic, source.partition % topic.num_partitions)
+            if topic is not None
+            else None
+        )
+        if partition is None or not partition.is_leader:
+            return set()
+        error, (offset, _, _) = partition.fetch_offset_for_timestamp(
+            since_ms - SCAN_SLACK_MS, from_client=False
+        )
+        found: set[int] = set()
+        scanned = 0
+        while error is ErrorCode.none and 0 <= offset < partition.high_watermark:
+            if scanned >= SCAN_BYTES:
+                log.warning("dead letters of %s: stopped looking for duplicates", source)
+                break
+            result = partition.fetch_records(offset, READ_BYTES)
+            if result.error is not ErrorCode.none or not result.records:
+                break
+            scanned += len(result.records)
+            view = memoryview(result.records)
+            for position, header in iter_batches(view):
+                offset = max(offset, header.last_offset + 1)
+                if not header.is_control:
+                    batch = view[position : position + header.size]
+                    found.update(_source_offsets(source, decode_records(batch)))
+            await trio.sleep(0)  # a long read does not hold up the broker
+        return found
 
     def _contents(
         self, source: DeadLetterSource, dead_letters: Sequence[DeadLetter]

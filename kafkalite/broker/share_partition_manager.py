@@ -87,6 +87,11 @@ class _Held:
     leader_epoch: int
     persisted_version: int = 0
     isolation_level: int = READ_COMMITTED  # its group's share.isolation.level
+    # Loaded from persisted state last written then: dead letters written since may not be
+    # archived in it (a crash between the two); None once looked for.
+    recovered_from_ms: int | None = None
+    # Offsets found in the dead-letter topic since then: not written again.
+    dead_lettered_before: set[int] = field(default_factory=set)
 
 
 def share_partition_config(settings: ShareGroupSettings) -> SharePartitionConfig:
@@ -175,6 +180,7 @@ class SharePartitionManager:
             share.move_start(partition.log.log_start_offset)
             held = _Held(key, partition.topic, share, partition.leader_epoch)
             held.persisted_version = share.version
+            held.recovered_from_ms = self.coordinator.written_at.get(key)
             self.held[key] = held
             return ErrorCode.none, held
         share = SharePartition(config, self._initial_offset(partition, settings))
@@ -226,10 +232,18 @@ class SharePartitionManager:
             return
         key = held.key
         source = DeadLetterSource(key.group_id, held.topic, key.partition)
+        settings = self.group_configs.settings(key.group_id)
         try:
-            await self.dead_letters.write(
-                source, self.group_configs.settings(key.group_id), dead_letters
-            )
+            if held.recovered_from_ms is not None:
+                since, held.recovered_from_ms = held.recovered_from_ms, None
+                held.dead_lettered_before = await self.dead_letters.written_since(
+                    source, settings.dlq_topic, since
+                )
+            before = held.dead_lettered_before
+            todo = [d for d in dead_letters if d.offset not in before]
+            before.difference_update(d.offset for d in dead_letters)
+            if todo:
+                await self.dead_letters.write(source, settings, todo)
         except BaseException:  # cancelled (the request's connection closed): the timer retries
             for dead_letter in dead_letters:
                 dead_letter.writing = False

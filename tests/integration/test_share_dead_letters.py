@@ -31,6 +31,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     ResourceType,
 )
+from kio.schema.errors import ErrorCode
 
 from kafkalite.testing import EmbeddedBroker
 
@@ -103,7 +104,10 @@ def consume_acknowledging(
                 delivered.append((message.offset(), message.delivery_count()))
                 ack = kind.get(message.offset(), AcknowledgeType.ACCEPT)
                 consumer.acknowledge(message, ack)
-            consumer.commit_sync()
+            try:
+                consumer.commit_sync()
+            except KafkaException:  # an acknowledgement that failed (the crash test)
+                pass
     finally:
         consumer.close()
     return delivered
@@ -231,3 +235,36 @@ def test_the_dead_letter_topic_is_checked_as_kafka_does(tmp_path: Path) -> None:
             assert ends.get_watermark_offsets(TopicPartition(not_enabled, 0), 5.0) == (0, 0)
         finally:
             ends.close()
+
+
+def test_a_dead_letter_written_before_a_crash_is_not_written_again(tmp_path: Path) -> None:
+    """The broker dies after the dead-letter record is committed but before the record's
+    ARCHIVED state is (here: the state write fails, then the broker stops). After the restart
+    the record is delivered again; rejected again, it is not written twice."""
+    suffix = uuid.uuid4().hex[:6]
+    topic, group, dlq = f"orders-{suffix}", f"workers-{suffix}", f"dlq.orders-{suffix}"
+    data = tmp_path / "data"
+    with EmbeddedBroker(data, BROKER) as broker:
+        broker.create_topic(topic)
+        broker.create_topic(dlq, config={"errors.deadletterqueue.group.enable": "true"})
+        configs = {"share_auto_offset_reset": "earliest", "errors_deadletterqueue_topic_name": dlq}
+        assert alter_group(broker, group, **configs) == ""
+        produce(broker, topic, 1)
+        # Offset 0 accepted: the share-partition's state is persisted.
+        assert consume_acknowledging(broker, group, topic, {}, done=1) == [(0, 1)]
+        coordinator = broker.call(lambda: broker.broker.share_groups.partitions.coordinator)
+
+        async def lost(*_: Any) -> ErrorCode:
+            return ErrorCode.coordinator_not_available
+
+        broker.call(lambda: setattr(coordinator, "write_state", lost))
+        produce(broker, topic, 1)
+        reject = {1: AcknowledgeType.REJECT}
+        assert consume_acknowledging(broker, group, topic, reject, done=1) == [(1, 1)]
+        read_all(broker, dlq, 1)
+    with EmbeddedBroker(data, BROKER) as broker:
+        assert consume_acknowledging(broker, group, topic, reject, done=1) == [(1, 1)]
+        produce(broker, topic, 1)  # the marker: once it is delivered, offset 1 is settled
+        assert consume_acknowledging(broker, group, topic, {}, done=1) == [(2, 1)]
+        [letter] = read_all(broker, dlq, 1)
+        assert headers_of(letter)["__dlq.errors.offset"] == "1"
