@@ -200,8 +200,17 @@ def test_the_dead_letter_topic_is_checked_as_kafka_does(tmp_path: Path) -> None:
     when the broker says so, and then holds only the headers (no copy)."""
     suffix = uuid.uuid4().hex[:6]
     topic, group = f"orders-{suffix}", f"workers-{suffix}"
-    config = {**BROKER, "errors.deadletterqueue.auto.create.topics.enable": "true"}
-    with EmbeddedBroker(tmp_path / "data", config) as broker:
+    with EmbeddedBroker(tmp_path / "data", BROKER) as broker:
+        # A dynamic broker config, as in Kafka (here for this broker).
+        auto_create = ConfigEntry(
+            "errors.deadletterqueue.auto.create.topics.enable",
+            "true",
+            incremental_operation=AlterConfigOpType.SET,
+        )
+        node = str(broker.call(lambda: broker.broker.node_id))
+        cluster = ConfigResource(ResourceType.BROKER, node, incremental_configs=[auto_create])
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.incremental_alter_configs([cluster])[cluster].result(DEADLINE)
         internal = alter_group(broker, group, errors_deadletterqueue_topic_name="__offsets")
         assert internal == (
             "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'"
