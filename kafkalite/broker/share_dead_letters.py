@@ -13,7 +13,8 @@ One record per offset goes to the dead-letter partition `source partition % its 
 count`, stamped with the write's wall-clock time, with Kafka's six `__dlq.errors.*` headers
 (topic, partition, offset, group, delivery count, the cause's message) and, under the group's
 `errors.deadletterqueue.copy.record.enable`, the source record's key and value (as Kafka,
-not its headers). The source log is read only then. Writes go through the ReplicaManager's
+not its headers), in batches within the dead-letter topic's `max.message.bytes`. The
+source log is read only then. Writes go through the ReplicaManager's
 append with acks=all; a refused or failed write is logged and the records archived anyway,
 as Kafka does once its retries are spent.
 
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import trio
@@ -128,6 +129,50 @@ def _source_offsets(source: DeadLetterSource, records: Sequence[Record]) -> set[
     return found
 
 
+# A batch's framing; a record's length, attributes, timestamp and offset deltas (all its
+# records have the batch's timestamp) and header count, at most.
+BATCH_OVERHEAD = 61
+RECORD_OVERHEAD = 11
+
+
+def encode_rounds(records: Sequence[Record], max_message_bytes: int, now_ms: int) -> bytes:
+    """The records as batches of at most `max_message_bytes` each (a record too large on its
+    own goes alone, and the log refuses it), as Kafka sends a range in several rounds."""
+    batches: list[bytes] = []
+    chunk: list[Record] = []
+    size = BATCH_OVERHEAD
+    for record in records:
+        record_size = _estimated_size(record)
+        if chunk and size + record_size > max_message_bytes:
+            batches.append(_encode(chunk, now_ms))
+            chunk, size = [], BATCH_OVERHEAD
+        chunk.append(record)
+        size += record_size
+    if chunk:
+        batches.append(_encode(chunk, now_ms))
+    return b"".join(batches)
+
+
+def _estimated_size(record: Record) -> int:
+    """At least the record's encoded size."""
+    fields = [record.key, record.value]
+    for name, value in record.headers:
+        fields += [name.encode(), value]
+    return RECORD_OVERHEAD + sum(_bytes_size(field) for field in fields)
+
+
+def _bytes_size(data: bytes | None) -> int:
+    """A nullable byte string's encoded size: its zigzag varint length, then the bytes."""
+    length = -1 if data is None else len(data)
+    zigzag = (length << 1) ^ (length >> 63)
+    return max(1, (zigzag.bit_length() + 6) // 7) + (len(data) if data else 0)
+
+
+def _encode(chunk: Sequence[Record], now_ms: int) -> bytes:
+    numbered = [replace(record, offset=delta) for delta, record in enumerate(chunk)]
+    return encode_record_batch(numbered, base_offset=0, base_timestamp=now_ms, max_timestamp=now_ms)
+
+
 @dataclass(eq=False)
 class DeadLetterWriter:
     replica_manager: ReplicaManager
@@ -207,10 +252,8 @@ class DeadLetterWriter:
         tp = (dlq_topic, source.partition % topic.num_partitions)
         now_ms = manager.clock_ms()
         records = dead_letter_records(source, dead_letters, contents, now_ms)
-        batch = encode_record_batch(
-            records, base_offset=0, base_timestamp=now_ms, max_timestamp=now_ms
-        )
-        results, delayed = manager.append_records({tp: batch}, -1)
+        limit = int(effective_value(manager.config, topic.configs, "max.message.bytes")[0])
+        results, delayed = manager.append_records({tp: encode_rounds(records, limit, now_ms)}, -1)
         if delayed is not None:
             timeout = manager.config.int("request.timeout.ms")
             await complete_or_expire(manager.produce_purgatory, delayed, timeout)

@@ -3,9 +3,17 @@ Kafka's six headers in its order, and the source's key and value only when copie
 
 from __future__ import annotations
 
-from kafkalite.broker.share_dead_letters import DeadLetterSource, dead_letter_records
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkalite.broker.share_dead_letters import (
+    DeadLetterSource,
+    dead_letter_records,
+    encode_rounds,
+)
 from kafkalite.share.share_partition import CLIENT_REJECT, DELIVERY_COUNT_EXCEEDED, DeadLetter
-from kafkalite.storage.records import Record
+from kafkalite.storage.batch import iter_batches
+from kafkalite.storage.records import Record, decode_records
 
 SOURCE = DeadLetterSource("workers", "orders", 3)
 
@@ -39,3 +47,34 @@ def test_a_copied_record_keeps_its_key_and_value_not_its_headers() -> None:
         "__dlq.errors.delivery.count",
         "__dlq.errors.message",
     ]
+
+
+def test_dead_letters_beyond_max_message_bytes_go_in_several_batches() -> None:
+    contents = {o: Record(o, 1, b"k", bytes(300), ()) for o in range(10)}
+    dead = [DeadLetter(o, 1, CLIENT_REJECT) for o in range(10)]
+    records = dead_letter_records(SOURCE, dead, contents, now_ms=5)
+    data = encode_rounds(records, 1100, now_ms=5)  # two records a batch
+    batches = [(position, header) for position, header in iter_batches(data)]
+    assert len(batches) == 5
+    assert all(header.size <= 1100 for _, header in batches)
+    decoded = [r for p, h in batches for r in decode_records(data[p : p + h.size])]
+    offsets = [dict(r.headers)["__dlq.errors.offset"] for r in decoded]
+    assert offsets == [str(o).encode() for o in range(10)]
+    assert sum(len(data[p : p + h.size]) for p, h in batches) == len(data)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 3000), min_size=1, max_size=20),
+    limit=st.integers(200, 5000),
+    key=st.none() | st.binary(max_size=200),
+)
+def test_every_batch_of_several_records_fits(
+    sizes: list[int], limit: int, key: bytes | None
+) -> None:
+    contents = {o: Record(o, 1, key, bytes(size), ()) for o, size in enumerate(sizes)}
+    dead = [DeadLetter(o, 7, DELIVERY_COUNT_EXCEEDED) for o in range(len(sizes))]
+    data = encode_rounds(dead_letter_records(SOURCE, dead, contents, 5), limit, now_ms=5)
+    batches = list(iter_batches(data))
+    assert sum(header.records_count for _, header in batches) == len(sizes)
+    assert all(h.size <= limit or h.records_count == 1 for _, h in batches)
