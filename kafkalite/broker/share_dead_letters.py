@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import trio
@@ -173,9 +173,21 @@ def _encode(chunk: Sequence[Record], now_ms: int) -> bytes:
     return encode_record_batch(numbered, base_offset=0, base_timestamp=now_ms, max_timestamp=now_ms)
 
 
+@dataclass
+class DeadLetterCounts:
+    """Kafka's ShareGroupMetrics meters of one group: DeadLetterQueueRecordCount (records
+    written), DeadLetterQueueTotalProduceRequestsPerSec (appends tried) and
+    DeadLetterQueueFailedProduceRequestsPerSec (writes that failed in the end)."""
+
+    records: int = 0
+    produce_requests: int = 0
+    failed_produce_requests: int = 0
+
+
 @dataclass(eq=False)
 class DeadLetterWriter:
     replica_manager: ReplicaManager
+    counts: dict[str, DeadLetterCounts] = field(default_factory=dict)
 
     def refusal(self, group_id: str, dlq_topic: str) -> str | None:
         """Why the group's dead-letter topic cannot be written (Kafka's validateDlqTopic)."""
@@ -219,15 +231,20 @@ class DeadLetterWriter:
             log.warning("dead letters of %s dropped: %s", source, refusal)
             return ErrorCode.invalid_config
         contents = self._contents(source, dead_letters) if settings.dlq_copy_record else {}
+        counts = self.counts.setdefault(source.group_id, DeadLetterCounts())
         error = ErrorCode.none
         for attempt in range(ATTEMPTS):
             if attempt:
                 await trio.sleep(BACKOFF_S)
+            counts.produce_requests += 1
             error = await self._append(source, settings.dlq_topic, dead_letters, contents)
             if error not in RETRIABLE:
                 break
         if error is not ErrorCode.none:
+            counts.failed_produce_requests += 1
             log.warning("cannot write dead letters of %s: %s", source, error.name)
+        else:
+            counts.records += len(dead_letters)
         return error
 
     async def _append(

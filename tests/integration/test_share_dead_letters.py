@@ -33,6 +33,7 @@ from confluent_kafka.admin import (
 )
 from kio.schema.errors import ErrorCode
 
+from kafkalite.metrics import share_groups as share_group_metrics
 from kafkalite.testing import EmbeddedBroker
 
 DEADLINE = 20.0
@@ -192,6 +193,19 @@ def test_rejected_and_exhausted_records_go_to_the_dead_letter_topic_once(
     share = broker.call(lambda: broker.broker.share_groups.partitions.held)
     [held] = [h for k, h in share.items() if k.group_id == group]
     assert (held.state.start_offset, held.state.dead_letters) == (5, {})
+    # Kafka's ShareGroupMetrics meters, as Prometheus counters.
+    manager = broker.broker.share_groups.partitions
+    families = broker.call(lambda: list(share_group_metrics.collect(manager)))
+    meters = {
+        f.name.removeprefix("kafka_server_sharegroupmetrics_"): s.value
+        for f in families
+        for s in f.samples
+        if "deadletterqueue" in f.name and s.labels == {"group": group}
+    }
+    # One append per acknowledgement that archived some: the two REJECTs may share one.
+    produced = meters.pop("deadletterqueuetotalproducerequests")
+    assert produced in (2, 3)
+    assert meters == {"deadletterqueuerecordcount": 3, "deadletterqueuefailedproducerequests": 0}
 
 
 def test_the_dead_letter_topic_is_checked_as_kafka_does(tmp_path: Path) -> None:
