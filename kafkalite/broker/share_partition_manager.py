@@ -16,8 +16,10 @@ coordinator.
   answered once the share-partition's new state is committed in `__share_group_state`:
   nothing acknowledged is delivered again after a restart.
 * Under share.version 2, a group with a dead-letter topic (KIP-1191) has the records it
-  archives for a REJECT or the delivery count limit written there first
-  (broker/share_dead_letters.py), then their ARCHIVED state persisted.
+  archives for a REJECT or at the delivery count limit persisted as ARCHIVING (as Kafka
+  4.4; the acknowledgement is answered then), then written to the dead-letter topic in the
+  background (broker/share_dead_letters.py), then persisted as ARCHIVED. Loaded in
+  ARCHIVING, they are written again, less those the dead-letter topic already has.
 """
 
 from __future__ import annotations
@@ -131,6 +133,8 @@ class SharePartitionManager:
     # When the timer task wakes next (inf: no lock to expire). A new lock expires after
     # every lock already held, so only the first needs to wake it.
     _timer_deadline: float = math.inf
+    # Where the dead-letter writes run (`run`'s).
+    _nursery: trio.Nursery | None = None
 
     def __post_init__(self) -> None:
         self.sessions = ShareSessionCache(self.config.int("group.share.max.share.sessions"))
@@ -182,6 +186,7 @@ class SharePartitionManager:
             held.persisted_version = share.version
             held.recovered_from_ms = self.coordinator.written_at.get(key)
             self.held[key] = held
+            self._dead_letter_soon(held)  # those it stopped in ARCHIVING
             return ErrorCode.none, held
         share = SharePartition(config, self._initial_offset(partition, settings))
         held = self.held[key] = _Held(key, partition.topic, share, partition.leader_epoch, -1)
@@ -204,10 +209,15 @@ class SharePartitionManager:
 
     async def persist(self, held: _Held) -> ErrorCode:
         """Write the share-partition's state if it changed; NONE once it, and every write
-        before it, is committed. Pending dead letters are written to the dead-letter topic
-        first: an ARCHIVED state is never committed before its dead-letter record."""
+        before it, is committed. Then records committed in ARCHIVING go to the dead-letter
+        topic."""
+        error = await self._write_state(held)
+        if error is ErrorCode.none:
+            self._dead_letter_soon(held)
+        return error
+
+    async def _write_state(self, held: _Held) -> ErrorCode:
         share = held.state
-        await self._write_dead_letters(held)
         if held.persisted_version == share.version:
             index = self.coordinator.partition_of(held.key)
             timeout = self.config.int("request.timeout.ms")
@@ -226,7 +236,13 @@ class SharePartitionManager:
             log.warning("cannot persist share-partition %s: %s", held.key, error.name)
         return error
 
-    async def _write_dead_letters(self, held: _Held) -> None:
+    def _dead_letter_soon(self, held: _Held) -> None:
+        if self._nursery is not None and held.state.pending_dead_letters():
+            self._nursery.start_soon(self._dead_letter_then_archive, held)
+
+    async def _dead_letter_then_archive(self, held: _Held) -> None:
+        """Write the share-partition's ARCHIVING records to its group's dead-letter topic (not
+        those a crash left written there), then persist them ARCHIVED."""
         dead_letters = held.state.take_dead_letters()
         if not dead_letters:
             return
@@ -244,14 +260,18 @@ class SharePartitionManager:
             before.difference_update(d.offset for d in dead_letters)
             if todo:
                 await self.dead_letters.write(source, settings, todo)
-        except BaseException:  # cancelled (the request's connection closed): the timer retries
+        except BaseException as exc:  # still ARCHIVING: the next persist, or load, retries
             for dead_letter in dead_letters:
                 dead_letter.writing = False
-            self._dirty[key] = held
-            self._wake_timer.set()
-            raise
+            if not isinstance(exc, Exception):
+                raise  # cancelled: the broker stops
+            log.exception("cannot write the dead letters of %s", key)
+            return
         # Written, or never will be (logged): archived either way, as Kafka does.
         held.state.dead_lettered(d.offset for d in dead_letters)
+        self._released(held)  # the SPSO may have moved: the in-flight limit too
+        if self.held.get(key) is held:
+            await self.persist(held)
 
     # -- fetching --------------------------------------------------------------------------
 
@@ -378,8 +398,13 @@ class SharePartitionManager:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Release records whose acquisition lock expired, at the earliest deadline; persist
-        the releases of closed connections."""
-        task_status.started()
+        the releases of closed connections. Dead-letter writes run beside."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await self._expire_locks()
+
+    async def _expire_locks(self) -> None:
         while True:
             deadlines = [
                 d for h in self.held.values() if (d := h.state.next_lock_deadline()) is not None

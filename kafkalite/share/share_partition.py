@@ -19,10 +19,10 @@ delivery. The caller reads the log; this module only decides, and reports what i
 (`version`) so the caller persists the state (`state_batches`) before it answers.
 
 Dead-letter topics (KIP-1191): when the group has one (`config.dead_letter`), a record
-archived because it was REJECTed or reached the delivery count limit is a pending dead
-letter: ARCHIVED here, but neither persisted as ARCHIVED nor passed by the SPSO until the
-caller wrote it to the dead-letter topic (`take_dead_letters`, then `dead_lettered`). Its
-ARCHIVED state is never committed before its dead-letter record is.
+REJECTed or at the delivery count limit goes to ARCHIVING, as in Kafka 4.4: persisted so,
+not delivered again and not passed by the SPSO, until the caller wrote it to the dead-letter
+topic (`take_dead_letters`, then `dead_lettered`: ARCHIVED). Loaded in ARCHIVING (a broker
+that stopped in between), it is a dead letter to write again, its cause told by its count.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class RecordState(enum.IntEnum):
     AVAILABLE = 0
     ACQUIRED = 1
     ACKNOWLEDGED = 2
+    ARCHIVING = 3  # KIP-1191: on its way to the dead-letter topic
     ARCHIVED = 4
 
 
@@ -172,13 +173,19 @@ class SharePartition:
     def from_state(
         cls, config: SharePartitionConfig, start_offset: int, batches: Iterable[StateBatch]
     ) -> SharePartition:
-        """Rebuild from persisted state: what was acquired is available again."""
+        """Rebuild from persisted state: what was acquired is available again; what was
+        ARCHIVING is a dead letter to write (at the limit, for it; else rejected, as Kafka's
+        maybeResumeDlqArchiving tells)."""
         partition = cls(config, start_offset)
         for batch in batches:
             for offset in range(max(batch.first_offset, start_offset), batch.last_offset + 1):
                 state = RecordState(batch.delivery_state)
                 if state is RecordState.ACQUIRED:
                     state = RecordState.AVAILABLE
+                elif state is RecordState.ARCHIVING:
+                    exceeded = batch.delivery_count >= config.delivery_count_limit
+                    cause = DELIVERY_COUNT_EXCEEDED if exceeded else CLIENT_REJECT
+                    partition.dead_letters[offset] = DeadLetter(offset, batch.delivery_count, cause)
                 partition.records[offset] = InFlightRecord(state, batch.delivery_count)
                 partition.end_offset = max(partition.end_offset, offset + 1)
         for offset in range(start_offset, partition.end_offset):
@@ -362,16 +369,13 @@ class SharePartition:
             self._settle(offset, record, RecordState.AVAILABLE)
 
     def _archive(self, offset: int, record: InFlightRecord, cause: str | None = None) -> None:
-        """Archive; with a `cause` and a dead-letter topic, a pending dead letter first."""
+        """Archive; with a `cause` and a dead-letter topic, ARCHIVING first."""
         if cause is None or not self.config.dead_letter:
             self._settle(offset, record, RecordState.ARCHIVED)
             return
         self.counts.archived += 1
-        record.state = RecordState.ARCHIVED
-        record.member_id = None
-        record.lock_deadline_ms = -1
+        self._settle(offset, record, RecordState.ARCHIVING)
         self.dead_letters[offset] = DeadLetter(offset, record.delivery_count, cause)
-        self.version += 1  # the caller's persist writes the dead letter
 
     # -- dead letters ----------------------------------------------------------------------
 
@@ -382,11 +386,16 @@ class SharePartition:
             dead_letter.writing = True
         return taken
 
+    def pending_dead_letters(self) -> bool:
+        """Whether some dead letter waits for a writer."""
+        return any(not d.writing for d in self.dead_letters.values())
+
     def dead_lettered(self, offsets: Iterable[int]) -> None:
-        """Their dead-letter records are committed: their ARCHIVED state may be persisted
-        and the SPSO pass them."""
+        """Their dead-letter records are committed (or never will be): ARCHIVED."""
         for offset in offsets:
-            if self.dead_letters.pop(offset, None) is not None:
+            record = self.records.get(offset)
+            if self.dead_letters.pop(offset, None) is not None and record is not None:
+                record.state = RecordState.ARCHIVED
                 self.version += 1
                 self.changed.add(offset)
         self._advance_start()
@@ -405,7 +414,7 @@ class SharePartition:
     def _advance_start(self) -> None:
         while self.start_offset < self.end_offset:
             record = self.records[self.start_offset]
-            if record.state not in _TERMINAL or self.start_offset in self.dead_letters:
+            if record.state not in _TERMINAL:
                 break
             del self.records[self.start_offset]
             self.start_offset += 1
@@ -429,8 +438,7 @@ class SharePartition:
         for offset in offsets:
             record = self.records[offset]
             state = record.state
-            if state is RecordState.ACQUIRED or offset in self.dead_letters:
-                # A pending dead letter was acquired: until it is written, as available.
+            if state is RecordState.ACQUIRED:
                 state = RecordState.AVAILABLE
             last = batches[-1] if batches else None
             if (

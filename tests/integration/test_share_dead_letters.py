@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from confluent_kafka import (
     AcknowledgeType,
     Consumer,
@@ -143,6 +144,13 @@ def read_all(broker: EmbeddedBroker, topic: str, count: int) -> list[Any]:
         consumer.close()
 
 
+def wait_for(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
 def headers_of(message: Any) -> dict[str, str]:
     return {name: value.decode() for name, value in message.headers() or []}
 
@@ -189,12 +197,12 @@ def test_rejected_and_exhausted_records_go_to_the_dead_letter_topic_once(
         for offset, count, message in ((1, 1, REJECTED), (3, 1, REJECTED), (4, 2, EXCEEDED))
     ]
     assert seen == expected  # the original header ("trace") is not copied, as Kafka
-    # All five settled: the share-partition start offset passed them, and it is persisted.
-    share = broker.call(lambda: broker.broker.share_groups.partitions.held)
-    [held] = [h for k, h in share.items() if k.group_id == group]
-    assert (held.state.start_offset, held.state.dead_letters) == (5, {})
-    # Kafka's ShareGroupMetrics meters, as Prometheus counters.
+    # All five settled (ARCHIVING, then ARCHIVED once written): the SPSO passed them.
     manager = broker.broker.share_groups.partitions
+    [key] = [k for k in broker.call(lambda: list(manager.held)) if k.group_id == group]
+    wait_for(lambda: broker.call(lambda: manager.held[key].state.start_offset) == 5)
+    assert broker.call(lambda: manager.held[key].state.dead_letters) == {}
+    # Kafka's ShareGroupMetrics meters, as Prometheus counters.
     families = broker.call(lambda: list(share_group_metrics.collect(manager)))
     meters = {
         f.name.removeprefix("kafka_server_sharegroupmetrics_"): s.value
@@ -260,34 +268,74 @@ def test_the_dead_letter_topic_is_checked_as_kafka_does(tmp_path: Path) -> None:
             ends.close()
 
 
-def test_a_dead_letter_written_before_a_crash_is_not_written_again(tmp_path: Path) -> None:
-    """The broker dies after the dead-letter record is committed but before the record's
-    ARCHIVED state is (here: the state write fails, then the broker stops). After the restart
-    the record is delivered again; rejected again, it is not written twice."""
-    suffix = uuid.uuid4().hex[:6]
+def setup_group(broker: EmbeddedBroker, suffix: str) -> tuple[str, str, str]:
     topic, group, dlq = f"orders-{suffix}", f"workers-{suffix}", f"dlq.orders-{suffix}"
-    data = tmp_path / "data"
-    with EmbeddedBroker(data, BROKER) as broker:
-        broker.create_topic(topic)
-        broker.create_topic(dlq, config={"errors.deadletterqueue.group.enable": "true"})
-        configs = {"share_auto_offset_reset": "earliest", "errors_deadletterqueue_topic_name": dlq}
-        assert alter_group(broker, group, **configs) == ""
-        produce(broker, topic, 1)
-        # Offset 0 accepted: the share-partition's state is persisted.
-        assert consume_acknowledging(broker, group, topic, {}, done=1) == [(0, 1)]
-        coordinator = broker.call(lambda: broker.broker.share_groups.partitions.coordinator)
+    broker.create_topic(topic)
+    broker.create_topic(dlq, config={"errors.deadletterqueue.group.enable": "true"})
+    configs = {"share_auto_offset_reset": "earliest", "errors_deadletterqueue_topic_name": dlq}
+    assert alter_group(broker, group, **configs) == ""
+    produce(broker, topic, 1)
+    return topic, group, dlq
 
-        async def lost(*_: Any) -> ErrorCode:
-            return ErrorCode.coordinator_not_available
 
-        broker.call(lambda: setattr(coordinator, "write_state", lost))
-        produce(broker, topic, 1)
-        reject = {1: AcknowledgeType.REJECT}
-        assert consume_acknowledging(broker, group, topic, reject, done=1) == [(1, 1)]
-        read_all(broker, dlq, 1)
+def after_restart(data: Path, topic: str, group: str, dlq: str) -> None:
+    """Offset 0 is not delivered again, and the dead-letter topic has it exactly once."""
     with EmbeddedBroker(data, BROKER) as broker:
-        assert consume_acknowledging(broker, group, topic, reject, done=1) == [(1, 1)]
-        produce(broker, topic, 1)  # the marker: once it is delivered, offset 1 is settled
-        assert consume_acknowledging(broker, group, topic, {}, done=1) == [(2, 1)]
+        produce(broker, topic, 1)  # offset 1: once it is delivered, offset 0 is known settled
+        assert consume_acknowledging(broker, group, topic, {}, done=1) == [(1, 1)]
         [letter] = read_all(broker, dlq, 1)
-        assert headers_of(letter)["__dlq.errors.offset"] == "1"
+        assert headers_of(letter) == {
+            "__dlq.errors.topic": topic,
+            "__dlq.errors.partition": "0",
+            "__dlq.errors.offset": "0",
+            "__dlq.errors.group": group,
+            "__dlq.errors.delivery.count": "1",
+            "__dlq.errors.message": REJECTED,
+        }
+
+
+def test_a_dead_letter_not_written_when_the_broker_stops_is_written_after_the_restart(
+    tmp_path: Path,
+) -> None:
+    """The record's ARCHIVING state is committed (the REJECT answered) but the broker stops
+    before its dead letter is written: after the restart it is written, once."""
+    data, suffix = tmp_path / "data", uuid.uuid4().hex[:6]
+    with EmbeddedBroker(data, BROKER) as broker:
+        topic, group, dlq = setup_group(broker, suffix)
+        writer = broker.call(lambda: broker.broker.share_groups.partitions.dead_letters)
+
+        async def hang(*_: Any) -> ErrorCode:
+            await trio.sleep_forever()
+            raise AssertionError("unreachable")
+
+        broker.call(lambda: setattr(writer, "write", hang))
+        reject = {0: AcknowledgeType.REJECT}
+        assert consume_acknowledging(broker, group, topic, reject, done=1) == [(0, 1)]
+        ends = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ends"})
+        try:
+            assert ends.get_watermark_offsets(TopicPartition(dlq, 0), 5.0) == (0, 0)
+        finally:
+            ends.close()
+    after_restart(data, topic, group, dlq)
+
+
+def test_a_dead_letter_written_before_a_crash_is_not_written_again(tmp_path: Path) -> None:
+    """The dead-letter record is committed but the record's ARCHIVED state is not (here: the
+    state write fails, then the broker stops). After the restart the record is ARCHIVING
+    again; its dead letter, already in the topic, is not written twice."""
+    data, suffix = tmp_path / "data", uuid.uuid4().hex[:6]
+    with EmbeddedBroker(data, BROKER) as broker:
+        topic, group, dlq = setup_group(broker, suffix)
+        coordinator = broker.call(lambda: broker.broker.share_groups.partitions.coordinator)
+        write_state = coordinator.write_state
+
+        async def archived_is_lost(*args: Any) -> ErrorCode:
+            if any(b.delivery_state == 4 for b in args[3]):  # ARCHIVED
+                return ErrorCode.coordinator_not_available
+            return await write_state(*args)
+
+        broker.call(lambda: setattr(coordinator, "write_state", archived_is_lost))
+        reject = {0: AcknowledgeType.REJECT}
+        assert consume_acknowledging(broker, group, topic, reject, done=1) == [(0, 1)]
+        read_all(broker, dlq, 1)
+    after_restart(data, topic, group, dlq)

@@ -310,24 +310,37 @@ DLQ_CONFIG = SharePartitionConfig(
 )
 
 
-def test_a_rejected_record_is_a_dead_letter_until_written_then_archived() -> None:
+def test_a_rejected_record_is_archiving_until_written_then_archived() -> None:
     share = SharePartition(DLQ_CONFIG, 0)
     share.acquire("m", batches((0, 2)), 10, now_ms=0)
     share.take_changes()
     assert share.acknowledge("m", [ack(0, 0, ACCEPT), ack(1, 1, REJECT)], 0) is ErrorCode.none
-    # Offset 1 is pending: the SPSO stops at it, and it is not persisted as ARCHIVED.
+    # Offset 1 is ARCHIVING (persisted so, as Kafka 4.4): the SPSO stops at it.
     assert share.start_offset == 1
-    assert share.take_changes() == []
-    assert share.state_batches() == [StateBatch(1, 2, RecordState.AVAILABLE, 1)]
+    assert share.take_changes() == [StateBatch(1, 1, RecordState.ARCHIVING, 1)]
+    assert share.pending_dead_letters()
     taken = share.take_dead_letters()
     assert [(d.offset, d.delivery_count, d.cause) for d in taken] == [
         (1, 1, "Offset rejected by client.")
     ]
-    assert share.take_dead_letters() == []  # not taken twice
+    assert (share.take_dead_letters(), share.pending_dead_letters()) == ([], False)
     share.dead_lettered([1])
     assert share.start_offset == 2
     assert share.take_changes() == []  # below the SPSO: the start offset says it
     assert share.counts.archived == 1
+
+
+def test_records_loaded_in_archiving_are_dead_letters_again_with_their_cause() -> None:
+    state = [StateBatch(4, 5, RecordState.ARCHIVING, 1), StateBatch(6, 6, RecordState.ARCHIVING, 2)]
+    share = SharePartition.from_state(DLQ_CONFIG, 4, state)
+    assert share.start_offset == 4
+    assert [(d.offset, d.delivery_count, d.cause) for d in share.take_dead_letters()] == [
+        (4, 1, "Offset rejected by client."),
+        (5, 1, "Offset rejected by client."),
+        (6, 2, "Offset delivery count exceeded the threshold."),
+    ]
+    share.dead_lettered([4, 5, 6])
+    assert (share.start_offset, share.end_offset) == (7, 7)
 
 
 def test_the_delivery_count_limit_makes_a_dead_letter_and_gaps_never_do() -> None:
