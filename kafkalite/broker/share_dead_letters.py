@@ -18,14 +18,15 @@ source log is read only then. Writes go through the ReplicaManager's
 append with acks=all; a refused or failed write is logged and the records archived anyway,
 as Kafka does once its retries are spent.
 
-What is guaranteed (the caller, broker/share_partition_manager.py, writes the dead letters
-before the share-partition's state): a record's ARCHIVED state is committed only after its
-dead-letter record is, so no dead letter is lost to a crash. A crash between the two leaves
-the record available again after the restart; should it be dead-lettered again, the
-dead-letter partition is read once, from the share-partition's last state write on
-(`written_since`), and a dead letter found there is not written twice. Duplicates remain
-possible only if the wall clock stepped back across the crash or the dead-letter
-partition's leader moved meanwhile (in a cluster).
+What is guaranteed (with broker/share_partition_manager.py, as Kafka 4.4): a record given
+up on is committed ARCHIVING before its acknowledgement is answered, so it is never
+delivered again; its dead letter is then written and committed before the record is
+committed ARCHIVED, so a broker that stops in between writes it again after its restart
+(nothing lost). Where Kafka may then write it twice, the dead-letter partition is read once,
+from the share-partition's last state write on (`written_since`), and a dead letter found
+there is not written again. Duplicates remain possible only if the wall clock stepped back
+by more than a second across the crash, or (in a cluster, later) the dead-letter partition's
+leader lost the record.
 """
 
 from __future__ import annotations
