@@ -9,12 +9,9 @@ the name is not blank and does not start with `__`; an existing topic has
 and `message.timestamp.type=CreateTime`); the name starts with the broker's
 `errors.deadletterqueue.topic.name.prefix` (default `dlq.`) unless that is empty.
 
-One record per offset goes to the dead-letter partition `source partition % its partition
-count`, stamped with the write's wall-clock time, with Kafka's six `__dlq.errors.*` headers
-(topic, partition, offset, group, delivery count, the cause's message) and, under the group's
-`errors.deadletterqueue.copy.record.enable`, the source record's key and value (as Kafka,
-not its headers), in batches within the dead-letter topic's `max.message.bytes`. The
-source log is read only then. Writes go through the ReplicaManager's
+The records (share/dead_letter_records.py) go to the dead-letter partition `source partition
+% its partition count`; the source log is read for their key and value only under the
+group's `errors.deadletterqueue.copy.record.enable`. Writes go through the ReplicaManager's
 append with acks=all; a refused or failed write is logged and the records archived anyway,
 as Kafka does once its retries are spent.
 
@@ -33,7 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import trio
@@ -42,21 +39,21 @@ from kio.schema.errors import ErrorCode
 from kafkalite.broker.delayed_wait import complete_or_expire
 from kafkalite.broker.group_configs import ShareGroupSettings
 from kafkalite.broker.topic_config import effective_value
+from kafkalite.share.dead_letter_records import (
+    DeadLetterSource,
+    dead_letter_records,
+    encode_rounds,
+    source_offsets,
+)
 from kafkalite.share.share_partition import DeadLetter
 from kafkalite.storage.batch import iter_batches
-from kafkalite.storage.records import Record, decode_records, encode_record_batch
+from kafkalite.storage.records import Record, decode_records
 
 if TYPE_CHECKING:
     from kafkalite.broker.replica_manager import ReplicaManager
 
 log = logging.getLogger("kafkalite.share")
 
-HEADER_TOPIC = "__dlq.errors.topic"
-HEADER_PARTITION = "__dlq.errors.partition"
-HEADER_OFFSET = "__dlq.errors.offset"
-HEADER_GROUP = "__dlq.errors.group"
-HEADER_DELIVERY_COUNT = "__dlq.errors.delivery.count"
-HEADER_MESSAGE = "__dlq.errors.message"
 
 GROUP_ENABLE = "errors.deadletterqueue.group.enable"
 TOPIC_NAME_PREFIX = "errors.deadletterqueue.topic.name.prefix"
@@ -81,97 +78,6 @@ RETRIABLE = frozenset(
         ErrorCode.not_enough_replicas_after_append,
     }
 )
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetterSource:
-    """The share-partition the dead letters come from."""
-
-    group_id: str
-    topic: str
-    partition: int
-
-
-def dead_letter_records(
-    source: DeadLetterSource,
-    dead_letters: Sequence[DeadLetter],
-    contents: dict[int, Record],
-    now_ms: int,
-) -> list[Record]:
-    """One record per dead letter (offsets from 0, the log assigns them), as Kafka's
-    ProduceRequestHandler.topicProduceData builds them."""
-    records = []
-    for delta, dead in enumerate(dead_letters):
-        original = contents.get(dead.offset)
-        headers = (
-            (HEADER_TOPIC, source.topic.encode()),
-            (HEADER_PARTITION, str(source.partition).encode()),
-            (HEADER_OFFSET, str(dead.offset).encode()),
-            (HEADER_GROUP, source.group_id.encode()),
-            (HEADER_DELIVERY_COUNT, str(dead.delivery_count).encode()),
-            (HEADER_MESSAGE, dead.cause.encode()),
-        )
-        key = original.key if original is not None else None
-        value = original.value if original is not None else None
-        records.append(Record(delta, now_ms, key, value, headers))
-    return records
-
-
-def _source_offsets(source: DeadLetterSource, records: Sequence[Record]) -> set[int]:
-    """The offsets of `source` these dead-letter records stand for."""
-    expected = (source.topic.encode(), str(source.partition).encode(), source.group_id.encode())
-    found = set()
-    for record in records:
-        headers = dict(record.headers)
-        named = tuple(headers.get(h) for h in (HEADER_TOPIC, HEADER_PARTITION, HEADER_GROUP))
-        offset = headers.get(HEADER_OFFSET)
-        if named == expected and offset is not None and offset.isdigit():
-            found.add(int(offset))
-    return found
-
-
-# A batch's framing; a record's length, attributes, timestamp and offset deltas (all its
-# records have the batch's timestamp) and header count, at most.
-BATCH_OVERHEAD = 61
-RECORD_OVERHEAD = 11
-
-
-def encode_rounds(records: Sequence[Record], max_message_bytes: int, now_ms: int) -> bytes:
-    """The records as batches of at most `max_message_bytes` each (a record too large on its
-    own goes alone, and the log refuses it), as Kafka sends a range in several rounds."""
-    batches: list[bytes] = []
-    chunk: list[Record] = []
-    size = BATCH_OVERHEAD
-    for record in records:
-        record_size = _estimated_size(record)
-        if chunk and size + record_size > max_message_bytes:
-            batches.append(_encode(chunk, now_ms))
-            chunk, size = [], BATCH_OVERHEAD
-        chunk.append(record)
-        size += record_size
-    if chunk:
-        batches.append(_encode(chunk, now_ms))
-    return b"".join(batches)
-
-
-def _estimated_size(record: Record) -> int:
-    """At least the record's encoded size."""
-    fields = [record.key, record.value]
-    for name, value in record.headers:
-        fields += [name.encode(), value]
-    return RECORD_OVERHEAD + sum(_bytes_size(field) for field in fields)
-
-
-def _bytes_size(data: bytes | None) -> int:
-    """A nullable byte string's encoded size: its zigzag varint length, then the bytes."""
-    length = -1 if data is None else len(data)
-    zigzag = (length << 1) ^ (length >> 63)
-    return max(1, (zigzag.bit_length() + 6) // 7) + (len(data) if data else 0)
-
-
-def _encode(chunk: Sequence[Record], now_ms: int) -> bytes:
-    numbered = [replace(record, offset=delta) for delta, record in enumerate(chunk)]
-    return encode_record_batch(numbered, base_offset=0, base_timestamp=now_ms, max_timestamp=now_ms)
 
 
 @dataclass
@@ -310,7 +216,7 @@ class DeadLetterWriter:
                 offset = max(offset, header.last_offset + 1)
                 if not header.is_control:
                     batch = view[position : position + header.size]
-                    found.update(_source_offsets(source, decode_records(batch)))
+                    found.update(source_offsets(source, decode_records(batch)))
             await trio.sleep(0)  # a long read does not hold up the broker
         return found
 

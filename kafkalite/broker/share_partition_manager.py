@@ -43,8 +43,9 @@ from kafkalite.broker.group_configs import (
     ShareGroupSettings,
 )
 from kafkalite.broker.share_coordinator_service import ShareCoordinatorService
-from kafkalite.broker.share_dead_letters import DeadLetterSource, DeadLetterWriter
+from kafkalite.broker.share_dead_letters import DeadLetterWriter
 from kafkalite.share.auto_offset_reset import BY_DURATION, EARLIEST
+from kafkalite.share.dead_letter_records import DeadLetterSource
 from kafkalite.share.share_partition import (
     AcknowledgementBatch,
     AcquiredRecords,

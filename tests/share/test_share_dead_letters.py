@@ -1,4 +1,4 @@
-"""The dead-letter records of KIP-1191 (broker/share_dead_letters.py), without a broker:
+"""The dead-letter records of KIP-1191 (share/dead_letter_records.py), without a broker:
 Kafka's six headers in its order, and the source's key and value only when copied."""
 
 from __future__ import annotations
@@ -6,10 +6,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalite.broker.share_dead_letters import (
+from kafkalite.share.dead_letter_records import (
     DeadLetterSource,
     dead_letter_records,
     encode_rounds,
+    source_offsets,
 )
 from kafkalite.share.share_partition import CLIENT_REJECT, DELIVERY_COUNT_EXCEEDED, DeadLetter
 from kafkalite.storage.batch import iter_batches
@@ -78,3 +79,10 @@ def test_every_batch_of_several_records_fits(
     batches = list(iter_batches(data))
     assert sum(header.records_count for _, header in batches) == len(sizes)
     assert all(h.size <= limit or h.records_count == 1 for _, h in batches)
+
+
+def test_the_offsets_dead_letters_stand_for_are_read_back_for_their_source_only() -> None:
+    dead = [DeadLetter(3, 1, CLIENT_REJECT), DeadLetter(9, 2, DELIVERY_COUNT_EXCEEDED)]
+    records = dead_letter_records(SOURCE, dead, {}, now_ms=1)
+    other = dead_letter_records(DeadLetterSource("other", "orders", 3), dead[:1], {}, now_ms=1)
+    assert source_offsets(SOURCE, [*records, *other]) == {3, 9}
