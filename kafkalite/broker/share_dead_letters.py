@@ -19,11 +19,10 @@ What is guaranteed (with broker/share_partition_manager.py, as Kafka 4.4): a rec
 up on is committed ARCHIVING before its acknowledgement is answered, so it is never
 delivered again; its dead letter is then written and committed before the record is
 committed ARCHIVED, so a broker that stops in between writes it again after its restart
-(nothing lost). Where Kafka may then write it twice, the dead-letter partition is read once,
-from the share-partition's last state write on (`written_since`), and a dead letter found
-there is not written again. Duplicates remain possible only if the wall clock stepped back
-by more than a second across the crash, or (in a cluster, later) the dead-letter partition's
-leader lost the record.
+(nothing lost). Where Kafka may then write it twice, the dead-letter partition is read once
+for a share-partition loaded with ARCHIVING records, from its last state write on
+(`written_since`), and a dead letter found there is not written again. Duplicates remain
+possible only if the wall clock stepped back by more than a second across the crash.
 """
 
 from __future__ import annotations
@@ -211,12 +210,14 @@ class DeadLetterWriter:
             if result.error is not ErrorCode.none or not result.records:
                 break
             scanned += len(result.records)
-            view = memoryview(result.records)
+            view, start = memoryview(result.records), offset
             for position, header in iter_batches(view):
                 offset = max(offset, header.last_offset + 1)
                 if not header.is_control:
                     batch = view[position : position + header.size]
                     found.update(source_offsets(source, decode_records(batch)))
+            if offset == start:  # no whole batch read
+                break
             await trio.sleep(0)  # a long read does not hold up the broker
         return found
 

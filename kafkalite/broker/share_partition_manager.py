@@ -90,8 +90,8 @@ class _Held:
     leader_epoch: int
     persisted_version: int = 0
     isolation_level: int = READ_COMMITTED  # its group's share.isolation.level
-    # Loaded from persisted state last written then: dead letters written since may not be
-    # archived in it (a crash between the two); None once looked for.
+    # Loaded with ARCHIVING records from state last written then: their dead letters may
+    # have been written since (a crash before ARCHIVED); None once looked for.
     recovered_from_ms: int | None = None
     # Offsets found in the dead-letter topic since then: not written again.
     dead_lettered_before: set[int] = field(default_factory=set)
@@ -185,7 +185,8 @@ class SharePartitionManager:
             share.move_start(partition.log.log_start_offset)
             held = _Held(key, partition.topic, share, partition.leader_epoch)
             held.persisted_version = share.version
-            held.recovered_from_ms = self.coordinator.written_at.get(key)
+            if share.dead_letters:  # ARCHIVING: their dead letters may be written already
+                held.recovered_from_ms = self.coordinator.written_at.get(key)
             self.held[key] = held
             self._dead_letter_soon(held)  # those it stopped in ARCHIVING
             return ErrorCode.none, held
