@@ -17,7 +17,14 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer, TopicPartition
+from confluent_kafka import (
+    AcknowledgeType,
+    Consumer,
+    KafkaException,
+    Producer,
+    ShareConsumer,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -156,14 +163,19 @@ DLQ_HEADERS = (
 )
 
 
-def alter_group(target: Target, group: str, configs: dict[str, str]) -> None:
+def alter_group(target: Target, group: str, configs: dict[str, str]) -> str:
+    """IncrementalAlterConfigs SET on the group: the error's name ("" when none)."""
     entries = [
         ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
         for name, value in configs.items()
     ]
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
     admin = AdminClient({"bootstrap.servers": target.bootstrap})
-    admin.incremental_alter_configs([resource])[resource].result(20)
+    try:
+        admin.incremental_alter_configs([resource])[resource].result(20)
+    except KafkaException as exc:
+        return str(exc.args[0].name())
+    return ""
 
 
 def read_dead_letters(target: Target, topic: str, count: int) -> list[Any]:
@@ -203,15 +215,18 @@ def test_dead_letter_topic_gets_rejected_and_exhausted_records_with_kafkas_heade
     dlq = "dlq." + topic_name("letters")
     create_topic(target.bootstrap, topic)
     create_topic(target.bootstrap, dlq, config={"errors.deadletterqueue.group.enable": "true"})
-    alter_group(
-        target,
-        group,
-        {
-            "share.delivery.count.limit": "2",
-            "errors.deadletterqueue.topic.name": dlq,
-            "errors.deadletterqueue.copy.record.enable": "true",
-        },
-    )
+    # Kafka's checks of the group configs (the prefix and the topic's opt-in: at the write).
+    refused = [
+        {"errors.deadletterqueue.topic.name": "__internal"},
+        {"errors.deadletterqueue.copy.record.enable": "maybe"},
+    ]
+    assert [alter_group(target, group, c) for c in refused] == ["INVALID_CONFIG"] * 2
+    configs = {
+        "share.delivery.count.limit": "2",
+        "errors.deadletterqueue.topic.name": dlq,
+        "errors.deadletterqueue.copy.record.enable": "true",
+    }
+    assert alter_group(target, group, configs) == ""
     consumer = share_consumer(target, group, topic, **{"share.acknowledgement.mode": "explicit"})
     try:
         first = warm_up(target, topic, [consumer], ack=True)
