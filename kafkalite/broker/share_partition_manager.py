@@ -236,6 +236,8 @@ class SharePartitionManager:
                 b for c in changes for b in range(c.first_offset, c.last_offset + 1)
             )
             log.warning("cannot persist share-partition %s: %s", held.key, error.name)
+        else:
+            share.archiving_persisted(changes)
         return error
 
     def _dead_letter_soon(self, held: _Held) -> None:

@@ -84,6 +84,7 @@ class DeadLetter:
     offset: int
     delivery_count: int
     cause: str
+    persisted: bool = False  # its ARCHIVING state is committed: it may be written
     writing: bool = False  # taken by a writer (not taken twice)
 
 
@@ -185,7 +186,9 @@ class SharePartition:
                 elif state is RecordState.ARCHIVING:
                     exceeded = batch.delivery_count >= config.delivery_count_limit
                     cause = DELIVERY_COUNT_EXCEEDED if exceeded else CLIENT_REJECT
-                    partition.dead_letters[offset] = DeadLetter(offset, batch.delivery_count, cause)
+                    partition.dead_letters[offset] = DeadLetter(
+                        offset, batch.delivery_count, cause, persisted=True
+                    )
                 partition.records[offset] = InFlightRecord(state, batch.delivery_count)
                 partition.end_offset = max(partition.end_offset, offset + 1)
         for offset in range(start_offset, partition.end_offset):
@@ -379,16 +382,25 @@ class SharePartition:
 
     # -- dead letters ----------------------------------------------------------------------
 
+    def archiving_persisted(self, batches: Iterable[StateBatch]) -> None:
+        """These state batches are committed: their ARCHIVING records may be written."""
+        for batch in batches:
+            if batch.delivery_state == RecordState.ARCHIVING:
+                for offset in range(batch.first_offset, batch.last_offset + 1):
+                    if (dead_letter := self.dead_letters.get(offset)) is not None:
+                        dead_letter.persisted = True
+
     def take_dead_letters(self) -> list[DeadLetter]:
-        """The pending dead letters no writer has taken yet, in offset order."""
-        taken = [d for _, d in sorted(self.dead_letters.items()) if not d.writing]
+        """The dead letters persisted ARCHIVING that no writer has taken yet, in offset
+        order."""
+        taken = [d for _, d in sorted(self.dead_letters.items()) if _ready(d)]
         for dead_letter in taken:
             dead_letter.writing = True
         return taken
 
     def pending_dead_letters(self) -> bool:
         """Whether some dead letter waits for a writer."""
-        return any(not d.writing for d in self.dead_letters.values())
+        return any(_ready(d) for d in self.dead_letters.values())
 
     def dead_lettered(self, offsets: Iterable[int]) -> None:
         """Their dead-letter records are committed (or never will be): ARCHIVED."""
@@ -458,6 +470,10 @@ class SharePartition:
             for offset, r in self.records.items()
             if r.state is RecordState.ACQUIRED and r.member_id == member_id
         )
+
+
+def _ready(dead_letter: DeadLetter) -> bool:
+    return dead_letter.persisted and not dead_letter.writing
 
 
 def _runs(taken: list[tuple[int, int]]) -> list[AcquiredRecords]:

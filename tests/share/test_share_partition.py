@@ -317,7 +317,11 @@ def test_a_rejected_record_is_archiving_until_written_then_archived() -> None:
     assert share.acknowledge("m", [ack(0, 0, ACCEPT), ack(1, 1, REJECT)], 0) is ErrorCode.none
     # Offset 1 is ARCHIVING (persisted so, as Kafka 4.4): the SPSO stops at it.
     assert share.start_offset == 1
-    assert share.take_changes() == [StateBatch(1, 1, RecordState.ARCHIVING, 1)]
+    changes = share.take_changes()
+    assert changes == [StateBatch(1, 1, RecordState.ARCHIVING, 1)]
+    # Written to the dead-letter topic only once ARCHIVING is committed.
+    assert (share.pending_dead_letters(), share.take_dead_letters()) == (False, [])
+    share.archiving_persisted(changes)
     assert share.pending_dead_letters()
     taken = share.take_dead_letters()
     assert [(d.offset, d.delivery_count, d.cause) for d in taken] == [
@@ -349,6 +353,7 @@ def test_the_delivery_count_limit_makes_a_dead_letter_and_gaps_never_do() -> Non
     share.acknowledge("m", [ack(0, 0, GAP), ack(1, 1, RELEASE)], 0)
     share.acquire("m", batches((1, 1)), 10, now_ms=0)
     assert share.expire_locks(LOCK_MS) == 1  # the second delivery's lock: the limit
+    share.archiving_persisted(share.take_changes())
     assert [(d.offset, d.delivery_count, d.cause) for d in share.take_dead_letters()] == [
         (1, 2, "Offset delivery count exceeded the threshold.")
     ]
