@@ -74,7 +74,6 @@ OUT_OF_SCOPE_TOPIC_CONFIGS = {
     "remote.log.copy.disable",
     "remote.log.delete.on.disable",
     "remote.storage.enable",
-    "errors.deadletterqueue.group.enable",  # share groups (KIP-1191)
 }
 
 
@@ -376,8 +375,8 @@ def test_topic_config_default_timestamp_after_max_ms(
 
 
 def test_topic_config_names(admin: AdminClient, topic_name: Callable[..., str]) -> None:
-    """Every topic config Kafka 4 describes (tiered storage, replication throttles and share
-    groups aside) exists, so clients may set it."""
+    """Every topic config Kafka 4 describes (tiered storage and replication throttles aside)
+    exists, so clients may set it."""
     name = topic_name()
     create_topic(admin, name)
     described = set(topic_configs(admin, name)) - OUT_OF_SCOPE_TOPIC_CONFIGS
@@ -385,6 +384,7 @@ def test_topic_config_names(admin: AdminClient, topic_name: Callable[..., str]) 
         "compression.gzip.level",
         "compression.lz4.level",
         "compression.zstd.level",
+        "errors.deadletterqueue.group.enable",  # KIP-1191
         "max.decompressed.message.bytes",
         "message.timestamp.after.max.ms",
         "min.insync.replicas",

@@ -97,6 +97,7 @@ def test_kafka_features_describe(target: Target) -> None:
     # The 4.3 tool does not name Kafka 4.4's level 33.
     assert features["metadata.version"] == ("3.3-IV3", "UNKNOWN 33", "UNKNOWN 33")
     assert features["group.version"] == ("0", "1", "1")
+    assert features["share.version"] == ("0", "2", "2")  # 2: dead-letter topics (KIP-1191)
 
 
 def test_kafka_features_upgrade_to_the_current_level_is_a_no_op(target: Target) -> None:

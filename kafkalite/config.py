@@ -328,6 +328,13 @@ PROPERTIES: dict[str, Property] = {
         _int(1, I32_MAX), "5000", "share group heartbeat interval", TYPE_INT
     ),
     "group.share.max.size": Property(_int(1, 1000), "200", "members per share group", TYPE_SHORT),
+    # Dead-letter topics of share groups (KIP-1191), Kafka 4.4's names and defaults.
+    "errors.deadletterqueue.topic.name.prefix": Property(
+        _str, "dlq.", "the prefix a share group's dead-letter topic name must have"
+    ),
+    "errors.deadletterqueue.auto.create.topics.enable": Property(
+        _bool, "false", "create a share group's dead-letter topic on first use", TYPE_BOOLEAN
+    ),
     # The bounds of the share group configs (kafka-configs --entity-type groups).
     "group.share.min.record.lock.duration.ms": Property(
         _int(1000, 30_000), "15000", "least share.record.lock.duration.ms", TYPE_INT

@@ -5,7 +5,8 @@ Precedence, highest first, with the sources DescribeConfigs reports: this broker
 (DYNAMIC_BROKER_CONFIG), the cluster-wide dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG), the
 static server.properties/--override value (STATIC_BROKER_CONFIG), Kafka's default
 (DEFAULT_CONFIG). Only the properties Kafka updates dynamically cluster-wide can be set
-(`DYNAMIC`): log retention, segments, message sizes, flushing, timestamps, the cleaner.
+(`DYNAMIC`): log retention, segments, message sizes, flushing, timestamps, the cleaner,
+share groups' dead-letter topics (KIP-1191).
 
 Where they are stored is the controller's business (broker/controller_api.py): a single node
 keeps them in a file in the first log dir (`FileDynamicConfigStore`); a ZooKeeper cluster in
@@ -43,6 +44,8 @@ SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT, SOURCE_STATIC, SOURCE_DEFAULT = 2
 # updatable) among the properties kafkalite has.
 DYNAMIC = frozenset(
     {
+        "errors.deadletterqueue.auto.create.topics.enable",
+        "errors.deadletterqueue.topic.name.prefix",
         "log.cleaner.backoff.ms",
         "log.flush.interval.messages",
         "log.flush.interval.ms",

@@ -3,8 +3,8 @@ checks them.
 
 `metadata.version` follows Kafka 4.4 (supported 7-33, finalized at 33), whose request ranges
 kafkalite serves, `group.version` 1 (KIP-848 consumer groups, served:
-ConsumerGroupHeartbeat), `share.version` 1 (KIP-932 share groups, served:
-ShareGroupHeartbeat, ShareFetch, ShareAcknowledge; level 2, dead-letter topics, is not) and
+ConsumerGroupHeartbeat), `share.version` 2 (1: KIP-932 share groups, served:
+ShareGroupHeartbeat, ShareFetch, ShareAcknowledge; 2: their dead-letter topics, KIP-1191) and
 `transaction.version` 1 (KIP-890 part 1: produce verification; Kafka 4 finalizes 2,
 transactions v2 with per-transaction epoch bumps, which kafkalite does not serve yet, so
 clients keep to the v1 protocol). The other features Kafka 4 finalizes name protocols
@@ -42,11 +42,17 @@ FEATURES: tuple[Feature, ...] = (
     Feature("group.version", 0, 1, 1),
     Feature("kraft.version", 0, 0, 0),
     Feature(METADATA_VERSION, 7, 33, 33),
-    Feature("share.version", 0, 1, 1),
+    Feature("share.version", 0, 2, 2),
     Feature("streams.version", 0, 0, 0),
     Feature("transaction.version", 0, 1, 1),
 )
 _BY_NAME = {feature.name: feature for feature in FEATURES}
+
+
+def finalized_level(name: str) -> int:
+    """The finalized level of `name` (0: not finalized)."""
+    feature = _BY_NAME.get(name)
+    return feature.finalized if feature is not None else 0
 
 
 def finalized() -> tuple[Feature, ...]:

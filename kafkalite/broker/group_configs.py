@@ -8,8 +8,10 @@ A group config overrides its broker synonym (`share.record.lock.duration.ms` ove
 narrowed is capped into them when used, as Kafka's GroupConfig.evaluate does. The overrides
 are kept by the metadata store (on a single node in its metadata file, as topic configs are);
 a ZooKeeper cluster does not keep them yet, where share groups are not served either.
-Kafka's other group configs (consumer.*, streams.*, the dead-letter queue's) are refused: a
-config kafkalite stored without applying would say it is in force.
+The dead-letter configs of KIP-1191 (`errors.deadletterqueue.topic.name`,
+`errors.deadletterqueue.copy.record.enable`) name the group's dead-letter topic
+(broker/share_dead_letters.py). Kafka's other group configs (consumer.*, streams.*) are
+refused: a config kafkalite stored without applying would say it is in force.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kafkalite.config import TYPE_INT, TYPE_STRING, BrokerConfig
+from kafkalite.config import TYPE_BOOLEAN, TYPE_INT, TYPE_STRING, BrokerConfig
 from kafkalite.share import auto_offset_reset
 from kafkalite.share.auto_offset_reset import AutoOffsetReset, InvalidStrategy
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 _ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
 NOT_STORED = "kafkalite keeps group configs on a single node only (not yet in ZooKeeper)"
+DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"
+DLQ_COPY_RECORD_ENABLE = "errors.deadletterqueue.copy.record.enable"
 
 
 class InvalidGroupConfig(ValueError):
@@ -111,6 +115,21 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {
             bounds=("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
             doc="The timeout to detect client failures when using the share group protocol.",
         ),
+        GroupConfigDef(
+            DLQ_TOPIC_NAME,
+            TYPE_STRING,
+            "",
+            doc="The name of the topic to be used as the dead-letter queue (DLQ) topic for this "
+            "share group. If blank (the default), the group does not have a DLQ topic.",
+        ),
+        GroupConfigDef(
+            DLQ_COPY_RECORD_ENABLE,
+            TYPE_BOOLEAN,
+            "false",
+            doc="When writing onto the dead-letter queue topic, whether to copy the original "
+            "record onto the DLQ topic, or just write a record containing the context "
+            "information headers.",
+        ),
     )
 }
 
@@ -135,8 +154,6 @@ NOT_SERVED = frozenset(
         "streams.num.warmup.replicas",
         "streams.acceptable.recovery.lag",
         "streams.assignor.name",
-        "errors.deadletterqueue.topic.name",
-        "errors.deadletterqueue.copy.record.enable",
     }
 )
 
@@ -162,6 +179,13 @@ def _parse(definition: GroupConfigDef, value: str) -> object:
     """ConfigDef.parse with the definition's validator (Kafka's messages)."""
     if definition.config_type == TYPE_INT:
         return _int(definition, value)
+    if definition.config_type == TYPE_BOOLEAN:
+        if value.strip().lower() not in ("true", "false"):
+            raise InvalidGroupConfig(
+                f"Invalid value {value} for configuration {definition.name}: Expected value to "
+                "be either true or false"
+            )
+        return value.strip().lower()
     if definition.choices and value.strip() not in definition.choices:
         raise InvalidGroupConfig(
             f"Invalid value {value} for configuration {definition.name}: String must be one "
@@ -196,7 +220,12 @@ def validate_group_configs(configs: Mapping[str, str], broker: BrokerConfig) -> 
         heartbeat_ms = values.get(heartbeat, broker.int(f"group.{heartbeat}"))
         if session_ms <= heartbeat_ms:  # type: ignore[operator]
             raise InvalidGroupConfig(f"{session} must be greater than {heartbeat}")
-    return {name: value.strip() for name, value in configs.items()}
+    if str(values.get(DLQ_TOPIC_NAME, "")).startswith("__"):  # Kafka's internal topics
+        raise InvalidGroupConfig(f"{DLQ_TOPIC_NAME}: DLQ topic name must not start with '__'")
+    return {
+        name: str(values[name]) if name == DLQ_COPY_RECORD_ENABLE else value.strip()
+        for name, value in configs.items()
+    }
 
 
 def effective_value(broker: BrokerConfig, overrides: Mapping[str, str], name: str) -> str:
@@ -221,6 +250,8 @@ class ShareGroupSettings:
     partition_max_record_locks: int
     auto_offset_reset: AutoOffsetReset
     isolation_level: int
+    dlq_topic: str = ""  # none when blank
+    dlq_copy_record: bool = False
 
 
 def share_group_settings(broker: BrokerConfig, overrides: Mapping[str, str]) -> ShareGroupSettings:
@@ -243,6 +274,8 @@ def share_group_settings(broker: BrokerConfig, overrides: Mapping[str, str]) -> 
         isolation_level=_ISOLATION_LEVELS[
             effective_value(broker, overrides, "share.isolation.level")
         ],
+        dlq_topic=effective_value(broker, overrides, DLQ_TOPIC_NAME),
+        dlq_copy_record=effective_value(broker, overrides, DLQ_COPY_RECORD_ENABLE) == "true",
     )
 
 

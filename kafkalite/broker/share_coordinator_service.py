@@ -68,6 +68,9 @@ class ShareCoordinatorService:
     states: dict[SharePartitionKey, ShareState] = field(default_factory=dict)
     # ShareUpdate records written (or replayed) since each key's last ShareSnapshot.
     updates: dict[SharePartitionKey, int] = field(default_factory=dict)
+    # When each key's state was last written (its newest record's timestamp): dead letters
+    # written after it may not be in its state yet (broker/share_dead_letters.py).
+    written_at: dict[SharePartitionKey, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.runtime = CoordinatorRuntime(self._topic_spec, self.replica_manager, self)
@@ -96,18 +99,20 @@ class ShareCoordinatorService:
                 if record.key is None:
                     continue
                 try:
-                    loaded += self._replay(record.key, record.value)
+                    loaded += self._replay(record.key, record.value, record.timestamp)
                 except InvalidRecord as exc:
                     log.warning(
                         "skipping %s record at %d: %s", SHARE_STATE_TOPIC, record.offset, exc
                     )
         return loaded
 
-    def _replay(self, key_bytes: bytes, value: bytes | None) -> int:
+    def _replay(self, key_bytes: bytes, value: bytes | None, timestamp: int) -> int:
         record_type, key = decode_key(key_bytes)
+        self.written_at[key] = max(timestamp, self.written_at.get(key, timestamp))
         if value is None:
             self.states.pop(key, None)
             self.updates.pop(key, None)
+            self.written_at.pop(key, None)
         elif record_type == SHARE_SNAPSHOT:
             self.states[key] = decode_snapshot(value)
             self.updates[key] = 0
@@ -122,6 +127,7 @@ class ShareCoordinatorService:
         for key in [k for k in self.states if self.partition_of(k) == index]:
             del self.states[key]
             self.updates.pop(key, None)
+            self.written_at.pop(key, None)
 
     # -- reads and writes ------------------------------------------------------------------
 
@@ -171,10 +177,11 @@ class ShareCoordinatorService:
         else:
             state = apply_update(current, update)
             record, updates = update_record(key, update), self.updates.get(key, 0) + 1
-        index = self.partition_of(key)
-        error = self.runtime.append(index, [record], timestamp_ms=self.replica_manager.clock_ms())
+        index, now = self.partition_of(key), self.replica_manager.clock_ms()
+        error = self.runtime.append(index, [record], timestamp_ms=now)
         if error is ErrorCode.none:
             self.states[key], self.updates[key] = state, updates
+            self.written_at[key] = now
             failed = await self.runtime.committed([index], self.config.int("request.timeout.ms"))
             error = failed.get(index, ErrorCode.none)
         return ErrorCode.none if error is ErrorCode.none else coordinator_append_error(error)
@@ -206,6 +213,7 @@ class ShareCoordinatorService:
         error = self.runtime.append(index, [snapshot_record(key, state)], timestamp_ms=now)
         if error is ErrorCode.none:
             self.states[key], self.updates[key] = state, 0
+            self.written_at[key] = now
             failed = await self.runtime.committed([index], self.config.int("request.timeout.ms"))
             error = failed.get(index, ErrorCode.none)
         return ErrorCode.none if error is ErrorCode.none else coordinator_append_error(error)
@@ -233,6 +241,7 @@ class ShareCoordinatorService:
         for key in keys:
             del self.states[key]
             self.updates.pop(key, None)
+            self.written_at.pop(key, None)
         failed = await self.runtime.committed(by_partition, self.config.int("request.timeout.ms"))
         if failed:
             return coordinator_append_error(next(iter(failed.values())))

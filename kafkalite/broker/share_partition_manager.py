@@ -15,6 +15,11 @@ coordinator.
 * Acknowledgements (and releases: a closed session, a member gone, a lock expired) are
   answered once the share-partition's new state is committed in `__share_group_state`:
   nothing acknowledged is delivered again after a restart.
+* Under share.version 2, a group with a dead-letter topic (KIP-1191) has the records it
+  archives for a REJECT or at the delivery count limit persisted as ARCHIVING (as Kafka
+  4.4; the acknowledgement is answered then), then written to the dead-letter topic in the
+  background (broker/share_dead_letters.py), then persisted as ARCHIVED. Loaded in
+  ARCHIVING, they are written again, less those the dead-letter topic already has.
 """
 
 from __future__ import annotations
@@ -31,13 +36,16 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.delayed import DelayedOperation, TopicPartition
 from kafkalite.broker.delayed_wait import complete_or_expire
+from kafkalite.broker.features import finalized_level
 from kafkalite.broker.group_configs import (
     READ_COMMITTED,
     GroupConfigManager,
     ShareGroupSettings,
 )
 from kafkalite.broker.share_coordinator_service import ShareCoordinatorService
+from kafkalite.broker.share_dead_letters import DeadLetterWriter
 from kafkalite.share.auto_offset_reset import BY_DURATION, EARLIEST
+from kafkalite.share.dead_letter_records import DeadLetterSource
 from kafkalite.share.share_partition import (
     AcknowledgementBatch,
     AcquiredRecords,
@@ -82,6 +90,11 @@ class _Held:
     leader_epoch: int
     persisted_version: int = 0
     isolation_level: int = READ_COMMITTED  # its group's share.isolation.level
+    # Loaded with ARCHIVING records from state last written then: their dead letters may
+    # have been written since (a crash before ARCHIVED); None once looked for.
+    recovered_from_ms: int | None = None
+    # Offsets found in the dead-letter topic since then: not written again.
+    dead_lettered_before: set[int] = field(default_factory=set)
 
 
 def share_partition_config(settings: ShareGroupSettings) -> SharePartitionConfig:
@@ -89,6 +102,8 @@ def share_partition_config(settings: ShareGroupSettings) -> SharePartitionConfig
         lock_duration_ms=settings.record_lock_duration_ms,
         delivery_count_limit=settings.delivery_count_limit,
         max_in_flight_records=settings.partition_max_record_locks,
+        # KIP-1191: dead-letter topics come with share.version 2.
+        dead_letter=bool(settings.dlq_topic) and finalized_level("share.version") >= 2,
     )
 
 
@@ -111,6 +126,7 @@ class SharePartitionManager:
     coordinator: ShareCoordinatorService
     group_configs: GroupConfigManager
     sessions: ShareSessionCache = field(init=False)
+    dead_letters: DeadLetterWriter = field(init=False)
     held: dict[SharePartitionKey, _Held] = field(default_factory=dict)
     # Share-partitions changed outside a request (a connection closed): the timer persists them.
     _dirty: dict[SharePartitionKey, _Held] = field(default_factory=dict)
@@ -118,9 +134,12 @@ class SharePartitionManager:
     # When the timer task wakes next (inf: no lock to expire). A new lock expires after
     # every lock already held, so only the first needs to wake it.
     _timer_deadline: float = math.inf
+    # Where the dead-letter writes run (`run`'s).
+    _nursery: trio.Nursery | None = None
 
     def __post_init__(self) -> None:
         self.sessions = ShareSessionCache(self.config.int("group.share.max.share.sessions"))
+        self.dead_letters = DeadLetterWriter(self.replica_manager)
 
     def now_ms(self) -> int:
         return self.replica_manager.clock_ms()
@@ -166,7 +185,10 @@ class SharePartitionManager:
             share.move_start(partition.log.log_start_offset)
             held = _Held(key, partition.topic, share, partition.leader_epoch)
             held.persisted_version = share.version
+            if share.dead_letters:  # ARCHIVING: their dead letters may be written already
+                held.recovered_from_ms = self.coordinator.written_at.get(key)
             self.held[key] = held
+            self._dead_letter_soon(held)  # those it stopped in ARCHIVING
             return ErrorCode.none, held
         share = SharePartition(config, self._initial_offset(partition, settings))
         held = self.held[key] = _Held(key, partition.topic, share, partition.leader_epoch, -1)
@@ -189,7 +211,14 @@ class SharePartitionManager:
 
     async def persist(self, held: _Held) -> ErrorCode:
         """Write the share-partition's state if it changed; NONE once it, and every write
-        before it, is committed."""
+        before it, is committed. Then records committed in ARCHIVING go to the dead-letter
+        topic."""
+        error = await self._write_state(held)
+        if error is ErrorCode.none:
+            self._dead_letter_soon(held)
+        return error
+
+    async def _write_state(self, held: _Held) -> ErrorCode:
         share = held.state
         if held.persisted_version == share.version:
             index = self.coordinator.partition_of(held.key)
@@ -207,7 +236,46 @@ class SharePartitionManager:
                 b for c in changes for b in range(c.first_offset, c.last_offset + 1)
             )
             log.warning("cannot persist share-partition %s: %s", held.key, error.name)
+        else:
+            share.archiving_persisted(changes)
         return error
+
+    def _dead_letter_soon(self, held: _Held) -> None:
+        if self._nursery is not None and held.state.pending_dead_letters():
+            self._nursery.start_soon(self._dead_letter_then_archive, held)
+
+    async def _dead_letter_then_archive(self, held: _Held) -> None:
+        """Write the share-partition's ARCHIVING records to its group's dead-letter topic (not
+        those a crash left written there), then persist them ARCHIVED."""
+        dead_letters = held.state.take_dead_letters()
+        if not dead_letters:
+            return
+        key = held.key
+        source = DeadLetterSource(key.group_id, held.topic, key.partition)
+        settings = self.group_configs.settings(key.group_id)
+        try:
+            if held.recovered_from_ms is not None:
+                since, held.recovered_from_ms = held.recovered_from_ms, None
+                held.dead_lettered_before = await self.dead_letters.written_since(
+                    source, settings.dlq_topic, since
+                )
+            before = held.dead_lettered_before
+            todo = [d for d in dead_letters if d.offset not in before]
+            before.difference_update(d.offset for d in dead_letters)
+            if todo:
+                await self.dead_letters.write(source, settings, todo)
+        except BaseException as exc:  # still ARCHIVING: the next persist, or load, retries
+            for dead_letter in dead_letters:
+                dead_letter.writing = False
+            if not isinstance(exc, Exception):
+                raise  # cancelled: the broker stops
+            log.exception("cannot write the dead letters of %s", key)
+            return
+        # Written, or never will be (logged): archived either way, as Kafka does.
+        held.state.dead_lettered(d.offset for d in dead_letters)
+        self._released(held)  # the SPSO may have moved: the in-flight limit too
+        if self.held.get(key) is held:
+            await self.persist(held)
 
     # -- fetching --------------------------------------------------------------------------
 
@@ -334,8 +402,13 @@ class SharePartitionManager:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Release records whose acquisition lock expired, at the earliest deadline; persist
-        the releases of closed connections."""
-        task_status.started()
+        the releases of closed connections. Dead-letter writes run beside."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await self._expire_locks()
+
+    async def _expire_locks(self) -> None:
         while True:
             deadlines = [
                 d for h in self.held.values() if (d := h.state.next_lock_deadline()) is not None

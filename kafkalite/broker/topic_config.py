@@ -232,6 +232,10 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             None,
             None,
         ),
+        # KIP-1191: the topic may be a share group's dead-letter topic.
+        TopicConfigDef(
+            "errors.deadletterqueue.group.enable", _bool, TYPE_BOOLEAN, "false", None, None
+        ),
         TopicConfigDef(
             "delete.retention.ms", _long(0), TYPE_LONG, "86400000", None, "delete_retention_ms"
         ),

@@ -1,7 +1,8 @@
 """Share groups' metrics (KIP-932, issue 16), from the share-partitions this broker leads:
 Kafka's RecordAcknowledgementsPerSec (ShareGroupMetrics, by ackType; here also by group),
 AcquisitionLockTimeoutPerSec and InFlightMessageCount (SharePartitionMetrics, by group, topic
-and partition), and kafkalite's own acquired and archived record counts per group.
+and partition), the dead-letter meters of KIP-1191 (ShareGroupMetrics' DeadLetterQueue*, by
+group), and kafkalite's own acquired and archived record counts per group.
 
 Counters restart when a share-partition's leadership moves away and back (its counts live
 with its in-memory state), which Prometheus' rate() takes as a reset."""
@@ -57,6 +58,7 @@ def collect(manager: SharePartitionManager | None) -> Iterator[Metric]:
     yield acks
     yield timeouts
     yield in_flight
+    yield from _dead_letters(manager)
     for name, doc, totals in (
         ("acquiredrecords", "Records acquired by the group's consumers", acquired),
         ("archivedrecords", "Records archived (rejected, or at the delivery limit)", archived),
@@ -64,4 +66,25 @@ def collect(manager: SharePartitionManager | None) -> Iterator[Metric]:
         family = CounterMetricFamily(OWN + name, doc, labels=["group"])
         for group, count in sorted(totals.items()):
             family.add_metric([group], count)
+        yield family
+
+
+def _dead_letters(manager: SharePartitionManager) -> Iterator[Metric]:
+    counts = sorted(manager.dead_letters.counts.items())
+    for name, doc, value in (
+        ("deadletterqueuerecordcount", "Records written to the dead-letter topic", "records"),
+        (
+            "deadletterqueuetotalproducerequests",
+            "Appends of dead-letter records tried",
+            "produce_requests",
+        ),
+        (
+            "deadletterqueuefailedproducerequests",
+            "Dead-letter writes that failed in the end",
+            "failed_produce_requests",
+        ),
+    ):
+        family = CounterMetricFamily(GROUP + name, doc, labels=["group"])
+        for group, group_counts in counts:
+            family.add_metric([group], getattr(group_counts, value))
         yield family

@@ -17,6 +17,12 @@ are acquired, as Kafka's batch-optimized mode). Offsets the log does not hold (c
 away, control batches, aborted transactions under read_committed) are archived without a
 delivery. The caller reads the log; this module only decides, and reports what it changed
 (`version`) so the caller persists the state (`state_batches`) before it answers.
+
+Dead-letter topics (KIP-1191): when the group has one (`config.dead_letter`), a record
+REJECTed or at the delivery count limit goes to ARCHIVING, as in Kafka 4.4: persisted so,
+not delivered again and not passed by the SPSO, until the caller wrote it to the dead-letter
+topic (`take_dead_letters`, then `dead_lettered`: ARCHIVED). Loaded in ARCHIVING (a broker
+that stopped in between), it is a dead letter to write again, its cause told by its count.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ class RecordState(enum.IntEnum):
     AVAILABLE = 0
     ACQUIRED = 1
     ACKNOWLEDGED = 2
+    ARCHIVING = 3  # KIP-1191: on its way to the dead-letter topic
     ARCHIVED = 4
 
 
@@ -62,6 +69,23 @@ class SharePartitionConfig:
     lock_duration_ms: int = 30_000  # group.share.record.lock.duration.ms
     delivery_count_limit: int = 5  # group.share.delivery.count.limit
     max_in_flight_records: int = 2000  # group.share.partition.max.record.locks
+    dead_letter: bool = False  # the group has a dead-letter topic (KIP-1191)
+
+
+# The causes Kafka's ShareGroupDLQManager names in the `__dlq.errors.message` header.
+CLIENT_REJECT = "Offset rejected by client."
+DELIVERY_COUNT_EXCEEDED = "Offset delivery count exceeded the threshold."
+
+
+@dataclass(slots=True)
+class DeadLetter:
+    """A record to write to the group's dead-letter topic, and why."""
+
+    offset: int
+    delivery_count: int
+    cause: str
+    persisted: bool = False  # its ARCHIVING state is committed: it may be written
+    writing: bool = False  # taken by a writer (not taken twice)
 
 
 @dataclass(slots=True)
@@ -139,6 +163,8 @@ class SharePartition:
     # No record below it is available (next_fetch_offset resumes its scan there).
     _available_from: int = 0
     counts: ShareRecordCounts = field(default_factory=ShareRecordCounts)
+    # Archived records not yet in the dead-letter topic, by offset.
+    dead_letters: dict[int, DeadLetter] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.end_offset < self.start_offset:
@@ -148,13 +174,21 @@ class SharePartition:
     def from_state(
         cls, config: SharePartitionConfig, start_offset: int, batches: Iterable[StateBatch]
     ) -> SharePartition:
-        """Rebuild from persisted state: what was acquired is available again."""
+        """Rebuild from persisted state: what was acquired is available again; what was
+        ARCHIVING is a dead letter to write (at the limit, for it; else rejected, as Kafka's
+        maybeResumeDlqArchiving tells)."""
         partition = cls(config, start_offset)
         for batch in batches:
             for offset in range(max(batch.first_offset, start_offset), batch.last_offset + 1):
                 state = RecordState(batch.delivery_state)
                 if state is RecordState.ACQUIRED:
                     state = RecordState.AVAILABLE
+                elif state is RecordState.ARCHIVING:
+                    exceeded = batch.delivery_count >= config.delivery_count_limit
+                    cause = DELIVERY_COUNT_EXCEEDED if exceeded else CLIENT_REJECT
+                    partition.dead_letters[offset] = DeadLetter(
+                        offset, batch.delivery_count, cause, persisted=True
+                    )
                 partition.records[offset] = InFlightRecord(state, batch.delivery_count)
                 partition.end_offset = max(partition.end_offset, offset + 1)
         for offset in range(start_offset, partition.end_offset):
@@ -284,7 +318,9 @@ class SharePartition:
             self._settle(offset, record, RecordState.ACKNOWLEDGED)
         elif kind is AcknowledgeType.RELEASE:
             self._release(offset, record)
-        else:  # REJECT, GAP
+        elif kind is AcknowledgeType.REJECT:
+            self._archive(offset, record, CLIENT_REJECT)
+        else:  # GAP
             self._archive(offset, record)
 
     # -- releases --------------------------------------------------------------------------
@@ -331,12 +367,50 @@ class SharePartition:
 
     def _release(self, offset: int, record: InFlightRecord) -> None:
         if record.delivery_count >= self.config.delivery_count_limit:
-            self._archive(offset, record)
+            self._archive(offset, record, DELIVERY_COUNT_EXCEEDED)
         else:
             self._settle(offset, record, RecordState.AVAILABLE)
 
-    def _archive(self, offset: int, record: InFlightRecord) -> None:
-        self._settle(offset, record, RecordState.ARCHIVED)
+    def _archive(self, offset: int, record: InFlightRecord, cause: str | None = None) -> None:
+        """Archive; with a `cause` and a dead-letter topic, ARCHIVING first."""
+        if cause is None or not self.config.dead_letter:
+            self._settle(offset, record, RecordState.ARCHIVED)
+            return
+        self.counts.archived += 1
+        self._settle(offset, record, RecordState.ARCHIVING)
+        self.dead_letters[offset] = DeadLetter(offset, record.delivery_count, cause)
+
+    # -- dead letters ----------------------------------------------------------------------
+
+    def archiving_persisted(self, batches: Iterable[StateBatch]) -> None:
+        """These state batches are committed: their ARCHIVING records may be written."""
+        for batch in batches:
+            if batch.delivery_state == RecordState.ARCHIVING:
+                for offset in range(batch.first_offset, batch.last_offset + 1):
+                    if (dead_letter := self.dead_letters.get(offset)) is not None:
+                        dead_letter.persisted = True
+
+    def take_dead_letters(self) -> list[DeadLetter]:
+        """The dead letters persisted ARCHIVING that no writer has taken yet, in offset
+        order."""
+        taken = [d for _, d in sorted(self.dead_letters.items()) if _ready(d)]
+        for dead_letter in taken:
+            dead_letter.writing = True
+        return taken
+
+    def pending_dead_letters(self) -> bool:
+        """Whether some dead letter waits for a writer."""
+        return any(_ready(d) for d in self.dead_letters.values())
+
+    def dead_lettered(self, offsets: Iterable[int]) -> None:
+        """Their dead-letter records are committed (or never will be): ARCHIVED."""
+        for offset in offsets:
+            record = self.records.get(offset)
+            if self.dead_letters.pop(offset, None) is not None and record is not None:
+                record.state = RecordState.ARCHIVED
+                self.version += 1
+                self.changed.add(offset)
+        self._advance_start()
 
     def _settle(self, offset: int, record: InFlightRecord, state: RecordState) -> None:
         if state is RecordState.AVAILABLE:
@@ -396,6 +470,10 @@ class SharePartition:
             for offset, r in self.records.items()
             if r.state is RecordState.ACQUIRED and r.member_id == member_id
         )
+
+
+def _ready(dead_letter: DeadLetter) -> bool:
+    return dead_letter.persisted and not dead_letter.writing
 
 
 def _runs(taken: list[tuple[int, int]]) -> list[AcquiredRecords]:

@@ -30,7 +30,7 @@ def test_api_versions_carries_the_features(broker: Broker, version: int) -> None
         "group.version": (0, 1),
         "kraft.version": (0, 0),
         "metadata.version": (7, 33),
-        "share.version": (0, 1),
+        "share.version": (0, 2),
         "streams.version": (0, 0),
         "transaction.version": (0, 1),
     }
@@ -40,7 +40,7 @@ def test_api_versions_carries_the_features(broker: Broker, version: int) -> None
     assert finalized == [
         ("group.version", 1, 1),
         ("metadata.version", 33, 33),
-        ("share.version", 1, 1),
+        ("share.version", 2, 2),
         ("transaction.version", 1, 1),
     ]
     assert response.finalized_features_epoch == 0

@@ -181,6 +181,8 @@ def test_group_configs_are_validated_described_and_kept_across_a_restart(tmp_pat
     with EmbeddedBroker(data, static) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         assert described(admin, group) == {
+            "errors.deadletterqueue.copy.record.enable": ("false", ConfigSource.DEFAULT_CONFIG),
+            "errors.deadletterqueue.topic.name": ("", ConfigSource.DEFAULT_CONFIG),
             "share.auto.offset.reset": ("latest", ConfigSource.DEFAULT_CONFIG),
             "share.delivery.count.limit": ("4", ConfigSource.STATIC_BROKER_CONFIG),
             "share.heartbeat.interval.ms": ("5000", ConfigSource.DEFAULT_CONFIG),

@@ -175,7 +175,7 @@ def test_api_versions_and_share_version_feature(client: RawClient) -> None:
     versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert [versions[key] for key in (76, 77, 78, 79)] == [(1, 1), (1, 1), (1, 2), (1, 2)]
     assert {(f.name, f.max_version_level) for f in response.finalized_features} >= {
-        ("share.version", 1)
+        ("share.version", 2)  # 2: dead-letter topics (KIP-1191)
     }
     assert [versions[key] for key in (90, 91, 92)] == [(0, 1), (0, 0), (0, 0)]
     # Not served yet: the inter-broker share-state RPCs.

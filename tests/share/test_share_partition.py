@@ -301,3 +301,69 @@ def test_nothing_acknowledged_is_delivered_again(ops: list) -> None:
             assert offset < replayed.start_offset or (
                 replayed.records[offset].state is RecordState.ACKNOWLEDGED
             )
+
+
+# -- dead letters (KIP-1191) -----------------------------------------------------------------
+
+DLQ_CONFIG = SharePartitionConfig(
+    lock_duration_ms=LOCK_MS, delivery_count_limit=2, max_in_flight_records=100, dead_letter=True
+)
+
+
+def test_a_rejected_record_is_archiving_until_written_then_archived() -> None:
+    share = SharePartition(DLQ_CONFIG, 0)
+    share.acquire("m", batches((0, 2)), 10, now_ms=0)
+    share.take_changes()
+    assert share.acknowledge("m", [ack(0, 0, ACCEPT), ack(1, 1, REJECT)], 0) is ErrorCode.none
+    # Offset 1 is ARCHIVING (persisted so, as Kafka 4.4): the SPSO stops at it.
+    assert share.start_offset == 1
+    changes = share.take_changes()
+    assert changes == [StateBatch(1, 1, RecordState.ARCHIVING, 1)]
+    # Written to the dead-letter topic only once ARCHIVING is committed.
+    assert (share.pending_dead_letters(), share.take_dead_letters()) == (False, [])
+    share.archiving_persisted(changes)
+    assert share.pending_dead_letters()
+    taken = share.take_dead_letters()
+    assert [(d.offset, d.delivery_count, d.cause) for d in taken] == [
+        (1, 1, "Offset rejected by client.")
+    ]
+    assert (share.take_dead_letters(), share.pending_dead_letters()) == ([], False)
+    share.dead_lettered([1])
+    assert share.start_offset == 2
+    assert share.take_changes() == []  # below the SPSO: the start offset says it
+    assert share.counts.archived == 1
+
+
+def test_records_loaded_in_archiving_are_dead_letters_again_with_their_cause() -> None:
+    state = [StateBatch(4, 5, RecordState.ARCHIVING, 1), StateBatch(6, 6, RecordState.ARCHIVING, 2)]
+    share = SharePartition.from_state(DLQ_CONFIG, 4, state)
+    assert share.start_offset == 4
+    assert [(d.offset, d.delivery_count, d.cause) for d in share.take_dead_letters()] == [
+        (4, 1, "Offset rejected by client."),
+        (5, 1, "Offset rejected by client."),
+        (6, 2, "Offset delivery count exceeded the threshold."),
+    ]
+    share.dead_lettered([4, 5, 6])
+    assert (share.start_offset, share.end_offset) == (7, 7)
+
+
+def test_the_delivery_count_limit_makes_a_dead_letter_and_gaps_never_do() -> None:
+    share = SharePartition(DLQ_CONFIG, 0)
+    share.acquire("m", batches((0, 1)), 10, now_ms=0)
+    share.acknowledge("m", [ack(0, 0, GAP), ack(1, 1, RELEASE)], 0)
+    share.acquire("m", batches((1, 1)), 10, now_ms=0)
+    assert share.expire_locks(LOCK_MS) == 1  # the second delivery's lock: the limit
+    share.archiving_persisted(share.take_changes())
+    assert [(d.offset, d.delivery_count, d.cause) for d in share.take_dead_letters()] == [
+        (1, 2, "Offset delivery count exceeded the threshold.")
+    ]
+    assert share.start_offset == 1
+    share.dead_lettered([1])
+    assert (share.start_offset, share.end_offset) == (2, 2)
+
+
+def test_without_a_dead_letter_topic_a_rejected_record_is_archived_at_once() -> None:
+    share = SharePartition(CONFIG, 0)
+    share.acquire("m", batches((0, 0)), 10, now_ms=0)
+    share.acknowledge("m", [ack(0, 0, REJECT)], 0)
+    assert (share.start_offset, share.dead_letters) == (1, {})

@@ -65,3 +65,30 @@ def test_auto_offset_reset_strategies() -> None:
     assert parse("by_duration:PT1M").duration_ms == 60_000
     with pytest.raises(ValueError, match="by_duration:<PnDTnHnMn.nS>"):
         parse("by_duration:-PT1M")
+
+
+def test_the_dead_letter_configs_are_checked_as_kafka_does() -> None:
+    broker = build_config({})
+    with pytest.raises(InvalidGroupConfig) as refused:
+        validate_group_configs({"errors.deadletterqueue.topic.name": "__internal"}, broker)
+    assert str(refused.value) == (
+        "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'"
+    )
+    with pytest.raises(InvalidGroupConfig) as refused:
+        validate_group_configs({"errors.deadletterqueue.copy.record.enable": "yes"}, broker)
+    assert str(refused.value) == (
+        "Invalid value yes for configuration errors.deadletterqueue.copy.record.enable: "
+        "Expected value to be either true or false"
+    )
+    # The prefix and the topic's own opt-in are checked when writing, as in Kafka.
+    configs = {
+        "errors.deadletterqueue.topic.name": "anything",
+        "errors.deadletterqueue.copy.record.enable": "TRUE",
+    }
+    assert validate_group_configs(configs, broker) == {
+        "errors.deadletterqueue.topic.name": "anything",
+        "errors.deadletterqueue.copy.record.enable": "true",
+    }
+    settings = share_group_settings(broker, {"errors.deadletterqueue.topic.name": "dlq.q"})
+    assert (settings.dlq_topic, settings.dlq_copy_record) == ("dlq.q", False)
+    assert share_group_settings(broker, {}).dlq_topic == ""
