@@ -24,9 +24,8 @@ records were all released is deleted as the log start moves.
 
 from __future__ import annotations
 
-import heapq
 import logging
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,6 +40,7 @@ from kafkalite.broker.delayed_delivery import (
     encode_intent,
     encode_txn_end,
 )
+from kafkalite.broker.delayed_due_index import Checkpoint, DueIndex, Entry, Rebuild
 from kafkalite.storage.batch import BatchHeader, iter_batches, parse_header
 from kafkalite.storage.log import AppendResult, LogConfig, UnifiedLog
 from kafkalite.storage.records import Record, decode_records
@@ -98,17 +98,15 @@ class DecodedBatches:
 @dataclass(eq=False)
 class DelayStore:
     log: UnifiedLog
-    heap: list[tuple[int, int]] = field(default_factory=list)  # (due ms, store offset)
-    held: dict[int, int] = field(default_factory=dict)  # store offset -> due ms
-    # (offset, offset of its dues) of held records in store order, released ones dropped
-    # lazily from the front: where the store must keep its records from, without a scan.
-    in_order: deque[tuple[int, int]] = field(default_factory=deque)
+    index: DueIndex  # which held records are due when (broker/delayed_due_index.py)
     released: int = 0  # records released since opened
-    # Held records of transactions not ended yet, by producer id: not due before the commit.
-    open_txns: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    # Held records of transactions not ended yet, by producer id: not due before the commit
+    # (indexed then).
+    open_txns: dict[int, list[Entry]] = field(default_factory=dict)
     # Due order is not store order: a held batch is read once for all its records.
     decoded: DecodedBatches = field(default_factory=lambda: DecodedBatches(DECODED_RECORDS))
     failed: bool = False  # a cancellation could not be written: no more releases here
+    intent_open: bool = False  # an intent neither confirmed nor cancelled yet
     next_expiry_ms: int = 0  # when to look for expired producers next
     paused_until_ms: int = 0  # see pause
 
@@ -121,11 +119,15 @@ class DelayStore:
         log_end: Callable[[tuple[str, int]], int | None],
     ) -> DelayStore:
         """`log_end`: a partition's log end offset (None: no such partition here)."""
-        store_log = UnifiedLog.open(
-            store_dir(partition_dir), store_config(topic_config), now_ms=now_ms
-        )
-        store = cls(store_log)
-        store._load(log_end)
+        directory = store_dir(partition_dir)
+        store_log = UnifiedLog.open(directory, store_config(topic_config), now_ms=now_ms)
+        clean = DueIndex.open_clean(directory, store_log.log_end_offset)
+        if clean is not None:
+            store = cls(store_log, clean[0], open_txns=clean[1].open_txns)
+        else:
+            store = cls(store_log, DueIndex.create(directory))
+            store._rebuild(log_end)
+        store.index.advance(now_ms)
         return store
 
     # -- loading ----------------------------------------------------------------------------
@@ -142,21 +144,25 @@ class DelayStore:
             if offset == before:
                 return
 
-    def _load(self, log_end: Callable[[tuple[str, int]], int | None]) -> None:
-        held: dict[int, int] = {}
-        in_order: list[tuple[int, int]] = []
+    def _rebuild(self, log_end: Callable[[tuple[str, int]], int | None]) -> None:
+        """Index the held records from a scan of the store (its files are the truth): every
+        intent's records were released but the last one's if it was cancelled or did not
+        reach its partition."""
+        rebuild = Rebuild(self.index)
         last: Intent | None = None
-        pending: dict[int, int] = {}  # the last intent's records, with their due times
+        mark = 0  # where the last intent's records begin among the released
         dues: Dues | None = None
-        open_txns: dict[int, list[tuple[int, int]]] = {}
+        open_txns: dict[int, list[Entry]] = {}
         for batch in self._batches(self.log.log_start_offset, _READ_BYTES):
             header = parse_header(batch)
             if dues is not None and _holds(dues, header):
-                entries = [(due, header.base_offset + i) for i, due in enumerate(dues.due_ms)]
-                held.update((offset, due) for due, offset in entries)
-                in_order.extend((offset, dues.offset) for _, offset in entries)
+                entries = [
+                    (due, header.base_offset + i, dues.offset) for i, due in enumerate(dues.due_ms)
+                ]
                 if header.is_transactional:
                     open_txns.setdefault(header.producer_id, []).extend(entries)
+                else:
+                    rebuild.add(entries)
                 dues = None
                 continue
             dues = None
@@ -166,14 +172,13 @@ class DelayStore:
                     dues = marker
                 elif isinstance(marker, TxnEnd):
                     ended = open_txns.pop(marker.producer_id, [])
-                    if not marker.commit:
-                        for _, offset in ended:
-                            held.pop(offset, None)
+                    if marker.commit:
+                        rebuild.add(ended)
                 elif isinstance(marker, Intent):
-                    last = marker
-                    pending = {o: held.pop(o) for o in marker.store_offsets if o in held}
+                    last, mark = marker, len(rebuild.released)
+                    rebuild.note_released(marker.store_offsets)
                 elif last is not None and marker == last.offset:
-                    held.update(pending)
+                    rebuild.forget_released_since(mark)
                     last = None
         target_end = log_end(last.target) if last is not None else None
         if last is not None and (target_end is None or target_end <= last.target_offset):
@@ -184,13 +189,15 @@ class DelayStore:
                 last.target_offset,
                 target_end,
             )
-            held.update(pending)
-        self.held = held
-        self.in_order = deque(entry for entry in in_order if entry[0] in held)
+            rebuild.forget_released_since(mark)
+        self.index = rebuild.finish()
         self.open_txns = open_txns
-        waiting = {offset for entries in open_txns.values() for _, offset in entries}
-        self.heap = [(due, offset) for offset, due in held.items() if offset not in waiting]
-        heapq.heapify(self.heap)
+        log.info("%s: due-time index rebuilt, %d records held", self.log.dir, self.held_count)
+
+    @property
+    def held_count(self) -> int:
+        """Held records: indexed, or waiting for their transaction to end."""
+        return self.index.held + sum(len(entries) for entries in self.open_txns.values())
 
     # -- holding ----------------------------------------------------------------------------
 
@@ -205,14 +212,11 @@ class DelayStore:
         if appended.duplicate:
             return appended
         dues_offset, first = appended.first_offset, appended.first_offset + 1
-        entries = [(due, first + index) for index, due in enumerate(dues)]
-        for due, offset in entries:
-            self.held[offset] = due
-            self.in_order.append((offset, dues_offset))
+        entries = [(due, first + index, dues_offset) for index, due in enumerate(dues)]
         if header.is_transactional:  # released once its transaction commits
             self.open_txns.setdefault(header.producer_id, []).extend(entries)
         else:
-            self.restore(entries)
+            self.index.add(entries)
         return replace(appended, first_offset=first)
 
     def end_txn(self, producer_id: int, commit: bool, now_ms: int) -> int:
@@ -226,38 +230,29 @@ class DelayStore:
         )
         entries = self.open_txns.pop(producer_id)
         if commit:
-            self.restore(entries)
+            self.index.add(entries)
             return 0
-        for _, offset in entries:
-            self.held.pop(offset, None)
         return len(entries)
 
     @property
     def next_due_ms(self) -> int | None:
-        self._drop_stale_top()
-        return max(self.heap[0][0], self.paused_until_ms) if self.heap else None
+        due = self.index.next_due_ms
+        return max(due, self.paused_until_ms) if due is not None else None
 
     def pause(self, until_ms: int) -> None:
         """Releases got nowhere (their partitions are not led here): none before then."""
         self.paused_until_ms = until_ms
 
-    def _drop_stale_top(self) -> None:
-        heap, held = self.heap, self.held
-        while heap and held.get(heap[0][1]) != heap[0][0]:
-            heapq.heappop(heap)
-
     def take_due(self, now_ms: int, max_records: int) -> list[tuple[int, int]]:
-        """Up to `max_records` due (due, offset) entries, earliest first, off the heap (give
-        them back with `restore`, or mark them released with `confirm`)."""
-        taken: list[tuple[int, int]] = []
+        """Up to `max_records` due (due, offset) entries, earliest first (give them back with
+        `restore`, or mark them released with `confirm`)."""
         if now_ms < self.paused_until_ms:
-            return taken
-        while len(taken) < max_records:
-            self._drop_stale_top()
-            if not self.heap or self.heap[0][0] > now_ms:
-                break
-            taken.append(heapq.heappop(self.heap))
-        return taken
+            return []
+        return self.index.take_due(now_ms, max_records)
+
+    def advance(self, now_ms: int) -> None:
+        """Move the index's in-memory horizon with the clock."""
+        self.index.advance(now_ms)
 
     def read_held(self, offsets: Sequence[int]) -> list[Record]:
         """The held records at these store offsets (ascending), due header included."""
@@ -275,8 +270,7 @@ class DelayStore:
         return found
 
     def restore(self, entries: Sequence[tuple[int, int]]) -> None:
-        for entry in entries:
-            heapq.heappush(self.heap, entry)
+        self.index.restore(entries)
 
     # -- releasing --------------------------------------------------------------------------
 
@@ -285,17 +279,21 @@ class DelayStore:
     ) -> int:
         """Raises a StorageError; returns the intent's store offset."""
         batch = encode_intent(target, target_offset, offsets, now_ms)
-        return self.log.append_as_leader(batch, -1, now_ms, coordinator=True).first_offset
+        intent = self.log.append_as_leader(batch, -1, now_ms, coordinator=True).first_offset
+        self.intent_open = True
+        return intent
 
     def write_cancel(self, intent_offset: int, now_ms: int) -> None:
         self.log.append_as_leader(
             encode_cancel(intent_offset, now_ms), -1, now_ms, coordinator=True
         )
+        self.intent_open = False
 
     def confirm(self, offsets: Sequence[int]) -> None:
         for offset in offsets:
-            self.held.pop(offset, None)
+            self.index.remove(offset)
         self.released += len(offsets)
+        self.intent_open = False
 
     def maintain(self, now_ms: int) -> None:
         """After a release round: trim, and now and then forget expired producers (Kafka's
@@ -309,18 +307,26 @@ class DelayStore:
         self.log.update_config(store_config(topic_config))
 
     def trim(self) -> None:
-        """Move the log start past every released record (their segments go)."""
-        in_order, held = self.in_order, self.held
-        while in_order and in_order[0][0] not in held:
-            in_order.popleft()
-        low = in_order[0][1] if in_order else self.log.log_end_offset  # from its dues on
+        """Move the log start past every released record (their segments go): to the dues
+        record of the lowest held one."""
+        lows = [entries[0][2] for entries in self.open_txns.values() if entries]  # store order
+        index_low = self.index.low_dues_offset()
+        if index_low is not None:
+            lows.append(index_low)
+        low = min(lows, default=self.log.log_end_offset)
         if low > self.log.log_start_offset:
             self.log.delete_records_before(low)
 
     def close(self) -> None:
+        """A clean close checkpoints the index (unless a release is unresolved: then the
+        next open rebuilds it from the store, resolving it)."""
+        clean = not (self.failed or self.intent_open)
         self.log.close()
+        checkpoint = Checkpoint(self.log.log_end_offset, self.index.buckets, self.open_txns)
+        self.index.close(checkpoint if clean else None)
 
     def delete(self) -> None:
+        self.index.files.close()
         self.log.delete()
 
 

@@ -1,0 +1,406 @@
+"""A delay store's due-time index (broker/delayed_delivery_store.py): which held records are
+due when, on disk, so that memory does not grow with the number of held records (RocketMQ's
+timer wheel, Kafka's indexes).
+
+Entries are fixed-width (due ms, store offset, offset of the batch's dues record), appended
+to one file per time bucket of BUCKET_MS (`delayed/due-index/<bucket>.due`). Only the
+buckets up to HORIZON_MS ahead of now are loaded into memory (a heap in due order); the
+horizon advances with the clock, a bucket at a time. Of the others only a summary per bucket
+is kept (entries, earliest due, lowest dues offset). A released record's entry is overwritten
+in place with a tombstone (due -1); a bucket file with no live entry left is deleted, so the
+files go as the store's log start moves past released records.
+
+The index is derived from the store, like Kafka's offset and time indexes: a clean close
+fsyncs it and writes a checkpoint (the store's log end, the bucket summaries and the entries
+of transactions still open); an open without a valid checkpoint (a crash, a torn or missing
+file) rebuilds the index from the store (`Rebuild`). Sans-IO apart from its own files.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import os
+import shutil
+import struct
+import zlib
+from array import array
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkalite.storage.durable_files import fsync_dir, write_atomically
+
+INDEX_DIR = "due-index"
+SUFFIX = ".due"
+CHECKPOINT = "checkpoint"
+BUCKET_MS = 60_000
+HORIZON_MS = 60_000  # buckets starting within this of now are in memory
+TOMBSTONE = -1
+ENTRY = struct.Struct(">qqq")  # due ms, store offset, dues offset
+_SUMMARY = struct.Struct(">qqqqq")  # bucket, live entries, slots, min due, min dues offset
+_HEAD = struct.Struct(">iqii")  # version, store log end, buckets, open transactions
+_TXN = struct.Struct(">qi")  # producer id, entries
+_CRC = struct.Struct(">I")
+_VERSION = 1
+MAX_OPEN_FILES = 16
+_NONE = 2**63 - 1
+
+Entry = tuple[int, int, int]  # due ms, store offset, dues offset
+
+
+def bucket_of(due_ms: int) -> int:
+    return due_ms // BUCKET_MS
+
+
+@dataclass(eq=False)
+class Bucket:
+    live: int = 0  # entries not released
+    slots: int = 0  # entries in the file (the next one's slot)
+    min_due: int = _NONE  # of its entries ever (a lower bound once some are released)
+    min_dues_offset: int = _NONE
+
+    def note(self, due: int, dues_offset: int) -> None:
+        self.live += 1
+        self.slots += 1
+        self.min_due = min(self.min_due, due)
+        self.min_dues_offset = min(self.min_dues_offset, dues_offset)
+
+
+@dataclass(eq=False)
+class Checkpoint:
+    log_end: int
+    buckets: dict[int, Bucket]
+    open_txns: dict[int, list[Entry]]
+
+    def encode(self) -> bytes:
+        parts = [_HEAD.pack(_VERSION, self.log_end, len(self.buckets), len(self.open_txns))]
+        for number, b in self.buckets.items():
+            parts.append(_SUMMARY.pack(number, b.live, b.slots, b.min_due, b.min_dues_offset))
+        for producer_id, entries in self.open_txns.items():
+            parts.append(_TXN.pack(producer_id, len(entries)))
+            parts.extend(ENTRY.pack(*entry) for entry in entries)
+        data = b"".join(parts)
+        return data + _CRC.pack(zlib.crc32(data))
+
+    @classmethod
+    def decode(cls, data: bytes) -> Checkpoint | None:
+        """None when torn or of another version."""
+        if len(data) < _HEAD.size + _CRC.size:
+            return None
+        body, (crc,) = data[: -_CRC.size], _CRC.unpack(data[-_CRC.size :])
+        if zlib.crc32(body) != crc:
+            return None
+        version, log_end, bucket_count, txn_count = _HEAD.unpack_from(body)
+        if version != _VERSION:
+            return None
+        position = _HEAD.size
+        buckets: dict[int, Bucket] = {}
+        for _ in range(bucket_count):
+            number, *summary = _SUMMARY.unpack_from(body, position)
+            buckets[number] = Bucket(*summary)
+            position += _SUMMARY.size
+        open_txns: dict[int, list[Entry]] = {}
+        for _ in range(txn_count):
+            producer_id, count = _TXN.unpack_from(body, position)
+            position += _TXN.size
+            end = position + count * ENTRY.size
+            open_txns[producer_id] = [e for e in ENTRY.iter_unpack(body[position:end])]
+            position = end
+        return cls(log_end, buckets, open_txns)
+
+
+@dataclass(eq=False)
+class _Files:
+    """Open bucket files, the least recently used closed beyond MAX_OPEN_FILES."""
+
+    dir: Path
+    fds: OrderedDict[int, int] = field(default_factory=OrderedDict)
+    dirty: set[int] = field(default_factory=set)  # written since the last fsync
+
+    def path(self, number: int) -> Path:
+        return self.dir / f"{number}{SUFFIX}"
+
+    def write(self, number: int, data: bytes, position: int) -> None:
+        fd = self.fds.pop(number, None)
+        if fd is None:
+            fd = os.open(self.path(number), os.O_RDWR | os.O_CREAT, 0o644)
+            while len(self.fds) >= MAX_OPEN_FILES:
+                self._close(*self.fds.popitem(last=False))
+        self.fds[number] = fd
+        os.pwrite(fd, data, position)
+        self.dirty.add(number)
+
+    def _close(self, number: int, fd: int) -> None:
+        if number in self.dirty:
+            os.fsync(fd)
+            self.dirty.discard(number)
+        os.close(fd)
+
+    def delete(self, number: int) -> None:
+        fd = self.fds.pop(number, None)
+        if fd is not None:
+            os.close(fd)
+        self.dirty.discard(number)
+        self.path(number).unlink(missing_ok=True)
+
+    def flush(self) -> None:
+        """fsync every file written since the last flush (and the directory)."""
+        while self.fds:
+            self._close(*self.fds.popitem(last=False))
+        for number in list(self.dirty):
+            path = self.path(number)
+            if path.exists():
+                fd = os.open(path, os.O_RDONLY)
+                os.fsync(fd)
+                os.close(fd)
+        self.dirty.clear()
+        fsync_dir(self.dir)
+
+    def close(self) -> None:
+        while self.fds:
+            os.close(self.fds.popitem(last=False)[1])
+
+
+@dataclass(eq=False)
+class DueIndex:
+    dir: Path
+    buckets: dict[int, Bucket] = field(default_factory=dict)
+    loaded_until: int = 0  # buckets below this number are in memory
+    # Loaded entries: store offset -> (due ms, bucket, slot in its file).
+    live: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    heap: list[tuple[int, int]] = field(default_factory=list)  # (due, offset), stale ones lazily
+    # (dues offset, offset) of loaded entries: where the store must keep its records from
+    lows: list[tuple[int, int]] = field(default_factory=list)
+    unloaded: list[int] = field(default_factory=list)  # bucket numbers, ascending
+    held: int = 0  # live entries, loaded or not
+    _unloaded_low: int | None = None  # their lowest dues offset (None: to be computed)
+    files: _Files = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.files = _Files(self.dir)
+
+    # -- opening ----------------------------------------------------------------------------
+
+    @classmethod
+    def open_clean(cls, store_dir: Path, log_end: int) -> tuple[DueIndex, Checkpoint] | None:
+        """The index as a clean close left it, if it did for a store ending at `log_end`
+        (the checkpoint is removed: a crash from now on makes the next open rebuild)."""
+        directory = store_dir / INDEX_DIR
+        path = directory / CHECKPOINT
+        try:
+            checkpoint = Checkpoint.decode(path.read_bytes())
+        except OSError:
+            return None
+        path.unlink()
+        fsync_dir(directory)
+        if checkpoint is None or checkpoint.log_end != log_end:
+            return None
+        if any(
+            _size(directory / f"{n}{SUFFIX}") != b.slots * ENTRY.size
+            for n, b in checkpoint.buckets.items()
+        ):
+            return None  # a torn or missing file
+        index = cls(directory, dict(checkpoint.buckets), loaded_until=-(2**62))
+        index.unloaded = sorted(checkpoint.buckets)
+        index.held = sum(b.live for b in checkpoint.buckets.values())
+        return index, checkpoint
+
+    @classmethod
+    def create(cls, store_dir: Path) -> DueIndex:
+        """An empty index (any old files removed), nothing loaded until `advance`."""
+        directory = store_dir / INDEX_DIR
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+        return cls(directory, loaded_until=-(2**62))
+
+    # -- entries ----------------------------------------------------------------------------
+
+    def add(self, entries: Iterable[Entry]) -> None:
+        """Index held records (their files are written, not fsynced: a crash rebuilds)."""
+        by_bucket: dict[int, list[Entry]] = {}
+        for entry in entries:
+            by_bucket.setdefault(bucket_of(entry[0]), []).append(entry)
+        for number, group in by_bucket.items():
+            bucket = self.buckets.get(number)
+            if bucket is None:
+                bucket = self.buckets[number] = Bucket()
+                if number >= self.loaded_until:
+                    bisect.insort(self.unloaded, number)
+                    self._unloaded_low = None
+            slot = bucket.slots
+            self.files.write(number, b"".join(ENTRY.pack(*e) for e in group), slot * ENTRY.size)
+            for due, offset, dues_offset in group:
+                bucket.note(due, dues_offset)
+                if number < self.loaded_until:
+                    self._load_entry(due, offset, dues_offset, number, slot)
+                elif self._unloaded_low is not None:
+                    self._unloaded_low = min(self._unloaded_low, dues_offset)
+                slot += 1
+            self.held += len(group)
+
+    def _load_entry(self, due: int, offset: int, dues_offset: int, number: int, slot: int) -> None:
+        self.live[offset] = (due, number, slot)
+        heapq.heappush(self.heap, (due, offset))
+        heapq.heappush(self.lows, (dues_offset, offset))
+
+    def remove(self, offset: int) -> bool:
+        """The record was released or dropped: its entry gets a tombstone."""
+        found = self.live.pop(offset, None)
+        if found is None:
+            return False
+        _, number, slot = found
+        bucket = self.buckets[number]
+        bucket.live -= 1
+        self.held -= 1
+        if bucket.live == 0:
+            del self.buckets[number]
+            self.files.delete(number)
+        else:
+            self.files.write(number, struct.pack(">q", TOMBSTONE), slot * ENTRY.size)
+        return True
+
+    def restore(self, entries: Sequence[tuple[int, int]]) -> None:
+        """Taken (due, offset) entries not released after all: due again."""
+        for due, offset in entries:
+            if offset in self.live:
+                heapq.heappush(self.heap, (due, offset))
+
+    # -- the horizon ------------------------------------------------------------------------
+
+    def advance(self, now_ms: int) -> int:
+        """Load the buckets starting within HORIZON_MS of now; returns the entries loaded."""
+        target = bucket_of(now_ms + HORIZON_MS) + 1
+        loaded = 0
+        while self.unloaded and self.unloaded[0] < target:
+            number = self.unloaded.pop(0)
+            loaded += self._load_bucket(number)
+            self._unloaded_low = None
+        self.loaded_until = max(self.loaded_until, target)
+        return loaded
+
+    def _load_bucket(self, number: int) -> int:
+        bucket = self.buckets[number]
+        data = self.files.path(number).read_bytes()[: bucket.slots * ENTRY.size]
+        loaded = 0
+        for slot, (due, offset, dues_offset) in enumerate(ENTRY.iter_unpack(data)):
+            if due != TOMBSTONE:
+                self._load_entry(due, offset, dues_offset, number, slot)
+                loaded += 1
+        if loaded != bucket.live:  # (a file the checkpoint misdescribes: count what is there)
+            self.held += loaded - bucket.live
+            bucket.live = loaded
+        return loaded
+
+    def _drop_stale_top(self) -> None:
+        """Pop heap entries released meanwhile (or pushed again by a restore)."""
+        heap, live = self.heap, self.live
+        while heap:
+            found = live.get(heap[0][1])
+            if found is not None and found[0] == heap[0][0]:
+                return
+            heapq.heappop(heap)
+
+    def take_due(self, now_ms: int, max_records: int) -> list[tuple[int, int]]:
+        """Up to `max_records` due (due, offset) entries, earliest first."""
+        self.advance(now_ms)
+        taken: list[tuple[int, int]] = []
+        while len(taken) < max_records:
+            self._drop_stale_top()
+            if not self.heap or self.heap[0][0] > now_ms:
+                break
+            taken.append(heapq.heappop(self.heap))
+        return taken
+
+    @property
+    def next_due_ms(self) -> int | None:
+        self._drop_stale_top()
+        loaded = self.heap[0][0] if self.heap else _NONE
+        later = self.buckets[self.unloaded[0]].min_due if self.unloaded else _NONE
+        due = min(loaded, later)
+        return None if due == _NONE else due
+
+    def low_dues_offset(self) -> int | None:
+        """The lowest dues offset of a live entry: the store keeps its records from there."""
+        lows, live = self.lows, self.live
+        while lows and lows[0][1] not in live:
+            heapq.heappop(lows)
+        if self._unloaded_low is None:
+            buckets = self.buckets
+            self._unloaded_low = min(
+                (buckets[n].min_dues_offset for n in self.unloaded), default=_NONE
+            )
+        low = min(lows[0][0] if lows else _NONE, self._unloaded_low)
+        return None if low == _NONE else low
+
+    # -- closing ----------------------------------------------------------------------------
+
+    def close(self, checkpoint: Checkpoint | None) -> None:
+        """fsync the files, then write the checkpoint (None: leave none, the next open
+        rebuilds)."""
+        self.files.flush()
+        if checkpoint is not None:
+            write_atomically(self.dir / CHECKPOINT, checkpoint.encode())
+
+
+@dataclass(eq=False)
+class Rebuild:
+    """The index rebuilt from a scan of the store (after a crash, or with no valid
+    checkpoint): held records are added as their batches are met, released ones are noted
+    (8 bytes each, for the scan only) and get their tombstones at the end."""
+
+    index: DueIndex
+    released: array[int] = field(default_factory=lambda: array("q"))
+
+    def add(self, entries: Iterable[Entry]) -> None:
+        self.index.add(entries)
+
+    def note_released(self, offsets: Iterable[int]) -> None:
+        self.released.extend(offsets)
+
+    def forget_released_since(self, mark: int) -> None:
+        """The releases noted since `mark` (len of `released` then) did not happen."""
+        del self.released[mark:]
+
+    def finish(self) -> DueIndex:
+        released = sorted(self.released)
+        self.released = array("q")
+        index = self.index
+        index.files.close()
+        for number in list(index.buckets):
+            self._rewrite(number, released)
+        index._unloaded_low = None
+        return index
+
+    def _rewrite(self, number: int, released: list[int]) -> None:
+        index, path = self.index, self.index.files.path(number)
+        kept = [
+            entry for entry in ENTRY.iter_unpack(path.read_bytes()) if not _in(released, entry[1])
+        ]
+        index.held -= index.buckets[number].live
+        if not kept:
+            del index.buckets[number]
+            index.unloaded.remove(number)
+            path.unlink()
+            return
+        bucket = index.buckets[number] = Bucket()
+        for due, _, dues_offset in kept:
+            bucket.note(due, dues_offset)
+        index.held += bucket.live
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(b"".join(ENTRY.pack(*entry) for entry in kept))
+        os.replace(tmp, path)
+        index.files.dirty.add(number)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
+
+
+def _in(sorted_values: list[int], value: int) -> bool:
+    position = bisect.bisect_left(sorted_values, value)
+    return position < len(sorted_values) and sorted_values[position] == value
