@@ -17,9 +17,13 @@ the partition's log config: the same validation, segments and crash recovery. It
 So every intent but the last one with no cancellation after it was appended; the last one was
 iff P's log end is beyond T (nothing else writes the partition between the two
 writes, and a restart checks this before the broker serves). A record is thus released once,
-also when the broker dies between the two writes. What is due is found through an in-memory
-heap of (due time, store offset) rebuilt from the store on open; the store's prefix whose
-records were all released is deleted as the log start moves.
+also when the broker dies between the two writes. What is due is found through the store's
+due-time index (broker/delayed_due_index.py: on disk, only the records due within a horizon
+in memory), checkpointed by a clean close and rebuilt from the store otherwise (a crash, or a
+close with a release unresolved), so memory does not grow with the held records; a
+transaction's held records are indexed when it commits (kept in memory until then, and in the
+checkpoint). The store's prefix whose records were all released is deleted as the log start
+moves, and with it the index files whose entries were all released.
 """
 
 from __future__ import annotations

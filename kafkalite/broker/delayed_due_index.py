@@ -44,7 +44,8 @@ _HEAD = struct.Struct(">iqii")  # version, store log end, buckets, open transact
 _TXN = struct.Struct(">qi")  # producer id, entries
 _CRC = struct.Struct(">I")
 _VERSION = 1
-MAX_OPEN_FILES = 16
+MAX_OPEN_FILES = 64
+LOAD_BUDGET = 50_000  # entries read into memory per step of the horizon (about 30 ms)
 _NONE = 2**63 - 1
 
 Entry = tuple[int, int, int]  # due ms, store offset, dues offset
@@ -112,6 +113,16 @@ class Checkpoint:
 
 
 @dataclass(eq=False)
+class _Loading:
+    """A bucket being read into memory: slots next..end-1 still to read (later ones were
+    added in memory)."""
+
+    number: int
+    next: int
+    end: int
+
+
+@dataclass(eq=False)
 class _Files:
     """Open bucket files, the least recently used closed beyond MAX_OPEN_FILES."""
 
@@ -132,11 +143,13 @@ class _Files:
         os.pwrite(fd, data, position)
         self.dirty.add(number)
 
+    def read(self, number: int, start: int, end: int) -> bytes:
+        with open(self.path(number), "rb") as file:
+            file.seek(start)
+            return file.read(end - start)
+
     def _close(self, number: int, fd: int) -> None:
-        if number in self.dirty:
-            os.fsync(fd)
-            self.dirty.discard(number)
-        os.close(fd)
+        os.close(fd)  # (still dirty: synced by the next flush)
 
     def delete(self, number: int) -> None:
         fd = self.fds.pop(number, None)
@@ -175,7 +188,8 @@ class DueIndex:
     lows: list[tuple[int, int]] = field(default_factory=list)
     unloaded: list[int] = field(default_factory=list)  # bucket numbers, ascending
     held: int = 0  # live entries, loaded or not
-    _unloaded_low: int | None = None  # their lowest dues offset (None: to be computed)
+    loading: _Loading | None = None  # the bucket partly in memory
+    _unloaded_low: int | None = None  # lowest dues offset not in memory (None: to be computed)
     files: _Files = field(init=False)
 
     def __post_init__(self) -> None:
@@ -269,29 +283,36 @@ class DueIndex:
 
     # -- the horizon ------------------------------------------------------------------------
 
-    def advance(self, now_ms: int) -> int:
-        """Load the buckets starting within HORIZON_MS of now; returns the entries loaded."""
+    def advance(self, now_ms: int, budget: int = LOAD_BUDGET) -> int:
+        """Load the buckets starting within HORIZON_MS of now, in bucket order, at most
+        `budget` entries a call (the rest at the next: the horizon is ahead of the dues);
+        returns the entries read."""
         target = bucket_of(now_ms + HORIZON_MS) + 1
-        loaded = 0
-        while self.unloaded and self.unloaded[0] < target:
-            number = self.unloaded.pop(0)
-            loaded += self._load_bucket(number)
-            self._unloaded_low = None
-        self.loaded_until = max(self.loaded_until, target)
-        return loaded
+        read = 0
+        while read < budget:
+            if self.loading is None:
+                if not self.unloaded or self.unloaded[0] >= target:
+                    self.loaded_until = max(self.loaded_until, target)
+                    break
+                number = self.unloaded.pop(0)
+                self.loading = _Loading(number, 0, self.buckets[number].slots)
+                self.loaded_until = number + 1  # what comes for it from now on: in memory
+            read += self._load_chunk(self.loading, budget - read)
+        return read
 
-    def _load_bucket(self, number: int) -> int:
-        bucket = self.buckets[number]
-        data = self.files.path(number).read_bytes()[: bucket.slots * ENTRY.size]
-        loaded = 0
-        for slot, (due, offset, dues_offset) in enumerate(ENTRY.iter_unpack(data)):
+    def _load_chunk(self, loading: _Loading, count: int) -> int:
+        """Read up to `count` entries of the bucket being loaded into memory."""
+        end = min(loading.end, loading.next + count)
+        data = self.files.read(loading.number, loading.next * ENTRY.size, end * ENTRY.size)
+        for slot, (due, offset, dues_offset) in enumerate(ENTRY.iter_unpack(data), loading.next):
             if due != TOMBSTONE:
-                self._load_entry(due, offset, dues_offset, number, slot)
-                loaded += 1
-        if loaded != bucket.live:  # (a file the checkpoint misdescribes: count what is there)
-            self.held += loaded - bucket.live
-            bucket.live = loaded
-        return loaded
+                self._load_entry(due, offset, dues_offset, loading.number, slot)
+        read = max(end - loading.next, 1)
+        loading.next = end
+        if end >= loading.end:
+            self.loading = None
+            self._unloaded_low = None
+        return read
 
     def _drop_stale_top(self) -> None:
         """Pop heap entries released meanwhile (or pushed again by a restore)."""
@@ -316,9 +337,12 @@ class DueIndex:
     @property
     def next_due_ms(self) -> int | None:
         self._drop_stale_top()
-        loaded = self.heap[0][0] if self.heap else _NONE
-        later = self.buckets[self.unloaded[0]].min_due if self.unloaded else _NONE
-        due = min(loaded, later)
+        buckets, loading = self.buckets, self.loading
+        due = min(
+            self.heap[0][0] if self.heap else _NONE,
+            buckets[loading.number].min_due if loading is not None else _NONE,
+            buckets[self.unloaded[0]].min_due if self.unloaded else _NONE,
+        )
         return None if due == _NONE else due
 
     def low_dues_offset(self) -> int | None:
@@ -328,8 +352,9 @@ class DueIndex:
             heapq.heappop(lows)
         if self._unloaded_low is None:
             buckets = self.buckets
+            loading = [self.loading.number] if self.loading is not None else []
             self._unloaded_low = min(
-                (buckets[n].min_dues_offset for n in self.unloaded), default=_NONE
+                (buckets[n].min_dues_offset for n in [*loading, *self.unloaded]), default=_NONE
             )
         low = min(lows[0][0] if lows else _NONE, self._unloaded_low)
         return None if low == _NONE else low

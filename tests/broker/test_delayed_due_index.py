@@ -205,3 +205,25 @@ def test_an_open_transactions_records_wait_for_its_end_across_a_clean_close(
     store.end_txn(7, True, T0 + 100)
     assert release(store, T0 + 100) == [1]
     store.close()
+
+
+def test_a_big_bucket_is_loaded_a_budget_at_a_time_and_its_unread_part_still_counts(
+    tmp_path: Path,
+) -> None:
+    store = open_store(tmp_path)
+    later = T0 + HOUR
+    offsets = hold(store, *[later + i for i in range(5)])  # dues offset 0
+    index = store.index
+    assert index.advance(later - HORIZON_MS, budget=2) == 2
+    assert len(index.live) == 2 and index.loading is not None
+    added = hold(store, later + 10)  # to the bucket being loaded: in memory at once
+    assert len(index.live) == 3
+    assert index.next_due_ms == later
+    assert index.low_dues_offset() == 0  # the unread entries' records stay in the store
+    store.confirm(offsets[:2])
+    assert index.low_dues_offset() == 0
+    assert index.advance(later - HORIZON_MS, budget=2) == 2
+    assert index.advance(later - HORIZON_MS, budget=2) == 1
+    assert index.loading is None
+    assert sorted(o for _, o in store.take_due(later + 10, 100)) == offsets[2:] + added
+    store.close()
