@@ -45,6 +45,7 @@ _TXN = struct.Struct(">qi")  # producer id, entries
 _CRC = struct.Struct(">I")
 _VERSION = 1
 MAX_OPEN_FILES = 64
+_SORT_CHUNK = 100_000  # released offsets sorted at a time by a rebuild
 LOAD_BUDGET = 50_000  # entries read into memory per step of the horizon (about 30 ms)
 _NONE = 2**63 - 1
 
@@ -373,7 +374,7 @@ class DueIndex:
 class Rebuild:
     """The index rebuilt from a scan of the store (after a crash, or with no valid
     checkpoint): held records are added as their batches are met, released ones are noted
-    (8 bytes each, for the scan only) and get their tombstones at the end."""
+    (8 bytes each, for the scan only) and dropped from the files at the end."""
 
     index: DueIndex
     released: array[int] = field(default_factory=lambda: array("q"))
@@ -389,32 +390,40 @@ class Rebuild:
         del self.released[mark:]
 
     def finish(self) -> DueIndex:
-        released = sorted(self.released)
-        self.released = array("q")
+        released, self.released = self.released, array("q")
+        chunks = [  # sorted a chunk at a time: no list of all of them
+            array("q", sorted(released[i : i + _SORT_CHUNK]))
+            for i in range(0, len(released), _SORT_CHUNK)
+        ]
+        del released
         index = self.index
         index.files.close()
         for number in list(index.buckets):
-            self._rewrite(number, released)
+            self._rewrite(number, chunks)
         index._unloaded_low = None
         return index
 
-    def _rewrite(self, number: int, released: list[int]) -> None:
+    def _rewrite(self, number: int, released: list[array[int]]) -> None:
+        """The bucket's file without the released records' entries (read a chunk at a
+        time)."""
         index, path = self.index, self.index.files.path(number)
-        kept = [
-            entry for entry in ENTRY.iter_unpack(path.read_bytes()) if not _in(released, entry[1])
-        ]
         index.held -= index.buckets[number].live
-        if not kept:
+        bucket = index.buckets[number] = Bucket()
+        tmp = path.with_name(path.name + ".tmp")
+        chunk = LOAD_BUDGET * ENTRY.size
+        with open(path, "rb") as source, open(tmp, "wb") as target:
+            while data := source.read(chunk):
+                kept = [e for e in ENTRY.iter_unpack(data) if not _in(released, e[1])]
+                for due, _, dues_offset in kept:
+                    bucket.note(due, dues_offset)
+                target.write(b"".join(ENTRY.pack(*entry) for entry in kept))
+        index.held += bucket.live
+        if bucket.live == 0:
             del index.buckets[number]
             index.unloaded.remove(number)
             path.unlink()
+            tmp.unlink()
             return
-        bucket = index.buckets[number] = Bucket()
-        for due, _, dues_offset in kept:
-            bucket.note(due, dues_offset)
-        index.held += bucket.live
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(b"".join(ENTRY.pack(*entry) for entry in kept))
         os.replace(tmp, path)
         index.files.dirty.add(number)
 
@@ -426,6 +435,10 @@ def _size(path: Path) -> int:
         return -1
 
 
-def _in(sorted_values: list[int], value: int) -> bool:
-    position = bisect.bisect_left(sorted_values, value)
-    return position < len(sorted_values) and sorted_values[position] == value
+def _in(chunks: list[array[int]], value: int) -> bool:
+    """Whether `value` is in one of the sorted chunks."""
+    for chunk in chunks:
+        position = bisect.bisect_left(chunk, value)
+        if position < len(chunk) and chunk[position] == value:
+            return True
+    return False

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from kafkalite.broker import delayed_due_index as due_index
 from kafkalite.broker.delayed_delivery_store import DelayStore, store_dir
 from kafkalite.broker.delayed_due_index import BUCKET_MS, CHECKPOINT, HORIZON_MS, INDEX_DIR, SUFFIX
 from kafkalite.storage.batch import parse_header
@@ -226,4 +229,21 @@ def test_a_big_bucket_is_loaded_a_budget_at_a_time_and_its_unread_part_still_cou
     assert index.advance(later - HORIZON_MS, budget=2) == 1
     assert index.loading is None
     assert sorted(o for _, o in store.take_due(later + 10, 100)) == offsets[2:] + added
+    store.close()
+
+
+def test_a_rebuild_sorts_the_released_offsets_a_chunk_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(due_index, "_SORT_CHUNK", 2)
+    store = open_store(tmp_path)
+    offsets = hold(store, T0 + HOUR, *[T0 + 100 - i for i in range(5)], T0 + 2 * HOUR)
+    released = release(store, T0 + 100)
+    assert sorted(released) == offsets[1:6]
+    assert store.log.log_start_offset == 0  # the first record is held still
+    crash(store)
+
+    store = open_store(tmp_path)
+    assert store.held_count == 2
+    assert release(store, T0 + 2 * HOUR) == [offsets[0], offsets[6]]
     store.close()
