@@ -351,6 +351,9 @@ class DueIndex:
         lows, live = self.lows, self.live
         while lows and lows[0][1] not in live:
             heapq.heappop(lows)
+        if len(lows) > 2 * len(live) + 1024:  # released ones behind a long-held one
+            lows[:] = [entry for entry in lows if entry[1] in live]
+            heapq.heapify(lows)
         if self._unloaded_low is None:
             buckets = self.buckets
             loading = [self.loading.number] if self.loading is not None else []

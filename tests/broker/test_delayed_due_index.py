@@ -247,3 +247,18 @@ def test_a_rebuild_sorts_the_released_offsets_a_chunk_at_a_time(
     assert store.held_count == 2
     assert release(store, T0 + 2 * HOUR) == [offsets[0], offsets[6]]
     store.close()
+
+
+def test_released_records_behind_a_long_held_one_do_not_pile_up_in_memory(
+    tmp_path: Path,
+) -> None:
+    store = open_store(tmp_path)
+    hold(store, T0 + 50_000)  # in memory, the lowest store offset, held all along
+    for step in range(30):
+        hold(store, *[T0 + step] * 100)
+        release(store, T0 + step)
+    assert store.held_count == 1
+    assert len(store.index.live) == 1
+    assert len(store.index.lows) <= 2 + 1024  # not the 3,000 released ones
+    assert store.log.log_start_offset == 0  # the held record's dues
+    store.close()
