@@ -44,7 +44,7 @@ from kafkalite.broker.delayed_delivery import (
     encode_intent,
     encode_txn_end,
 )
-from kafkalite.broker.delayed_due_index import Checkpoint, DueIndex, Entry, Rebuild
+from kafkalite.broker.delayed_due_index import DueIndex, Entry, Rebuild, bucket_of
 from kafkalite.storage.batch import BatchHeader, iter_batches, parse_header
 from kafkalite.storage.log import AppendResult, LogConfig, UnifiedLog
 from kafkalite.storage.records import Record, decode_records
@@ -54,6 +54,9 @@ log = logging.getLogger("kafkalite.delayed_delivery")
 STORE_DIR = "delayed"
 STORE_SEGMENT_BYTES = 64 * 1024**2
 PRODUCER_EXPIRATION_CHECK_MS = 60_000
+# A crash re-indexes the store from the last checkpoint of its index on (Kafka's recovery point).
+INDEX_CHECKPOINT_INTERVAL_MS = 30_000
+INDEX_SYNCS_PER_ROUND = 8  # index files fsynced per release round (not many at once)
 STORE_MAX_BATCH_BYTES = 2**31 - 1  # produced batches are checked against the topic's limit
 _READ_BYTES = 1024**2
 DECODED_RECORDS = 50_000  # records of recently read held batches kept decoded
@@ -112,6 +115,7 @@ class DelayStore:
     failed: bool = False  # a cancellation could not be written: no more releases here
     intent_open: bool = False  # an intent neither confirmed nor cancelled yet
     next_expiry_ms: int = 0  # when to look for expired producers next
+    next_checkpoint_ms: int = 0  # when to checkpoint the index next
     paused_until_ms: int = 0  # see pause
 
     @classmethod
@@ -125,12 +129,16 @@ class DelayStore:
         """`log_end`: a partition's log end offset (None: no such partition here)."""
         directory = store_dir(partition_dir)
         store_log = UnifiedLog.open(directory, store_config(topic_config), now_ms=now_ms)
-        clean = DueIndex.open_clean(directory, store_log.log_end_offset)
-        if clean is not None:
-            store = cls(store_log, clean[0], open_txns=clean[1].open_txns)
-        else:
+        start, end = store_log.log_start_offset, store_log.log_end_offset
+        found = DueIndex.open_checkpointed(directory, start, end)
+        if found is None:  # none, torn, or older than the store's log start: all again
             store = cls(store_log, DueIndex.create(directory))
-            store._rebuild(log_end)
+            store._recover(log_end, start, now_ms, whole=True)
+        else:
+            index, checkpoint = found
+            store = cls(store_log, index, open_txns=checkpoint.open_txns)
+            if checkpoint.log_end < end:  # a crash: what came after it
+                store._recover(log_end, checkpoint.log_end, now_ms, whole=False)
         store.index.advance(now_ms)
         return store
 
@@ -148,16 +156,23 @@ class DelayStore:
             if offset == before:
                 return
 
-    def _rebuild(self, log_end: Callable[[tuple[str, int]], int | None]) -> None:
-        """Index the held records from a scan of the store (its files are the truth): every
-        intent's records were released but the last one's if it was cancelled or did not
-        reach its partition."""
+    def _recover(
+        self,
+        log_end: Callable[[tuple[str, int]], int | None],
+        start: int,
+        now_ms: int,
+        whole: bool,
+    ) -> None:
+        """Index the store from `start` on (its files are the truth; the index, if not
+        `whole`, is its checkpoint's): every intent's records were released but the last
+        one's if it was cancelled or did not reach its partition. Checkpointed at once."""
         rebuild = Rebuild(self.index)
         last: Intent | None = None
         mark = 0  # where the last intent's records begin among the released
         dues: Dues | None = None
-        open_txns: dict[int, list[Entry]] = {}
-        for batch in self._batches(self.log.log_start_offset, _READ_BYTES):
+        open_txns = self.open_txns
+        latest_ms = now_ms  # when the last release can have been
+        for batch in self._batches(start, _READ_BYTES):
             header = parse_header(batch)
             if dues is not None and _holds(dues, header):
                 entries = [
@@ -170,6 +185,7 @@ class DelayStore:
                 dues = None
                 continue
             dues = None
+            latest_ms = max(latest_ms, header.max_timestamp)
             for record in decode_records(batch):  # the store's own
                 marker = decode_marker(record)
                 if isinstance(marker, Dues):
@@ -194,9 +210,17 @@ class DelayStore:
                 target_end,
             )
             rebuild.forget_released_since(mark)
-        self.index = rebuild.finish()
-        self.open_txns = open_txns
-        log.info("%s: due-time index rebuilt, %d records held", self.log.dir, self.held_count)
+        up_to = None if whole else bucket_of(latest_ms)
+        self.index = rebuild.finish(self.log.log_start_offset, up_to)
+        # (written as the release rounds sync the files; a crash meanwhile: from the last)
+        self.index.begin_checkpoint(self.log.log_end_offset, self.open_txns)
+        log.info(
+            "%s: due-time index %s from offset %d, %d records held",
+            self.log.dir,
+            "rebuilt" if whole else "recovered",
+            start,
+            self.held_count,
+        )
 
     @property
     def held_count(self) -> int:
@@ -303,6 +327,11 @@ class DelayStore:
         """After a release round: trim, and now and then forget expired producers (Kafka's
         producer.id.expiration.ms, as for a partition)."""
         self.trim()
+        index = self.index
+        if index.pending is None and now_ms >= self.next_checkpoint_ms and not self.intent_open:
+            index.begin_checkpoint(self.log.log_end_offset, self.open_txns)
+            self.next_checkpoint_ms = now_ms + INDEX_CHECKPOINT_INTERVAL_MS
+        index.continue_checkpoint(INDEX_SYNCS_PER_ROUND)
         if now_ms >= self.next_expiry_ms:
             self.log.remove_expired_producers(now_ms)
             self.next_expiry_ms = now_ms + PRODUCER_EXPIRATION_CHECK_MS
@@ -323,11 +352,13 @@ class DelayStore:
 
     def close(self) -> None:
         """A clean close checkpoints the index (unless a release is unresolved: then the
-        next open rebuilds it from the store, resolving it)."""
-        clean = not (self.failed or self.intent_open)
+        next open indexes the store from the last checkpoint on, resolving it)."""
         self.log.close()
-        checkpoint = Checkpoint(self.log.log_end_offset, self.index.buckets, self.open_txns)
-        self.index.close(checkpoint if clean else None)
+        if self.failed or self.intent_open:
+            self.index.close()
+        else:
+            self.index.write_checkpoint(self.log.log_end_offset, self.open_txns)
+            self.index.files.close()
 
     def delete(self) -> None:
         self.index.files.close()

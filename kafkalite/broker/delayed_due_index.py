@@ -27,7 +27,7 @@ import zlib
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kafkalite.storage.durable_files import fsync_dir, write_atomically
@@ -38,6 +38,7 @@ CHECKPOINT = "checkpoint"
 BUCKET_MS = 60_000
 HORIZON_MS = 60_000  # buckets starting within this of now are in memory
 TOMBSTONE = -1
+_TOMBSTONE = struct.pack(">q", TOMBSTONE)
 ENTRY = struct.Struct(">qqq")  # due ms, store offset, dues offset
 _SUMMARY = struct.Struct(">qqqqq")  # bucket, live entries, slots, min due, min dues offset
 _HEAD = struct.Struct(">iqii")  # version, store log end, buckets, open transactions
@@ -159,18 +160,20 @@ class _Files:
         self.dirty.discard(number)
         self.path(number).unlink(missing_ok=True)
 
-    def flush(self) -> None:
-        """fsync every file written since the last flush (and the directory)."""
-        while self.fds:
-            self._close(*self.fds.popitem(last=False))
-        for number in list(self.dirty):
-            path = self.path(number)
-            if path.exists():
-                fd = os.open(path, os.O_RDONLY)
-                os.fsync(fd)
-                os.close(fd)
-        self.dirty.clear()
-        fsync_dir(self.dir)
+    def sync(self, number: int) -> None:
+        """fsync one file (gone: nothing to do)."""
+        fd = self.fds.get(number)
+        if fd is not None:
+            os.fsync(fd)
+            return
+        try:
+            fd = os.open(self.path(number), os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         while self.fds:
@@ -190,6 +193,8 @@ class DueIndex:
     unloaded: list[int] = field(default_factory=list)  # bucket numbers, ascending
     held: int = 0  # live entries, loaded or not
     loading: _Loading | None = None  # the bucket partly in memory
+    emptied: set[int] = field(default_factory=set)  # buckets whose entries were all released
+    pending: _Pending | None = None  # a checkpoint waiting for its files to be synced
     _unloaded_low: int | None = None  # lowest dues offset not in memory (None: to be computed)
     files: _Files = field(init=False)
 
@@ -199,27 +204,32 @@ class DueIndex:
     # -- opening ----------------------------------------------------------------------------
 
     @classmethod
-    def open_clean(cls, store_dir: Path, log_end: int) -> tuple[DueIndex, Checkpoint] | None:
-        """The index as a clean close left it, if it did for a store ending at `log_end`
-        (the checkpoint is removed: a crash from now on makes the next open rebuild)."""
+    def open_checkpointed(
+        cls, store_dir: Path, log_start: int, log_end: int
+    ) -> tuple[DueIndex, Checkpoint] | None:
+        """The index as of its last checkpoint, if it is whole and within the store's
+        offsets: entries added since are cut off and files created since deleted (the store
+        from the checkpoint's log end on is to be indexed again: `Rebuild`)."""
         directory = store_dir / INDEX_DIR
-        path = directory / CHECKPOINT
         try:
-            checkpoint = Checkpoint.decode(path.read_bytes())
+            checkpoint = Checkpoint.decode((directory / CHECKPOINT).read_bytes())
         except OSError:
             return None
-        path.unlink()
-        fsync_dir(directory)
-        if checkpoint is None or checkpoint.log_end != log_end:
+        if checkpoint is None or not log_start <= checkpoint.log_end <= log_end:
             return None
-        if any(
-            _size(directory / f"{n}{SUFFIX}") != b.slots * ENTRY.size
-            for n, b in checkpoint.buckets.items()
-        ):
+        buckets = checkpoint.buckets
+        sizes = {n: _size(directory / f"{n}{SUFFIX}") for n in buckets}
+        if any(sizes[n] < b.slots * ENTRY.size for n, b in buckets.items()):
             return None  # a torn or missing file
-        index = cls(directory, dict(checkpoint.buckets), loaded_until=-(2**62))
-        index.unloaded = sorted(checkpoint.buckets)
-        index.held = sum(b.live for b in checkpoint.buckets.values())
+        for path in directory.iterdir():
+            if path.name != CHECKPOINT and path.name not in {f"{n}{SUFFIX}" for n in buckets}:
+                path.unlink()
+        for n, b in buckets.items():
+            if sizes[n] > b.slots * ENTRY.size:
+                os.truncate(directory / f"{n}{SUFFIX}", b.slots * ENTRY.size)
+        index = cls(directory, dict(buckets), loaded_until=-(2**62))
+        index.unloaded = sorted(buckets)
+        index.held = sum(b.live for b in buckets.values())
         return index, checkpoint
 
     @classmethod
@@ -269,11 +279,9 @@ class DueIndex:
         bucket = self.buckets[number]
         bucket.live -= 1
         self.held -= 1
-        if bucket.live == 0:
-            del self.buckets[number]
-            self.files.delete(number)
-        else:
-            self.files.write(number, struct.pack(">q", TOMBSTONE), slot * ENTRY.size)
+        self.files.write(number, _TOMBSTONE, slot * ENTRY.size)
+        if bucket.live == 0:  # its file goes with the next checkpoint
+            self.emptied.add(number)
         return True
 
     def restore(self, entries: Sequence[tuple[int, int]]) -> None:
@@ -342,7 +350,7 @@ class DueIndex:
         due = min(
             self.heap[0][0] if self.heap else _NONE,
             buckets[loading.number].min_due if loading is not None else _NONE,
-            buckets[self.unloaded[0]].min_due if self.unloaded else _NONE,
+            next((buckets[n].min_due for n in self.unloaded if buckets[n].live), _NONE),
         )
         return None if due == _NONE else due
 
@@ -358,19 +366,81 @@ class DueIndex:
             buckets = self.buckets
             loading = [self.loading.number] if self.loading is not None else []
             self._unloaded_low = min(
-                (buckets[n].min_dues_offset for n in [*loading, *self.unloaded]), default=_NONE
+                (b.min_dues_offset for n in [*loading, *self.unloaded] if (b := buckets[n]).live),
+                default=_NONE,
             )
         low = min(lows[0][0] if lows else _NONE, self._unloaded_low)
         return None if low == _NONE else low
 
     # -- closing ----------------------------------------------------------------------------
 
-    def close(self, checkpoint: Checkpoint | None) -> None:
-        """fsync the files, then write the checkpoint (None: leave none, the next open
-        rebuilds)."""
-        self.files.flush()
-        if checkpoint is not None:
-            write_atomically(self.dir / CHECKPOINT, checkpoint.encode())
+    def begin_checkpoint(self, log_end: int, open_txns: dict[int, list[Entry]]) -> None:
+        """Take the index's state as of the store's `log_end` (between two release steps);
+        it is recorded once the files written before are synced (`continue_checkpoint`).
+        Whatever is written meanwhile is beyond it: cut off or found again by a recovery."""
+        unsynced = set(self.files.dirty)
+        if self.pending is not None:  # superseded: its files are to be synced still
+            unsynced |= set(self.pending.unsynced)
+        self.files.dirty.clear()
+        loading = self.loading.number if self.loading is not None else None
+        emptied = {
+            n
+            for n in self.emptied
+            if n in self.buckets and self.buckets[n].live == 0 and n != loading
+        }
+        kept = {n: replace(b) for n, b in self.buckets.items() if n not in emptied}
+        txns = {producer_id: list(entries) for producer_id, entries in open_txns.items()}
+        self.pending = _Pending(Checkpoint(log_end, kept, txns), sorted(unsynced), emptied)
+
+    def continue_checkpoint(self, max_files: int | None = None) -> bool:
+        """fsync up to `max_files` of the pending checkpoint's files (None: all), and once
+        all are, write it; then the files of the buckets emptied before it go (a crash
+        between leaves files no checkpoint names: deleted at the next open). Whether it is
+        written."""
+        pending = self.pending
+        if pending is None:
+            return True
+        budget = len(pending.unsynced) if max_files is None else max_files
+        while pending.unsynced and budget > 0:
+            self.files.sync(pending.unsynced.pop())
+            budget -= 1
+        if pending.unsynced:
+            return False
+        fsync_dir(self.dir)  # (files created since the last checkpoint)
+        write_atomically(self.dir / CHECKPOINT, pending.checkpoint.encode())
+        self.pending = None
+        for number in pending.emptied:
+            bucket = self.buckets.get(number)
+            if bucket is None or bucket.live > 0 or self._is_loading(number):
+                continue  # (refilled since: a recovery would find its entries again)
+            del self.buckets[number]
+            self.files.delete(number)
+            self.emptied.discard(number)
+            if number in self.unloaded:
+                self.unloaded.remove(number)
+                self._unloaded_low = None
+        return True
+
+    def _is_loading(self, number: int) -> bool:
+        return self.loading is not None and self.loading.number == number
+
+    def write_checkpoint(self, log_end: int, open_txns: dict[int, list[Entry]]) -> None:
+        """Checkpoint now (every file synced: a clean close)."""
+        self.begin_checkpoint(log_end, open_txns)
+        self.continue_checkpoint()
+
+    def close(self) -> None:
+        """Without a checkpoint (the last one stays: the next open indexes from there)."""
+        self.files.close()
+
+
+@dataclass(eq=False)
+class _Pending:
+    """A checkpoint taken, waiting for its files to be synced."""
+
+    checkpoint: Checkpoint
+    unsynced: list[int]
+    emptied: set[int]  # buckets empty when it was taken (not in it): deleted once written
 
 
 @dataclass(eq=False)
@@ -392,7 +462,10 @@ class Rebuild:
         """The releases noted since `mark` (len of `released` then) did not happen."""
         del self.released[mark:]
 
-    def finish(self) -> DueIndex:
+    def finish(self, log_start: int, up_to_bucket: int | None = None) -> DueIndex:
+        """Give the released records' entries their tombstones (and those below the store's
+        log start), in the buckets up to `up_to_bucket` (None: all; records released since
+        the checkpoint were due by the time of the store's last record, or by now)."""
         released, self.released = self.released, array("q")
         chunks = [  # sorted a chunk at a time: no list of all of them
             array("q", sorted(released[i : i + _SORT_CHUNK]))
@@ -400,35 +473,34 @@ class Rebuild:
         ]
         del released
         index = self.index
-        index.files.close()
         for number in list(index.buckets):
-            self._rewrite(number, chunks)
+            if up_to_bucket is None or number <= up_to_bucket:
+                self._sweep(number, chunks, log_start)
         index._unloaded_low = None
         return index
 
-    def _rewrite(self, number: int, released: list[array[int]]) -> None:
-        """The bucket's file without the released records' entries (read a chunk at a
-        time)."""
-        index, path = self.index, self.index.files.path(number)
-        index.held -= index.buckets[number].live
+    def _sweep(self, number: int, released: list[array[int]], log_start: int) -> None:
+        """Tombstones in the bucket's file (read a chunk at a time); its live entries
+        counted again."""
+        index, old = self.index, self.index.buckets[number]
         bucket = index.buckets[number] = Bucket()
-        tmp = path.with_name(path.name + ".tmp")
         chunk = LOAD_BUDGET * ENTRY.size
-        with open(path, "rb") as source, open(tmp, "wb") as target:
-            while data := source.read(chunk):
-                kept = [e for e in ENTRY.iter_unpack(data) if not _in(released, e[1])]
-                for due, _, dues_offset in kept:
-                    bucket.note(due, dues_offset)
-                target.write(b"".join(ENTRY.pack(*entry) for entry in kept))
-        index.held += bucket.live
-        if bucket.live == 0:
-            del index.buckets[number]
-            index.unloaded.remove(number)
-            path.unlink()
-            tmp.unlink()
-            return
-        os.replace(tmp, path)
+        with open(index.files.path(number), "r+b") as file:
+            position = 0
+            while data := file.read(chunk):
+                for slot, (due, offset, dues_offset) in enumerate(ENTRY.iter_unpack(data)):
+                    if due == TOMBSTONE:
+                        continue
+                    if offset < log_start or _in(released, offset):
+                        os.pwrite(file.fileno(), _TOMBSTONE, position + slot * ENTRY.size)
+                    else:
+                        bucket.note(due, dues_offset)
+                position += len(data)
+        bucket.slots = old.slots
         index.files.dirty.add(number)
+        index.held += bucket.live - old.live
+        if bucket.live == 0:
+            index.emptied.add(number)
 
 
 def _size(path: Path) -> int:

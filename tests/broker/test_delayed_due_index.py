@@ -5,13 +5,21 @@ missing, and its files go as released records leave the store."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
 from kafkalite.broker import delayed_due_index as due_index
 from kafkalite.broker.delayed_delivery_store import DelayStore, store_dir
-from kafkalite.broker.delayed_due_index import BUCKET_MS, CHECKPOINT, HORIZON_MS, INDEX_DIR, SUFFIX
+from kafkalite.broker.delayed_due_index import (
+    BUCKET_MS,
+    CHECKPOINT,
+    HORIZON_MS,
+    INDEX_DIR,
+    SUFFIX,
+    DueIndex,
+)
 from kafkalite.storage.batch import parse_header
 from kafkalite.storage.log import LogConfig
 from kafkalite.storage.records import Record, encode_record_batch
@@ -40,14 +48,18 @@ def release(store: DelayStore, now_ms: int) -> list[int]:
     if offsets:
         store.write_intent(("t", 0), 0, sorted(offsets), now_ms)
     store.confirm(offsets)
-    store.trim()
+    store.maintain(now_ms)  # trim, and checkpoint now and then
     return offsets
 
 
 def crash(store: DelayStore) -> None:
-    """Files closed as a kill -9 leaves them: no checkpoint."""
+    """Files closed as a kill -9 leaves them: no new checkpoint."""
     store.index.files.close()
     store.log.close()
+
+
+def checkpoint(store: DelayStore) -> None:
+    store.index.write_checkpoint(store.log.log_end_offset, store.open_txns)
 
 
 def bucket_files(path: Path) -> list[str]:
@@ -90,28 +102,76 @@ def test_an_unloaded_bucket_gives_the_next_due_time_and_loads_when_the_horizon_r
     assert store.held_count == 0
 
 
-def test_a_clean_close_keeps_the_index_and_a_crash_rebuilds_it(tmp_path: Path) -> None:
+def test_a_crash_indexes_the_store_from_the_last_checkpoint_on(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     first = hold(store, T0 + 100, T0 + HOUR)
-    hold(store, T0 + 2 * HOUR)
+    later = hold(store, T0 + 2 * HOUR)
     assert release(store, T0 + 100) == first[:1]
+    store.close()  # checkpointed
+
+    store = open_store(tmp_path)
+    assert store.held_count == 2
+    added = hold(store, T0 + 3 * HOUR)  # after the checkpoint
+    store.next_checkpoint_ms = T0 + 10 * HOUR  # (none before the crash)
+    assert release(store, T0 + HOUR) == first[1:]  # after the checkpoint too
+    crash(store)
+
+    store = open_store(tmp_path)
+    assert store.held_count == 2
+    assert store.next_due_ms == T0 + 2 * HOUR
+    assert release(store, T0 + 3 * HOUR) == later + added
+    crash(store)  # (recovering checkpointed: the releases are in the checkpoint's files)
+    store = open_store(tmp_path)
+    assert store.held_count == 0
     store.close()
-    assert (store_dir(tmp_path) / INDEX_DIR / CHECKPOINT).exists()
+
+
+def test_writes_after_the_checkpoint_that_never_reached_the_disk_are_recovered(
+    tmp_path: Path,
+) -> None:
+    """A power loss: the index files are as at the checkpoint, the store has more."""
+    store = open_store(tmp_path)
+    first = hold(store, T0 + 100, T0 + 200, T0 + HOUR)
+    store.close()
+    saved = tmp_path / "saved"
+    shutil.copytree(store_dir(tmp_path) / INDEX_DIR, saved)
 
     store = open_store(tmp_path)
-    assert not (store_dir(tmp_path) / INDEX_DIR / CHECKPOINT).exists()  # a crash rebuilds
-    assert store.held_count == 2
+    added = hold(store, T0 + 150)
+    store.next_checkpoint_ms = T0 + 10 * HOUR
+    assert release(store, T0 + 200) == [first[0], added[0], first[1]]
     crash(store)
+    shutil.rmtree(store_dir(tmp_path) / INDEX_DIR)
+    shutil.copytree(saved, store_dir(tmp_path) / INDEX_DIR)  # the tombstones never got there
 
-    store = open_store(tmp_path)
-    assert store.held_count == 2
-    assert store.next_due_ms == T0 + HOUR
-    assert release(store, T0 + HOUR) == first[1:]
-    crash(store)
     store = open_store(tmp_path)
     assert store.held_count == 1
-    assert store.next_due_ms == T0 + 2 * HOUR
+    assert release(store, T0 + HOUR) == first[2:]  # nothing released twice
     store.close()
+
+
+def test_records_released_and_trimmed_after_the_checkpoint_stay_released(
+    tmp_path: Path,
+) -> None:
+    store = open_store(tmp_path)
+    hold(store, T0 + 100)
+    store.close()
+    checkpointed = store.log.log_end_offset
+    store = open_store(tmp_path)
+    hold(store, T0 + 200)
+    store.next_checkpoint_ms = T0 + 10 * HOUR
+    assert len(release(store, T0 + 200)) == 2
+    assert store.log.log_start_offset == store.log.log_end_offset
+    crash(store)
+    # A checkpoint older than the store's log start is not used: all is indexed again.
+    index = store_dir(tmp_path)
+    assert DueIndex.open_checkpointed(index, checkpointed + 1, checkpointed + 9) is None
+    assert DueIndex.open_checkpointed(index, checkpointed, checkpointed + 9) is not None
+
+    store = open_store(tmp_path)
+    assert store.held_count == 0
+    store.close()
+    assert bucket_files(tmp_path) == []
 
 
 def test_a_torn_checkpoint_or_bucket_file_rebuilds_the_index(tmp_path: Path) -> None:
@@ -140,15 +200,12 @@ def test_a_torn_checkpoint_or_bucket_file_rebuilds_the_index(tmp_path: Path) -> 
     store.close()
 
 
-def test_an_interrupted_release_is_resolved_by_a_rebuild_on_the_next_open(
-    tmp_path: Path,
-) -> None:
+def test_an_interrupted_release_is_resolved_on_the_next_open(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     offsets = hold(store, T0 + 100)
     store.take_due(T0 + 100, 10)
     store.write_intent(("t", 0), 5, offsets, T0 + 100)
-    store.close()  # between the intent and the partition append: no checkpoint
-    assert not (store_dir(tmp_path) / INDEX_DIR / CHECKPOINT).exists()
+    store.close()  # between the intent and the partition append: no checkpoint after it
 
     store = DelayStore.open(tmp_path, LogConfig(), T0, lambda tp: 5)  # not appended
     assert store.held_count == 1
@@ -171,8 +228,11 @@ def test_files_go_as_the_log_start_moves_past_released_records(tmp_path: Path) -
     assert len(bucket_files(tmp_path)) == 2
     release(store, T0 + 200)
     assert store.log.log_start_offset == 2  # the held record's dues, found unloaded
-    assert len(bucket_files(tmp_path)) == 1  # its bucket emptied: gone
+    assert len(bucket_files(tmp_path)) == 2
+    checkpoint(store)
+    assert len(bucket_files(tmp_path)) == 1  # its bucket emptied: gone with the checkpoint
     release(store, T0 + 2 * HOUR)
+    checkpoint(store)
     assert store.log.log_start_offset == store.log.log_end_offset  # (intents included)
     assert bucket_files(tmp_path) == []
     assert store.held_count == 0
@@ -261,4 +321,24 @@ def test_released_records_behind_a_long_held_one_do_not_pile_up_in_memory(
     assert len(store.index.live) == 1
     assert len(store.index.lows) <= 2 + 1024  # not the 3,000 released ones
     assert store.log.log_start_offset == 0  # the held record's dues
+    store.close()
+
+
+def test_a_checkpoint_is_written_once_its_files_are_synced_a_few_per_round(
+    tmp_path: Path,
+) -> None:
+    store = open_store(tmp_path)
+    checkpoint(store)
+    written = (store_dir(tmp_path) / INDEX_DIR / CHECKPOINT).read_bytes()
+    for minute in range(20):
+        hold(store, T0 + HOUR + minute * BUCKET_MS)
+    index = store.index
+    index.begin_checkpoint(store.log.log_end_offset, store.open_txns)
+    hold(store, T0 + 2 * HOUR)  # after it: not in it
+    assert [index.continue_checkpoint(8) for _ in range(3)] == [False, False, True]
+    assert (store_dir(tmp_path) / INDEX_DIR / CHECKPOINT).read_bytes() != written
+    crash(store)
+
+    store = open_store(tmp_path)  # from the checkpoint, then the hold after it
+    assert store.held_count == 21
     store.close()
