@@ -19,11 +19,12 @@ iff P's log end is beyond T (nothing else writes the partition between the two
 writes, and a restart checks this before the broker serves). A record is thus released once,
 also when the broker dies between the two writes. What is due is found through the store's
 due-time index (broker/delayed_due_index.py: on disk, only the records due within a horizon
-in memory), checkpointed by a clean close and rebuilt from the store otherwise (a crash, or a
-close with a release unresolved), so memory does not grow with the held records; a
-transaction's held records are indexed when it commits (kept in memory until then, and in the
-checkpoint). The store's prefix whose records were all released is deleted as the log start
-moves, and with it the index files whose entries were all released.
+in memory), checkpointed every INDEX_CHECKPOINT_INTERVAL_MS and by a clean close; an open
+indexes the store written after the checkpoint again (after a crash, or a close with a
+release unresolved), so memory does not grow with the held records; a transaction's held
+records are indexed when it commits (kept in memory until then, and in the checkpoint).
+The store's prefix whose records were all released is deleted as the log start moves, and
+with it the index files whose entries were all released.
 """
 
 from __future__ import annotations

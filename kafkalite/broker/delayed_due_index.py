@@ -4,16 +4,21 @@ timer wheel, Kafka's indexes).
 
 Entries are fixed-width (due ms, store offset, offset of the batch's dues record), appended
 to one file per time bucket of BUCKET_MS (`delayed/due-index/<bucket>.due`). Only the
-buckets up to HORIZON_MS ahead of now are loaded into memory (a heap in due order); the
-horizon advances with the clock, a bucket at a time. Of the others only a summary per bucket
-is kept (entries, earliest due, lowest dues offset). A released record's entry is overwritten
-in place with a tombstone (due -1); a bucket file with no live entry left is deleted, so the
-files go as the store's log start moves past released records.
+buckets up to HORIZON_MS ahead of now are in memory (a heap in due order); the horizon
+advances with the clock, LOAD_BUDGET entries a step at most. Of the others only a summary
+per bucket is kept (live entries, earliest due, lowest dues offset). A released record's
+entry is overwritten in place with a tombstone (due -1); a bucket file with no live entry
+left is deleted with the next checkpoint, so the files go as the store's log start moves
+past released records.
 
-The index is derived from the store, like Kafka's offset and time indexes: a clean close
-fsyncs it and writes a checkpoint (the store's log end, the bucket summaries and the entries
-of transactions still open); an open without a valid checkpoint (a crash, a torn or missing
-file) rebuilds the index from the store (`Rebuild`). Sans-IO apart from its own files.
+The index is derived from the store, like Kafka's offset and time indexes, with a recovery
+point: a checkpoint (the store's log end X, the bucket summaries, the held records of open
+transactions, a CRC) is taken between release steps every so often and by a clean close,
+and written once the files written before it are fsynced (a few per step). An open cuts the
+files back to the checkpoint (entries appended after it, files created after it) and indexes
+the store from X on (`Rebuild`: held batches added, released records tombstoned, in the
+buckets due by then); without a usable checkpoint (none, torn, a torn file, X below the
+store's log start) it indexes the whole store. Sans-IO apart from its own files.
 """
 
 from __future__ import annotations
