@@ -226,8 +226,9 @@ class DueIndex:
         sizes = {n: _size(directory / f"{n}{SUFFIX}") for n in buckets}
         if any(sizes[n] < b.slots * ENTRY.size for n, b in buckets.items()):
             return None  # a torn or missing file
+        named = {CHECKPOINT, *(f"{n}{SUFFIX}" for n in buckets)}
         for path in directory.iterdir():
-            if path.name != CHECKPOINT and path.name not in {f"{n}{SUFFIX}" for n in buckets}:
+            if path.name not in named:  # created after it (or a leftover .tmp)
                 path.unlink()
         for n, b in buckets.items():
             if sizes[n] > b.slots * ENTRY.size:
