@@ -64,6 +64,8 @@ def bucket_of(due_ms: int) -> int:
 
 @dataclass(eq=False)
 class Bucket:
+    """The summary of one bucket file (kept in memory for every bucket, and checkpointed)."""
+
     live: int = 0  # entries not released
     slots: int = 0  # entries in the file (the next one's slot)
     min_due: int = _NONE  # of its entries ever (a lower bound once some are released)
@@ -78,6 +80,8 @@ class Bucket:
 
 @dataclass(eq=False)
 class Checkpoint:
+    """The index as of the store's `log_end` (file `due-index/checkpoint`)."""
+
     log_end: int
     buckets: dict[int, Bucket]
     open_txns: dict[int, list[Entry]]
@@ -187,6 +191,8 @@ class _Files:
 
 @dataclass(eq=False)
 class DueIndex:
+    """One delay store's index: its bucket files, and in memory the horizon's entries."""
+
     dir: Path
     buckets: dict[int, Bucket] = field(default_factory=dict)
     loaded_until: int = 0  # buckets below this number are in memory
