@@ -2,7 +2,7 @@
 records due meanwhile are released (issue 17 point 4, the on-disk due-time index).
 
     python -m bench.delayed_memory_bench [--records 1000000] [--hours 6] [--probes 5000]
-        [--partitions 4] [--size 100] [--restart]
+        [--partitions 4] [--size 100] [--restart [--settle-s 45]]
 
 A kafkalite broker is started in a temporary directory (kafkalite.testing.BrokerProcess) and
 a topic opted in to delayed delivery is created. `--records` records are produced with
@@ -10,9 +10,10 @@ confluent-kafka, each with `kafkalite-deliver-at` spread evenly over `--hours` s
 hour ahead (so all stay held). Then `--probes` records due over the next 5 s are produced and
 consumed: their lateness (arrival minus due time, fetch included) is measured with the
 million held. Printed: broker RSS before producing, once all are held (and its peak), the
-probes' lateness p50/p99/max, and with `--restart` the time a restart after kill -9 takes
-(the index recovered from its last checkpoint on) and the RSS after it, then the same for a
-clean restart (stop and start). To compare
+probes' lateness p50/p99/max, and with `--restart`, `--settle-s` later (the index is
+checkpointed every 30 s), the time a restart after kill -9 takes (the index recovered from
+its last checkpoint on: the store offsets read again are counted from the broker's log) and
+the RSS after it, then the same for a clean restart (stop and start). To compare
 with older code, put its checkout first on PYTHONPATH (the broker subprocess inherits it):
 `PYTHONPATH=/path/to/old/checkout python bench/delayed_memory_bench.py`.
 It prints figures, it is not a test.
@@ -21,6 +22,7 @@ It prints figures, it is not a test.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 import time
@@ -70,6 +72,12 @@ def _held(broker: BrokerProcess) -> int:
         for line in text.splitlines()
         if line.startswith("kafkalite_delayeddelivery_heldrecords{")
     )
+
+
+def _read_again(lines: list[str]) -> int:
+    """Store offsets the delay stores read again on open (from their log lines)."""
+    pattern = re.compile(r"store offsets (\d+) to (\d+) read again")
+    return sum(int(m[2]) - int(m[1]) for line in lines if (m := pattern.search(line)))
 
 
 def _lateness(bootstrap: str, partitions: int, probes: int, timeout_s: float) -> list[float]:
@@ -140,10 +148,13 @@ def run(args: argparse.Namespace) -> dict[str, float]:
                 figures["lateness max ms"] = lateness[-1]
             figures["RSS after probes (MiB)"] = _rss_mib(broker)
             if args.restart:
+                time.sleep(args.settle_s)  # a checkpoint of the index covers the held
                 broker.kill()  # kill -9: the index is recovered from its last checkpoint on
                 began = time.monotonic()
+                broker.lines.clear()
                 broker.start(timeout=600)
                 figures["restart after kill -9 s"] = time.monotonic() - began
+                figures["store offsets read again"] = _read_again(broker.lines)
                 figures["held after kill -9"] = _held(broker)
                 figures["RSS after kill -9 restart (MiB)"] = _rss_mib(broker)
                 figures["RSS peak after kill -9 (MiB)"] = _rss_mib(broker, "VmHWM")
@@ -163,6 +174,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--restart", action="store_true")
+    parser.add_argument("--settle-s", type=float, default=45.0, help="before the kill -9")
     for name, figure in run(parser.parse_args()).items():
         print(f"{name:>24}: {figure:,.1f}")
 

@@ -216,10 +216,11 @@ class DelayStore:
         # (written as the release rounds sync the files; a crash meanwhile: from the last)
         self.index.begin_checkpoint(self.log.log_end_offset, self.open_txns)
         log.info(
-            "%s: due-time index %s from offset %d, %d records held",
+            "%s: due-time index %s, store offsets %d to %d read again, %d records held",
             self.log.dir,
-            "rebuilt" if whole else "recovered",
+            "rebuilt" if whole else "recovered from its checkpoint",
             start,
+            self.log.log_end_offset,
             self.held_count,
         )
 
