@@ -166,7 +166,8 @@ class DelayStore:
     ) -> None:
         """Index the store from `start` on (its files are the truth; the index, if not
         `whole`, is its checkpoint's): every intent's records were released but the last
-        one's if it was cancelled or did not reach its partition. Checkpointed at once."""
+        one's if it was cancelled or did not reach its partition. A checkpoint of the result
+        is begun (written as the release rounds sync its files)."""
         rebuild = Rebuild(self.index)
         last: Intent | None = None
         mark = 0  # where the last intent's records begin among the released
@@ -213,7 +214,6 @@ class DelayStore:
             rebuild.forget_released_since(mark)
         up_to = None if whole else bucket_of(latest_ms)
         self.index = rebuild.finish(self.log.log_start_offset, up_to)
-        # (written as the release rounds sync the files; a crash meanwhile: from the last)
         self.index.begin_checkpoint(self.log.log_end_offset, self.open_txns)
         log.info(
             "%s: due-time index %s, store offsets %d to %d read again, %d records held",
