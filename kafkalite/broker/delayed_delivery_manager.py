@@ -95,7 +95,7 @@ class DelayedDelivery:
         for tp, partition in partitions.items():
             if store_dir(partition.log.dir).is_dir():
                 self._open(tp, partition, now_ms)
-        held = sum(len(store.held) for store in self.stores.values())
+        held = sum(store.held_count for store in self.stores.values())
         if self.stores:
             log.info("%d delay stores opened, %d records held", len(self.stores), held)
 
@@ -139,7 +139,7 @@ class DelayedDelivery:
 
     @property
     def held(self) -> int:
-        return sum(len(store.held) for store in self.stores.values())
+        return sum(store.held_count for store in self.stores.values())
 
     def next_due_ms(self) -> int | None:
         dues = [store.next_due_ms for store in self.stores.values() if not store.failed]

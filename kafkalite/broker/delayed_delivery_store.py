@@ -17,16 +17,20 @@ the partition's log config: the same validation, segments and crash recovery. It
 So every intent but the last one with no cancellation after it was appended; the last one was
 iff P's log end is beyond T (nothing else writes the partition between the two
 writes, and a restart checks this before the broker serves). A record is thus released once,
-also when the broker dies between the two writes. What is due is found through an in-memory
-heap of (due time, store offset) rebuilt from the store on open; the store's prefix whose
-records were all released is deleted as the log start moves.
+also when the broker dies between the two writes. What is due is found through the store's
+due-time index (broker/delayed_due_index.py: on disk, only the records due within a horizon
+in memory), checkpointed every INDEX_CHECKPOINT_INTERVAL_MS and by a clean close; an open
+indexes the store written after the checkpoint again (after a crash, or a close with a
+release unresolved), so memory does not grow with the held records; a transaction's held
+records are indexed when it commits (kept in memory until then, and in the checkpoint).
+The store's prefix whose records were all released is deleted as the log start moves, and
+with it the index files whose entries were all released.
 """
 
 from __future__ import annotations
 
-import heapq
 import logging
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,6 +45,7 @@ from kafkalite.broker.delayed_delivery import (
     encode_intent,
     encode_txn_end,
 )
+from kafkalite.broker.delayed_due_index import DueIndex, Entry, Rebuild, bucket_of
 from kafkalite.storage.batch import BatchHeader, iter_batches, parse_header
 from kafkalite.storage.log import AppendResult, LogConfig, UnifiedLog
 from kafkalite.storage.records import Record, decode_records
@@ -50,6 +55,9 @@ log = logging.getLogger("kafkalite.delayed_delivery")
 STORE_DIR = "delayed"
 STORE_SEGMENT_BYTES = 64 * 1024**2
 PRODUCER_EXPIRATION_CHECK_MS = 60_000
+# A crash re-indexes the store from the last checkpoint of its index on (Kafka's recovery point).
+INDEX_CHECKPOINT_INTERVAL_MS = 30_000
+INDEX_SYNCS_PER_ROUND = 8  # index files fsynced per release round (not many at once)
 STORE_MAX_BATCH_BYTES = 2**31 - 1  # produced batches are checked against the topic's limit
 _READ_BYTES = 1024**2
 DECODED_RECORDS = 50_000  # records of recently read held batches kept decoded
@@ -98,18 +106,17 @@ class DecodedBatches:
 @dataclass(eq=False)
 class DelayStore:
     log: UnifiedLog
-    heap: list[tuple[int, int]] = field(default_factory=list)  # (due ms, store offset)
-    held: dict[int, int] = field(default_factory=dict)  # store offset -> due ms
-    # (offset, offset of its dues) of held records in store order, released ones dropped
-    # lazily from the front: where the store must keep its records from, without a scan.
-    in_order: deque[tuple[int, int]] = field(default_factory=deque)
+    index: DueIndex  # which held records are due when (broker/delayed_due_index.py)
     released: int = 0  # records released since opened
-    # Held records of transactions not ended yet, by producer id: not due before the commit.
-    open_txns: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    # Held records of transactions not ended yet, by producer id: not due before the commit
+    # (indexed then).
+    open_txns: dict[int, list[Entry]] = field(default_factory=dict)
     # Due order is not store order: a held batch is read once for all its records.
     decoded: DecodedBatches = field(default_factory=lambda: DecodedBatches(DECODED_RECORDS))
     failed: bool = False  # a cancellation could not be written: no more releases here
+    intent_open: bool = False  # an intent neither confirmed nor cancelled yet
     next_expiry_ms: int = 0  # when to look for expired producers next
+    next_checkpoint_ms: int = 0  # when to checkpoint the index next
     paused_until_ms: int = 0  # see pause
 
     @classmethod
@@ -121,11 +128,19 @@ class DelayStore:
         log_end: Callable[[tuple[str, int]], int | None],
     ) -> DelayStore:
         """`log_end`: a partition's log end offset (None: no such partition here)."""
-        store_log = UnifiedLog.open(
-            store_dir(partition_dir), store_config(topic_config), now_ms=now_ms
-        )
-        store = cls(store_log)
-        store._load(log_end)
+        directory = store_dir(partition_dir)
+        store_log = UnifiedLog.open(directory, store_config(topic_config), now_ms=now_ms)
+        start, end = store_log.log_start_offset, store_log.log_end_offset
+        found = DueIndex.open_checkpointed(directory, start, end)
+        if found is None:  # none, torn, or older than the store's log start: all again
+            store = cls(store_log, DueIndex.create(directory))
+            store._recover(log_end, start, now_ms, whole=True)
+        else:
+            index, checkpoint = found
+            store = cls(store_log, index, open_txns=checkpoint.open_txns)
+            if checkpoint.log_end < end:  # a crash: what came after it
+                store._recover(log_end, checkpoint.log_end, now_ms, whole=False)
+        store.index.advance(now_ms)
         return store
 
     # -- loading ----------------------------------------------------------------------------
@@ -142,38 +157,50 @@ class DelayStore:
             if offset == before:
                 return
 
-    def _load(self, log_end: Callable[[tuple[str, int]], int | None]) -> None:
-        held: dict[int, int] = {}
-        in_order: list[tuple[int, int]] = []
+    def _recover(
+        self,
+        log_end: Callable[[tuple[str, int]], int | None],
+        start: int,
+        now_ms: int,
+        whole: bool,
+    ) -> None:
+        """Index the store from `start` on (its files are the truth; the index, if not
+        `whole`, is its checkpoint's): every intent's records were released but the last
+        one's if it was cancelled or did not reach its partition. A checkpoint of the result
+        is begun (written as the release rounds sync its files)."""
+        rebuild = Rebuild(self.index)
         last: Intent | None = None
-        pending: dict[int, int] = {}  # the last intent's records, with their due times
+        mark = 0  # where the last intent's records begin among the released
         dues: Dues | None = None
-        open_txns: dict[int, list[tuple[int, int]]] = {}
-        for batch in self._batches(self.log.log_start_offset, _READ_BYTES):
+        open_txns = self.open_txns
+        latest_ms = now_ms  # when the last release can have been
+        for batch in self._batches(start, _READ_BYTES):
             header = parse_header(batch)
             if dues is not None and _holds(dues, header):
-                entries = [(due, header.base_offset + i) for i, due in enumerate(dues.due_ms)]
-                held.update((offset, due) for due, offset in entries)
-                in_order.extend((offset, dues.offset) for _, offset in entries)
+                entries = [
+                    (due, header.base_offset + i, dues.offset) for i, due in enumerate(dues.due_ms)
+                ]
                 if header.is_transactional:
                     open_txns.setdefault(header.producer_id, []).extend(entries)
+                else:
+                    rebuild.add(entries)
                 dues = None
                 continue
             dues = None
+            latest_ms = max(latest_ms, header.max_timestamp)
             for record in decode_records(batch):  # the store's own
                 marker = decode_marker(record)
                 if isinstance(marker, Dues):
                     dues = marker
                 elif isinstance(marker, TxnEnd):
                     ended = open_txns.pop(marker.producer_id, [])
-                    if not marker.commit:
-                        for _, offset in ended:
-                            held.pop(offset, None)
+                    if marker.commit:
+                        rebuild.add(ended)
                 elif isinstance(marker, Intent):
-                    last = marker
-                    pending = {o: held.pop(o) for o in marker.store_offsets if o in held}
+                    last, mark = marker, len(rebuild.released)
+                    rebuild.note_released(marker.store_offsets)
                 elif last is not None and marker == last.offset:
-                    held.update(pending)
+                    rebuild.forget_released_since(mark)
                     last = None
         target_end = log_end(last.target) if last is not None else None
         if last is not None and (target_end is None or target_end <= last.target_offset):
@@ -184,13 +211,23 @@ class DelayStore:
                 last.target_offset,
                 target_end,
             )
-            held.update(pending)
-        self.held = held
-        self.in_order = deque(entry for entry in in_order if entry[0] in held)
-        self.open_txns = open_txns
-        waiting = {offset for entries in open_txns.values() for _, offset in entries}
-        self.heap = [(due, offset) for offset, due in held.items() if offset not in waiting]
-        heapq.heapify(self.heap)
+            rebuild.forget_released_since(mark)
+        up_to = None if whole else bucket_of(latest_ms)
+        self.index = rebuild.finish(self.log.log_start_offset, up_to)
+        self.index.begin_checkpoint(self.log.log_end_offset, self.open_txns)
+        log.info(
+            "%s: due-time index %s, store offsets %d to %d read again, %d records held",
+            self.log.dir,
+            "rebuilt" if whole else "recovered from its checkpoint",
+            start,
+            self.log.log_end_offset,
+            self.held_count,
+        )
+
+    @property
+    def held_count(self) -> int:
+        """Held records: indexed, or waiting for their transaction to end."""
+        return self.index.held + sum(len(entries) for entries in self.open_txns.values())
 
     # -- holding ----------------------------------------------------------------------------
 
@@ -205,14 +242,11 @@ class DelayStore:
         if appended.duplicate:
             return appended
         dues_offset, first = appended.first_offset, appended.first_offset + 1
-        entries = [(due, first + index) for index, due in enumerate(dues)]
-        for due, offset in entries:
-            self.held[offset] = due
-            self.in_order.append((offset, dues_offset))
+        entries = [(due, first + index, dues_offset) for index, due in enumerate(dues)]
         if header.is_transactional:  # released once its transaction commits
             self.open_txns.setdefault(header.producer_id, []).extend(entries)
         else:
-            self.restore(entries)
+            self.index.add(entries)
         return replace(appended, first_offset=first)
 
     def end_txn(self, producer_id: int, commit: bool, now_ms: int) -> int:
@@ -226,38 +260,29 @@ class DelayStore:
         )
         entries = self.open_txns.pop(producer_id)
         if commit:
-            self.restore(entries)
+            self.index.add(entries)
             return 0
-        for _, offset in entries:
-            self.held.pop(offset, None)
         return len(entries)
 
     @property
     def next_due_ms(self) -> int | None:
-        self._drop_stale_top()
-        return max(self.heap[0][0], self.paused_until_ms) if self.heap else None
+        due = self.index.next_due_ms
+        return max(due, self.paused_until_ms) if due is not None else None
 
     def pause(self, until_ms: int) -> None:
         """Releases got nowhere (their partitions are not led here): none before then."""
         self.paused_until_ms = until_ms
 
-    def _drop_stale_top(self) -> None:
-        heap, held = self.heap, self.held
-        while heap and held.get(heap[0][1]) != heap[0][0]:
-            heapq.heappop(heap)
-
     def take_due(self, now_ms: int, max_records: int) -> list[tuple[int, int]]:
-        """Up to `max_records` due (due, offset) entries, earliest first, off the heap (give
-        them back with `restore`, or mark them released with `confirm`)."""
-        taken: list[tuple[int, int]] = []
+        """Up to `max_records` due (due, offset) entries, earliest first (give them back with
+        `restore`, or mark them released with `confirm`)."""
         if now_ms < self.paused_until_ms:
-            return taken
-        while len(taken) < max_records:
-            self._drop_stale_top()
-            if not self.heap or self.heap[0][0] > now_ms:
-                break
-            taken.append(heapq.heappop(self.heap))
-        return taken
+            return []
+        return self.index.take_due(now_ms, max_records)
+
+    def advance(self, now_ms: int) -> None:
+        """Move the index's in-memory horizon with the clock."""
+        self.index.advance(now_ms)
 
     def read_held(self, offsets: Sequence[int]) -> list[Record]:
         """The held records at these store offsets (ascending), due header included."""
@@ -275,8 +300,7 @@ class DelayStore:
         return found
 
     def restore(self, entries: Sequence[tuple[int, int]]) -> None:
-        for entry in entries:
-            heapq.heappush(self.heap, entry)
+        self.index.restore(entries)
 
     # -- releasing --------------------------------------------------------------------------
 
@@ -285,22 +309,31 @@ class DelayStore:
     ) -> int:
         """Raises a StorageError; returns the intent's store offset."""
         batch = encode_intent(target, target_offset, offsets, now_ms)
-        return self.log.append_as_leader(batch, -1, now_ms, coordinator=True).first_offset
+        intent = self.log.append_as_leader(batch, -1, now_ms, coordinator=True).first_offset
+        self.intent_open = True
+        return intent
 
     def write_cancel(self, intent_offset: int, now_ms: int) -> None:
         self.log.append_as_leader(
             encode_cancel(intent_offset, now_ms), -1, now_ms, coordinator=True
         )
+        self.intent_open = False
 
     def confirm(self, offsets: Sequence[int]) -> None:
         for offset in offsets:
-            self.held.pop(offset, None)
+            self.index.remove(offset)
         self.released += len(offsets)
+        self.intent_open = False
 
     def maintain(self, now_ms: int) -> None:
         """After a release round: trim, and now and then forget expired producers (Kafka's
         producer.id.expiration.ms, as for a partition)."""
         self.trim()
+        index = self.index
+        if index.pending is None and now_ms >= self.next_checkpoint_ms and not self.intent_open:
+            index.begin_checkpoint(self.log.log_end_offset, self.open_txns)
+            self.next_checkpoint_ms = now_ms + INDEX_CHECKPOINT_INTERVAL_MS
+        index.continue_checkpoint(INDEX_SYNCS_PER_ROUND)
         if now_ms >= self.next_expiry_ms:
             self.log.remove_expired_producers(now_ms)
             self.next_expiry_ms = now_ms + PRODUCER_EXPIRATION_CHECK_MS
@@ -309,18 +342,28 @@ class DelayStore:
         self.log.update_config(store_config(topic_config))
 
     def trim(self) -> None:
-        """Move the log start past every released record (their segments go)."""
-        in_order, held = self.in_order, self.held
-        while in_order and in_order[0][0] not in held:
-            in_order.popleft()
-        low = in_order[0][1] if in_order else self.log.log_end_offset  # from its dues on
+        """Move the log start past every released record (their segments go): to the dues
+        record of the lowest held one."""
+        lows = [entries[0][2] for entries in self.open_txns.values() if entries]  # store order
+        index_low = self.index.low_dues_offset()
+        if index_low is not None:
+            lows.append(index_low)
+        low = min(lows, default=self.log.log_end_offset)
         if low > self.log.log_start_offset:
             self.log.delete_records_before(low)
 
     def close(self) -> None:
+        """A clean close checkpoints the index (unless a release is unresolved: then the
+        next open indexes the store from the last checkpoint on, resolving it)."""
         self.log.close()
+        if self.failed or self.intent_open:
+            self.index.close()
+        else:
+            self.index.write_checkpoint(self.log.log_end_offset, self.open_txns)
+            self.index.files.close()
 
     def delete(self) -> None:
+        self.index.files.close()
         self.log.delete()
 
 

@@ -332,7 +332,7 @@ class BrokerCollector(Collector):
             prefix + "nextduetimestampms", "Due time of the next held record", labels=labels
         )
         for (topic, index), store in sorted(delayed.stores.items()):
-            held.add_metric([topic, str(index)], len(store.held))
+            held.add_metric([topic, str(index)], store.held_count)
             next_due = store.next_due_ms
             if next_due is not None:
                 due.add_metric([topic, str(index)], next_due)
