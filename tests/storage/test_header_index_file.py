@@ -78,6 +78,18 @@ def _offsets(data: bytes, start: int) -> tuple[int, list[int]]:
     return end, found
 
 
+def _scan_all(log: UnifiedLog) -> list[int]:
+    """The "eu" offsets of `log`, every batch read and decoded (no index)."""
+    found, offset = [], log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 100_000, log.log_end_offset)
+        for pos, header in iter_batches(data):
+            records = decode_records(data[pos : pos + header.size])
+            found += [r.offset for r in records if dict(r.headers).get("region") == b"eu"]
+            offset = header.next_offset
+    return found
+
+
 def _files(log: UnifiedLog) -> list[Path]:
     return sorted(log.dir.glob("*.headerindex"))
 
@@ -191,3 +203,34 @@ def test_the_encoding_round_trips_control_batches_and_nulls(tmp_path: Path) -> N
     assert header_index_file.decode(header_index_file.encode(stored), path) == stored
     with pytest.raises(CorruptIndexError):
         header_index_file.decode(b"KLHI" + bytes(30), path)
+
+
+def test_compaction_leaves_no_stale_file_and_the_new_segments_get_theirs(tmp_path: Path) -> None:
+    config = LogConfig(
+        segment_bytes=600,
+        index_interval_bytes=100,
+        cleanup_policy="compact",
+        index_headers="region",
+    )
+    log = UnifiedLog.open(tmp_path / "compacted-0", config, now_ms=0)
+    for i in range(60):  # single-record batches over 6 keys, "eu" on every third
+        region = b"eu" if i % 3 == 0 else b"us"
+        record = Record(key=b"k%d" % (i % 6), value=b"v%d" % i, headers=(("region", region),))
+        log.append_as_leader(make_batch([record], base_timestamp=1_000), 0, now_ms=1_000)
+    _read_all(log, HeaderIndexes())
+    assert len(_files(log)) == len(log.segments) - 1
+
+    assert log.compact(now_ms=2_000) is not None
+    log.close()
+    reopened = UnifiedLog.open(tmp_path / "compacted-0", config, now_ms=3_000)
+    for path in _files(reopened):  # what is left is of the segment now under its name
+        segment = next(
+            s for s in reopened.segments if header_index_path(s.dir, s.base_offset) == path
+        )
+        stored = header_index_file.decode(path.read_bytes(), path)
+        assert stored.upto == segment.size
+    got, _ = _read_all(reopened, HeaderIndexes())
+    scanned = _scan_all(reopened)
+    assert got == scanned and got
+    assert _files(reopened) == [header_index_path(reopened.dir, base) for base in _rolled(reopened)]
+    reopened.close()
