@@ -236,10 +236,13 @@ class ZkMetadata:
         return meta is not None and len(self.partition_states(name)) == meta.num_partitions
 
     def _ready(self, name: str) -> bool:
+        """Written to ZooKeeper (a view's states, its source's, are there before it is) and
+        every partition led."""
         meta = self._topics.get(name)
         states = self.partition_states(name)
         return (
             meta is not None
+            and name not in self._creating
             and len(states) == meta.num_partitions
             and all(s.leader >= 0 for s in states)
         )
@@ -254,13 +257,13 @@ class ZkMetadata:
         )
 
         async def write() -> None:
-            await self.kafka_zk.set_entity_config("topics", topic.name, dict(topic.configs))
             try:
-                await self.kafka_zk.create_topic(topic.name, znode)
+                await self.kafka_zk.create_topic_with_config(topic.name, dict(topic.configs), znode)
             except TopicExists:
                 log.info("topic %s was created by another broker meanwhile", topic.name)
             finally:
                 self._creating.discard(topic.name)
+                self._notify()
 
         self._queue(f"create topic {topic.name}", write)
 

@@ -144,7 +144,9 @@ def test_a_view_follows_its_source_leader_across_a_kill(start_brokers: StartBrok
         expected_before
     )
 
-    brokers[leader].kill()
+    brokers[leader].kill()  # and producing goes on: the producer retries at the new leader
+    produce(range(KILL_AFTER, RECORDS))
+    assert failed == []
     survivors = ",".join(b.bootstrap for i, b in brokers.items() if i != leader)
     survivors_admin = AdminClient({"bootstrap.servers": survivors})
     poll(
@@ -154,8 +156,6 @@ def test_a_view_follows_its_source_leader_across_a_kill(start_brokers: StartBrok
         ),
         "the view's new leader",
     )
-    produce(range(KILL_AFTER, RECORDS))
-    assert failed == []
     create_view(survivors_admin, LATE_VIEW)
     known_everywhere([b for i, b in brokers.items() if i != leader], LATE_VIEW)
     new_leader = partitions_of(survivors_admin, SOURCE)[0].leader
