@@ -1,7 +1,7 @@
 """Views (issue 18): reading a view vs reading its source and filtering in the client.
 
     python -m bench.view_bench [--records 200000] [--size 100] [--compression none]
-        [--clustered] [--index]
+        [--clustered] [--index] [--segment-bytes N] [--restart]
 
 One kafkalite broker process (kafkalite.testing.BrokerProcess, its own temp dir), one source
 partition of `--records` records of `--size` bytes whose header `p` is `i % 100` (with
@@ -11,8 +11,11 @@ With `--index` the source indexes `p` (kafkalite.index.headers). Each reading is
 confluent-kafka consumer in assign mode from offset 0 to the end; it reports records
 delivered (that match), seconds, records/s, the bytes the client received (librdkafka's
 statistics, `rxbytes` of the broker connections) and the bytes the broker process read
-(`rchar` of /proc/<pid>/io: log reads, page cache included, and requests). It prints
-figures, it is not a test.
+(`rchar` of /proc/<pid>/io: log reads, page cache included, and requests). With
+`--restart` every view is read once (building the header indexes, stored for rolled
+segments), the broker restarted, and the readings made after it: with `--index` and a
+`--segment-bytes` that rolls segments, the views' reads load the stored indexes instead of
+reading the segments again. It prints figures, it is not a test.
 """
 
 from __future__ import annotations
@@ -98,16 +101,23 @@ def _read(bootstrap: str, topic: str, keep: Callable[[Any], bool]) -> dict[str, 
 
 
 def run(
-    records: int, size: int, compression: str, clustered: bool, index: bool
+    records: int,
+    size: int,
+    compression: str,
+    clustered: bool,
+    index: bool,
+    segment_bytes: int | None = None,
+    restart: bool = False,
 ) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as data_dir:
         broker = BrokerProcess(Path(data_dir), {"num.partitions": "1"}).start()
         try:
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             config = {"kafkalite.index.headers": "p"} if index else {}
+            if segment_bytes is not None:
+                config["segment.bytes"] = str(segment_bytes)
             admin.create_topics([NewTopic("source", 1, 1, config=config)])["source"].result(30)
             _fill(broker.bootstrap, "source", records, size, compression, clustered)
-            rows = []
             for percent in SELECTIVITIES:
                 view = f"source.p{percent}"
                 configs = {
@@ -115,6 +125,13 @@ def run(
                     "kafkalite.view.filter": f"p < {percent}",
                 }
                 admin.create_topics([NewTopic(view, -1, -1, config=configs)])[view].result(30)
+            if restart:
+                for percent in SELECTIVITIES:
+                    _read(broker.bootstrap, f"source.p{percent}", lambda m: True)
+                broker.restart()
+            rows = []
+            for percent in SELECTIVITIES:
+                view = f"source.p{percent}"
 
                 def client_side(m: Any, limit: int = percent) -> bool:
                     return int(dict(m.headers())["p"]) < limit
@@ -141,12 +158,23 @@ def main() -> None:
     parser.add_argument("--compression", default="none")
     parser.add_argument("--clustered", action="store_true")
     parser.add_argument("--index", action="store_true")
+    parser.add_argument("--segment-bytes", type=int, default=None)
+    parser.add_argument("--restart", action="store_true")
     args = parser.parse_args()
-    rows = run(args.records, args.size, args.compression, args.clustered, args.index)
+    rows = run(
+        args.records,
+        args.size,
+        args.compression,
+        args.clustered,
+        args.index,
+        args.segment_bytes,
+        args.restart,
+    )
     print(
         f"{args.records} records of {args.size} B, compression {args.compression}, "
         f"{'clustered' if args.clustered else 'interleaved'} values, "
-        f"{'indexed' if args.index else 'no index'}"
+        f"{'indexed' if args.index else 'no index'}, segment.bytes "
+        f"{args.segment_bytes or 'default'}{', after a restart' if args.restart else ''}"
     )
     print("selectivity  reader         records  seconds  records/s  MB received  MB read")
     for row in rows:

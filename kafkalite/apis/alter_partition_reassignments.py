@@ -5,7 +5,8 @@ NOT_CONTROLLER (the client finds the controller in Metadata and asks it). Per pa
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT (empty, duplicate, negative or not live
 new replicas), NO_REASSIGNMENT_IN_PROGRESS for a cancellation (null replicas) of a partition
 that is not moving, and from v1 INVALID_REPLICATION_FACTOR when the replica count changes with
-allow_replication_factor_change false (KIP-860). The controller (broker/controller_api.py)
+allow_replication_factor_change false (KIP-860), INVALID_REQUEST for a view's partitions (a
+view has its source's replicas). The controller (broker/controller_api.py)
 starts the moves and completes them once the new replicas are in sync. A single node is its own
 controller with one live broker: only its current assignment is valid, and that is no move.
 """
@@ -17,6 +18,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.broker import views
 from kafkalite.broker.controller_api import NOT_CONTROLLER, ApiError, Targets
 from kafkalite.protocol.entities import NO_THROTTLE, make
 from kafkalite.security.acl import AclOperation
@@ -64,9 +66,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _response(ctx, NOT_CONTROLLER, {})
     allow_rf = getattr(request, "allow_replication_factor_change", True)
     reassignments = {t.name: _targets(t) for t in request.topics}
-    controller = ctx.broker.controller
-    return _response(
-        ctx, None, await controller.alter_partition_reassignments(reassignments, allow_rf)
+    refused: dict[str, Results] = {}
+    for name, targets in reassignments.items():
+        topic = ctx.broker.metadata.topics.get(name)
+        if topic is not None and views.is_view(topic):  # it has no replicas of its own to move
+            refusal = _view_refusal(name, topic.configs[views.VIEW_SOURCE])
+            refused[name] = dict.fromkeys(targets, refusal)
+    moving = {name: t for name, t in reassignments.items() if name not in refused}
+    results = await ctx.broker.controller.alter_partition_reassignments(moving, allow_rf)
+    return _response(ctx, None, {**results, **refused})
+
+
+def _view_refusal(name: str, source: str) -> ApiError:
+    return ApiError(
+        ErrorCode.invalid_request,
+        f"{name} is a view of {source}: it has its source's replicas; reassign {source}.",
     )
 
 

@@ -18,7 +18,6 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.broker import partition_limits, views
 from kafkalite.broker.cluster_metadata import ClusterMetadata, TopicMetadata
-from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.replica_assignment import assign_replicas
 from kafkalite.broker.topic_config import InvalidConfig, validate_topic_configs
 from kafkalite.config import BrokerConfig
@@ -129,9 +128,6 @@ class AdminManager:
         configs: Mapping[str, str | None],
     ) -> tuple[Outcome, dict[str, str]]:
         """A view: its definition is checked, its counts must be unset or its source's."""
-        if not isinstance(self.metadata, SingleNodeMetadata):
-            message = "Views are served by a single-node kafkalite only in this version."
-            return Outcome(ErrorCode.invalid_config, message), {}
         try:
             source, normalised = views.check_view_configs(self.metadata, name, configs)
             views.check_view_counts(source, num_partitions, replication_factor)

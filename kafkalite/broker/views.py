@@ -9,8 +9,11 @@ partition p by reading source partition p and dropping the records the filter re
 with `kafkalite.index.headers`, so that batches the filter rules out are not read).
 Offsets are the source's, so ListOffsets, OffsetForLeaderEpoch and committed offsets mean
 the same on both. Metadata reports the source's partition states
-(leaders, replicas, ISR). Views are read-only (Produce is refused), their definition is
-fixed at creation, and a source cannot be deleted while views read it.
+(leaders, replicas, ISR); in a ZooKeeper cluster the controller keeps no states of a view's
+partitions and every broker's metadata answers its source's (cluster/zk_metadata.py), so a
+view follows its source's leader through failovers on every broker. Views are read-only
+(Produce is refused), their definition is fixed at creation, and a source cannot be deleted
+while views read it.
 
 This module holds the definitions and their checks; handlers and managers call it.
 """

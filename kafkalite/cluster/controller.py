@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from kafkalite.broker.views import VIEW_SOURCE
 from kafkalite.cluster import reassignment_zk
 from kafkalite.cluster import zk_data as zd
 from kafkalite.cluster.broker_liveness import BrokerLiveness, depose_dead_controller
@@ -166,6 +167,8 @@ class Controller:
                 continue
             watches.append(watch)
             configs = await self.kafka_zk.entity_config("topics", topic)
+            if VIEW_SOURCE in configs:
+                continue  # a view has no partitions of its own: it is served at its source
             unclean = configs.get(UNCLEAN, str(self.unclean_default).lower()) == "true"
             for index, assignment in zd.TopicAssignment.decode(topic, data).partitions.items():
                 current = await self.kafka_zk.partition_state(topic, index)

@@ -18,7 +18,9 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import trio
+from kio.schema.errors import ErrorCode
 
+from kafkalite.broker.views import VIEW_SOURCE
 from kafkalite.cluster import controlled_shutdown as cs
 from kafkalite.cluster import zk_data as zd
 from kafkalite.cluster.controller_decisions import PartitionView, StateWrite
@@ -171,10 +173,19 @@ async def elect_leaders(
     live = set(brokers)
     all_topics = set(await zk.children(zd.TOPICS))
     wanted_topics = all_topics if partitions is None else {t for t, _ in partitions} & all_topics
-    views = await read_views(zk, sorted(wanted_topics))
-    results = {}
+    kafka_zk = KafkaZkClient(zk)
+    filtered = {  # views (issue 18): led where their sources are, never elected
+        t for t in wanted_topics if VIEW_SOURCE in await kafka_zk.entity_config("topics", t)
+    }
+    views = await read_views(zk, sorted(wanted_topics - filtered))
+    results: dict[TopicPartition, Election] = {}
     for tp in sorted(views) if partitions is None else partitions:
         view = views.get(tp)
+        if tp[0] in filtered:
+            results[tp] = Election(
+                ErrorCode.election_not_needed, f"{tp[0]} is a view: its source's leaders serve it."
+            )
+            continue
         if view is None:
             results[tp] = unknown_partition(tp[0], tp[1], tp[0] in all_topics)
             continue

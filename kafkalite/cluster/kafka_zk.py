@@ -237,6 +237,36 @@ class KafkaZkClient:
         except NodeExists:
             raise TopicExists(f"topic {topic!r} already exists", zd.topic_path(topic)) from None
 
+    async def create_topic_with_config(
+        self, topic: str, config: dict[str, str], assignment: zd.TopicAssignment
+    ) -> None:
+        """A new topic's `/config/topics/<t>` and `/brokers/topics/<t>` in one transaction
+        (configs first for who reads them on seeing the topic), then the config change
+        notification. TopicExists, and nothing written, when another broker created the
+        topic first: its configs stay (a lagging broker's auto-creation must not replace a
+        view's definition). A config znode without a topic (a creation that died half
+        way) is overwritten."""
+        config_path, topic_path = zd.config_path("topics", topic), zd.topic_path(topic)
+        data = zd.encode_config(config)
+        while True:
+            if await self.zk.exists(topic_path) is not None:
+                raise TopicExists(f"topic {topic!r} already exists", topic_path)
+            leftover = await self.zk.exists(config_path) is not None
+            config_op = SetDataOp(config_path, data) if leftover else CreateOp(config_path, data)
+            try:
+                await self.zk.multi([config_op, CreateOp(topic_path, assignment.encode())])
+                break
+            except NodeExists:  # created between the reads and the transaction
+                continue
+            except NoNode:  # the leftover config deleted meanwhile, or a parent missing
+                await self.create_top_level_paths()
+        await self.zk.create(
+            f"{zd.CONFIG_CHANGES}/{zd.CONFIG_CHANGE_PREFIX}",
+            zd.encode_config_change("topics", topic),
+            sequence=True,
+            make_parents=True,
+        )
+
     async def topic_assignment(self, topic: str) -> zd.TopicAssignment | None:
         try:
             data, _ = await self.zk.get(zd.topic_path(topic))

@@ -6,7 +6,8 @@ id block) and reads everything once; `run()` then keeps the cache current with w
 change re-read and compared with the cache, and the difference delivered to the listeners in
 this trio task, in order (partition states of a topic by index). A watch loop per topic
 covers its assignment, its configs and its partitions' state znodes; one loop covers the live
-brokers and the topic list, one the controller's id.
+brokers and the topic list, one the controller's id. A view (broker/views.py) has no state
+znodes: the controller decides none, and its partition states here are its source's.
 
 Writes are requests, as Kafka's brokers made them in the ZooKeeper era: a topic is created by
 writing `/config/topics/<t>` and `/brokers/topics/<t>` (the controller assigns the states;
@@ -26,6 +27,7 @@ from dataclasses import replace
 
 import trio
 
+from kafkalite.broker import views
 from kafkalite.broker.admin_manager import topic_name_error
 from kafkalite.broker.cluster_metadata import (
     Assignment,
@@ -164,12 +166,19 @@ class ZkMetadata:
         return next((t for t in self._topics.values() if t.topic_id == topic_id), None)
 
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
-        return self._states.get((topic, partition))
+        meta = self._topics.get(topic)
+        if not views.is_view(meta):
+            return self._states.get((topic, partition))
+        assert meta is not None
+        if not 0 <= partition < meta.num_partitions:
+            return None
+        source = self._states.get((meta.configs[views.VIEW_SOURCE], partition))
+        return replace(source, topic=topic) if source is not None else None
 
     def partition_states(self, topic: str) -> list[PartitionState]:
         meta = self._topics.get(topic)
         count = meta.num_partitions if meta is not None else 0
-        return [s for i in range(count) if (s := self._states.get((topic, i))) is not None]
+        return [s for i in range(count) if (s := self.partition_state(topic, i)) is not None]
 
     def brokers(self) -> list[BrokerInfo]:
         return [self._brokers[b] for b in sorted(self._brokers)]
@@ -204,6 +213,12 @@ class ZkMetadata:
         answered on one broker, every broker answers the topic and hosts its replicas.
         (Kafka's controller ordered this by sending LeaderAndIsr before UpdateMetadata.)"""
         missing = [n for n in names if not self._complete(n) and topic_name_error(n) is None]
+        sources = [  # a view's states are its source's
+            meta.configs[views.VIEW_SOURCE]
+            for n in missing
+            if views.is_view(meta := self._topics.get(n))
+        ]
+        missing = list(dict.fromkeys([*missing, *sources]))
         if not missing:
             return
         with trio.move_on_after(CATCH_UP_TIMEOUT_S):
@@ -221,10 +236,13 @@ class ZkMetadata:
         return meta is not None and len(self.partition_states(name)) == meta.num_partitions
 
     def _ready(self, name: str) -> bool:
+        """Written to ZooKeeper (a view's states, its source's, are there before it is) and
+        every partition led."""
         meta = self._topics.get(name)
         states = self.partition_states(name)
         return (
             meta is not None
+            and name not in self._creating
             and len(states) == meta.num_partitions
             and all(s.leader >= 0 for s in states)
         )
@@ -239,13 +257,13 @@ class ZkMetadata:
         )
 
         async def write() -> None:
-            await self.kafka_zk.set_entity_config("topics", topic.name, dict(topic.configs))
             try:
-                await self.kafka_zk.create_topic(topic.name, znode)
+                await self.kafka_zk.create_topic_with_config(topic.name, dict(topic.configs), znode)
             except TopicExists:
                 log.info("topic %s was created by another broker meanwhile", topic.name)
             finally:
                 self._creating.discard(topic.name)
+                self._notify()
 
         self._queue(f"create topic {topic.name}", write)
 
@@ -435,6 +453,9 @@ class ZkMetadata:
         if meta.configs != configs:
             meta.configs = configs
             self._tell("on_topic_configs_changed", name, configs)
+        if views.is_view(meta):  # no states of its own: partition_state answers its source's
+            self._notify()
+            return watches
         for index in sorted(replicas):
             path = zd.partition_state_path(name, index)
             read = await self._get_or_watch_creation(path)

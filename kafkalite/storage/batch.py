@@ -106,6 +106,25 @@ def parse_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
     return BatchHeader(*_HEADER.unpack_from(buf, pos))
 
 
+def pack_header(header: BatchHeader) -> bytes:
+    """The HEADER_SIZE bytes `parse_header` reads back as `header`."""
+    return _HEADER.pack(
+        header.base_offset,
+        header.batch_length,
+        header.partition_leader_epoch,
+        header.magic,
+        header.crc,
+        header.attributes,
+        header.last_offset_delta,
+        header.base_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        header.records_count,
+    )
+
+
 def peek_offset_and_size(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     """(baseOffset, total size) of the batch at `pos` from its first 12 bytes."""
     base_offset, length = _OFFSET_AND_LENGTH.unpack_from(buf, pos)

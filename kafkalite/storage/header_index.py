@@ -5,10 +5,14 @@ A topic names the headers to index with `kafkalite.index.headers` (LogConfig.ind
 The index of a segment lists its batches in order: position, header (what an empty batch in
 their place needs), and per indexed header the set of values the batch's records carry
 (None: a record lacks it or its value is null); control batches have no values. It is kept
-in memory and built from the segment itself, on demand, as view reads reach its batches:
-on every broker from its own log (leader or follower alike), after a restart or recovery
+in memory, built from the segment itself on demand as view reads reach its batches, on
+every broker from its own log (leader or follower alike). Once a rolled segment is indexed
+whole, the index is stored beside it (`<base>.headerindex`, storage/header_index_file.py),
+and after a restart a view's read takes it from there instead of reading the segment. It
+is built again from the segment when that file is missing, torn or stale: after recovery
 from the recovered files, after truncation from what is left (the last indexed batch is
-checked before the index is extended), after compaction for the new segments.
+checked before the index is extended; truncation removes the file), after compaction for
+the new segments (a segment's file goes with it and when a cleaned segment takes its name).
 
 `read_indexed` is UnifiedLog.read for a view: a batch the index rules out becomes an empty
 batch over its offsets (storage/record_filter.py explains why) built from the index alone;
@@ -17,14 +21,17 @@ control batches and batches that may match are read and filtered.
 
 from __future__ import annotations
 
+import logging
 import os
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from weakref import WeakKeyDictionary
 
+from kafkalite.storage import header_index_file
 from kafkalite.storage.batch import HEADER_SIZE, BatchHeader, parse_header
-from kafkalite.storage.errors import OffsetOutOfRangeError
+from kafkalite.storage.errors import CorruptIndexError, OffsetOutOfRangeError
+from kafkalite.storage.header_index_file import IndexedBatch, StoredIndex, ValueSets
 from kafkalite.storage.log import UnifiedLog
 from kafkalite.storage.record_filter import (
     FilterStats,
@@ -33,10 +40,10 @@ from kafkalite.storage.record_filter import (
     scan_records,
 )
 from kafkalite.storage.records import NONE, decompress, frame_batch
-from kafkalite.storage.segment import LogSegment, scan_headers
+from kafkalite.storage.segment import LogSegment, header_index_path, scan_headers
 
-# Per indexed header (sorted by name), the values a batch holds.
-ValueSets = tuple[tuple[str, frozenset[str | None]], ...]
+logger = logging.getLogger("kafkalite.storage")
+
 # What the index says of a batch for a view's filter: no record, some or every record
 # matches (broker/view_filter.py's Filter.classify).
 NO_RECORD, SOME_RECORDS, EVERY_RECORD = 0, 1, 2
@@ -51,13 +58,6 @@ def index_names(config_value: str) -> frozenset[str]:
     return frozenset(name.strip() for name in config_value.split(",") if name.strip())
 
 
-@dataclass(frozen=True, slots=True)
-class IndexedBatch:
-    position: int
-    header: BatchHeader
-    value_sets: ValueSets | None  # None: a control batch
-
-
 @dataclass
 class SegmentHeaderIndex:
     """One segment's batches and their indexed header values, built up to `upto`."""
@@ -70,6 +70,13 @@ class SegmentHeaderIndex:
     # Batches read to index them, by position, for the read that made the index go on to
     # take instead of reading them again (dropped at the next extension).
     recent: dict[int, bytes] = field(default_factory=dict)
+    saved: bool = False  # in the segment's header index file as it is
+
+    @classmethod
+    def stored(cls, stored: StoredIndex) -> SegmentHeaderIndex:
+        entries = stored.entries
+        last_offsets = [entry.header.last_offset for entry in entries]
+        return cls(stored.names, entries, last_offsets, stored.upto, saved=True)
 
     def still_matches(self, segment: LogSegment) -> bool:
         """False when the segment was truncated below the last indexed batch."""
@@ -94,6 +101,7 @@ class SegmentHeaderIndex:
             self.entries.append(IndexedBatch(position, header, value_sets))
             self.last_offsets.append(header.last_offset)
             self.upto = position + header.size
+            self.saved = False
             added = True
             if self.upto >= until:
                 break
@@ -139,7 +147,8 @@ def _value_sets(batch: bytes, header: BatchHeader, wanted: frozenset[bytes]) -> 
 
 
 class HeaderIndexes:
-    """The header index of each segment, for as long as the segment object lives."""
+    """The header index of each segment, for as long as the segment object lives: from its
+    header index file when there is a good one, else built from the segment."""
 
     def __init__(self) -> None:
         self._by_segment: WeakKeyDictionary[LogSegment, SegmentHeaderIndex] = WeakKeyDictionary()
@@ -147,8 +156,43 @@ class HeaderIndexes:
     def of(self, segment: LogSegment, names: frozenset[str]) -> SegmentHeaderIndex:
         index = self._by_segment.get(segment)
         if index is None or index.names != names or not index.still_matches(segment):
-            index = self._by_segment[segment] = SegmentHeaderIndex(names)
+            index = _load(segment, names) or SegmentHeaderIndex(names)
+            self._by_segment[segment] = index
         return index
+
+    def save(self, segment: LogSegment, index: SegmentHeaderIndex) -> None:
+        """Store a rolled segment's index once it covers the whole segment."""
+        if index.saved or segment.suffix or index.upto != segment.size or not index.entries:
+            return
+        stored = StoredIndex(segment.base_offset, index.upto, index.names, index.entries)
+        try:
+            header_index_file.save(header_index_path(segment.dir, segment.base_offset), stored)
+        except OSError as exc:  # a cache: the next reopen builds it again
+            logger.warning("cannot write the header index of %s: %s", segment.dir, exc)
+            return
+        index.saved = True
+
+
+def _load(segment: LogSegment, names: frozenset[str]) -> SegmentHeaderIndex | None:
+    """The segment's stored index if it is of these names and still of this segment; a
+    torn or stale file is removed (the index is built again and saved anew)."""
+    if segment.suffix:
+        return None
+    path = header_index_path(segment.dir, segment.base_offset)
+    try:
+        stored = header_index_file.load(path)
+    except CorruptIndexError as exc:
+        logger.warning("%s; rebuilding it", exc)
+        segment.drop_header_index()
+        return None
+    if stored is None or stored.names != names:
+        return None
+    index = SegmentHeaderIndex.stored(stored)
+    if stored.base_offset != segment.base_offset or not index.still_matches(segment):
+        logger.info("header index %s is stale; rebuilding it", path)
+        segment.drop_header_index()
+        return None
+    return index
 
 
 @dataclass
@@ -191,6 +235,7 @@ def read_indexed(
             f"offset {offset} is out of range [{log.log_start_offset}, {end}] for {log.dir}"
         )
     answer = _Answer(max_bytes, min_one_batch)
+    active = log.active_segment
     for segment in log.segments_from(offset):
         index = indexes.of(segment, names)
         read_before = index.bytes_read
@@ -202,6 +247,8 @@ def read_indexed(
         finally:
             index.recent = {}  # what indexing read and this read did not take
             stats.bytes_read += index.bytes_read - read_before
+            if segment is not active:
+                indexes.save(segment, index)
     stats.bytes_served += len(answer.out)
     return bytes(answer.out)
 

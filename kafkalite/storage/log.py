@@ -61,11 +61,13 @@ from kafkalite.storage.remote.metadata import (
 from kafkalite.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
+    HEADER_INDEX_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
+    header_index_path,
     scan_headers,
     segment_paths,
 )
@@ -1380,7 +1382,7 @@ def _prepare_files(dir: Path) -> None:
         lambda path: (
             path.name.endswith(SWAP_SUFFIX)  # an index renamed before its log reached .swap
             or (
-                path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+                path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, HEADER_INDEX_SUFFIX)
                 and not path.with_suffix(LOG_SUFFIX).exists()
             )
         ),
@@ -1410,7 +1412,7 @@ def _complete_swap(dir: Path, swap_log: Path) -> None:
     log.warning("%s: completing the interrupted swap of cleaned segment %d", dir, base)
     for old_base in _segment_bases(dir):
         if base <= old_base < end:
-            for path in segment_paths(dir, old_base):
+            for path in (header_index_path(dir, old_base), *segment_paths(dir, old_base)):
                 path.unlink(missing_ok=True)
     fsync_dir(dir)
     swap_paths, final_paths = segment_paths(dir, base, SWAP_SUFFIX), segment_paths(dir, base)

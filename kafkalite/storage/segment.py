@@ -35,6 +35,9 @@ TIME_INDEX_SUFFIX = ".timeindex"
 CLEANED_SUFFIX = ".cleaned"  # a cleaner's segment being written: discarded on load
 SWAP_SUFFIX = ".swap"  # a cleaned segment committed to replace old ones: completed on load
 DELETED_SUFFIX = ".deleted"  # a segment removed from its log, its files not yet: dropped on load
+# A rolled segment's header index (storage/header_index_file.py): a cache of the segment,
+# removed whenever the segment changes or goes, rebuilt from it when missing or stale.
+HEADER_INDEX_SUFFIX = ".headerindex"
 INT32_MAX = 2**31 - 1
 FIRST_SCAN_CHUNK = 16 << 10
 SCAN_CHUNK = 1 << 20  # header scans read up to this much per pread
@@ -60,6 +63,10 @@ def segment_paths(dir: Path, base_offset: int, suffix: str = "") -> tuple[Path, 
         dir / f"{stem}{INDEX_SUFFIX}{suffix}",
         dir / f"{stem}{TIME_INDEX_SUFFIX}{suffix}",
     )
+
+
+def header_index_path(dir: Path, base_offset: int) -> Path:
+    return dir / f"{file_stem(base_offset)}{HEADER_INDEX_SUFFIX}"
 
 
 def scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
@@ -186,13 +193,23 @@ class LogSegment:
 
     def delete(self) -> None:
         self.close_files()
+        if not self.suffix:
+            self.drop_header_index()
         for path in segment_paths(self.dir, self.base_offset, self.suffix):
             path.unlink(missing_ok=True)
+
+    def drop_header_index(self) -> None:
+        """Remove the live segment's header index file (its content changes or it goes)."""
+        header_index_path(self.dir, self.base_offset).unlink(missing_ok=True)
 
     def change_suffix(self, suffix: str) -> None:
         """Rename the files (open fds stay valid): indexes first, the log last, so a `.log`
         with the new suffix implies its indexes have it too (the swap protocol relies on it).
+        A header index goes first: one under the live name is of the segment leaving it (to
+        `.deleted`) or of an older one (a cleaned `.swap` taking the name).
         """
+        if not self.suffix or not suffix:
+            self.drop_header_index()
         old = segment_paths(self.dir, self.base_offset, self.suffix)
         new = segment_paths(self.dir, self.base_offset, suffix)
         for source, target in zip(old[::-1], new[::-1], strict=True):
@@ -505,6 +522,7 @@ class LogSegment:
         self.time_index.truncate_to(offset)
         removed = self.size - position
         if removed:
+            self.drop_header_index()
             os.ftruncate(self.fd, position)
             self.size = position
         self.next_offset = self._read_next_offset()

@@ -7,8 +7,14 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import NewPartitions, NewTopic, OffsetSpec
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
+)
 
 from kafkalite.tools.broker_metrics import scrape
 from kafkalite.tools.common import (
@@ -28,6 +34,8 @@ from kafkalite.tools.log_dirs import broker_addresses, leader_sizes
 from kafkalite.tools.output import emit
 
 EARLIEST_LOCAL, LATEST_TIERED = -4, -5  # ListOffsets' tiered storage specials
+# A view's configs (broker/views.py, not imported: it brings the broker).
+VIEW_SOURCE, VIEW_FILTER = "kafkalite.view.source", "kafkalite.view.filter"
 
 
 def register(commands: Any, parents: dict, parser_class: type) -> None:
@@ -118,18 +126,52 @@ def _visible(client: Any, conn: Connection, name: str) -> dict[str, Any]:
 
 def list_topics(args: argparse.Namespace) -> int:
     conn = connection(args)
-    metadata = check_reachable(admin_client(conn), conn)
+    client = admin_client(conn)
+    metadata = check_reachable(client, conn)
+    names = [n for n in sorted(metadata.topics) if args.internal or not n.startswith("__")]
+    views = view_definitions(client, conn, names)
     topics = []
-    for name in sorted(metadata.topics):
-        topic = metadata.topics[name]
-        if name.startswith("__") and not args.internal:
-            continue
-        partitions = topic.partitions.values()
+    for name in names:
+        partitions = metadata.topics[name].partitions.values()
         replicas = max((len(p.replicas) for p in partitions), default=0)
-        topics.append({"name": name, "partitions": len(partitions), "replication_factor": replicas})
+        view_of, view_filter = views.get(name, (None, None))
+        topics.append(
+            {
+                "name": name,
+                "partitions": len(partitions),
+                "replication_factor": replicas,
+                "view_of": view_of,
+                "filter": view_filter,
+            }
+        )
+    headers = ["TOPIC", "PARTITIONS", "REPLICAS"]
     rows = [[t["name"], t["partitions"], t["replication_factor"]] for t in topics]
-    emit(args.format, topics, [(None, ["TOPIC", "PARTITIONS", "REPLICAS"], rows)])
+    if views:  # the view columns only when there are views to show
+        headers += ["VIEW-OF", "FILTER"]
+        for row, t in zip(rows, topics, strict=True):
+            row += [t["view_of"] or "-", t["filter"] or "-"]
+    emit(args.format, topics, [(None, headers, rows)])
     return 0
+
+
+def view_definitions(client: Any, conn: Connection, names: list[str]) -> dict[str, tuple[str, str]]:
+    """{view: (source, filter)} of the views among `names` (issue 18), from one
+    DescribeConfigs of them all. A topic whose configs cannot be read (deleted since the
+    listing, or not authorized) is listed as a plain topic."""
+    if not names:
+        return {}
+    resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
+    futures = client.describe_configs(resources, request_timeout=conn.timeout)
+    views = {}
+    for resource, future in futures.items():
+        try:
+            entries = future.result(timeout=conn.timeout + 5)
+        except (KafkaException, TimeoutError):
+            continue
+        source, text = entries.get(VIEW_SOURCE), entries.get(VIEW_FILTER)
+        if source is not None and source.value and text is not None:
+            views[resource.name] = (source.value, text.value)
+    return views
 
 
 def describe(
@@ -195,7 +237,7 @@ def describe_topics(args: argparse.Namespace) -> int:
             if is_override("topic", entry)
         }
         topic["tiered"] = topic["configs"].get("remote.storage.enable") == "true"
-        topic["view_of"] = topic["configs"].get("kafkalite.view.source")  # a view (issue 18)
+        topic["view_of"] = topic["configs"].get(VIEW_SOURCE)  # a view (issue 18)
         if topic["tiered"]:
             add_tier_offsets(conn, metadata, topic)
     if args.metrics:

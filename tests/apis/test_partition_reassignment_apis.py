@@ -61,3 +61,13 @@ def test_list_on_a_single_node_is_empty(broker: Broker) -> None:
 
     response = call(broker, list_partition_reassignments.API, 0, build)
     assert (response.error_code, response.topics) == (ErrorCode.none, ())
+
+
+def test_a_view_is_not_reassigned(broker: Broker) -> None:
+    """A view has its source's replicas (issue 18): moving it is refused, naming the source."""
+    configs = {"kafkalite.view.source": "t", "kafkalite.view.filter": "region = 'eu'"}
+    assert broker.admin_manager.create_topic("t.v", configs=configs)[0].ok
+    assert alter(broker, 1, "t.v", [broker.node_id]) == (
+        ErrorCode.invalid_request,
+        "t.v is a view of t: it has its source's replicas; reassign t.",
+    )

@@ -18,7 +18,6 @@ from kafkalite.apis import (
     produce,
 )
 from kafkalite.apis.base import RequestContext
-from kafkalite.broker.admin_manager import AdminManager
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.delayed import FetchInfo, FetchParams
 from kafkalite.broker.views import VIEW_FILTER, VIEW_SOURCE
@@ -281,19 +280,6 @@ def test_a_view_cannot_join_a_transaction(broker: Broker) -> None:
         "src": ErrorCode.operation_not_attempted,
         "src.v": ErrorCode.invalid_topic_exception,
     }
-
-
-def test_a_cluster_refuses_views_for_now(broker: Broker) -> None:
-    """Views are served by a single node in this version: a ZooKeeper cluster says so."""
-
-    class ClusterMetadata:  # what check_new_topic reads of a cluster's metadata
-        topics = {"src": broker.metadata.topics.get("src")}
-
-    create_ok(broker, "src")
-    manager = AdminManager(broker.config, ClusterMetadata(), lambda: 0)  # type: ignore[arg-type]
-    outcome, _ = manager.check_new_topic("v", -1, -1, {VIEW_SOURCE: "src", VIEW_FILTER: EU})
-    assert outcome.error is ErrorCode.invalid_config
-    assert outcome.message == "Views are served by a single-node kafkalite only in this version."
 
 
 def test_index_headers_is_a_topic_config(broker: Broker) -> None:

@@ -189,3 +189,55 @@ def test_catch_up_reads_a_topic_before_its_watches_fire(zk_connect: str) -> None
             assert len(recorder.events) == events
 
     trio.run(main)
+
+
+def test_creating_a_topic_another_broker_created_leaves_its_configs(zk_connect: str) -> None:
+    """The race a view hit on the cluster: a broker whose cache lags auto-creates a topic
+    that another broker has just created with configs (a view's definition). Its write must
+    find the topic there and change nothing: before, it replaced the configs with its own."""
+
+    async def main() -> None:
+        async with ZkClient.open(zk_connect, 6000) as other, store(zk_connect, 2) as (two, _):
+            admin = KafkaZkClient(other)
+            configs = {"kafkalite.view.source": "orders", "kafkalite.view.filter": "a = 'b'"}
+            await admin.set_entity_config("topics", "orders.v", configs)
+            await admin.create_topic(
+                "orders.v", zd.TopicAssignment({0: zd.ReplicaAssignment((1,))})
+            )
+
+            auto_created = TopicMetadata("orders.v", uuid.uuid4(), 1, 1, {})
+            two.create_topic(auto_created, [[2]])
+            await two.wait_until(lambda: "orders.v" not in two._creating, WAIT)
+
+            assert await admin.entity_config("topics", "orders.v") == configs
+            assignment = await admin.topic_assignment("orders.v")
+            assert assignment is not None and assignment.partitions[0].replicas == (1,)
+
+    trio.run(main)
+
+
+def test_a_view_is_ready_once_its_znodes_are_written(zk_connect: str) -> None:
+    """A view's partition states are its source's, there at once: CreateTopics' wait must
+    still last until the view is in ZooKeeper, or another broker asked next does not find
+    it (and auto-creates a plain topic of that name)."""
+
+    async def main() -> None:
+        async with ZkClient.open(zk_connect, 6000) as other, store(zk_connect, 1) as (one, _):
+            admin = KafkaZkClient(other)
+            controller = await admin.try_become_controller(1)
+            assert controller is not None
+            await admin.create_topic("orders", zd.TopicAssignment({0: zd.ReplicaAssignment((1,))}))
+            state = zd.PartitionState(1, 0, (1,), controller.epoch)
+            await admin.create_partition_state("orders", 0, state, controller)
+            await one.catch_up(["orders"])
+
+            configs = {"kafkalite.view.source": "orders", "kafkalite.view.filter": "a = 'b'"}
+            one.create_topic(TopicMetadata("orders.v", uuid.uuid4(), 1, 1, configs), [[1]])
+            assert await one.wait_for_partitions(["orders.v"], WAIT)
+            assert await admin.topic_assignment("orders.v") is not None
+            assert await admin.entity_config("topics", "orders.v") == configs
+            assert one.partition_state("orders.v", 0) == PartitionState(
+                "orders.v", 0, (1,), 1, 0, (1,), 0, controller.epoch
+            )
+
+    trio.run(main)

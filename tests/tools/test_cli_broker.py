@@ -165,7 +165,7 @@ def test_produce_reads_lines_by_an_input_template(broker_factory) -> None:
     ]
 
 
-def test_topic_describe_says_a_view_is_a_view_of_its_source(broker_factory) -> None:
+def test_topic_describe_and_list_say_a_view_is_a_view_of_its_source(broker_factory) -> None:
     broker = broker_factory()
     bootstrap = ["--bootstrap", broker.bootstrap]
     ok(kafkalite_here("topic", "create", "orders", "-p", "2", *bootstrap))
@@ -181,3 +181,25 @@ def test_topic_describe_says_a_view_is_a_view_of_its_source(broker_factory) -> N
     assert source["view_of"] is None
     table = ok(kafkalite_here("topic", "describe", "orders-eu", *bootstrap))
     assert table.splitlines()[0].endswith("; a view of orders")
+
+    listing = ok_json(kafkalite_here("topic", "list", "--format", "json", *bootstrap))
+    assert listing == [
+        {
+            "name": "orders",
+            "partitions": 2,
+            "replication_factor": 1,
+            "view_of": None,
+            "filter": None,
+        },
+        {
+            "name": "orders-eu",
+            "partitions": 2,
+            "replication_factor": 1,
+            "view_of": "orders",
+            "filter": "region = 'eu'",
+        },
+    ]
+    header, source_row, view_row = ok(kafkalite_here("topic", "list", *bootstrap)).splitlines()
+    assert header.split() == ["TOPIC", "PARTITIONS", "REPLICAS", "VIEW-OF", "FILTER"]
+    assert source_row.split() == ["orders", "2", "1", "-", "-"]
+    assert view_row.split() == ["orders-eu", "2", "1", "orders", "region", "=", "'eu'"]
