@@ -12,7 +12,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,8 @@ CLIENT_LOG = logging.getLogger("kafkalite.console.librdkafka")
 CLIENT_LOG.setLevel(logging.CRITICAL)
 INTERNAL_PREFIX = "__"
 MIN_ISR = "min.insync.replicas"
+# A view's configs (issue 18; broker/views.py is not imported: it brings the broker).
+VIEW_SOURCE, VIEW_FILTER = "kafkalite.view.source", "kafkalite.view.filter"
 
 
 class ClusterError(Exception):
@@ -180,11 +182,13 @@ class Cluster:
             for p in topic.partitions.values()
             for r in p.replicas
         }
-        min_isr = self._min_isr(list(metadata.topics))
+        configs = self._configs_of(list(metadata.topics), (MIN_ISR,))
         health = [
             flags
             for name, topic in metadata.topics.items()
-            for flags in self._health(topic, min_isr.get(name, 1), set(metadata.brokers)).values()
+            for flags in self._health(
+                topic, int(configs.get(name, {}).get(MIN_ISR, 1)), set(metadata.brokers)
+            ).values()
         ]
         return {
             "cluster_id": description.cluster_id,
@@ -201,20 +205,24 @@ class Cluster:
             for index, part in topic.partitions.items()
         }
 
-    def _min_isr(self, names: list[str]) -> dict[str, int]:
-        """Each topic's min.insync.replicas (a topic that does not answer is left out)."""
+    def _configs_of(self, names: list[str], wanted: tuple[str, ...]) -> dict[str, dict[str, str]]:
+        """The `wanted` configs of each topic that has them set, from one DescribeConfigs of
+        them all (a topic that does not answer is left out)."""
         if not names:
             return {}
         resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
         futures = self.admin.describe_configs(resources, request_timeout=self.timeout)
-        found = {}
+        found: dict[str, dict[str, str]] = {}
         for resource, future in futures.items():
             try:
-                entry = _wait(future, self.timeout).get(MIN_ISR)
+                entries = _wait(future, self.timeout)
             except ClusterError:
                 continue
-            if entry is not None and entry.value is not None:
-                found[resource.name] = int(entry.value)
+            found[resource.name] = {
+                name: entries[name].value
+                for name in wanted
+                if name in entries and entries[name].value is not None
+            }
         return found
 
     def _offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[Any, int]:
@@ -254,10 +262,11 @@ class Cluster:
             for index in topic.partitions
         ]
         low, high = self._watermarks(partitions)
-        min_isr = self._min_isr(list(metadata.topics))
+        configs = self._configs_of(list(metadata.topics), (MIN_ISR, VIEW_SOURCE, VIEW_FILTER))
         rows = []
         for name, topic in sorted(metadata.topics.items()):
-            health = self._health(topic, min_isr.get(name, 1), set(metadata.brokers))
+            own = configs.get(name, {})
+            health = self._health(topic, int(own.get(MIN_ISR, 1)), set(metadata.brokers))
             ends = [(low.get((name, p)), high.get((name, p))) for p in topic.partitions]
             known = all(start is not None and end is not None for start, end in ends)
             replication = max((len(p.replicas) for p in topic.partitions.values()), default=0)
@@ -270,6 +279,7 @@ class Cluster:
                     "messages": sum(end - start for start, end in ends) if known else None,
                     "size": _total_size(sizes, name, topic.partitions),
                     **count_problems(health.values()),
+                    **_view_of(own),
                 }
             )
         return rows
@@ -292,6 +302,7 @@ class Cluster:
             "tiered": tiered,
             **(self._tiers(name, partitions) if tiered else {}),
             "held": self._held(name, partitions),
+            **_view_of({c["name"]: c["value"] for c in configs}),
         }
 
     def _tiers(self, name: str, partitions: list[dict[str, Any]]) -> dict[str, Any]:
@@ -816,6 +827,12 @@ class Cluster:
 
         _retrying(alter, self.timeout)
         return self.group_offsets(group_id)
+
+
+def _view_of(configs: Mapping[str, str | None]) -> dict[str, str | None]:
+    """A view's source and filter (issue 18); both None for a topic that is not a view."""
+    source = configs.get(VIEW_SOURCE) or None
+    return {"view_of": source, "filter": configs.get(VIEW_FILTER) if source else None}
 
 
 def _within(position: int | None, part: dict[str, Any]) -> int:

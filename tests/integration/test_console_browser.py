@@ -220,6 +220,29 @@ def test_a_delayed_topic_shows_its_held_records_and_when_the_next_is_due(
     assert not browser.find_elements(By.CSS_SELECTOR, "#partitions .local-start")  # not tiered
 
 
+def test_a_view_shows_its_source_and_filter(
+    broker: BrokerProcess, console: ConsoleProcess, browser: WebDriver
+) -> None:
+    source, view = unique("orders"), unique("orders-eu")
+    create_topic(broker.bootstrap, source, partitions=1)
+    create_topic(
+        broker.bootstrap,
+        view,
+        partitions=1,
+        config={"kafkalite.view.source": source, "kafkalite.view.filter": "region = 'eu'"},
+    )
+    open_page(browser, console, "topics")
+    row = browser.find_element(By.CSS_SELECTOR, f"#topics tr[data-topic='{view}']")
+    marked = row.find_element(By.CSS_SELECTOR, ".view-of").text
+    assert marked == f"(view of {source}: region = 'eu')"
+    plain = browser.find_element(By.CSS_SELECTOR, f"#topics tr[data-topic='{source}']")
+    assert not plain.find_elements(By.CSS_SELECTOR, ".view-of")
+
+    open_page(browser, console, f"topics/{view}")
+    assert text(browser, "#view-of") == source
+    assert text(browser, "#view-filter") == "region = 'eu'"
+
+
 def test_topic_configs_and_message_browser(
     broker: BrokerProcess, console: ConsoleProcess, browser: WebDriver
 ) -> None:

@@ -139,7 +139,8 @@ async function topicsPage() {
       { label: "Messages", num: 1 }, { label: "Size", num: 1 }, "Health"], topics.map(t =>
       el("tr", { "data-topic": t.name, class: problems(t) ? "unhealthy" : "" },
         el("td", {}, el("a", { href: `#/topics/${encodeURIComponent(t.name)}` }, t.name),
-          t.internal ? el("span", { class: "muted" }, " (internal)") : ""),
+          t.internal ? el("span", { class: "muted" }, " (internal)") : "",
+          t.view_of ? el("span", { class: "muted view-of" }, ` (view of ${t.view_of}: ${t.filter})`) : ""),
         num(t.partitions, "partitions"), num(t.replication, "replication"),
         num(t.messages, "messages"), size(t.size, "size"), healthCell(t)))));
 }
@@ -282,13 +283,18 @@ async function topicPage(name) {
   const remoteCard = topic.tiered && topic.remote_size_bytes !== undefined && topic.remote_size_bytes !== null ?
     [el("div", { class: "card" }, el("div", { class: "label" }, `Remote (${topic.remote_segments} segments)`),
       el("div", { class: "big", id: "remote-size" }, formatBytes(topic.remote_size_bytes)))] : [];
+  // A view (issue 18): its source, linked, and the filter it serves.
+  const viewCard = topic.view_of ?
+    [el("div", { class: "card" }, el("div", { class: "label" }, "View of"),
+      el("div", { class: "big" }, el("a", { id: "view-of", href: `#/topics/${encodeURIComponent(topic.view_of)}` }, topic.view_of)),
+      el("div", { id: "view-filter", class: "muted" }, topic.filter))] : [];
   render(`Topic ${name}`,
     el("div", { class: "cards" },
       el("div", { class: "card" }, el("div", { class: "label" }, "Partitions"),
         el("div", { class: "big", id: "partition-count" }, topic.partitions.length)),
       el("div", { class: "card" }, el("div", { class: "label" }, "Messages"),
         el("div", { class: "big", id: "message-count" }, total.toLocaleString("en-US"))),
-      ...remoteCard,
+      ...remoteCard, ...viewCard,
       el("div", { class: "toolbar" }, remove)),
     el("h3", {}, "Partitions"),
     table("partitions", ["Partition", "Leader", "Replicas", "ISR", { label: "Start offset", num: 1 },
