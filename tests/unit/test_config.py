@@ -84,7 +84,6 @@ def test_shipped_server_properties_are_valid() -> None:
     ("name", "value"),
     [
         ("authorizer.class.name", "kafka.security.authorizer.AclAuthorizer"),
-        ("remote.log.storage.system.enable", "true"),
     ],
 )
 def test_single_node_only_features_are_refused_in_a_cluster(name: str, value: str) -> None:
@@ -92,3 +91,18 @@ def test_single_node_only_features_are_refused_in_a_cluster(name: str, value: st
     overrides["rsm.config.storage.s3.bucket.name"] = "b"
     with pytest.raises(ConfigError, match=f"{name}: kafkalite .* single node"):
         build_config(overrides)
+
+
+def test_tiered_storage_is_accepted_in_a_cluster() -> None:
+    """The remote segment lists are replicated through __remote_log_metadata (its Kafka
+    rlmm.config.* settings)."""
+    config = build_config(
+        {
+            "zookeeper.connect": "127.0.0.1:2181",
+            "remote.log.storage.system.enable": "true",
+            "rsm.config.storage.s3.bucket.name": "b",
+            "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+        }
+    )
+    assert config.int("rlmm.config.remote.log.metadata.topic.num.partitions") == 3
+    assert config.int("rlmm.config.remote.log.metadata.topic.replication.factor") == 3
