@@ -126,9 +126,13 @@ class RemoteLogManager:
         """DeleteTopics: the partition's remote objects are deleted by the next task run (all
         of them: copied, orphaned and half-deleted segments alike). Its metadata is moved out
         of the partition's directory first, durably, so a broker stopped before then still
-        deletes them after its restart."""
+        deletes them after its restart.
+
+        In a cluster the controller deletes a topic after moving its replicas offline (no
+        leader any more), so every replica holding the replicated list deletes the objects
+        (deleting what another replica deleted already is fine)."""
         remote = partition.log.remote
-        if remote is None or not partition.is_leader:
+        if remote is None or not (partition.is_leader or remote.sink is not None):
             return
         name = f"{partition.topic}.{partition.topic_id.hex}.{partition.index}"
         pending = partition.log.dir.parent / DELETIONS_DIR / name

@@ -5,8 +5,8 @@ topic with replication factor 3 and only the active segment kept locally.
 The leader uploads, the followers delete their local copies of what the replicated segment
 list (`__remote_log_metadata`) says is uploaded; the leader is SIGKILLed; the new leader
 serves every acknowledged record from offset 0 (mostly from S3), continues uploading where
-the old leader stopped without uploading any segment twice, and expires remote segments by
-retention.
+the old leader stopped without uploading any segment twice, expires remote segments by
+retention and deletes them all with the topic.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from tests.integration.e2e_helpers import consumer, produce_all, producer, segme
 pytest.importorskip("kafkalite.cluster.member")
 
 TOPIC = "tiered"
-RECORDS = 200  # per phase: before and after the kill
+RECORDS = 150  # per phase: before and after the kill
 WAIT = 60.0
 LOG_KEY = re.compile(r"tiered-[A-Za-z0-9_-]{22}/0/(?P<base>\d{20})-[A-Za-z0-9_-]{22}\.log")
 
@@ -195,3 +195,7 @@ def test_new_leader_continues_tiering_after_the_leader_is_killed(
     admin.incremental_alter_configs([resource])[resource].result(timeout=10)
     poll(lambda: _remote_logs(s3_server)[0] > 0, "the oldest remote segments expired", WAIT)
     poll(lambda: _earliest(bootstrap) > 0, "the log start moved", WAIT)
+
+    # DeleteTopics: the leader deletes every remote object its replicated list holds.
+    admin.delete_topics([TOPIC])[TOPIC].result(30)
+    poll(lambda: _remote_logs(s3_server) == [], "the topic's remote objects deleted", WAIT)
