@@ -60,6 +60,7 @@ CONSUMER_REPLICA_ID = -1
 FETCH_MAX_WAIT_MS = 100
 FETCH_MAX_BYTES = 1 << 20
 ROUND_PAUSE_S = 0.05
+FAILURE_PAUSE_S = 1.0
 # Kafka's rlmm.config.* names (their defaults: 50 partitions, replication factor 3).
 NUM_PARTITIONS = "rlmm.config.remote.log.metadata.topic.num.partitions"
 REPLICATION_FACTOR = "rlmm.config.remote.log.metadata.topic.replication.factor"
@@ -89,6 +90,7 @@ class TopicBasedRemoteLogMetadataManager:
     _producer: BrokerConnections = field(init=False)
     _consumers: BrokerConnections = field(init=False)
     _create_failure: str = ""
+    _failure: str = ""  # the last round's failure, logged once
 
     def __post_init__(self) -> None:
         broker = self.config.broker_id
@@ -233,16 +235,22 @@ class TopicBasedRemoteLogMetadataManager:
         task_status.started()
         try:
             while True:
+                pause = ROUND_PAUSE_S
                 try:
                     if self.ensure_topic():
                         self.attach()
                         await self._fetch_round()
                         await self._flush_outbox()
+                    self._failure = ""
                 except RemoteStorageError as exc:
-                    log.warning("remote log metadata: %s", exc)
+                    if str(exc) != self._failure:  # said once, not every round
+                        log.warning("remote log metadata: %s (retrying)", exc)
+                    self._failure = str(exc)
+                    pause = FAILURE_PAUSE_S
                 except Exception:
                     log.exception("remote log metadata round failed")
-                await trio.sleep(ROUND_PAUSE_S)
+                    pause = FAILURE_PAUSE_S
+                await trio.sleep(pause)
         finally:
             await self._producer.close_all()
             await self._consumers.close_all()
