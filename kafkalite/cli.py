@@ -85,6 +85,11 @@ def _add_cluster_command(commands: argparse._SubParsersAction) -> None:
     cluster.add_argument("--data-dir", type=Path, default=Path(DEFAULT_CLUSTER_DIR))
     cluster.add_argument("--port", type=int, default=0, help="first broker's port (default: free)")
     cluster.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    cluster.add_argument(
+        "--tiered",
+        action="store_true",
+        help="also start a local S3 server (gofakes3) and tier to it",
+    )
 
 
 def _broker_count(text: str) -> int:
@@ -101,7 +106,7 @@ def _run_cluster(args: argparse.Namespace) -> int:
     taken = sorted(set(overrides) & launcher.LAUNCHER_PROPERTIES)
     if taken:
         return _fail(f"the cluster launcher sets {', '.join(taken)} itself")
-    return launcher.run(args.brokers, args.data_dir, overrides, args.port)
+    return launcher.run(args.brokers, args.data_dir, overrides, args.port, args.tiered)
 
 
 def _fail(message: str) -> int:

@@ -539,6 +539,16 @@ PROPERTIES: dict[str, Property] = {
         _str, None, "S3 secret key (default: the AWS credential chain)", TYPE_PASSWORD
     ),
     "rsm.config.key.prefix": Property(_str, "", "prefix of every object key"),
+    # A cluster's remote segment lists: the __remote_log_metadata topic (Kafka's names).
+    "rlmm.config.remote.log.metadata.topic.num.partitions": Property(
+        _int(1, I32_MAX), "50", "partitions of __remote_log_metadata", TYPE_INT
+    ),
+    "rlmm.config.remote.log.metadata.topic.replication.factor": Property(
+        _int(1, 32767), "3", "replication factor of __remote_log_metadata", TYPE_SHORT
+    ),
+    "rlmm.config.remote.log.metadata.consume.wait.ms": Property(
+        _int(1), "120000", "longest wait for a metadata write to be consumed back", TYPE_LONG
+    ),
 }
 # The properties a listener may override (`listener.name.<listener>.<name>`), and the
 # per-mechanism JAAS config (`listener.name.<listener>.<mechanism>.sasl.jaas.config`).
@@ -771,11 +781,6 @@ def build_config(
             raise ConfigError(f"invalid value {value!r} for {name}: {exc}") from None
     config = BrokerConfig(raw)
     _check_listeners(config)
-    if config.cluster_mode and config.bool("remote.log.storage.system.enable"):
-        raise ConfigError(
-            "remote.log.storage.system.enable: kafkalite tiers a single node's logs only so far"
-            " (the remote segment list is not replicated yet)"
-        )
     if config.bool("remote.log.storage.system.enable") and not config.str(
         "rsm.config.storage.s3.bucket.name"
     ):

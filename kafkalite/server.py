@@ -501,6 +501,8 @@ async def serve(
             if broker.fetchers is not None:
                 await nursery.start(broker.fetchers.run)
             if broker.remote_log_manager is not None:
+                if broker.remote_log_manager.metadata_manager is not None:
+                    await nursery.start(broker.remote_log_manager.metadata_manager.run)
                 await nursery.start(broker.remote_log_manager.run)
             await nursery.start(broker.groups.run)
             if broker.txn is not None:

@@ -17,6 +17,7 @@ from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
 from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.partition import Partition
 from kafkalite.broker.remote_log_manager import RemoteLogManager
+from kafkalite.broker.remote_log_metadata_manager import TopicBasedRemoteLogMetadataManager
 from kafkalite.broker.replica_fetcher_manager import ReplicaFetcherManager
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.broker.scram_credentials import (
@@ -53,7 +54,18 @@ def _remote_log_manager(
     def partitions() -> list[Partition]:
         return [p for topic in replicas.topics.values() for p in topic.partitions.values()]
 
-    manager = RemoteLogManager(config, partitions, clock_ms)
+    metadata_manager = None
+    if config.cluster_mode:
+        listener = config.advertised_listeners[0].name  # the one brokers use between them
+
+        def endpoint_of(broker_id: int) -> Endpoint | None:
+            info = replicas.metadata.broker(broker_id)
+            return info.endpoint(listener) if info else None
+
+        metadata_manager = TopicBasedRemoteLogMetadataManager(
+            config, replicas, endpoint_of, clock_ms
+        )
+    manager = RemoteLogManager(config, partitions, clock_ms, metadata_manager=metadata_manager)
     replicas.topic_partition_deleted.append(manager.on_topic_partition_deleted)
     return manager
 

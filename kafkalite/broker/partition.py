@@ -650,10 +650,12 @@ class Partition:
 
     def maybe_increment_log_start_offset(self, leader_log_start_offset: int) -> None:
         """A follower follows the leader's log start (Kafka's fetcher calls
-        maybeIncrementLogStartOffset), never past its own high watermark."""
+        maybeIncrementLogStartOffset), never past its own high watermark. Tiered: it is
+        the leader's local log start, so it moves the local one only (below it, the
+        segments are uploaded: the leader deleted them locally only then)."""
         offset = min(leader_log_start_offset, self.high_watermark)
         if offset > self.log_start_offset:
-            self.log.delete_records_before(offset)
+            self.log.delete_records_before(offset, across_tiers=not self.log.tiered)
 
     # -- follower data path ----------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.delayed import FetchInfo
 from kafkalite.broker.partition import LogReadResult, Partition, RemoteFetch
+from kafkalite.broker.remote_log_metadata_manager import TopicBasedRemoteLogMetadataManager
 from kafkalite.config import BrokerConfig
 from kafkalite.storage.durable_files import fsync_dir
 from kafkalite.storage.leader_epoch import EpochEntry
@@ -48,6 +49,7 @@ from kafkalite.storage.remote.metadata import (
     COPY_SEGMENT_STARTED,
     DELETE_SEGMENT_FINISHED,
     DELETE_SEGMENT_STARTED,
+    METADATA_FILE,
     RemoteLogSegmentMetadata,
     RemoteLogSegments,
     event,
@@ -94,8 +96,12 @@ class RemoteLogManager:
         partitions: Callable[[], Sequence[Partition]],
         clock_ms: Callable[[], int],
         storage: S3RemoteStorageManager | None = None,
+        metadata_manager: TopicBasedRemoteLogMetadataManager | None = None,
     ) -> None:
         self.config = config
+        # A cluster: the remote segment lists are replicated through __remote_log_metadata
+        # (None: a single node, each list a file in its partition's directory).
+        self.metadata_manager = metadata_manager
         self._partitions = partitions  # the partitions this broker has a replica of
         self.clock_ms = clock_ms
         self.storage = storage or S3RemoteStorageManager(storage_settings(config))
@@ -120,14 +126,21 @@ class RemoteLogManager:
         """DeleteTopics: the partition's remote objects are deleted by the next task run (all
         of them: copied, orphaned and half-deleted segments alike). Its metadata is moved out
         of the partition's directory first, durably, so a broker stopped before then still
-        deletes them after its restart."""
+        deletes them after its restart.
+
+        In a cluster the controller deletes a topic after moving its replicas offline (no
+        leader any more), so every replica holding the replicated list deletes the objects
+        (deleting what another replica deleted already is fine)."""
         remote = partition.log.remote
-        if remote is None or not partition.is_leader:
+        if remote is None or not (partition.is_leader or remote.sink is not None):
             return
         name = f"{partition.topic}.{partition.topic_id.hex}.{partition.index}"
         pending = partition.log.dir.parent / DELETIONS_DIR / name
         pending.mkdir(parents=True, exist_ok=True)
-        if remote.path.exists():
+        if remote.sink is not None:  # replicated: this leader deletes what its list holds
+            remote.write_snapshot(pending / METADATA_FILE)
+            fsync_dir(pending)
+        elif remote.path.exists():
             os.replace(remote.path, pending / remote.path.name)
             fsync_dir(pending)
             fsync_dir(remote.path.parent)
@@ -150,6 +163,8 @@ class RemoteLogManager:
             remote = partition.log.remote
             if not partition.is_leader or remote is None:
                 continue
+            if self.metadata_manager is not None and not self.metadata_manager.ready(partition):
+                continue  # its list is not read to the end yet since this broker leads it
             try:
                 if not partition.log.config.remote_storage_enable:
                     await self._delete_all(partition, remote)
@@ -189,7 +204,9 @@ class RemoteLogManager:
                         exc,
                     )
                     return  # tried again next time (deleting what is gone already is fine)
-                await self._record(remote, [event(metadata, DELETE_SEGMENT_FINISHED)])
+                records = [event(metadata, DELETE_SEGMENT_FINISHED)]
+                await trio.to_thread.run_sync(remote.append, records)
+                remote.apply(records)
             await trio.to_thread.run_sync(shutil.rmtree, pending, True)
             self._deleted.pop(0)
 
@@ -237,9 +254,21 @@ class RemoteLogManager:
     def _remote_partition(partition: Partition) -> RemotePartition:
         return RemotePartition(partition.topic, partition.topic_id, partition.index)
 
-    async def _record(self, remote: RemoteLogSegments, records: list[dict[str, object]]) -> None:
-        """Durable first (a worker thread), then in effect."""
-        await trio.to_thread.run_sync(remote.append, records)
+    async def _durable(
+        self, partition: Partition, remote: RemoteLogSegments, records: list[dict[str, object]]
+    ) -> None:
+        """Make state changes durable: the metadata file (a worker thread), or in a cluster
+        the metadata topic (acks=all, then consumed back: in effect on return)."""
+        if self.metadata_manager is None:
+            await trio.to_thread.run_sync(remote.append, records)
+        else:
+            await self.metadata_manager.publish(self.metadata_manager.user(partition), records)
+
+    async def _record(
+        self, partition: Partition, remote: RemoteLogSegments, records: list[dict[str, object]]
+    ) -> None:
+        """Durable first, then in effect (applying a change twice changes nothing)."""
+        await self._durable(partition, remote, records)
         remote.apply(records)
 
     # -- orphans and deletion ---------------------------------------------------------------
@@ -266,7 +295,7 @@ class RemoteLogManager:
     ) -> None:
         if metadata.state != DELETE_SEGMENT_STARTED:
             remote.apply([event(metadata, DELETE_SEGMENT_STARTED)])  # not served from now on
-            await trio.to_thread.run_sync(remote.append, [event(metadata, DELETE_SEGMENT_STARTED)])
+            await self._durable(partition, remote, [event(metadata, DELETE_SEGMENT_STARTED)])
         await trio.to_thread.run_sync(
             self.storage.delete_log_segment_data,
             self._remote_partition(partition),
@@ -274,18 +303,20 @@ class RemoteLogManager:
             metadata.segment_id,
             abandon_on_cancel=True,  # a shutdown does not wait for the store: done again
         )
-        await self._record(remote, [event(metadata, DELETE_SEGMENT_FINISHED)])
+        await self._record(partition, remote, [event(metadata, DELETE_SEGMENT_FINISHED)])
 
     # -- copying ----------------------------------------------------------------------------
 
     def copy_candidates(self, partition: Partition, remote: RemoteLogSegments) -> list[LogSegment]:
         """Closed segments past the copied end whose records are all below the high
-        watermark (Kafka copies up to the last stable offset: no open transaction here)."""
+        watermark (Kafka copies up to the last stable offset: no open transaction here).
+        A new leader's segments need not start where the old leader's did: the one holding
+        the copied end is copied whole (overlapping, as Kafka does), so nothing is skipped."""
         upper = min(partition.high_watermark, partition.last_stable_offset)
         return [
             segment
             for segment in partition.log.segments[:-1]
-            if segment.base_offset > remote.copied_end
+            if segment.next_offset - 1 > remote.copied_end
             and segment.size > 0
             and segment.next_offset <= upper
         ]
@@ -318,7 +349,7 @@ class RemoteLogManager:
             suffixes=(*files, *objects),
             state=COPY_SEGMENT_STARTED,
         )
-        await self._record(remote, [event(metadata, COPY_SEGMENT_STARTED)])
+        await self._record(partition, remote, [event(metadata, COPY_SEGMENT_STARTED)])
         try:
             await trio.to_thread.run_sync(
                 self.storage.copy_log_segment_data,
@@ -332,7 +363,9 @@ class RemoteLogManager:
         except RemoteStorageError:
             self.copy_errors += 1
             raise  # left COPY_SEGMENT_STARTED: an orphan, deleted and copied again later
-        await self._record(remote, [event(metadata, COPY_SEGMENT_FINISHED)])
+        if not partition.is_leader:
+            return  # the new leader deletes it as an orphan and copies the segment again
+        await self._record(partition, remote, [event(metadata, COPY_SEGMENT_FINISHED)])
         self.copy_bytes += segment.size
         log.info(
             "%s-%d: copied segment %d-%d (%d bytes) to remote storage as %s",

@@ -12,6 +12,12 @@ Prometheus metrics on free ports too (or `--override kafkalite.metrics.port=M`: 
 -1: none), each printed with its broker. Broker ids are 1..N. `--override key=value` goes to
 every broker. A broker that exits is reported within a second, and the others keep running.
 Ctrl-C or SIGTERM stops the brokers (SIGTERM: a clean shutdown), then ZooKeeper.
+
+`--tiered` also starts a local S3 server (gofakes3, kafkalite/s3_server.py; its buckets in
+`s3/`, its port kept across runs on the same data dir) and turns tiered storage on in every
+broker (remote.log.storage.system.enable and the rsm.config.* settings for it): topics
+created with `remote.storage.enable=true` upload their closed segments there, the remote
+segment lists replicated through `__remote_log_metadata`.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pathlib import Path
 from kafkalite.cluster.zookeeper_server import ZooKeeperServer, stop_signals, wait_for
 from kafkalite.maven_dist import ProvisionError
 from kafkalite.process import BrokerProcess, stop_all
+from kafkalite.s3_server import S3Server
 
 # Set per broker by the launcher; an --override of one would break the cluster.
 LAUNCHER_PROPERTIES = frozenset(
@@ -39,6 +46,7 @@ class LocalCluster:
     overrides: Mapping[str, str] = field(default_factory=dict)
     first_port: int = 0  # 0: free ports
     zookeeper: ZooKeeperServer | None = None
+    s3: S3Server | None = None  # --tiered: the store the brokers tier to
     brokers: list[BrokerProcess] = field(default_factory=list)
     _reported: set[str] = field(default_factory=set)
 
@@ -54,8 +62,18 @@ class LocalCluster:
             "zookeeper.connect": zookeeper_connect,
             # Kafka's default, 3, cannot be met by fewer brokers.
             "offsets.topic.replication.factor": str(min(3, self.broker_count)),
+            **self._tiered_overrides(),
             **self.overrides,
             "kafkalite.metrics.port": self._metrics_port(broker_id),
+        }
+
+    def _tiered_overrides(self) -> dict[str, str]:
+        if self.s3 is None:
+            return {}
+        replicas = str(min(3, self.broker_count))
+        return {
+            **self.s3.broker_properties(),
+            "rlmm.config.remote.log.metadata.topic.replication.factor": replicas,
         }
 
     def _metrics_port(self, broker_id: int) -> str:
@@ -81,6 +99,8 @@ class LocalCluster:
     def start(self) -> LocalCluster:
         try:
             self.zookeeper = ZooKeeperServer(self.data_dir / "zookeeper").start()
+            if self.s3 is not None:
+                self.s3.start()
             for broker_id in range(1, self.broker_count + 1):
                 broker = BrokerProcess(
                     self.data_dir / f"broker-{broker_id}",
@@ -100,12 +120,16 @@ class LocalCluster:
         finally:
             if self.zookeeper is not None:
                 self.zookeeper.stop()
+            if self.s3 is not None:
+                self.s3.stop()
 
     def members(self) -> dict[str, subprocess.Popen | None]:
         members: dict[str, subprocess.Popen | None] = {
             f"broker {i}": b.process for i, b in enumerate(self.brokers, 1)
         }
         members["zookeeper"] = self.zookeeper.process if self.zookeeper else None
+        if self.s3 is not None:
+            members["s3 server"] = self.s3.process
         return members
 
     def report_exits(self) -> bool:
@@ -125,6 +149,8 @@ class LocalCluster:
         assert self.zookeeper is not None
         lines = [f"kafkalite cluster, data in {self.data_dir}"]
         lines.append(f"  zookeeper.connect={self.zookeeper.connect_string}")
+        if self.s3 is not None:
+            lines.append(f"  s3: {self.s3.endpoint_url}, bucket {self.s3.bucket} (tiered storage)")
         for i, broker in enumerate(self.brokers, 1):
             metrics = f", metrics {broker.metrics_url}" if broker.metrics_url else ""
             lines.append(f"  broker {i}: {broker.bootstrap}{metrics}")
@@ -135,13 +161,30 @@ class LocalCluster:
         return "\n".join(lines)
 
 
+def s3_server(data_dir: Path) -> S3Server:
+    """The --tiered store: its buckets under the cluster's data dir, on the port it had
+    there before (the brokers' logs name that endpoint in their remote metadata)."""
+    port_file = data_dir / "s3" / "port"
+    port = int(port_file.read_text()) if port_file.exists() else 0
+    server = S3Server(data_dir / "s3" / "data", port)
+    port_file.parent.mkdir(parents=True, exist_ok=True)
+    port_file.write_text(str(server.port))
+    return server
+
+
 def run(
-    broker_count: int, data_dir: Path, overrides: Mapping[str, str], first_port: int = 0
+    broker_count: int,
+    data_dir: Path,
+    overrides: Mapping[str, str],
+    first_port: int = 0,
+    tiered: bool = False,
 ) -> int:
     """Start the cluster, print where it is, and run until Ctrl-C/SIGTERM (exit 0; a member
     that exits is reported and the others keep running) or until no member is left (exit 1).
     Provisioning or start failures: one line, exit 2."""
     cluster = LocalCluster(data_dir, broker_count, overrides, first_port)
+    if tiered:
+        cluster.s3 = s3_server(data_dir)
     with stop_signals() as stop:
         try:
             cluster.start()

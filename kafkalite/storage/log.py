@@ -775,15 +775,18 @@ class UnifiedLog:
 
     # ---- deletion and retention ------------------------------------------------------------
 
-    def delete_records_before(self, offset: int) -> int:
+    def delete_records_before(self, offset: int, *, across_tiers: bool = True) -> int:
         """DeleteRecords: move the log start forward (never back), drop segments below it.
         Tiered: the remote log start too (durably; the RemoteLogManager deletes the remote
-        segments wholly below it)."""
+        segments wholly below it), unless `across_tiers` is False: a follower following
+        the leader's local log start (the remote start reaches it through the replicated
+        remote segment list)."""
         if offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"cannot delete records before {offset}: log end offset is {self.log_end_offset}"
             )
-        self._raise_remote_log_start(offset)
+        if across_tiers:
+            self._raise_remote_log_start(offset)
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             self.leader_epoch_cache.truncate_from_start(offset)

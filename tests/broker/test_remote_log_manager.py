@@ -494,3 +494,34 @@ def test_a_producer_snapshot_pruned_during_the_upload_does_not_fail_it(tmp_path:
     # Segment 3's end snapshot was read when its copy was planned (segment 4's was gone).
     with_snapshot = [m.start_offset for m in remote.copied if keys.PRODUCER_SNAPSHOT in m.suffixes]
     assert with_snapshot == [3]
+
+
+def test_a_tiered_follower_following_the_leaders_local_start_keeps_the_remote_start(
+    tmp_path: Path,
+) -> None:
+    """The leader's fetch answers carry its LOCAL log start: a follower moves its own local
+    start there, but not the log start across tiers (that made a new leader delete the
+    old leader's remote segments as 'below the log start')."""
+    partition, _ = _leader(tmp_path, _tiered())
+    trio.run(_manager(partition, MemoryStore()).run_once)
+    partition.make_follower(state(leader=2, epoch=1, replicas=(1, 2)))
+    partition.update_follower_high_watermark(SEGMENTS)
+    partition.maybe_increment_log_start_offset(SEGMENTS - 1)
+    remote = partition.log.remote
+    assert remote is not None
+    assert partition.log_start_offset == SEGMENTS - 1
+    assert (remote.log_start_floor, remote.log_start_offset) == (0, 0)
+
+
+def test_the_segment_holding_the_copied_end_is_copied_whole(tmp_path: Path) -> None:
+    """A new leader's segments need not start where the old leader's did: the one that
+    straddles the copied end is a candidate (as Kafka), so no offset is left uncopied."""
+    partition = open_partition(tmp_path, _tiered())
+    partition.make_leader(state(), 0)
+    for _ in range(3):
+        partition.append_records_to_leader(batch(3), 1, min_isr=1, now_ms=1_000)
+    remote = partition.log.remote
+    assert remote is not None
+    remote.copied_end = 1  # the old leader's segment ended inside this leader's first one
+    candidates = _manager(partition, MemoryStore()).copy_candidates(partition, remote)
+    assert [segment.base_offset for segment in candidates] == [0, 3]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from kafkalite.cluster.launcher import LocalCluster
+from kafkalite.cluster.launcher import LocalCluster, s3_server
 from kafkalite.cluster.zookeeper_server import four_letter_word, parse_srvr
 from kafkalite.process import BrokerProcess
 from tests.integration.metrics_helpers import get
@@ -203,3 +203,21 @@ def test_metrics_ports_are_free_or_one_per_broker_from_the_given_one() -> None:
     assert ports({}) == ["0", "0", "0"]
     assert ports({"kafkalite.metrics.port": "9404"}) == ["9404", "9405", "9406"]
     assert ports({"kafkalite.metrics.port": "-1"}) == ["-1", "-1", "-1"]
+
+
+def test_tiered_brokers_tier_to_the_clusters_own_s3_server(tmp_path: Path) -> None:
+    """`--tiered`: every broker gets the S3 server's settings (an --override still wins), the
+    metadata topic's replication factor fits the broker count, and the server keeps its
+    port across runs on the same data dir (no process is started here)."""
+    server = s3_server(tmp_path)
+    cluster = LocalCluster(tmp_path, 2, {"remote.log.manager.task.interval.ms": "5000"})
+    cluster.s3 = server
+    overrides = cluster.broker_overrides(1, "127.0.0.1:1")
+    assert overrides["remote.log.storage.system.enable"] == "true"
+    assert overrides["rsm.config.storage.s3.endpoint.url"] == server.endpoint_url
+    assert overrides["rlmm.config.remote.log.metadata.topic.replication.factor"] == "2"
+    assert overrides["remote.log.manager.task.interval.ms"] == "5000"
+    assert s3_server(tmp_path).port == server.port
+    assert "remote.log.storage.system.enable" not in LocalCluster(tmp_path, 2).broker_overrides(
+        1, "127.0.0.1:1"
+    )

@@ -80,22 +80,24 @@ def test_shipped_server_properties_are_valid() -> None:
     assert str(config.log_dir) == "data"
 
 
-@pytest.mark.parametrize(
-    ("name", "value"),
-    [
-        ("remote.log.storage.system.enable", "true"),
-    ],
-)
-def test_single_node_only_features_are_refused_in_a_cluster(name: str, value: str) -> None:
-    overrides = {"zookeeper.connect": "127.0.0.1:2181", name: value}
-    overrides["rsm.config.storage.s3.bucket.name"] = "b"
-    with pytest.raises(ConfigError, match=f"{name}: kafkalite .* single node"):
-        build_config(overrides)
-
-
 def test_a_cluster_takes_an_authorizer() -> None:  # its ACLs live in ZooKeeper's /kafka-acl
     overrides = {
         "zookeeper.connect": "127.0.0.1:2181",
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
     }
     assert build_config(overrides).str("authorizer.class.name")
+
+
+def test_tiered_storage_is_accepted_in_a_cluster() -> None:
+    """The remote segment lists are replicated through __remote_log_metadata (its Kafka
+    rlmm.config.* settings)."""
+    config = build_config(
+        {
+            "zookeeper.connect": "127.0.0.1:2181",
+            "remote.log.storage.system.enable": "true",
+            "rsm.config.storage.s3.bucket.name": "b",
+            "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+        }
+    )
+    assert config.int("rlmm.config.remote.log.metadata.topic.num.partitions") == 3
+    assert config.int("rlmm.config.remote.log.metadata.topic.replication.factor") == 3

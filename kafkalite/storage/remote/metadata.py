@@ -11,10 +11,11 @@ records are the state changes of Kafka's RemoteLogSegmentState:
 
 A segment left in COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED by a crash is never served;
 its objects are deleted (`orphans`) and the local segment, never deleted before it was
-uploaded, is copied again under a new segment id. Why a file and not Kafka's
-`__remote_log_metadata` topic: on a single node it is as durable, lives and dies with the
-partition's log, and needs no consumer to rebuild it on start; a replicated list for a new
-leader to continue from is the next step (it will be the topic).
+uploaded, is copied again under a new segment id. Why a file on a single node and not
+Kafka's `__remote_log_metadata` topic: it is as durable there, lives and dies with the
+partition's log, and needs no consumer to rebuild it on start. In a cluster the list is
+replicated through the topic instead (broker/remote_log_metadata_manager.py): the same
+records, the same replay, with a `sink` that publishes them in place of the file.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import json
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -94,6 +96,9 @@ class RemoteLogSegments:
     copied_end: int = -1  # highest end offset ever copied (also of deleted segments)
     log_start_floor: int = 0  # the log start DeleteRecords or retention moved it to
     dead_records: int = 0
+    # Replicated (a cluster): `append` hands the records to the metadata topic's publisher
+    # instead of the file; they take effect as they are consumed back.
+    sink: Callable[[list[dict[str, object]]], None] | None = None
 
     @classmethod
     def load(cls, dir: Path) -> RemoteLogSegments:
@@ -140,6 +145,11 @@ class RemoteLogSegments:
             self.copied_end = max(self.copied_end, current.end_offset)
 
     def _compact(self) -> None:
+        self.write_snapshot(self.path)
+        self.dead_records = 0
+
+    def write_snapshot(self, path: Path) -> None:
+        """The list as a compacted file at `path` (blocking)."""
         lines = [
             json.dumps({"event": COPIED_UP_TO, "end": self.copied_end}),
             json.dumps(log_start_record(self.log_start_floor)),
@@ -148,13 +158,16 @@ class RemoteLogSegments:
             lines.append(json.dumps(replace(metadata, state=COPY_SEGMENT_STARTED).to_record()))
             if metadata.state != COPY_SEGMENT_STARTED:
                 lines.append(json.dumps(_event(metadata.segment_id, metadata.state)))
-        write_atomically(self.path, "\n".join(lines) + "\n")
-        self.dead_records = 0
+        write_atomically(path, "\n".join(lines) + "\n")
 
     # -- durable changes (blocking: worker threads) ---------------------------------------
 
     def append(self, records: list[dict[str, object]]) -> None:
-        """Append records and fsync; the first append also makes the file's entry durable."""
+        """Append records and fsync; the first append also makes the file's entry durable.
+        Replicated: hand them to the sink (the caller applies them in memory meanwhile)."""
+        if self.sink is not None:
+            self.sink(records)
+            return
         new = not self.path.exists()
         data = "".join(json.dumps(record) + "\n" for record in records).encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
