@@ -18,7 +18,7 @@ from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.partition import Partition
 from kafkalite.broker.remote_log_manager import RemoteLogManager
 from kafkalite.broker.remote_log_metadata_manager import TopicBasedRemoteLogMetadataManager
-from kafkalite.broker.replica_fetcher_manager import ReplicaFetcherManager
+from kafkalite.broker.replica_fetcher_manager import ReplicaFetcherManager, inter_broker_endpoint
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.broker.scram_credentials import (
     ScramCredentials,
@@ -35,6 +35,7 @@ from kafkalite.config import BrokerConfig, Listener
 from kafkalite.metrics.counters import BrokerMetrics
 from kafkalite.security.acl_store import AclStore
 from kafkalite.security.authorizer import Authorizer, parse_super_users
+from kafkalite.security.inter_broker import inter_broker_security
 from kafkalite.security.scram_credential import ScramCredential
 from kafkalite.storage.log_dirs import LogDirs
 
@@ -56,14 +57,12 @@ def _remote_log_manager(
 
     metadata_manager = None
     if config.cluster_mode:
-        listener = config.advertised_listeners[0].name  # the one brokers use between them
 
         def endpoint_of(broker_id: int) -> Endpoint | None:
-            info = replicas.metadata.broker(broker_id)
-            return info.endpoint(listener) if info else None
+            return inter_broker_endpoint(config, replicas.metadata, broker_id)
 
         metadata_manager = TopicBasedRemoteLogMetadataManager(
-            config, replicas, endpoint_of, clock_ms
+            config, replicas, endpoint_of, clock_ms, inter_broker_security(config)
         )
     manager = RemoteLogManager(config, partitions, clock_ms, metadata_manager=metadata_manager)
     replicas.topic_partition_deleted.append(manager.on_topic_partition_deleted)

@@ -42,6 +42,7 @@ from kafkalite.broker.remote_log_metadata_topic import (
 )
 from kafkalite.config import BrokerConfig
 from kafkalite.protocol.entities import make
+from kafkalite.security.inter_broker import InterBrokerSecurity
 from kafkalite.storage.batch import iter_batches
 from kafkalite.storage.records import decode_records, encode_batch
 from kafkalite.storage.remote.metadata import METADATA_FILE, RemoteLogSegments
@@ -78,6 +79,7 @@ class TopicBasedRemoteLogMetadataManager:
     replica_manager: ReplicaManager
     endpoint_of: Callable[[int], Endpoint | None]
     clock_ms: Callable[[], int]
+    security: InterBrokerSecurity | None = None  # the inter-broker listener's TLS and login
     states: dict[UserPartition, RemoteLogSegments] = field(default_factory=dict)
     # Metadata partitions consumed: the next offset to read, and how many fetches found
     # them read to their high watermark.
@@ -94,8 +96,12 @@ class TopicBasedRemoteLogMetadataManager:
 
     def __post_init__(self) -> None:
         broker = self.config.broker_id
-        self._producer = BrokerConnections(self.endpoint_of, f"broker-{broker}-rlmm-producer")
-        self._consumers = BrokerConnections(self.endpoint_of, f"broker-{broker}-rlmm-consumer")
+        self._producer = BrokerConnections(
+            self.endpoint_of, f"broker-{broker}-rlmm-producer", self.security
+        )
+        self._consumers = BrokerConnections(
+            self.endpoint_of, f"broker-{broker}-rlmm-consumer", self.security
+        )
 
     @property
     def num_partitions(self) -> int:
