@@ -62,6 +62,7 @@ from kafkalite.apis import (
     share_fetch,
     share_group_describe,
     share_group_heartbeat,
+    share_group_state,
     sync_group,
     txn_offset_commit,
     update_features,
@@ -130,6 +131,14 @@ _MODULES = (
 )
 
 HANDLERS: dict[int, ApiHandler] = {module.API.api_key: module.API for module in _MODULES}
+for _state_api in (  # the inter-broker share-state RPCs (KIP-932)
+    share_group_state.INITIALIZE_API,
+    share_group_state.READ_API,
+    share_group_state.WRITE_API,
+    share_group_state.DELETE_API,
+    share_group_state.SUMMARY_API,
+):
+    HANDLERS[_state_api.api_key] = _state_api
 HANDLERS[api_versions.API_KEY] = api_versions.api(HANDLERS)  # advertises this table
 
 
