@@ -162,11 +162,12 @@ class ShareCoordinatorService:
         return self.read_state(key)
 
     def fenced(self, key: SharePartitionKey, leader_epoch: int, state_epoch: int) -> ErrorCode:
-        """Why a write from this leader and state epoch is refused (NONE: it is not)."""
+        """Why a write from this leader and state epoch is refused (NONE: it is not); -1
+        leaves an epoch unchecked."""
         current = self.states.get(key)
         if current is None:
             return ErrorCode.none
-        if leader_epoch < current.leader_epoch:
+        if 0 <= leader_epoch < current.leader_epoch:
             return ErrorCode.fenced_leader_epoch
         if 0 <= state_epoch < current.state_epoch:
             return ErrorCode.fenced_state_epoch
