@@ -420,10 +420,13 @@ class SharePartitionManager:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Release records whose acquisition lock expired, at the earliest deadline; persist
         the releases of closed connections. Dead-letter writes run beside."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            await self._expire_locks()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                await self._expire_locks()
+        finally:
+            await self.persister.close()  # its connections to other share coordinators
 
     async def _expire_locks(self) -> None:
         while True:

@@ -152,6 +152,13 @@ def test_share_consumers_read_each_record_once_and_acknowledged_ones_survive_a_k
         consume(tally, consumers, after)
         for _ in range(10):
             tally.poll(consumers)
+        print(
+            "DIAG",
+            tally.errors,
+            sum(tally.delivered.values()),
+            len(tally.acknowledged),
+            victim.bootstrap,
+        )
         assert tally.again == []  # nothing whose acknowledgement was answered came back
         assert set(tally.delivered) == {*before, *after}
     finally:

@@ -1,7 +1,8 @@
 """Kafka's inter-broker share-state RPCs (83-87, apis/share_group_state.py) on the wire
 against an embedded broker, which leads every `__share_group_state` partition: the requests
 a partition leader on another broker sends (broker/share_persister.py builds them), their
-answers, and the share coordinator's fencing of older leader and state epochs.
+answers, the share coordinator's fencing of older leader and state epochs, and the
+persister of a leader whose state partition is on another broker.
 """
 
 from __future__ import annotations
@@ -9,13 +10,17 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
+import trio
 from kio.schema.errors import ErrorCode
 
-from kafkalite.broker.share_persister import read_request, write_request
+from kafkalite.broker.cluster_metadata import Endpoint
+from kafkalite.broker.share_persister import SharePersister, read_request, write_request
 from kafkalite.share.share_partition import StateBatch
 from kafkalite.share.share_records import SharePartitionKey
 from kafkalite.testing import EmbeddedBroker
@@ -146,3 +151,49 @@ def test_older_leader_and_state_epochs_are_fenced(client: RawClient) -> None:
     after = read(client, key, 4)
     assert (after.state_epoch, after.start_offset, after.state_batches) == (1, 7, ())
     assert write(client, key, 4, 8, [], state_epoch=1) is ErrorCode.none
+
+
+@dataclass
+class _Elsewhere:
+    """A share coordinator that leads no state partition here: the persister goes remote."""
+
+    runtime: Any = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.runtime = SimpleNamespace(check=lambda _: ErrorCode.not_coordinator)
+
+    def partition_of(self, key: SharePartitionKey) -> int:
+        return 0
+
+
+def test_the_persister_writes_and_reads_through_another_brokers_coordinator(
+    broker: EmbeddedBroker,
+) -> None:
+    """A partition leader whose state partition is led by another broker (the embedded one,
+    node 1): Write/ReadShareGroupState go there, answered once committed; a fenced write
+    is answered FENCED_LEADER_EPOCH, not retried."""
+    key = new_key()
+    endpoint = Endpoint("PLAINTEXT", broker.host, broker.port)
+    persister = SharePersister(
+        cast(Any, _Elsewhere()), 2, lambda _: broker.broker.node_id, lambda _: endpoint, 10_000
+    )
+
+    async def scenario() -> list[Any]:
+        try:
+            unknown = await persister.read_state(key, 0)
+            batches = [StateBatch(5, 6, ACKNOWLEDGED, 1)]
+            written = await persister.write_state(key, 0, 2, 5, batches)
+            committed = await persister.committed(key)
+            state = await persister.read_state(key, 2)
+            fenced = await persister.write_state(key, 0, 1, 5, [])
+            return [unknown, written, committed, state, fenced]
+        finally:
+            await persister.close()
+
+    unknown, written, committed, state, fenced = trio.run(scenario)
+    assert unknown == (ErrorCode.none, None)
+    assert (written, committed) == (ErrorCode.none, ErrorCode.none)
+    error, found = state
+    assert error is ErrorCode.none and found is not None
+    assert (found.start_offset, found.batches) == (5, (StateBatch(5, 6, ACKNOWLEDGED, 1),))
+    assert fenced is ErrorCode.fenced_leader_epoch
