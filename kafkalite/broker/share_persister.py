@@ -212,6 +212,9 @@ class SharePersister:
             log.info("share state request to broker %d: %s", broker_id, exc)
             await self._connections.drop(broker_id)
             return ErrorCode.network_exception, None
+        except BaseException:  # cancelled mid-request: its answer would come to the next one
+            await self._connections.drop(broker_id)
+            raise
 
     async def close(self) -> None:
         await self._connections.close_all()
