@@ -1,7 +1,8 @@
 """Kafka's inter-broker share-state RPCs (KIP-932), served by the share coordinator of the
 share-partition's `__share_group_state` partition (broker/share_coordinator_service.py):
 InitializeShareGroupState (83), ReadShareGroupState (84), WriteShareGroupState (85, v0-1),
-DeleteShareGroupState (86) and ReadShareGroupStateSummary (87, v0-1). A partition leader on
+DeleteShareGroupState (86) and ReadShareGroupStateSummary (87, v0-1), each registered by its
+own module (apis/read_share_group_state.py, ...). A partition leader on
 another broker sends them (broker/share_persister.py). Brokers only: ClusterAction on the
 cluster, as Kafka's KafkaApis, else CLUSTER_AUTHORIZATION_FAILED for every partition.
 
@@ -18,7 +19,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.schema.read_share_group_state.v0.response import StateBatch as ReadStateBatch
 
-from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.apis.base import RequestContext
 from kafkalite.broker.share_coordinator_service import ShareCoordinatorService
 from kafkalite.protocol.entities import make
 from kafkalite.security.acl import AclOperation
@@ -153,12 +154,3 @@ async def delete(ctx: RequestContext, request: Any) -> Any:
 async def summary(ctx: RequestContext, request: Any) -> Any:
     names = ("ReadShareGroupStateSummaryResponse", "ReadStateSummaryResult", "PartitionResult")
     return await _serve(ctx, request, _summary, names, NO_SUMMARY)
-
-
-INITIALIZE_API = ApiHandler(
-    api_key=83, min_version=0, max_version=0, handle=initialize, is_async=True
-)
-READ_API = ApiHandler(api_key=84, min_version=0, max_version=0, handle=read, is_async=True)
-WRITE_API = ApiHandler(api_key=85, min_version=0, max_version=1, handle=write, is_async=True)
-DELETE_API = ApiHandler(api_key=86, min_version=0, max_version=0, handle=delete, is_async=True)
-SUMMARY_API = ApiHandler(api_key=87, min_version=0, max_version=1, handle=summary, is_async=True)
