@@ -104,7 +104,7 @@ def secured(broker_factory: Callable[..., Broker]) -> Broker:
 
 
 @pytest.mark.parametrize(
-    ("api", "version", "build"), CASES, ids=lambda c: getattr(c, "api_key", "")
+    ("api", "version", "build"), CASES, ids=[f"key-{api.api_key}" for api, _, _ in CASES]
 )
 def test_without_cluster_action_every_partition_is_refused(
     secured: Broker, api: ApiHandler, version: int, build: Any
