@@ -25,6 +25,7 @@ from kafkalite.apis import (
     delete_groups,
     delete_records,
     delete_share_group_offsets,
+    delete_share_group_state,
     delete_topics,
     describe_acls,
     describe_cluster,
@@ -43,6 +44,7 @@ from kafkalite.apis import (
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
+    initialize_share_group_state,
     join_group,
     leave_group,
     list_config_resources,
@@ -56,6 +58,8 @@ from kafkalite.apis import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    read_share_group_state,
+    read_share_group_state_summary,
     sasl_authenticate,
     sasl_handshake,
     share_acknowledge,
@@ -65,6 +69,7 @@ from kafkalite.apis import (
     sync_group,
     txn_offset_commit,
     update_features,
+    write_share_group_state,
     write_txn_markers,
 )
 from kafkalite.apis.base import ApiHandler
@@ -127,6 +132,11 @@ _MODULES = (
     describe_share_group_offsets,
     alter_share_group_offsets,
     delete_share_group_offsets,
+    initialize_share_group_state,
+    read_share_group_state,
+    write_share_group_state,
+    delete_share_group_state,
+    read_share_group_state_summary,
 )
 
 HANDLERS: dict[int, ApiHandler] = {module.API.api_key: module.API for module in _MODULES}

@@ -6,8 +6,11 @@ A share-partition's state is keyed by (group, topic id, partition); the state pa
 the hash of Kafka's coordinator key "group:topicId:partition". A write is a ShareUpdate of the
 batches the leader changed, or every so often a ShareSnapshot of the whole state (Kafka's
 records and policy, share/share_records.py), answered once committed; a load replays the
-snapshots and overlays the updates on them. The partition leaders of this broker call it directly
-(Kafka's Read/WriteShareGroupState RPCs between brokers are not served yet).
+snapshots and overlays the updates on them. The partition leaders of this broker call it
+directly, those of other brokers through Kafka's share-state RPCs (apis/share_group_state.py,
+broker/share_persister.py). A write from a leader of an older leader epoch, or for an older
+state epoch (the share-partition was reset since), is fenced, as Kafka's ShareCoordinatorShard:
+FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH; a read by a newer leader records its epoch first.
 """
 
 from __future__ import annotations
@@ -141,19 +144,51 @@ class ShareCoordinatorService:
             return error, None
         return ErrorCode.none, self.states.get(key)
 
+    async def read_state_for_leader(
+        self, key: SharePartitionKey, leader_epoch: int
+    ) -> tuple[ErrorCode, ShareState | None]:
+        """A partition leader's read (Kafka's ReadShareGroupState): fenced when an older
+        leader asks; a newer leader's epoch is written first, so the old one's writes are
+        fenced from then on (Kafka's readStateAndMaybeUpdateLeaderEpoch)."""
+        error, state = self.read_state(key)
+        if error is not ErrorCode.none or state is None or leader_epoch < 0:
+            return error, state
+        if leader_epoch < state.leader_epoch:
+            return ErrorCode.fenced_leader_epoch, None
+        if leader_epoch > state.leader_epoch:
+            error = await self.write_state(key, leader_epoch, -1, [], state.state_epoch)
+            if error is not ErrorCode.none:
+                return error, None
+        return self.read_state(key)
+
+    def fenced(self, key: SharePartitionKey, leader_epoch: int, state_epoch: int) -> ErrorCode:
+        """Why a write from this leader and state epoch is refused (NONE: it is not); -1
+        leaves an epoch unchecked."""
+        current = self.states.get(key)
+        if current is None:
+            return ErrorCode.none
+        if 0 <= leader_epoch < current.leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        if 0 <= state_epoch < current.state_epoch:
+            return ErrorCode.fenced_state_epoch
+        return ErrorCode.none
+
     async def write_state(
         self,
         key: SharePartitionKey,
         leader_epoch: int,
         start_offset: int,
         batches: list[StateBatch],
+        state_epoch: int = -1,
     ) -> ErrorCode:
         """Record what the partition leader changed (Kafka's WriteShareGroupState): a
         ShareUpdate with its batches, or a ShareSnapshot of the merged state when the
         share-partition has none yet or has had
         `share.coordinator.snapshot.update.records.per.snapshot` updates since its last
-        (Kafka's ShareCoordinatorShard). NONE once committed."""
+        (Kafka's ShareCoordinatorShard). NONE once committed. `state_epoch` -1: unchecked."""
         error = self.runtime.check(key.coordinator_key())
+        if error is ErrorCode.none:
+            error = self.fenced(key, leader_epoch, state_epoch)
         if error is not ErrorCode.none:
             return error
         current = self.states.get(key)

@@ -42,8 +42,11 @@ from kafkalite.broker.group_configs import (
     GroupConfigManager,
     ShareGroupSettings,
 )
-from kafkalite.broker.share_coordinator_service import ShareCoordinatorService
+from kafkalite.broker.replica_fetcher_manager import inter_broker_endpoint
+from kafkalite.broker.share_coordinator_service import SHARE_STATE_TOPIC, ShareCoordinatorService
 from kafkalite.broker.share_dead_letters import DeadLetterWriter
+from kafkalite.broker.share_persister import SharePersister
+from kafkalite.security.inter_broker import inter_broker_security
 from kafkalite.share.auto_offset_reset import BY_DURATION, EARLIEST
 from kafkalite.share.dead_letter_records import DeadLetterSource
 from kafkalite.share.share_partition import (
@@ -89,6 +92,7 @@ class _Held:
     state: SharePartition
     leader_epoch: int
     persisted_version: int = 0
+    state_epoch: int = 0  # of the persisted state read: a reset since fences its writes
     isolation_level: int = READ_COMMITTED  # its group's share.isolation.level
     # Loaded with ARCHIVING records from state last written then: their dead letters may
     # have been written since (a crash before ARCHIVED); None once looked for.
@@ -127,6 +131,7 @@ class SharePartitionManager:
     group_configs: GroupConfigManager
     sessions: ShareSessionCache = field(init=False)
     dead_letters: DeadLetterWriter = field(init=False)
+    persister: SharePersister = field(init=False)
     held: dict[SharePartitionKey, _Held] = field(default_factory=dict)
     # Share-partitions changed outside a request (a connection closed): the timer persists them.
     _dirty: dict[SharePartitionKey, _Held] = field(default_factory=dict)
@@ -140,6 +145,20 @@ class SharePartitionManager:
     def __post_init__(self) -> None:
         self.sessions = ShareSessionCache(self.config.int("group.share.max.share.sessions"))
         self.dead_letters = DeadLetterWriter(self.replica_manager)
+        self.persister = SharePersister(
+            self.coordinator,
+            self.config.broker_id,
+            self._state_partition_leader,
+            lambda broker_id: inter_broker_endpoint(
+                self.config, self.replica_manager.metadata, broker_id
+            ),
+            self.config.int("request.timeout.ms"),
+            inter_broker_security(self.config),
+        )
+
+    def _state_partition_leader(self, index: int) -> int:
+        state = self.replica_manager.metadata.partition_state(SHARE_STATE_TOPIC, index)
+        return state.leader if state is not None else -1
 
     def now_ms(self) -> int:
         return self.replica_manager.clock_ms()
@@ -176,7 +195,7 @@ class SharePartitionManager:
     async def _load(
         self, key: SharePartitionKey, partition: Partition, settings: ShareGroupSettings
     ) -> tuple[ErrorCode, _Held | None]:
-        error, state = self.coordinator.read_state(key)
+        error, state = await self.persister.read_state(key, partition.leader_epoch)
         if error is not ErrorCode.none:
             return error, None
         config = share_partition_config(settings)
@@ -184,9 +203,10 @@ class SharePartitionManager:
             share = SharePartition.from_state(config, state.start_offset, state.batches)
             share.move_start(partition.log.log_start_offset)
             held = _Held(key, partition.topic, share, partition.leader_epoch)
-            held.persisted_version = share.version
+            held.persisted_version, held.state_epoch = share.version, state.state_epoch
             if share.dead_letters:  # ARCHIVING: their dead letters may be written already
-                held.recovered_from_ms = self.coordinator.written_at.get(key)
+                # (read from another broker: when is unknown, so the whole topic is looked at)
+                held.recovered_from_ms = self.coordinator.written_at.get(key, 0)
             self.held[key] = held
             self._dead_letter_soon(held)  # those it stopped in ARCHIVING
             return ErrorCode.none, held
@@ -221,14 +241,11 @@ class SharePartitionManager:
     async def _write_state(self, held: _Held) -> ErrorCode:
         share = held.state
         if held.persisted_version == share.version:
-            index = self.coordinator.partition_of(held.key)
-            timeout = self.config.int("request.timeout.ms")
-            failed = await self.coordinator.runtime.committed([index], timeout)
-            return ErrorCode.none if index not in failed else failed[index]
+            return await self.persister.committed(held.key)
         held.persisted_version = share.version
         changes = share.take_changes()
-        error = await self.coordinator.write_state(
-            held.key, held.leader_epoch, share.start_offset, changes
+        error = await self.persister.write_state(
+            held.key, held.state_epoch, held.leader_epoch, share.start_offset, changes
         )
         if error is not ErrorCode.none:
             held.persisted_version = -1  # the next call writes it again
@@ -403,10 +420,13 @@ class SharePartitionManager:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Release records whose acquisition lock expired, at the earliest deadline; persist
         the releases of closed connections. Dead-letter writes run beside."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            await self._expire_locks()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                await self._expire_locks()
+        finally:
+            await self.persister.close()  # its connections to other share coordinators
 
     async def _expire_locks(self) -> None:
         while True:

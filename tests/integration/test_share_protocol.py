@@ -178,8 +178,14 @@ def test_api_versions_and_share_version_feature(client: RawClient) -> None:
         ("share.version", 2)  # 2: dead-letter topics (KIP-1191)
     }
     assert [versions[key] for key in (90, 91, 92)] == [(0, 1), (0, 0), (0, 0)]
-    # Not served yet: the inter-broker share-state RPCs.
-    assert not {83, 84, 85, 86, 87} & set(versions)
+    # The inter-broker share-state RPCs (apis/share_group_state.py), Kafka 4.4's versions.
+    assert [versions[key] for key in (83, 84, 85, 86, 87)] == [
+        (0, 0),
+        (0, 0),
+        (0, 1),
+        (0, 0),
+        (0, 1),
+    ]
 
 
 def test_membership_describe_list_and_find_coordinator(
