@@ -223,6 +223,12 @@ PROPERTIES: dict[str, Property] = {
         "bytes of unanswered requests after which no more are read (-1: unbounded)",
         TYPE_LONG,
     ),
+    "quota.window.num": Property(
+        _int(1, I32_MAX), "11", "samples retained for client quotas", TYPE_INT
+    ),
+    "quota.window.size.seconds": Property(
+        _int(1, I32_MAX), "1", "time span of each client quota sample", TYPE_INT
+    ),
     "kafkalite.max.partitions.per.request": Property(
         _int(1, I32_MAX), "10000", "partitions one CreateTopics/CreatePartitions may add", TYPE_INT
     ),

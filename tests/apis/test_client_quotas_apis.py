@@ -1,0 +1,259 @@
+"""DescribeClientQuotas and AlterClientQuotas, sans-IO on a real single-node Broker: Kafka's
+validation messages, validate_only, the match types, persistence across a restart, and the
+quota managers learning every change."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kafkalite.apis import alter_client_quotas, describe_client_quotas
+from kafkalite.broker.broker import Broker
+from kafkalite.broker.client_quotas import MATCH_DEFAULT, MATCH_EXACT, MATCH_SPECIFIED
+from kafkalite.protocol.entities import make
+
+from .conftest import open_broker
+from .harness import call
+
+Entity = Sequence[tuple[str, str | None]]
+
+
+def alter(
+    broker: Broker,
+    *entries: tuple[Entity, Sequence[tuple[str, float | None]]],
+    validate_only: bool = False,
+    version: int = 1,
+) -> list[tuple[dict[str, str | None], ErrorCode, str | None]]:
+    def build(m: Any) -> Any:
+        return make(
+            m.AlterClientQuotasRequest,
+            entries=tuple(
+                make(
+                    m.EntryData,
+                    entity=tuple(
+                        make(m.EntityData, entity_type=kind, entity_name=name)
+                        for kind, name in entity
+                    ),
+                    ops=tuple(
+                        make(m.OpData, key=key, value=value or 0.0, remove=value is None)
+                        for key, value in ops
+                    ),
+                )
+                for entity, ops in entries
+            ),
+            validate_only=validate_only,
+        )
+
+    response = call(broker, alter_client_quotas.API, version, build)
+    return [
+        (
+            {e.entity_type: e.entity_name for e in entry.entity},
+            entry.error_code,
+            entry.error_message,
+        )
+        for entry in response.entries
+    ]
+
+
+def describe(
+    broker: Broker, *components: tuple[str, int, str | None], strict: bool = False, version: int = 1
+) -> Any:
+    def build(m: Any) -> Any:
+        return make(
+            m.DescribeClientQuotasRequest,
+            components=tuple(
+                make(m.ComponentData, entity_type=kind, match_type=match_type, match=match)
+                for kind, match_type, match in components
+            ),
+            strict=strict,
+        )
+
+    return call(broker, describe_client_quotas.API, version, build)
+
+
+def described(broker: Broker, *components: tuple[str, int, str | None], strict: bool = False):
+    response = describe(broker, *components, strict=strict)
+    assert response.error_code is ErrorCode.none, response.error_message
+    return [
+        (
+            {e.entity_type: e.entity_name for e in entry.entity},
+            {v.key: v.value for v in entry.values},
+        )
+        for entry in response.entries
+    ]
+
+
+ALICE = [("user", "alice")]
+ALICE_APP = [("user", "alice"), ("client-id", "app")]
+DEFAULT_USER = [("user", None)]
+APP = [("client-id", "app")]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_set_describe_and_remove(broker: Broker, version: int) -> None:
+    results = alter(
+        broker,
+        (ALICE, [("producer_byte_rate", 1024.0)]),
+        (DEFAULT_USER, [("consumer_byte_rate", 2048.0)]),
+        (ALICE_APP, [("producer_byte_rate", 512.0), ("consumer_byte_rate", 4096.0)]),
+        version=version,
+    )
+    assert [error for _, error, _ in results] == [ErrorCode.none] * 3
+    assert described(broker) == [
+        (
+            {"client-id": "app", "user": "alice"},
+            {"consumer_byte_rate": 4096.0, "producer_byte_rate": 512.0},
+        ),
+        ({"user": None}, {"consumer_byte_rate": 2048.0}),
+        ({"user": "alice"}, {"producer_byte_rate": 1024.0}),
+    ]
+    assert alter(broker, (ALICE, [("producer_byte_rate", None)]))[0][1] is ErrorCode.none
+    assert {"user": "alice"} not in [entity for entity, _ in described(broker)]
+    assert broker.quotas.produce.quota_limit(("alice", "app")) == 512.0
+    assert broker.quotas.fetch.quota_limit(("bob", "")) == 2048.0
+
+
+def test_match_types_and_strict(broker: Broker) -> None:
+    alter(
+        broker,
+        (ALICE, [("producer_byte_rate", 1.0)]),
+        (DEFAULT_USER, [("producer_byte_rate", 2.0)]),
+        (ALICE_APP, [("producer_byte_rate", 3.0)]),
+        (APP, [("producer_byte_rate", 4.0)]),
+    )
+
+    def entities(*components: tuple[str, int, str | None], strict: bool = False) -> list[Any]:
+        return [entity for entity, _ in described(broker, *components, strict=strict)]
+
+    assert entities(("user", MATCH_EXACT, "alice"), strict=True) == [{"user": "alice"}]
+    assert entities(("user", MATCH_EXACT, "alice")) == [
+        {"client-id": "app", "user": "alice"},
+        {"user": "alice"},
+    ]
+    assert entities(("user", MATCH_DEFAULT, None)) == [{"user": None}]
+    assert entities(("user", MATCH_SPECIFIED, None), strict=True) == [
+        {"user": None},
+        {"user": "alice"},
+    ]
+    assert entities(("client-id", MATCH_SPECIFIED, None)) == [
+        {"client-id": "app"},
+        {"client-id": "app", "user": "alice"},
+    ]
+    assert len(entities()) == 4
+    assert entities(strict=True) == []
+
+
+@pytest.mark.parametrize(
+    ("components", "error", "message"),
+    [
+        ([("", MATCH_EXACT, "x")], ErrorCode.invalid_request, "Invalid empty entity type."),
+        (
+            [("user", MATCH_EXACT, None)],
+            ErrorCode.invalid_request,
+            "Request specified MATCH_TYPE_EXACT, but set match string to null.",
+        ),
+        (
+            [("user", MATCH_DEFAULT, "x")],
+            ErrorCode.invalid_request,
+            "Request specified MATCH_TYPE_DEFAULT, but also specified a match string.",
+        ),
+        (
+            [("user", MATCH_EXACT, "a"), ("user", MATCH_SPECIFIED, None)],
+            ErrorCode.invalid_request,
+            "Entity type user cannot appear more than once in the filter.",
+        ),
+        (
+            [("ip", MATCH_SPECIFIED, None), ("user", MATCH_SPECIFIED, None)],
+            ErrorCode.invalid_request,
+            "Invalid entity filter component combination. IP filter component should not be "
+            "used with user or clientId filter component.",
+        ),
+        (
+            [("group", MATCH_SPECIFIED, None)],
+            ErrorCode.unsupported_version,
+            "Unsupported entity type group",
+        ),
+        ([("user", 7, None)], ErrorCode.invalid_request, "Unknown match type 7"),
+    ],
+)
+def test_describe_refusals(broker: Broker, components: Any, error: ErrorCode, message: str) -> None:
+    response = describe(broker, *components)
+    assert (response.error_code, response.error_message, response.entries) == (error, message, None)
+
+
+@pytest.mark.parametrize(
+    ("entity", "ops", "message"),
+    [
+        ([], [("producer_byte_rate", 1.0)], "Invalid empty client quota entity"),
+        ([("user", "")], [("producer_byte_rate", 1.0)], "Empty user not supported"),
+        (
+            [("group", "g")],
+            [("producer_byte_rate", 1.0)],
+            "Unhandled client quota entity type: group",
+        ),
+        (ALICE, [("retention.ms", 1.0)], "Invalid configuration key retention.ms"),
+        (ALICE, [("producer_byte_rate", 0.0)], "Quota producer_byte_rate must be greater than 0"),
+        (ALICE, [("producer_byte_rate", 1.5)], "producer_byte_rate cannot be a fractional value."),
+        (
+            [("ip", "127.0.0.1"), ("user", "a")],
+            [("connection_creation_rate", 1.0)],
+            "Invalid quota entity combination, IP entity shouldnot be combined with User or "
+            "ClientId",
+        ),
+    ],
+)
+def test_alter_refusals(broker: Broker, entity: Entity, ops: Any, message: str) -> None:
+    [(_, error, text)] = alter(broker, (entity, ops))
+    assert (error, text) == (ErrorCode.invalid_request, message)
+    assert described(broker) == []
+
+
+def test_unenforced_quotas_are_refused_not_stored(broker: Broker) -> None:
+    [(_, error, text)] = alter(broker, (ALICE, [("request_percentage", 50.0)]))
+    assert (error, text) == (
+        ErrorCode.invalid_request,
+        "kafkalite does not enforce request_percentage yet",
+    )
+    assert described(broker) == []
+
+
+def test_duplicate_entity_and_key(broker: Broker) -> None:
+    results = alter(
+        broker,
+        (ALICE, [("producer_byte_rate", 1.0), ("producer_byte_rate", 2.0)]),
+        (APP, [("producer_byte_rate", 1.0)]),
+        (APP, [("producer_byte_rate", 2.0)]),
+    )
+    assert [
+        (error, text is not None and text.startswith("Ignoring duplicate entity"))
+        for _, error, text in results
+    ] == [
+        (ErrorCode.invalid_request, True),
+        (ErrorCode.invalid_request, True),
+    ]
+    # as Kafka's controller, the first alteration of a repeated entity still applies
+    assert described(broker) == [({"client-id": "app"}, {"producer_byte_rate": 1.0})]
+
+
+def test_validate_only_changes_nothing(broker: Broker) -> None:
+    [(_, error, _)] = alter(broker, (ALICE, [("producer_byte_rate", 1.0)]), validate_only=True)
+    assert error is ErrorCode.none
+    assert described(broker) == []
+    assert not broker.quotas.produce.enabled
+
+
+def test_quotas_survive_a_restart(tmp_path: Path, broker_factory: Callable[..., Broker]) -> None:
+    first = open_broker(tmp_path / "node")
+    alter(first, (DEFAULT_USER, [("producer_byte_rate", 100.0)]))
+    first.shutdown()
+    again = open_broker(tmp_path / "node")
+    try:
+        assert described(again) == [({"user": None}, {"producer_byte_rate": 100.0})]
+        assert again.quotas.produce.enabled
+        assert again.quotas.produce.quota_limit(("anyone", "")) == 100.0
+    finally:
+        again.shutdown()
