@@ -26,7 +26,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.api_versions import api_versions_response
-from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.apis.base import ApiHandler, ChannelThrottle, RequestContext
 from kafkalite.apis.registry import HANDLERS, api_names
 from kafkalite.broker import log_maintenance
 from kafkalite.broker.broker import Broker
@@ -67,6 +67,7 @@ async def _read_requests(
     queue: trio.MemorySendChannel[Queued],
     metrics: BrokerMetrics,
     memory: ConnectionMemory,
+    throttle: ChannelThrottle,
 ) -> None:
     async with queue:
         while True:
@@ -74,6 +75,8 @@ async def _read_requests(
                 frame = reader.next_frame()
                 if frame is None:
                     await memory.before_read(reader.frame_size)  # queued.max.request.bytes
+                    if throttle.muted_until:  # a quota's throttling (KIP-219): read nothing
+                        await _until_unmuted(throttle)
                     data = await stream.receive_some(reader.bytes_wanted)
                     if not data:
                         if reader.pending:
@@ -91,6 +94,11 @@ async def _read_requests(
             except FrameError as exc:
                 log.warning("closing connection from %s: %s", peer, exc)
                 return
+
+
+async def _until_unmuted(throttle: ChannelThrottle) -> None:
+    while trio.current_time() < throttle.muted_until:
+        await trio.sleep_until(throttle.muted_until)
 
 
 def _answer_legacy(handler: ApiHandler, request: LegacyRequest) -> bytes:
@@ -116,6 +124,7 @@ async def _process(
     handlers: Mapping[int, ApiHandler],
     queue: trio.MemoryReceiveChannel[Queued],
     memory: ConnectionMemory,
+    throttle: ChannelThrottle,
 ) -> None:
     metrics = broker.metrics
     async for item in memory.answering(queue):
@@ -145,6 +154,8 @@ async def _process(
             channel.principal,
             channel.peer,
             broker.authorizer,
+            item.size,
+            throttle,
         )
         # Handler work (as a Kafka handler thread's: handle, encode) for the idle percent.
         if handler.is_async:
@@ -161,6 +172,16 @@ async def _process(
             metrics.network_bytes_out += len(frame)
         elapsed = time.perf_counter() - started
         metrics.observe_request(broker, ctx.api_key, ctx.api_version, elapsed, item.body, response)
+        if throttle.ms:
+            await _mute(throttle)
+
+
+async def _mute(throttle: ChannelThrottle) -> None:
+    """After a throttled answer: nothing read or served for its throttle time (KIP-219)."""
+    throttle.muted_until = trio.current_time() + throttle.ms / 1000
+    throttle.ms = 0
+    await _until_unmuted(throttle)
+    throttle.muted_until = 0.0
 
 
 async def handle_connection(
@@ -179,6 +200,7 @@ async def handle_connection(
     reader = FrameReader(broker.config.int("socket.request.max.bytes"))
     send, receive = trio.open_memory_channel[Queued](MAX_QUEUED_REQUESTS)
     memory = (pool or RequestMemoryPool(-1)).connection()
+    throttle = ChannelThrottle()
     broker.metrics.connections += 1
     broker.metrics.connections_created += 1
     try:
@@ -193,9 +215,17 @@ async def handle_connection(
                 await stack.enter_async_context(transport)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(
-                    _read_requests, transport, peer, reader, HANDLERS, send, broker.metrics, memory
+                    _read_requests,
+                    transport,
+                    peer,
+                    reader,
+                    HANDLERS,
+                    send,
+                    broker.metrics,
+                    memory,
+                    throttle,
                 )
-                await _process(broker, transport, channel, HANDLERS, receive, memory)
+                await _process(broker, transport, channel, HANDLERS, receive, memory, throttle)
                 nursery.cancel_scope.cancel()
     # The nursery wraps whatever its tasks raise in an ExceptionGroup.
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):

@@ -4,6 +4,7 @@ quota managers learning every change."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -11,13 +12,14 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis import alter_client_quotas, describe_client_quotas
+from kafkalite.apis import alter_client_quotas, describe_client_quotas, fetch, produce
+from kafkalite.apis.base import ChannelThrottle, RequestContext
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.client_quotas import MATCH_DEFAULT, MATCH_EXACT, MATCH_SPECIFIED
 from kafkalite.protocol.entities import make
 
 from .conftest import open_broker
-from .harness import call
+from .harness import call, record_batch, request_module, run_handler
 
 Entity = Sequence[tuple[str, str | None]]
 
@@ -257,3 +259,89 @@ def test_quotas_survive_a_restart(tmp_path: Path, broker_factory: Callable[..., 
         assert again.quotas.produce.quota_limit(("anyone", "")) == 100.0
     finally:
         again.shutdown()
+
+
+# -- enforcement: Produce and Fetch ------------------------------------------------------------
+
+
+def _handle(broker: Broker, api: Any, version: int, request: Any, size: int = 0) -> Any:
+    channel = ChannelThrottle()
+    ctx = RequestContext(
+        broker, api.api_key, version, 7, "metered", request_size=size, channel=channel
+    )
+    return run_handler(api, ctx, request), channel.ms
+
+
+def _produce(broker: Broker, topic: str, batch: bytes, size: int) -> tuple[Any, int]:
+    m = request_module(0, 9)
+    request = make(
+        m.ProduceRequest,
+        transactional_id=None,
+        acks=1,
+        timeout=datetime.timedelta(seconds=5),
+        topic_data=(
+            make(
+                m.TopicProduceData,
+                name=topic,
+                partition_data=(make(m.PartitionProduceData, index=0, records=batch),),
+            ),
+        ),
+    )
+    return _handle(broker, produce.API, 9, request, size)
+
+
+def _fetch(broker: Broker, topic: str) -> tuple[Any, int]:
+    m = request_module(1, 12)
+    partition = make(
+        m.FetchPartition,
+        partition=0,
+        current_leader_epoch=-1,
+        fetch_offset=0,
+        last_fetched_epoch=-1,
+        log_start_offset=-1,
+        partition_max_bytes=1 << 20,
+    )
+    request = make(
+        m.FetchRequest,
+        replica_id=-1,
+        max_wait=datetime.timedelta(0),
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(make(m.FetchTopic, topic=topic, partitions=(partition,)),),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+    return _handle(broker, fetch.API, 12, request)
+
+
+def test_produce_over_the_quota_is_throttled(broker: Broker) -> None:
+    broker.admin_manager.create_topic("metered", 1)
+    alter(broker, ([("client-id", "metered")], [("producer_byte_rate", 1000.0)]))
+    batch = record_batch([b"x" * 100])
+    response, muted_ms = _produce(broker, "metered", batch, size=5_000)
+    assert (response.throttle_time, muted_ms) == (datetime.timedelta(0), 0)  # 500 B/s
+    response, muted_ms = _produce(broker, "metered", batch, size=10_000)
+    # 15 KB over the 10 s the first samples span: (1500 - 1000) / 1000 * 10 s
+    assert response.throttle_time == datetime.timedelta(milliseconds=muted_ms)
+    assert 4_500 <= muted_ms <= 5_000  # (the window grows as time passes)
+    assert response.responses[0].partition_responses[0].error_code is ErrorCode.none
+
+
+def test_throttled_fetch_answers_no_data(broker: Broker) -> None:
+    broker.admin_manager.create_topic("metered", 1)
+    batch = record_batch([b"y" * 4000])
+    assert broker.replica_manager.append_records({("metered", 0): batch}, 1)[0]
+    alter(broker, ([("user", None)], [("consumer_byte_rate", 100.0)]))
+    # at most 100 B/s * 10 windows = 1000 bytes per fetch; Kafka returns the first batch
+    # whole even so (KIP-74), which is over the quota
+    response, muted_ms = _fetch(broker, "metered")
+    assert muted_ms > 0
+    assert response.throttle_time == datetime.timedelta(milliseconds=muted_ms)
+    assert response.responses == ()
+    # its bytes were taken back: with the quota raised, the same fetch is served
+    alter(broker, ([("user", None)], [("consumer_byte_rate", 1e6)]))
+    response, muted_ms = _fetch(broker, "metered")
+    assert muted_ms == 0 and response.responses[0].partitions[0].records

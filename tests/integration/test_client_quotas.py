@@ -1,0 +1,117 @@
+"""Client quotas end to end on a single node: `kafkalite quota` sets, lists and removes them;
+a confluent-kafka producer over its producer_byte_rate gets answers with throttle_time_ms > 0
+(KIP-219); Kafka's own `kafka-configs.sh` (4.3) alters and describes them, defaults
+included."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Producer
+
+from compat.cli_runner import kafkalite_here, ok, ok_json, one_line_error
+from compat.kafka_tools import run_tool
+from kafkalite.testing import EmbeddedBroker
+
+THROTTLED_CLIENT = "throttled-producer"
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker() as started:
+        yield started
+
+
+def cli(broker: EmbeddedBroker, *args: str) -> object:
+    return kafkalite_here(*args, "-b", broker.bootstrap, "--timeout", "10")
+
+
+def test_quota_set_list_remove(broker: EmbeddedBroker) -> None:
+    ok(cli(broker, "quota", "set", "--user", "alice", "--producer-byte-rate", "1048576"))
+    ok(
+        cli(
+            broker,
+            "quota",
+            "set",
+            "--user-default",
+            "--client-id",
+            "app",
+            "--consumer-byte-rate",
+            "2048",
+        )
+    )
+    listed = ok_json(cli(broker, "quota", "list", "--user", "alice", "--format", "json"))
+    assert listed == [{"entity": {"user": "alice"}, "quotas": {"producer_byte_rate": 1048576}}]
+    table = ok(cli(broker, "quota", "list", "--client-id", "app"))
+    assert "client-id=app user=<default>  consumer_byte_rate  2048" in table
+    removed = ok_json(cli(broker, "quota", "remove", "--user", "alice", "--format", "json"))
+    assert removed == {"entity": {"user": "alice"}, "removed": ["producer_byte_rate"]}
+    assert (
+        ok_json(cli(broker, "quota", "list", "--user", "alice", "--strict", "--format", "json"))
+        == []
+    )
+    one_line_error(cli(broker, "quota", "remove", "--user", "alice"), 1, "has no quotas")
+    ok(cli(broker, "quota", "remove", "--user-default", "--client-id", "app"))
+
+
+def test_producer_over_its_quota_is_throttled(broker: EmbeddedBroker) -> None:
+    # 1000 B/s: a first request of ~10.5 KB is over it (10 windows of 1 s at least, KIP-219)
+    ok(cli(broker, "quota", "set", "--client-id", THROTTLED_CLIENT, "--producer-byte-rate", "1000"))
+    topic = broker.create_topic("throttled")
+    throttles: list[int] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "client.id": THROTTLED_CLIENT,
+            "throttle_cb": lambda event: throttles.append(event.throttle_time),
+        }
+    )
+    try:
+        producer.produce(topic, b"x" * 10_400)
+        assert producer.flush(20) == 0
+        deadline_polls = 50
+        while not throttles and deadline_polls:
+            producer.poll(0.1)
+            deadline_polls -= 1
+    finally:
+        ok(cli(broker, "quota", "remove", "--client-id", THROTTLED_CLIENT))
+    assert len(throttles) == 1 and throttles[0] > 0, throttles
+
+
+@pytest.mark.slow  # a JVM per tool run
+def test_kafka_configs_alters_and_describes_quotas(broker: EmbeddedBroker) -> None:
+    def configs(*args: str) -> str:
+        run = run_tool("kafka-configs", broker.bootstrap, *args)
+        assert run.exit_code == 0, run.stderr
+        return run.stdout
+
+    configs(
+        "--alter",
+        "--add-config",
+        "producer_byte_rate=4096,consumer_byte_rate=8192",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        "zoe",
+    )
+    configs(
+        "--alter",
+        "--add-config",
+        "producer_byte_rate=1024",
+        "--entity-type",
+        "users",
+        "--entity-default",
+    )
+    described = configs("--describe", "--entity-type", "users")
+    assert "Quota configs for user-principal 'zoe' are" in described
+    assert "producer_byte_rate=4096.0" in described and "consumer_byte_rate=8192.0" in described
+    assert "Quota configs for the default user-principal are producer_byte_rate=1024.0" in described
+    listed = ok_json(cli(broker, "quota", "list", "--user", "zoe", "--strict", "--format", "json"))
+    assert listed == [
+        {
+            "entity": {"user": "zoe"},
+            "quotas": {"consumer_byte_rate": 8192, "producer_byte_rate": 4096},
+        }
+    ]
+    assert broker.broker.quotas.produce.quota_limit(("anyone", "")) == 1024.0
