@@ -13,6 +13,13 @@ from confluent_kafka import Producer
 from compat.cli_runner import kafkalite_here, ok, ok_json, one_line_error
 from compat.kafka_tools import run_tool
 from kafkalite.testing import EmbeddedBroker
+from protocol_tests.raw_client import (
+    RawClient,
+    api_versions_request,
+    produce_request,
+    response_class,
+)
+from tests.apis.harness import record_batch
 
 THROTTLED_CLIENT = "throttled-producer"
 
@@ -77,6 +84,25 @@ def test_producer_over_its_quota_is_throttled(broker: EmbeddedBroker) -> None:
     finally:
         ok(cli(broker, "quota", "remove", "--client-id", THROTTLED_CLIENT))
     assert len(throttles) == 1 and throttles[0] > 0, throttles
+
+
+def test_a_throttled_connection_is_muted(broker: EmbeddedBroker) -> None:
+    """After a throttled answer the broker serves nothing on that connection for the
+    throttle time: a request sent right behind it waits (KIP-219)."""
+    ok(cli(broker, "quota", "set", "--client-id", "kafkalite-raw", "--producer-byte-rate", "1000"))
+    topic = broker.create_topic("muted")
+    try:
+        with RawClient(broker.host, broker.port) as client:
+            # ~11 KB against 1000 B/s over 10 windows: a throttle of about 1.1 s
+            client.send(produce_request(topic, 0, record_batch([b"m" * 11_000]), acks=1))
+            client.send(api_versions_request())
+            _, produced = client.recv(response_class(0, 9))
+            assert produced.throttle_time.total_seconds() > 1.0
+            assert not client.readable_within(0.5)  # muted: the ApiVersions waits
+            _, versions = client.recv(response_class(18, 3), timeout=10)
+            assert versions.error_code == 0
+    finally:
+        ok(cli(broker, "quota", "remove", "--client-id", "kafkalite-raw"))
 
 
 @pytest.mark.slow  # a JVM per tool run
