@@ -16,6 +16,7 @@ from kafkalite.apis import alter_client_quotas, describe_client_quotas, fetch, p
 from kafkalite.apis.base import ChannelThrottle, RequestContext
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.client_quotas import MATCH_DEFAULT, MATCH_EXACT, MATCH_SPECIFIED
+from kafkalite.metrics.collector import BrokerCollector
 from kafkalite.protocol.entities import make
 
 from .conftest import open_broker
@@ -328,6 +329,15 @@ def test_produce_over_the_quota_is_throttled(broker: Broker) -> None:
     assert response.throttle_time == datetime.timedelta(milliseconds=muted_ms)
     assert 4_500 <= muted_ms <= 5_000  # (the window grows as time passes)
     assert response.responses[0].partition_responses[0].error_code is ErrorCode.none
+    samples = {
+        sample.name: (sample.labels, sample.value)
+        for family in BrokerCollector(broker, "PLAINTEXT", {}).collect()
+        if family.name.startswith("kafka_server_produce_")
+        for sample in family.samples
+    }
+    labels = {"user": "", "client_id": "metered"}  # client-id quotas: one rate per client id
+    assert samples["kafka_server_produce_throttle_time"] == (labels, muted_ms)
+    assert samples["kafka_server_produce_byte_rate"][0] == labels
 
 
 def test_throttled_fetch_answers_no_data(broker: Broker) -> None:

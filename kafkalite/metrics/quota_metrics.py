@@ -1,0 +1,37 @@
+"""Client quotas' metrics, by Kafka's names (kafka.server:type=Produce|Fetch,user=,client-id=
+byte-rate and throttle-time, as the JMX exporter names them): per quota sensor, the measured
+rate and the average throttle time given. Nothing while no quota was ever configured."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+if TYPE_CHECKING:
+    from kafkalite.broker.client_quota_manager import QuotaManagers
+
+LABELS = ["user", "client_id"]
+
+
+def collect(quotas: QuotaManagers, now_ms: int) -> Iterator[Metric]:
+    for quota_type, manager in (("produce", quotas.produce), ("fetch", quotas.fetch)):
+        if not manager.enabled:
+            continue
+        rate = GaugeMetricFamily(
+            f"kafka_server_{quota_type}_byte_rate",
+            f"{quota_type.capitalize()} bytes per second, per quota (user, client id)",
+            labels=LABELS,
+        )
+        throttle = GaugeMetricFamily(
+            f"kafka_server_{quota_type}_throttle_time",
+            "Average throttle time in ms given, per quota (user, client id)",
+            labels=LABELS,
+        )
+        for (user, client_id), sensors in sorted(manager.sensors.items()):
+            rate.add_metric([user, client_id], sensors.rate.measure(now_ms))
+            average = sensors.throttle_ms_total / sensors.throttles if sensors.throttles else 0.0
+            throttle.add_metric([user, client_id], average)
+        yield rate
+        yield throttle
