@@ -229,6 +229,12 @@ PROPERTIES: dict[str, Property] = {
     "quota.window.size.seconds": Property(
         _int(1, I32_MAX), "1", "time span of each client quota sample", TYPE_INT
     ),
+    "controller.quota.window.num": Property(
+        _int(1, I32_MAX), "11", "samples retained for controller mutation quotas", TYPE_INT
+    ),
+    "controller.quota.window.size.seconds": Property(
+        _int(1, I32_MAX), "1", "time span of each controller mutation quota sample", TYPE_INT
+    ),
     "kafkalite.max.partitions.per.request": Property(
         _int(1, I32_MAX), "10000", "partitions one CreateTopics/CreatePartitions may add", TYPE_INT
     ),

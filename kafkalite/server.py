@@ -27,6 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.api_versions import api_versions_response
 from kafkalite.apis.base import ApiHandler, ChannelThrottle, RequestContext
+from kafkalite.apis.quota_throttle import with_throttle_time
 from kafkalite.apis.registry import HANDLERS, api_names
 from kafkalite.broker import log_maintenance
 from kafkalite.broker.broker import Broker
@@ -165,6 +166,8 @@ async def _process(
         else:
             working = time.perf_counter()
             response = handler.handle(ctx, item.body)
+        if throttle.ms and response is not None:  # a quota was violated (KIP-219)
+            response = with_throttle_time(response, throttle.ms)
         frame = None if response is None else encode_response(item.correlation_id, response)
         metrics.loop.handler_seconds += time.perf_counter() - working
         if frame is not None:

@@ -82,7 +82,10 @@ def open_quotas(
     store = metadata if isinstance(metadata, SingleNodeMetadata) else None
     client_quotas = ClientQuotas(store)
     managers = QuotaManagers.create(
-        config.int("quota.window.num"), config.int("quota.window.size.seconds")
+        config.int("quota.window.num"),
+        config.int("quota.window.size.seconds"),
+        config.int("controller.quota.window.num"),
+        config.int("controller.quota.window.size.seconds"),
     )
     for entity, quotas in client_quotas.all().items():
         managers.on_client_quota_changed(entity, quotas)
@@ -110,7 +113,7 @@ class Broker:
     # Tiered storage (remote.log.storage.system.enable): run by the server.
     remote_log_manager: RemoteLogManager | None = None
     client_quotas: ClientQuotas = field(default_factory=lambda: ClientQuotas(None))
-    quotas: QuotaManagers = field(default_factory=lambda: QuotaManagers.create(11, 1))
+    quotas: QuotaManagers = field(default_factory=lambda: QuotaManagers.create(11, 1, 11, 1))
 
     @classmethod
     def open(

@@ -234,23 +234,83 @@ def _lookup_order(user: str, client_id: str) -> list[tuple[Entity, MetricTags]]:
     return [(_entity(u, c, user, client_id), tags) for (u, c), tags in levels]
 
 
+@dataclass(slots=True)
+class TokenBucket:
+    """Kafka's TokenBucket: `quota` tokens a second, at most samples * window of them (the
+    burst); a mutation takes as many tokens as partitions, and may take the bucket below 0."""
+
+    samples: int
+    window_ms: int
+    tokens: float = 0.0
+    last_update_ms: int = 0
+
+    def measure(self, quota: float, now_ms: int) -> float:
+        self._refill(quota, now_ms)
+        return self.tokens
+
+    def record(self, quota: float, value: float, now_ms: int) -> None:
+        self._refill(quota, now_ms)
+        self.tokens = min(self._burst(quota), self.tokens - value)
+
+    def _refill(self, quota: float, now_ms: int) -> None:
+        refilled = self.tokens + quota * (now_ms - self.last_update_ms) / 1000
+        self.tokens = min(self._burst(quota), refilled)
+        self.last_update_ms = now_ms
+
+    def _burst(self, quota: float) -> float:
+        return self.samples * self.window_ms / 1000 * quota
+
+
+class ControllerMutationQuotaManager(ClientQuotaManager):
+    """Kafka's ControllerMutationQuotaManager: controller_mutation_rate (partitions created
+    or deleted a second, KIP-599) as a token bucket per user / client id."""
+
+    def __init__(self, samples: int, window_seconds: int) -> None:
+        super().__init__("controller_mutation_rate", samples, window_seconds)
+        self._buckets: dict[MetricTags, TokenBucket] = {}
+
+    def record_mutation(
+        self, user: str, client_id: str, permits: float, now_ms: int, strict: bool
+    ) -> int:
+        """The throttle time in ms; strict (StrictControllerMutationQuota): a positive one
+        means the mutation is refused and nothing was recorded; permissive: it was done."""
+        tags = self.metric_tags(user, client_id)
+        bound = self.quota_limit(tags)
+        if bound is None:
+            return 0
+        bucket = self._buckets.get(tags)
+        if bucket is None:
+            bucket = self._buckets[tags] = TokenBucket(self.samples, self.window_ms)
+        if strict and (tokens := bucket.measure(bound, now_ms)) < 0:
+            return round(-tokens / bound * 1000)
+        bucket.record(bound, permits, now_ms)
+        if not strict and (tokens := bucket.measure(bound, now_ms)) < 0:
+            return round(-tokens / bound * 1000)
+        return 0
+
+
 @dataclass
 class QuotaManagers:
-    """Kafka's QuotaFactory.QuotaManagers: the produce and fetch byte-rate managers."""
+    """Kafka's QuotaFactory.QuotaManagers: the produce and fetch byte-rate managers and the
+    controller mutation manager."""
 
     produce: ClientQuotaManager
     fetch: ClientQuotaManager
+    controller_mutation: ControllerMutationQuotaManager
 
     @classmethod
-    def create(cls, samples: int, window_seconds: int) -> QuotaManagers:
+    def create(
+        cls, samples: int, window_seconds: int, controller_samples: int, controller_window: int
+    ) -> QuotaManagers:
         return cls(
             ClientQuotaManager("producer_byte_rate", samples, window_seconds),
             ClientQuotaManager("consumer_byte_rate", samples, window_seconds),
+            ControllerMutationQuotaManager(controller_samples, controller_window),
         )
 
     def on_client_quota_changed(self, entity: Entity, quotas: Mapping[str, float]) -> None:
         """An entity's quotas as now stored (Kafka's ClientQuotaMetadataManager)."""
-        for manager in (self.produce, self.fetch):
+        for manager in (self.produce, self.fetch, self.controller_mutation):
             quota = quotas.get(manager.quota_key)
             if quota is not None or manager.has_quota(entity):
                 manager.update_quota(entity, quota)

@@ -9,8 +9,8 @@ metadata file, as SCRAM credentials are; a cluster would keep them in ZooKeeper'
 UNSUPPORTED_VERSION with NOT_STORED.
 
 Kafka's ip entity (connection_creation_rate) is not enforced by kafkalite, so it is refused
-with INVALID_REQUEST rather than stored to no effect; so are request_percentage and
-controller_mutation_rate until their quota managers exist.
+with INVALID_REQUEST rather than stored to no effect; so is request_percentage until its
+quota manager exists.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ USER_AND_CLIENT_KEYS = {
     REQUEST_PERCENTAGE: False,
     CONTROLLER_MUTATION_RATE: False,
 }
-ENFORCED_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE})
+ENFORCED_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE})
 LONG_MAX = 2**63 - 1
 NOT_STORED = "kafkalite keeps client quotas on a single node only (not yet in ZooKeeper)"
 

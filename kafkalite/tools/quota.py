@@ -1,19 +1,18 @@
-"""`kafkalite quota list|set|remove`: client quotas (DescribeClientQuotas, AlterClientQuotas)
-of users, client ids, both, and their defaults, as `kafka-configs.sh --entity-type
-users|clients` manages them. Sent on kafkalite's own client: PLAINTEXT listeners only."""
+"""`kafkalite quota list|set|remove`: client quotas (DescribeClientQuotas, AlterClientQuotas):
+byte rates and controller mutation rates of users, client ids, both, and their defaults, as
+`kafka-configs.sh --entity-type users|clients` manages them. Sent on kafkalite's own client:
+PLAINTEXT listeners only."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from kafkalite.tools.common import Connection, ToolError, UsageError, connection
 from kafkalite.tools.output import emit
 
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
-KEYS = ("producer_byte_rate", "consumer_byte_rate")
+KEYS = ("producer_byte_rate", "consumer_byte_rate", "controller_mutation_rate")
 HEADERS = ["ENTITY", "QUOTA", "VALUE"]
 
 
@@ -33,8 +32,14 @@ def register(commands: Any, parents: dict, parser_class: type) -> None:
 
     set_ = sub.add_parser("set", parents=both, help="set quotas of a user, client id or both")
     _entity_options(set_)
-    for key in KEYS:
+    for key in KEYS[:2]:
         set_.add_argument(f"--{key.replace('_', '-')}", type=_rate, metavar="BYTES_PER_S")
+    set_.add_argument(
+        "--controller-mutation-rate",
+        type=_mutation_rate,
+        metavar="PARTITIONS_PER_S",
+        help="partitions created or deleted a second (KIP-599)",
+    )
     set_.add_argument("--validate-only", action="store_true", help="check, change nothing")
     set_.set_defaults(run=set_quotas)
 
@@ -64,6 +69,16 @@ def _rate(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value <= 0:
+        raise argparse.ArgumentTypeError("a quota must be greater than 0")
+    return value
+
+
+def _mutation_rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError("a quota must be greater than 0")
     return value
 
@@ -148,7 +163,7 @@ def _alter(
     from kafkalite.tools.raw_requests import alter_client_quotas
 
     error, message = alter_client_quotas(conn, _address(conn), named, ops, validate_only)
-    if error != ErrorCode.none:
+    if error:  # (kio's ErrorCode.none is 0; kio is imported only when a request is sent)
         detail = f": {message}" if message else ""
         raise ToolError(
             f"cannot alter quotas of {entity_text(named)}: {error.name.upper()}{detail}"
@@ -161,7 +176,10 @@ def set_quotas(args: argparse.Namespace) -> int:
         key: float(value) for key in KEYS if (value := getattr(args, key)) is not None
     }
     if not ops:
-        raise UsageError("give at least one of --producer-byte-rate, --consumer-byte-rate")
+        raise UsageError(
+            "give at least one of --producer-byte-rate, --consumer-byte-rate, "
+            "--controller-mutation-rate"
+        )
     conn = connection(args)
     _alter(conn, named, ops, args.validate_only)
     found = [(named, {k: v for k, v in ops.items() if v is not None})]

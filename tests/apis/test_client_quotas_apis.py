@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from kafkalite.apis import alter_client_quotas, describe_client_quotas, fetch, produce
+from kafkalite.apis import (
+    alter_client_quotas,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    describe_client_quotas,
+    fetch,
+    produce,
+)
 from kafkalite.apis.base import ChannelThrottle, RequestContext
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.client_quotas import MATCH_DEFAULT, MATCH_EXACT, MATCH_SPECIFIED
@@ -355,3 +363,67 @@ def test_throttled_fetch_answers_no_data(broker: Broker) -> None:
     alter(broker, ([("user", None)], [("consumer_byte_rate", 1e6)]))
     response, muted_ms = _fetch(broker, "metered")
     assert muted_ms == 0 and response.responses[0].partitions[0].records
+
+
+# -- controller_mutation_rate: CreateTopics, CreatePartitions, DeleteTopics ------------------
+
+
+def _create_topics(broker: Broker, version: int, *topics: tuple[str, int]) -> tuple[Any, int]:
+    m = request_module(19, version)
+    request = make(
+        m.CreateTopicsRequest,
+        topics=tuple(
+            make(
+                m.CreatableTopic,
+                name=name,
+                num_partitions=partitions,
+                replication_factor=-1,
+                assignments=(),
+                configs=(),
+            )
+            for name, partitions in topics
+        ),
+        timeout=datetime.timedelta(seconds=5),
+        validate_only=False,
+    )
+    response, muted_ms = _handle(broker, create_topics.API, version, request)
+    return {t.name: t.error_code for t in response.topics}, muted_ms
+
+
+def test_strict_mutation_quota_refuses_once_the_bucket_is_empty(broker: Broker) -> None:
+    # 1 partition a second: a burst of 11 (controller.quota.window.num * 1 s)
+    alter(broker, ([("client-id", "metered")], [("controller_mutation_rate", 1.0)]))
+    created, muted_ms = _create_topics(broker, 7, ("a", 10), ("b", 5), ("c", 1))
+    # a takes 10 of 11 tokens, b finds 1 left and takes 5 (-4), c is refused
+    assert created == {
+        "a": ErrorCode.none,
+        "b": ErrorCode.none,
+        "c": ErrorCode.throttling_quota_exceeded,
+    }
+    assert 3_500 <= muted_ms <= 4_000  # 4 tokens owed at 1 a second
+    assert "c" not in broker.metadata.topics
+
+    # version 5 knows no THROTTLING_QUOTA_EXCEEDED: permissive, done and only throttled
+    created, muted_ms = _create_topics(broker, 5, ("d", 1))
+    assert created == {"d": ErrorCode.none} and muted_ms > 0
+
+    m = request_module(37, 3)
+    grow = make(
+        m.CreatePartitionsRequest,
+        topics=(make(m.CreatePartitionsTopic, name="a", count=12, assignments=None),),
+        timeout=datetime.timedelta(seconds=5),
+        validate_only=False,
+    )
+    response, muted_ms = _handle(broker, create_partitions.API, 3, grow)
+    assert response.results[0].error_code is ErrorCode.throttling_quota_exceeded
+    assert muted_ms > 0
+
+    m = request_module(20, 6)
+    delete = make(
+        m.DeleteTopicsRequest,
+        topics=(make(m.DeleteTopicState, name="b", topic_id=None),),
+        timeout=datetime.timedelta(seconds=5),
+    )
+    response, muted_ms = _handle(broker, delete_topics.API, 6, delete)
+    assert response.responses[0].error_code is ErrorCode.throttling_quota_exceeded
+    assert "b" in broker.metadata.topics and muted_ms > 0

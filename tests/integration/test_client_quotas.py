@@ -5,10 +5,12 @@ included."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
+from kio.schema.errors import ErrorCode
 
 from compat.cli_runner import kafkalite_here, ok, ok_json, one_line_error
 from compat.kafka_tools import run_tool
@@ -16,6 +18,7 @@ from kafkalite.testing import EmbeddedBroker
 from protocol_tests.raw_client import (
     RawClient,
     api_versions_request,
+    build,
     produce_request,
     response_class,
 )
@@ -103,6 +106,51 @@ def test_a_throttled_connection_is_muted(broker: EmbeddedBroker) -> None:
             assert versions.error_code == 0
     finally:
         ok(cli(broker, "quota", "remove", "--client-id", "kafkalite-raw"))
+
+
+def test_topic_mutations_over_the_quota_answer_throttling_quota_exceeded(
+    broker: EmbeddedBroker,
+) -> None:
+    ok(
+        cli(
+            broker,
+            "quota",
+            "set",
+            "--client-id",
+            "kafkalite-raw",
+            "--controller-mutation-rate",
+            "1",
+        )
+    )
+    topics = tuple(
+        build(
+            19,
+            7,
+            "CreatableTopic",
+            name=name,
+            num_partitions=count,
+            replication_factor=-1,
+            assignments=(),
+            configs=(),
+        )
+        for name, count in (("burst", 12), ("refused", 1))
+    )
+    request = build(
+        19,
+        7,
+        "CreateTopicsRequest",
+        topics=topics,
+        timeout=datetime.timedelta(seconds=5),
+        validate_only=False,
+    )
+    try:
+        with RawClient(broker.host, broker.port) as client:
+            response = client.request(request)
+    finally:
+        ok(cli(broker, "quota", "remove", "--client-id", "kafkalite-raw"))
+    errors = {topic.name: topic.error_code for topic in response.topics}
+    assert errors == {"burst": ErrorCode.none, "refused": ErrorCode.throttling_quota_exceeded}
+    assert response.throttle_time.total_seconds() > 0  # set by the server (KIP-219)
 
 
 @pytest.mark.slow  # a JVM per tool run

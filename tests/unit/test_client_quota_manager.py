@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import math
 
-from kafkalite.broker.client_quota_manager import ClientQuotaManager, Rate, throttle_time_ms
+from kafkalite.broker.client_quota_manager import (
+    ClientQuotaManager,
+    ControllerMutationQuotaManager,
+    Rate,
+    TokenBucket,
+    throttle_time_ms,
+)
 from kafkalite.broker.client_quotas import entity_of
 
 SAMPLES = 11  # quota.window.num
@@ -140,3 +146,23 @@ def test_no_quota_no_cost() -> None:
     quotas = manager()
     assert not quotas.enabled
     assert quotas.max_value_in_quota_window("u", "c") == math.inf
+
+
+def test_token_bucket_refills_at_the_quota_up_to_the_burst() -> None:
+    bucket = TokenBucket(SAMPLES, 1000)
+    assert bucket.measure(2.0, 100_000) == 22.0  # burst: 11 windows of 1 s at 2 a second
+    bucket.record(2.0, 30, 100_000)
+    assert bucket.measure(2.0, 100_000) == -8.0
+    assert bucket.measure(2.0, 102_000) == -4.0  # 2 tokens a second
+    assert bucket.measure(2.0, 200_000) == 22.0
+
+
+def test_strict_mutations_wait_for_tokens_permissive_ones_do_not() -> None:
+    quotas = ControllerMutationQuotaManager(SAMPLES, 1)
+    set_quota(quotas, False, "admin", 1.0)
+    now = 1_000_000
+    assert quotas.record_mutation("u", "admin", 15, now, strict=True) == 0  # 11 - 15 = -4
+    assert quotas.record_mutation("u", "admin", 1, now, strict=True) == 4000  # refused
+    assert quotas.record_mutation("u", "admin", 1, now, strict=False) == 5000  # done: -5
+    assert quotas.record_mutation("u", "admin", 1, now + 5000, strict=True) == 0
+    assert quotas.record_mutation("other", "client", 100, now, strict=True) == 0  # no quota
