@@ -21,13 +21,18 @@ import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import trio
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.api_versions import api_versions_response
 from kafkalite.apis.base import ApiHandler, ChannelThrottle, RequestContext
-from kafkalite.apis.quota_throttle import with_throttle_time
+from kafkalite.apis.quota_throttle import (
+    exempt_from_request_quota,
+    record_request_time,
+    with_throttle_time,
+)
 from kafkalite.apis.registry import HANDLERS, api_names
 from kafkalite.broker import log_maintenance
 from kafkalite.broker.broker import Broker
@@ -158,16 +163,10 @@ async def _process(
             item.size,
             throttle,
         )
-        # Handler work (as a Kafka handler thread's: handle, encode) for the idle percent.
-        if handler.is_async:
-            handling = handler.handle(ctx, item.body)
-            response = await (timed(handling, metrics.loop) if metrics.loop.enabled else handling)
-            working = time.perf_counter()
-        else:
-            working = time.perf_counter()
-            response = handler.handle(ctx, item.body)
+        response = await _handled(broker, handler, ctx, item.body)
         if throttle.ms and response is not None:  # a quota was violated (KIP-219)
             response = with_throttle_time(response, throttle.ms)
+        working = time.perf_counter()
         frame = None if response is None else encode_response(item.correlation_id, response)
         metrics.loop.handler_seconds += time.perf_counter() - working
         if frame is not None:
@@ -177,6 +176,33 @@ async def _process(
         metrics.observe_request(broker, ctx.api_key, ctx.api_version, elapsed, item.body, response)
         if throttle.ms:
             await _mute(throttle)
+
+
+async def _handled(broker: Broker, handler: ApiHandler, ctx: RequestContext, body: Any) -> Any:
+    """The handler's answer. Its work (as a Kafka handler thread's; an async handler's steps,
+    not its waits) counts for the idle percent and, with request quotas, against the client's
+    request_percentage (Kafka's ClientRequestQuotaManager)."""
+    loop = broker.metrics.loop
+    quota = broker.quotas.request
+    if not quota.enabled or exempt_from_request_quota(ctx.api_key, body):
+        if handler.is_async:
+            handling = handler.handle(ctx, body)
+            return await (timed(handling, loop) if loop.enabled else handling)
+        working = time.perf_counter()
+        response = handler.handle(ctx, body)
+        loop.handler_seconds += time.perf_counter() - working
+        return response
+    own = LoopTime()
+    if handler.is_async:
+        response = await timed(handler.handle(ctx, body), own)
+    else:
+        working = own.clock()
+        response = handler.handle(ctx, body)
+        own.handler_seconds += own.clock() - working
+    loop.handler_seconds += own.handler_seconds
+    if response is not None:  # acks=0 is exempt, as in Kafka
+        record_request_time(ctx, quota, own.handler_seconds)
+    return response
 
 
 async def _mute(throttle: ChannelThrottle) -> None:

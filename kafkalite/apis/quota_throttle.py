@@ -1,5 +1,6 @@
 """Quotas as the handlers apply them (KafkaApis): byte rates on Produce and Fetch record what
-the request cost against the client's quota; controller_mutation_rate on CreateTopics,
+the request cost against the client's quota; request_percentage the time its handler ran
+(the server records it); controller_mutation_rate on CreateTopics,
 CreatePartitions and DeleteTopics counts partitions (KIP-599). On a violation the answer
 carries the throttle time and the connection is muted for as long (KIP-219)."""
 
@@ -13,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import RequestContext
 from kafkalite.broker.admin_manager import Outcome
-from kafkalite.broker.client_quota_manager import ClientQuotaManager
+from kafkalite.broker.client_quota_manager import ClientQuotaManager, ClientRequestQuotaManager
 
 
 def record_bandwidth(ctx: RequestContext, manager: ClientQuotaManager, value: float) -> int:
@@ -26,6 +27,31 @@ def record_bandwidth(ctx: RequestContext, manager: ClientQuotaManager, value: fl
         manager.throttled(user, client_id, throttle_ms)
         ctx.throttle(throttle_ms)
     return throttle_ms
+
+
+def record_request_time(
+    ctx: RequestContext, manager: ClientRequestQuotaManager, seconds: float
+) -> None:
+    """The handler's time against request_percentage; on a violation the answer carries the
+    throttle time (at most a quota window) and the connection is muted."""
+    user, client_id = ctx.quota_user, ctx.quota_client_id
+    throttle_ms = manager.record_request_time(user, client_id, seconds, ctx.broker.clock_ms())
+    if throttle_ms > 0:
+        manager.throttled(user, client_id, throttle_ms)
+        ctx.throttle(throttle_ms)
+
+
+WRITE_TXN_MARKERS, FETCH = 27, 1
+
+
+def exempt_from_request_quota(api_key: int, body: Any) -> bool:
+    """Kafka's exempt requests: brokers' own (cluster actions, followers' fetches)."""
+    if api_key == WRITE_TXN_MARKERS:
+        return True
+    if api_key != FETCH:
+        return False
+    state = getattr(body, "replica_state", None)
+    return (state.replica_id if state is not None else getattr(body, "replica_id", -1)) >= 0
 
 
 def throttle_time(ms: int) -> datetime.timedelta:

@@ -234,6 +234,19 @@ def _lookup_order(user: str, client_id: str) -> list[tuple[Entity, MetricTags]]:
     return [(_entity(u, c, user, client_id), tags) for (u, c), tags in levels]
 
 
+class ClientRequestQuotaManager(ClientQuotaManager):
+    """Kafka's ClientRequestQuotaManager: request_percentage, the share of a request handler
+    thread a user / client id may keep busy (100: one thread), from the time each request's
+    handler ran; its throttle time is at most one quota window."""
+
+    def __init__(self, samples: int, window_seconds: int) -> None:
+        super().__init__("request_percentage", samples, window_seconds)
+
+    def record_request_time(self, user: str, client_id: str, seconds: float, now_ms: int) -> int:
+        throttle_ms = self.record_and_get_throttle_time_ms(user, client_id, seconds * 100, now_ms)
+        return min(throttle_ms, self.window_ms)
+
+
 @dataclass(slots=True)
 class TokenBucket:
     """Kafka's TokenBucket: `quota` tokens a second, at most samples * window of them (the
@@ -291,11 +304,12 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
 
 @dataclass
 class QuotaManagers:
-    """Kafka's QuotaFactory.QuotaManagers: the produce and fetch byte-rate managers and the
-    controller mutation manager."""
+    """Kafka's QuotaFactory.QuotaManagers: the produce and fetch byte-rate managers, the
+    request-time manager and the controller mutation manager."""
 
     produce: ClientQuotaManager
     fetch: ClientQuotaManager
+    request: ClientRequestQuotaManager
     controller_mutation: ControllerMutationQuotaManager
 
     @classmethod
@@ -305,12 +319,13 @@ class QuotaManagers:
         return cls(
             ClientQuotaManager("producer_byte_rate", samples, window_seconds),
             ClientQuotaManager("consumer_byte_rate", samples, window_seconds),
+            ClientRequestQuotaManager(samples, window_seconds),
             ControllerMutationQuotaManager(controller_samples, controller_window),
         )
 
     def on_client_quota_changed(self, entity: Entity, quotas: Mapping[str, float]) -> None:
         """An entity's quotas as now stored (Kafka's ClientQuotaMetadataManager)."""
-        for manager in (self.produce, self.fetch, self.controller_mutation):
+        for manager in (self.produce, self.fetch, self.request, self.controller_mutation):
             quota = quotas.get(manager.quota_key)
             if quota is not None or manager.has_quota(entity):
                 manager.update_quota(entity, quota)

@@ -9,8 +9,7 @@ metadata file, as SCRAM credentials are; a cluster would keep them in ZooKeeper'
 UNSUPPORTED_VERSION with NOT_STORED.
 
 Kafka's ip entity (connection_creation_rate) is not enforced by kafkalite, so it is refused
-with INVALID_REQUEST rather than stored to no effect; so is request_percentage until its
-quota manager exists.
+with INVALID_REQUEST rather than stored to no effect.
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ USER_AND_CLIENT_KEYS = {
     REQUEST_PERCENTAGE: False,
     CONTROLLER_MUTATION_RATE: False,
 }
-ENFORCED_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE})
 LONG_MAX = 2**63 - 1
 NOT_STORED = "kafkalite keeps client quotas on a single node only (not yet in ZooKeeper)"
 
@@ -187,8 +185,6 @@ def _validate_value(key: str, value: float) -> ApiError | None:
         return _invalid(f"Proposed value for {key} is too large for a LONG.")
     if integral and abs(value % 1.0) > 1e-6:
         return _invalid(f"{key} cannot be a fractional value.")
-    if key not in ENFORCED_KEYS:
-        return _invalid(f"kafkalite does not enforce {key} yet")
     return None
 
 

@@ -12,7 +12,12 @@ from kafkalite.tools.common import Connection, ToolError, UsageError, connection
 from kafkalite.tools.output import emit
 
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
-KEYS = ("producer_byte_rate", "consumer_byte_rate", "controller_mutation_rate")
+KEYS = (
+    "producer_byte_rate",
+    "consumer_byte_rate",
+    "request_percentage",
+    "controller_mutation_rate",
+)
 HEADERS = ["ENTITY", "QUOTA", "VALUE"]
 
 
@@ -35,8 +40,14 @@ def register(commands: Any, parents: dict, parser_class: type) -> None:
     for key in KEYS[:2]:
         set_.add_argument(f"--{key.replace('_', '-')}", type=_rate, metavar="BYTES_PER_S")
     set_.add_argument(
+        "--request-percentage",
+        type=_positive_float,
+        metavar="PERCENT",
+        help="share of a request handler's time (100: one handler)",
+    )
+    set_.add_argument(
         "--controller-mutation-rate",
-        type=_mutation_rate,
+        type=_positive_float,
         metavar="PARTITIONS_PER_S",
         help="partitions created or deleted a second (KIP-599)",
     )
@@ -73,7 +84,7 @@ def _rate(text: str) -> int:
     return value
 
 
-def _mutation_rate(text: str) -> float:
+def _positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -178,7 +189,7 @@ def set_quotas(args: argparse.Namespace) -> int:
     if not ops:
         raise UsageError(
             "give at least one of --producer-byte-rate, --consumer-byte-rate, "
-            "--controller-mutation-rate"
+            "--request-percentage, --controller-mutation-rate"
         )
     conn = connection(args)
     _alter(conn, named, ops, args.validate_only)

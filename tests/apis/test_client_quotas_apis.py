@@ -223,13 +223,19 @@ def test_alter_refusals(broker: Broker, entity: Entity, ops: Any, message: str) 
     assert described(broker) == []
 
 
-def test_unenforced_quotas_are_refused_not_stored(broker: Broker) -> None:
-    [(_, error, text)] = alter(broker, (ALICE, [("request_percentage", 50.0)]))
+def test_ip_quotas_are_refused_not_stored(broker: Broker) -> None:
+    [(_, error, text)] = alter(broker, ([("ip", "127.0.0.1")], [("connection_creation_rate", 5.0)]))
     assert (error, text) == (
         ErrorCode.invalid_request,
-        "kafkalite does not enforce request_percentage yet",
+        "kafkalite does not enforce ip quotas (connection_creation_rate) yet",
     )
     assert described(broker) == []
+
+
+def test_request_percentage_may_be_fractional(broker: Broker) -> None:
+    [(_, error, _)] = alter(broker, (ALICE, [("request_percentage", 12.5)]))
+    assert error is ErrorCode.none
+    assert broker.quotas.request.quota_limit(("alice", "")) == 12.5
 
 
 def test_duplicate_entity_and_key(broker: Broker) -> None:

@@ -19,6 +19,7 @@ from protocol_tests.raw_client import (
     RawClient,
     api_versions_request,
     build,
+    metadata_request,
     produce_request,
     response_class,
 )
@@ -151,6 +152,17 @@ def test_topic_mutations_over_the_quota_answer_throttling_quota_exceeded(
     errors = {topic.name: topic.error_code for topic in response.topics}
     assert errors == {"burst": ErrorCode.none, "refused": ErrorCode.throttling_quota_exceeded}
     assert response.throttle_time.total_seconds() > 0  # set by the server (KIP-219)
+
+
+def test_request_percentage_throttles_any_request(broker: EmbeddedBroker) -> None:
+    # a quota no handler time fits in: the answer says to wait, at most a quota window (1 s)
+    ok(cli(broker, "quota", "set", "--client-id", "kafkalite-raw", "--request-percentage", "1e-6"))
+    try:
+        with RawClient(broker.host, broker.port) as client:
+            response = client.request(metadata_request([]))
+    finally:
+        ok(cli(broker, "quota", "remove", "--client-id", "kafkalite-raw"))
+    assert 0 < response.throttle_time.total_seconds() <= 1.0
 
 
 @pytest.mark.slow  # a JVM per tool run

@@ -102,7 +102,8 @@ BAD_ARGUMENTS = [
     ["quota", "set", "--user", "u", "--user-default", "--producer-byte-rate", "1"],
     ["quota", "set", "--user", "", "--producer-byte-rate", "1"],
     ["quota", "remove"],
-    ["quota", "remove", "--client-id", "c", "--quota", "request_percentage"],
+    ["quota", "remove", "--client-id", "c", "--quota", "retention.ms"],
+    ["quota", "set", "--user", "u", "--request-percentage", "-1"],
     ["quota", "list", "-X", "security.protocol=SASL_PLAINTEXT"],
 ]
 

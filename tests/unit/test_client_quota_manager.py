@@ -8,6 +8,7 @@ import math
 
 from kafkalite.broker.client_quota_manager import (
     ClientQuotaManager,
+    ClientRequestQuotaManager,
     ControllerMutationQuotaManager,
     Rate,
     TokenBucket,
@@ -166,3 +167,11 @@ def test_strict_mutations_wait_for_tokens_permissive_ones_do_not() -> None:
     assert quotas.record_mutation("u", "admin", 1, now, strict=False) == 5000  # done: -5
     assert quotas.record_mutation("u", "admin", 1, now + 5000, strict=True) == 0
     assert quotas.record_mutation("other", "client", 100, now, strict=True) == 0  # no quota
+
+
+def test_request_time_throttle_is_at_most_one_window() -> None:
+    quotas = ClientRequestQuotaManager(SAMPLES, 1)
+    set_quota(quotas, False, "busy", 1.0)  # 1% of a handler thread
+    # 0.5 s of handler time = 50 (%·s) over 10 s: 5% against 1%, 40 s owed, capped at 1 s
+    assert quotas.record_request_time("u", "busy", 0.5, 0) == 1000
+    assert quotas.record_request_time("u", "other", 0.5, 0) == 0  # no quota
