@@ -1,6 +1,7 @@
-"""Client quotas' metrics, by Kafka's names (kafka.server:type=Produce|Fetch,user=,client-id=
-byte-rate and throttle-time, as the JMX exporter names them): per quota sensor, the measured
-rate and the average throttle time given. Nothing while no quota was ever configured."""
+"""Client quotas' metrics, by Kafka's names (kafka.server:type=Produce|Fetch|Request,user=,
+client-id= byte-rate, request-time and throttle-time, as the JMX exporter names them): per
+quota sensor, the measured rate and the average throttle time given. Nothing for a quota
+type never configured."""
 
 from __future__ import annotations
 
@@ -13,15 +14,20 @@ if TYPE_CHECKING:
     from kafkalite.broker.client_quota_manager import QuotaManagers
 
 LABELS = ["user", "client_id"]
+_UNITS = {"byte_rate": "bytes per second", "request_time": "handler time in percent of one"}
 
 
 def collect(quotas: QuotaManagers, now_ms: int) -> Iterator[Metric]:
-    for quota_type, manager in (("produce", quotas.produce), ("fetch", quotas.fetch)):
+    for quota_type, measured, manager in (
+        ("produce", "byte_rate", quotas.produce),
+        ("fetch", "byte_rate", quotas.fetch),
+        ("request", "request_time", quotas.request),
+    ):
         if not manager.enabled:
             continue
         rate = GaugeMetricFamily(
-            f"kafka_server_{quota_type}_byte_rate",
-            f"{quota_type.capitalize()} bytes per second, per quota (user, client id)",
+            f"kafka_server_{quota_type}_{measured}",
+            f"{quota_type.capitalize()} {_UNITS[measured]}, per quota (user, client id)",
             labels=LABELS,
         )
         throttle = GaugeMetricFamily(

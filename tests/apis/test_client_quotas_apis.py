@@ -23,7 +23,13 @@ from kafkalite.apis import (
 )
 from kafkalite.apis.base import ChannelThrottle, RequestContext
 from kafkalite.broker.broker import Broker
-from kafkalite.broker.client_quotas import MATCH_DEFAULT, MATCH_EXACT, MATCH_SPECIFIED
+from kafkalite.broker.client_quotas import (
+    MATCH_DEFAULT,
+    MATCH_EXACT,
+    MATCH_SPECIFIED,
+    NOT_STORED,
+    ClientQuotas,
+)
 from kafkalite.metrics.collector import BrokerCollector
 from kafkalite.protocol.entities import make
 
@@ -433,3 +439,14 @@ def test_strict_mutation_quota_refuses_once_the_bucket_is_empty(broker: Broker) 
     response, muted_ms = _handle(broker, delete_topics.API, 6, delete)
     assert response.responses[0].error_code is ErrorCode.throttling_quota_exceeded
     assert "b" in broker.metadata.topics and muted_ms > 0
+
+
+def test_in_a_cluster_both_apis_say_quotas_are_not_stored_there(broker: Broker) -> None:
+    broker.client_quotas = ClientQuotas(None)  # what a ZooKeeper-backed broker has, for now
+    response = describe(broker)
+    assert (response.error_code, response.error_message) == (
+        ErrorCode.unsupported_version,
+        NOT_STORED,
+    )
+    [(_, error, text)] = alter(broker, (ALICE, [("producer_byte_rate", 1.0)]))
+    assert (error, text) == (ErrorCode.unsupported_version, NOT_STORED)
