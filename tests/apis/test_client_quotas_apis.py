@@ -19,6 +19,7 @@ from kafkalite.apis import (
     delete_topics,
     describe_client_quotas,
     fetch,
+    metadata,
     produce,
 )
 from kafkalite.apis.base import ChannelThrottle, RequestContext
@@ -450,3 +451,19 @@ def test_in_a_cluster_both_apis_say_quotas_are_not_stored_there(broker: Broker) 
     )
     [(_, error, text)] = alter(broker, (ALICE, [("producer_byte_rate", 1.0)]))
     assert (error, text) == (ErrorCode.unsupported_version, NOT_STORED)
+
+
+def test_auto_creation_takes_from_the_mutation_quota(broker: Broker) -> None:
+    alter(broker, ([("client-id", "metered")], [("controller_mutation_rate", 1.0)]))
+    m = request_module(3, 12)
+    lookup = make(
+        m.MetadataRequest,
+        topics=(make(m.MetadataRequestTopic, name="auto", topic_id=None),),
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    )
+    response, muted_ms = _handle(broker, metadata.API, 12, lookup)
+    assert response.topics[0].error_code is ErrorCode.none and muted_ms == 0
+    # 11 tokens less the auto-created partition: 11 more take the bucket below 0
+    created, _ = _create_topics(broker, 7, ("x", 11), ("y", 1))
+    assert created == {"x": ErrorCode.none, "y": ErrorCode.throttling_quota_exceeded}
