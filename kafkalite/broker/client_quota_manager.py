@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 
 from kafkalite.broker.client_quotas import CLIENT_ID, USER, Entity, entity_of
 
+# Kafka drops a client's sensors after an hour without a recording (checked once a minute here)
+INACTIVE_SENSOR_EXPIRATION_MS = 3600 * 1000
+EXPIRATION_CHECK_EVERY_MS = 60 * 1000
 # Kafka's QuotaTypes: which levels of quotas were ever configured (never reset until restart)
 CLIENT_ID_QUOTAS, USER_QUOTAS, USER_CLIENT_ID_QUOTAS = 1, 2, 4
 DEFAULT = None  # an entity name: the default user or client id
@@ -44,8 +47,10 @@ class Rate:
     window_ms: int
     _samples: list[Sample] = field(default_factory=list)
     _current: int = 0
+    last_record_ms: int = 0
 
     def record(self, value: float, now_ms: int) -> None:
+        self.last_record_ms = now_ms
         sample = self._current_sample(now_ms)
         if now_ms - sample.start_ms >= self.window_ms:
             sample = self._advance(now_ms)
@@ -114,6 +119,7 @@ class ClientQuotaManager:
         self._types_enabled = 0
         self._quotas: dict[Entity, float] = {}
         self.sensors: dict[MetricTags, ClientSensors] = {}
+        self._next_expiration_ms = 0
 
     @property
     def enabled(self) -> bool:
@@ -137,6 +143,7 @@ class ClientQuotaManager:
     def record_and_get_throttle_time_ms(
         self, user: str, client_id: str, value: float, now_ms: int
     ) -> int:
+        self._expire_inactive(now_ms)
         tags = self.metric_tags(user, client_id)
         rate = self._sensors(tags).rate
         rate.record(value, now_ms)
@@ -159,6 +166,14 @@ class ClientQuotaManager:
         sensors = self._sensors(self.metric_tags(user, client_id))
         sensors.throttle_ms_total += throttle_ms
         sensors.throttles += 1
+
+    def _expire_inactive(self, now_ms: int) -> None:
+        """So that clients come and go without the sensors growing without bound."""
+        if now_ms < self._next_expiration_ms:
+            return
+        self._next_expiration_ms = now_ms + EXPIRATION_CHECK_EVERY_MS
+        cutoff = now_ms - INACTIVE_SENSOR_EXPIRATION_MS
+        self.sensors = {t: s for t, s in self.sensors.items() if s.rate.last_record_ms >= cutoff}
 
     def _sensors(self, tags: MetricTags) -> ClientSensors:
         sensors = self.sensors.get(tags)
@@ -291,6 +306,10 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         bound = self.quota_limit(tags)
         if bound is None:
             return 0
+        if now_ms >= self._next_expiration_ms:
+            cutoff = now_ms - INACTIVE_SENSOR_EXPIRATION_MS
+            self._buckets = {t: b for t, b in self._buckets.items() if b.last_update_ms >= cutoff}
+            self._expire_inactive(now_ms)
         bucket = self._buckets.get(tags)
         if bucket is None:
             bucket = self._buckets[tags] = TokenBucket(self.samples, self.window_ms)

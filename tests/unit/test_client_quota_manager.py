@@ -175,3 +175,13 @@ def test_request_time_throttle_is_at_most_one_window() -> None:
     # 0.5 s of handler time = 50 (%·s) over 10 s: 5% against 1%, 40 s owed, capped at 1 s
     assert quotas.record_request_time("u", "busy", 0.5, 0) == 1000
     assert quotas.record_request_time("u", "other", 0.5, 0) == 0  # no quota
+
+
+def test_sensors_of_clients_gone_for_an_hour_are_dropped() -> None:
+    quotas = manager()
+    set_quota(quotas, False, DEFAULT, 1000)
+    quotas.record_and_get_throttle_time_ms("u", "gone", 10, 0)
+    quotas.record_and_get_throttle_time_ms("u", "active", 10, 3_000_000)
+    assert set(quotas.sensors) == {("", "gone"), ("", "active")}
+    quotas.record_and_get_throttle_time_ms("u", "active", 10, 3_600_001)
+    assert set(quotas.sensors) == {("", "active")}
