@@ -224,6 +224,9 @@ async def handle_connection(
     except OSError:
         host, port = "?", 0
     peer = f"{host}:{port}"
+    connections = broker.quotas.connections
+    if connections.enabled and await _throttled_connection(broker, stream, host):
+        return
     security = security or _plaintext(broker)
     channel = Channel(peer, f"/{host}", security.name)
     reader = FrameReader(broker.config.int("socket.request.max.bytes"))
@@ -266,6 +269,18 @@ async def handle_connection(
         broker.metrics.connections -= 1
         if broker.share_groups is not None:  # its share sessions end with it (as Kafka's)
             broker.share_groups.partitions.connection_closed(peer)
+
+
+async def _throttled_connection(broker: Broker, stream: trio.SocketStream, host: str) -> bool:
+    """Over its IP's connection_creation_rate, a connection is held unanswered for the
+    throttle time, then closed (Kafka's acceptor's delayed close)."""
+    throttle_ms = broker.quotas.connections.record_connection(host, broker.clock_ms())
+    if not throttle_ms:
+        return False
+    log.debug("delaying the close of a connection from %s for %d ms", host, throttle_ms)
+    async with stream:
+        await trio.sleep(throttle_ms / 1000)
+    return True
 
 
 class _SessionStep(enum.Enum):

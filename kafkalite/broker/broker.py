@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 from kafkalite.broker.acl_file_store import ACLS_FILE, FileAclStore
 from kafkalite.broker.admin_manager import AdminManager
-from kafkalite.broker.client_quota_manager import QuotaManagers
 from kafkalite.broker.client_quotas import ClientQuotas
 from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, Endpoint
 from kafkalite.broker.controller_api import ControllerApi
@@ -18,6 +17,7 @@ from kafkalite.broker.group_configs import GroupConfigManager
 from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
 from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.partition import Partition
+from kafkalite.broker.quota_managers import QuotaManagers
 from kafkalite.broker.remote_log_manager import RemoteLogManager
 from kafkalite.broker.replica_fetcher_manager import ReplicaFetcherManager
 from kafkalite.broker.replica_manager import ReplicaManager

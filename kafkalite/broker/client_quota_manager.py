@@ -15,7 +15,6 @@ With no quota configured, `enabled` is False and handlers pay one attribute chec
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kafkalite.broker.client_quotas import CLIENT_ID, USER, Entity, entity_of
@@ -319,32 +318,3 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         if not strict and (tokens := bucket.measure(bound, now_ms)) < 0:
             return round(-tokens / bound * 1000)
         return 0
-
-
-@dataclass
-class QuotaManagers:
-    """Kafka's QuotaFactory.QuotaManagers: the produce and fetch byte-rate managers, the
-    request-time manager and the controller mutation manager."""
-
-    produce: ClientQuotaManager
-    fetch: ClientQuotaManager
-    request: ClientRequestQuotaManager
-    controller_mutation: ControllerMutationQuotaManager
-
-    @classmethod
-    def create(
-        cls, samples: int, window_seconds: int, controller_samples: int, controller_window: int
-    ) -> QuotaManagers:
-        return cls(
-            ClientQuotaManager("producer_byte_rate", samples, window_seconds),
-            ClientQuotaManager("consumer_byte_rate", samples, window_seconds),
-            ClientRequestQuotaManager(samples, window_seconds),
-            ControllerMutationQuotaManager(controller_samples, controller_window),
-        )
-
-    def on_client_quota_changed(self, entity: Entity, quotas: Mapping[str, float]) -> None:
-        """An entity's quotas as now stored (Kafka's ClientQuotaMetadataManager)."""
-        for manager in (self.produce, self.fetch, self.request, self.controller_mutation):
-            quota = quotas.get(manager.quota_key)
-            if quota is not None or manager.has_quota(entity):
-                manager.update_quota(entity, quota)

@@ -8,12 +8,13 @@ metadata file, as SCRAM credentials are; a cluster would keep them in ZooKeeper'
 /config/users and /config/clients, which kafkalite does not do yet: there both APIs answer
 UNSUPPORTED_VERSION with NOT_STORED.
 
-Kafka's ip entity (connection_creation_rate) is not enforced by kafkalite, so it is refused
-with INVALID_REQUEST rather than stored to no effect.
+An ip entity (an address, or the default) takes connection_creation_rate only
+(broker/connection_quotas.py); unlike Kafka, kafkalite takes IP addresses, not host names.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -28,14 +29,16 @@ PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
-# Kafka's QuotaConfig.userAndClientQuotaConfigs: key -> integral (LONG) or not (DOUBLE)
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+# Kafka's QuotaConfig.userAndClientQuotaConfigs and ipConfigs: key -> its type
 USER_AND_CLIENT_KEYS = {
-    PRODUCER_BYTE_RATE: True,
-    CONSUMER_BYTE_RATE: True,
-    REQUEST_PERCENTAGE: False,
-    CONTROLLER_MUTATION_RATE: False,
+    PRODUCER_BYTE_RATE: "LONG",
+    CONSUMER_BYTE_RATE: "LONG",
+    REQUEST_PERCENTAGE: "DOUBLE",
+    CONTROLLER_MUTATION_RATE: "DOUBLE",
 }
-LONG_MAX = 2**63 - 1
+IP_KEYS = {CONNECTION_CREATION_RATE: "INT"}
+INTEGRAL_MAX = {"LONG": (2**63 - 1, "a LONG"), "INT": (2**31 - 1, "an INT")}
 NOT_STORED = "kafkalite keeps client quotas on a single node only (not yet in ZooKeeper)"
 
 # (entity type, name or None for the default), sorted by type: Kafka's ClientQuotaEntity
@@ -162,30 +165,44 @@ def _validate_entity(alteration: Alteration) -> ApiError:
             return _invalid(f"Unhandled client quota entity type: {kind}")
         if name is not None and not name:
             return _invalid(f"Empty {kind} not supported")
+    keys = USER_AND_CLIENT_KEYS
     if IP in seen:
         if seen != {IP}:
             return _invalid(
                 "Invalid quota entity combination, IP entity shouldnot be combined with User "
                 "or ClientId"
             )
-        return _invalid("kafkalite does not enforce ip quotas (connection_creation_rate) yet")
+        ip = dict(entity)[IP]
+        if ip is not None and normalized_ip(ip) is None:  # (Kafka also takes host names)
+            return _invalid(f"{ip} is not a valid IP or resolvable host.")
+        keys = IP_KEYS
     for key, value in alteration.ops:
-        if value is not None and (error := _validate_value(key, value)) is not None:
+        if value is not None and (error := _validate_value(keys, key, value)) is not None:
             return error
     return NONE
 
 
-def _validate_value(key: str, value: float) -> ApiError | None:
-    integral = USER_AND_CLIENT_KEYS.get(key)
-    if integral is None:
+def _validate_value(keys: Mapping[str, str], key: str, value: float) -> ApiError | None:
+    kind = keys.get(key)
+    if kind is None:
         return _invalid(f"Invalid configuration key {key}")
     if value <= 0.0:
         return _invalid(f"Quota {key} must be greater than 0")
-    if integral and value > LONG_MAX:
-        return _invalid(f"Proposed value for {key} is too large for a LONG.")
-    if integral and abs(value % 1.0) > 1e-6:
-        return _invalid(f"{key} cannot be a fractional value.")
+    if kind in INTEGRAL_MAX:
+        most, name = INTEGRAL_MAX[kind]
+        if value > most:
+            return _invalid(f"Proposed value for {key} is too large for {name}.")
+        if abs(value % 1.0) > 1e-6:
+            return _invalid(f"{key} cannot be a fractional value.")
     return None
+
+
+def normalized_ip(address: str) -> str | None:
+    """The address in one spelling ("::1", "127.0.0.1"), or None if it is not an IP."""
+    try:
+        return ipaddress.ip_address(address.removeprefix("/").split("%")[0]).compressed
+    except ValueError:
+        return None
 
 
 def _parse_filter(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 if TYPE_CHECKING:
-    from kafkalite.broker.client_quota_manager import QuotaManagers
+    from kafkalite.broker.quota_managers import QuotaManagers
 
 LABELS = ["user", "client_id"]
 _UNITS = {"byte_rate": "bytes per second", "request_time": "handler time in percent of one"}

@@ -17,6 +17,7 @@ KEYS = (
     "consumer_byte_rate",
     "request_percentage",
     "controller_mutation_rate",
+    "connection_creation_rate",
 )
 HEADERS = ["ENTITY", "QUOTA", "VALUE"]
 
@@ -46,6 +47,12 @@ def register(commands: Any, parents: dict, parser_class: type) -> None:
         help="share of a request handler's time (100: one handler)",
     )
     set_.add_argument(
+        "--connection-creation-rate",
+        type=_rate,
+        metavar="PER_S",
+        help="connections an address may open a second (with --ip or --ip-default)",
+    )
+    set_.add_argument(
         "--controller-mutation-rate",
         type=_positive_float,
         metavar="PARTITIONS_PER_S",
@@ -72,6 +79,9 @@ def _entity_options(parser: argparse.ArgumentParser) -> None:
     client = parser.add_mutually_exclusive_group()
     client.add_argument("--client-id", metavar="ID")
     client.add_argument("--client-id-default", action="store_true", help="the default client id")
+    ip = parser.add_mutually_exclusive_group()
+    ip.add_argument("--ip", metavar="ADDRESS", help="a client address (connection_creation_rate)")
+    ip.add_argument("--ip-default", action="store_true", help="the default client address")
 
 
 def _rate(text: str) -> int:
@@ -101,6 +111,8 @@ def entity(args: argparse.Namespace) -> tuple[tuple[str, str | None], ...]:
         pairs.append(("user", _name(args.user, "user")))
     if args.client_id is not None or args.client_id_default:
         pairs.append(("client-id", _name(args.client_id, "client id")))
+    if args.ip is not None or args.ip_default:
+        pairs.append(("ip", _name(args.ip, "ip")))
     return tuple(pairs)
 
 
@@ -115,7 +127,7 @@ def _name(name: str | None, what: str) -> str | None:
 def _required_entity(args: argparse.Namespace) -> tuple[tuple[str, str | None], ...]:
     named = entity(args)
     if not named:
-        raise UsageError("name a --user, --client-id or both (or their --...-default)")
+        raise UsageError("name a --user, --client-id or both, or an --ip (or their --...-default)")
     return named
 
 
@@ -189,7 +201,7 @@ def set_quotas(args: argparse.Namespace) -> int:
     if not ops:
         raise UsageError(
             "give at least one of --producer-byte-rate, --consumer-byte-rate, "
-            "--request-percentage, --controller-mutation-rate"
+            "--request-percentage, --controller-mutation-rate, --connection-creation-rate"
         )
     conn = connection(args)
     _alter(conn, named, ops, args.validate_only)

@@ -230,13 +230,32 @@ def test_alter_refusals(broker: Broker, entity: Entity, ops: Any, message: str) 
     assert described(broker) == []
 
 
-def test_ip_quotas_are_refused_not_stored(broker: Broker) -> None:
-    [(_, error, text)] = alter(broker, ([("ip", "127.0.0.1")], [("connection_creation_rate", 5.0)]))
-    assert (error, text) == (
-        ErrorCode.invalid_request,
-        "kafkalite does not enforce ip quotas (connection_creation_rate) yet",
+def test_ip_quotas(broker: Broker) -> None:
+    results = alter(
+        broker,
+        ([("ip", "127.0.0.1")], [("connection_creation_rate", 5.0)]),
+        ([("ip", None)], [("connection_creation_rate", 50.0)]),
+        ([("ip", "::1")], [("producer_byte_rate", 5.0)]),
+        ([("ip", "not-an-address")], [("connection_creation_rate", 5.0)]),
+        ([("ip", "10.0.0.1")], [("connection_creation_rate", 1.5)]),
+        (ALICE, [("connection_creation_rate", 5.0)]),
     )
-    assert described(broker) == []
+    assert [(error, text) for _, error, text in results] == [
+        (ErrorCode.none, None),
+        (ErrorCode.none, None),
+        (ErrorCode.invalid_request, "Invalid configuration key producer_byte_rate"),
+        (ErrorCode.invalid_request, "not-an-address is not a valid IP or resolvable host."),
+        (ErrorCode.invalid_request, "connection_creation_rate cannot be a fractional value."),
+        (ErrorCode.invalid_request, "Invalid configuration key connection_creation_rate"),
+    ]
+    assert described(broker, ("ip", MATCH_SPECIFIED, None)) == [
+        ({"ip": None}, {"connection_creation_rate": 50.0}),
+        ({"ip": "127.0.0.1"}, {"connection_creation_rate": 5.0}),
+    ]
+    assert described(broker, ("ip", MATCH_EXACT, "127.0.0.1")) == [
+        ({"ip": "127.0.0.1"}, {"connection_creation_rate": 5.0})
+    ]
+    assert broker.quotas.connections.enabled
 
 
 def test_request_percentage_may_be_fractional(broker: Broker) -> None:

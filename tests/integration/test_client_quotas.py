@@ -165,6 +165,34 @@ def test_request_percentage_throttles_any_request(broker: EmbeddedBroker) -> Non
     assert 0 < response.throttle_time.total_seconds() <= 1.0
 
 
+def test_connections_over_the_ip_quota_are_held_then_closed(broker: EmbeddedBroker) -> None:
+    ok(cli(broker, "quota", "set", "--ip", "127.0.0.1", "--connection-creation-rate", "1"))
+    clients = []
+    try:
+        # 1 a second over at least 10 windows of 1 s: the 11th connection at once is over
+        for _ in range(11):
+            clients.append(RawClient(broker.host, broker.port))
+        answered = [c.request(api_versions_request()).error_code for c in clients[:10]]
+        assert answered == [ErrorCode.none] * 10
+        over = clients[-1]
+        over.send(api_versions_request())
+        assert over.is_closed_by_peer(timeout=10)
+        assert not over._buffer  # never answered
+        # removed on a connection already served: a new one would be throttled for seconds
+        assert _remove_ip_quota(clients[0]) == ErrorCode.none
+    finally:
+        for client in clients:
+            client.close()
+
+
+def _remove_ip_quota(client: RawClient) -> ErrorCode:
+    entity = build(49, 1, "EntityData", entity_type="ip", entity_name="127.0.0.1")
+    op = build(49, 1, "OpData", key="connection_creation_rate", value=0.0, remove=True)
+    entry = build(49, 1, "EntryData", entity=(entity,), ops=(op,))
+    request = build(49, 1, "AlterClientQuotasRequest", entries=(entry,), validate_only=False)
+    return client.request(request).entries[0].error_code
+
+
 @pytest.mark.slow  # a JVM per tool run
 def test_kafka_configs_alters_and_describes_quotas(broker: EmbeddedBroker) -> None:
     def configs(*args: str) -> str:

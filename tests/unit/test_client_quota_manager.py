@@ -15,6 +15,7 @@ from kafkalite.broker.client_quota_manager import (
     throttle_time_ms,
 )
 from kafkalite.broker.client_quotas import entity_of
+from kafkalite.broker.connection_quotas import ConnectionQuotas
 
 SAMPLES = 11  # quota.window.num
 DEFAULT = None
@@ -185,3 +186,21 @@ def test_sensors_of_clients_gone_for_an_hour_are_dropped() -> None:
     assert set(quotas.sensors) == {("", "gone"), ("", "active")}
     quotas.record_and_get_throttle_time_ms("u", "active", 10, 3_600_001)
     assert set(quotas.sensors) == {("", "active")}
+
+
+def test_connection_creation_rate_per_ip_and_default() -> None:
+    connections = ConnectionQuotas(SAMPLES, 1)
+    assert not connections.enabled
+    connections.on_client_quota_changed(entity_of([("ip", None)]), {"connection_creation_rate": 1})
+    connections.on_client_quota_changed(
+        entity_of([("ip", "10.0.0.2")]), {"connection_creation_rate": 100}
+    )
+    # 1 a second over at least 10 windows: the 11th connection at once is over, throttled
+    # for at most one window, and not counted
+    assert [connections.record_connection("/10.0.0.1", 0) for _ in range(10)] == [0] * 10
+    assert connections.record_connection("10.0.0.1", 0) == 1000
+    assert connections.record_connection("10.0.0.1", 5000) == 1000  # still 11 in 10 s
+    assert connections.record_connection("10.0.0.1", 11_000) == 0  # the first ones expired
+    assert [connections.record_connection("10.0.0.2", 0) for _ in range(11)] == [0] * 11
+    connections.on_client_quota_changed(entity_of([("ip", None)]), {})
+    assert connections.record_connection("10.0.0.1", 11_000) == 0
