@@ -227,6 +227,21 @@ async def handle_connection(
     connections = broker.quotas.connections
     if connections.enabled and await _throttled_connection(broker, stream, host):
         return
+    config = broker.config
+    most = connections.accepted(
+        host,
+        config.int("max.connections.per.ip"),
+        config.str("max.connections.per.ip.overrides") or "",
+    )
+    if most is not None:
+        log.info(
+            "Rejected connection from %s, address already has the configured maximum of %d "
+            "connections.",
+            host,
+            most,
+        )
+        await stream.aclose()
+        return
     security = security or _plaintext(broker)
     channel = Channel(peer, f"/{host}", security.name)
     reader = FrameReader(broker.config.int("socket.request.max.bytes"))
@@ -266,6 +281,7 @@ async def handle_connection(
         log.exception("closing connection from %s after an internal error", peer)
     finally:
         memory.close()
+        connections.closed(host)
         broker.metrics.connections -= 1
         if broker.share_groups is not None:  # its share sessions end with it (as Kafka's)
             broker.share_groups.partitions.connection_closed(peer)

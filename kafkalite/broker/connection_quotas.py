@@ -1,7 +1,9 @@
-"""Kafka's per-IP connection creation quota (ConnectionQuotas, KIP-612): an `ip` entity's
-`connection_creation_rate` (or the default ip entity's) bounds how many connections a second
-an address may open. A connection over it is not served: it is held, unanswered, for the
-throttle time (at most one quota window) and then closed, as Kafka's acceptor does."""
+"""Kafka's ConnectionQuotas for client addresses: an `ip` entity's `connection_creation_rate`
+(or the default ip entity's, KIP-612) bounds how many connections a second an address may
+open: a connection over it is not served but held, unanswered, for the throttle time (at
+most one quota window) and then closed, as Kafka's acceptor does; `max.connections.per.ip`
+(with `max.connections.per.ip.overrides`) bounds how many it may hold: one more is closed at
+once."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ class ConnectionQuotas:
         self._per_ip: dict[str, float] = {}
         self._rates: dict[str, Rate] = {}
         self._next_expiration_ms = 0
+        self._counts: dict[str, int] = {}
+        self._overrides: tuple[str, dict[str, int]] = ("", {})
 
     @property
     def enabled(self) -> bool:
@@ -67,3 +71,32 @@ class ConnectionQuotas:
         self._next_expiration_ms = now_ms + EXPIRATION_CHECK_EVERY_MS
         cutoff = now_ms - INACTIVE_SENSOR_EXPIRATION_MS
         self._rates = {ip: r for ip, r in self._rates.items() if r.last_record_ms >= cutoff}
+
+    def accepted(self, address: str, max_per_ip: int, overrides: str) -> int | None:
+        """A connection from `address` is open: None, or the maximum it already holds (the
+        connection is to be closed; it is not counted)."""
+        ip = normalized_ip(address) or address
+        count = self._counts.get(ip, 0)
+        most = self._override(overrides).get(ip, max_per_ip)
+        if count >= most:
+            return most
+        self._counts[ip] = count + 1
+        return None
+
+    def closed(self, address: str) -> None:
+        ip = normalized_ip(address) or address
+        count = self._counts.get(ip, 0) - 1
+        if count > 0:
+            self._counts[ip] = count
+        else:
+            self._counts.pop(ip, None)
+
+    def _override(self, overrides: str) -> dict[str, int]:
+        """max.connections.per.ip.overrides, parsed once per value of it."""
+        if overrides != self._overrides[0]:
+            parsed = {}
+            for part in filter(None, (p.strip() for p in overrides.split(","))):
+                address, _, count = part.rpartition(":")
+                parsed[normalized_ip(address.strip("[]")) or address] = int(count)
+            self._overrides = (overrides, parsed)
+        return self._overrides[1]

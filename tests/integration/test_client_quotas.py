@@ -6,6 +6,7 @@ included."""
 from __future__ import annotations
 
 import datetime
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +17,7 @@ from compat.cli_runner import kafkalite_here, ok, ok_json, one_line_error
 from compat.kafka_tools import run_tool
 from kafkalite.testing import EmbeddedBroker
 from protocol_tests.raw_client import (
+    ConnectionClosed,
     RawClient,
     api_versions_request,
     build,
@@ -191,6 +193,29 @@ def _remove_ip_quota(client: RawClient) -> ErrorCode:
     entry = build(49, 1, "EntryData", entity=(entity,), ops=(op,))
     request = build(49, 1, "AlterClientQuotasRequest", entries=(entry,), validate_only=False)
     return client.request(request).entries[0].error_code
+
+
+def test_max_connections_per_ip() -> None:
+    with EmbeddedBroker(overrides={"max.connections.per.ip": "2"}) as limited:
+        with RawClient(limited.host, limited.port) as first:
+            with RawClient(limited.host, limited.port) as second:
+                assert second.request(api_versions_request()).error_code == ErrorCode.none
+                with RawClient(limited.host, limited.port) as third:
+                    assert third.is_closed_by_peer(timeout=10)  # at once, unanswered
+            # once the broker has seen the second go, a new one is served
+            assert _served_within(limited, 10)
+            assert first.request(api_versions_request()).error_code == ErrorCode.none
+
+
+def _served_within(broker: EmbeddedBroker, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with RawClient(broker.host, broker.port) as client:
+            try:
+                return client.request(api_versions_request()).error_code == ErrorCode.none
+            except ConnectionClosed:
+                time.sleep(0.05)
+    return False
 
 
 @pytest.mark.slow  # a JVM per tool run

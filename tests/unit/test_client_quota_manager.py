@@ -204,3 +204,16 @@ def test_connection_creation_rate_per_ip_and_default() -> None:
     assert [connections.record_connection("10.0.0.2", 0) for _ in range(11)] == [0] * 11
     connections.on_client_quota_changed(entity_of([("ip", None)]), {})
     assert connections.record_connection("10.0.0.1", 11_000) == 0
+
+
+def test_max_connections_per_ip_and_its_overrides() -> None:
+    connections = ConnectionQuotas(SAMPLES, 1)
+    overrides = "10.0.0.9:1,[::1]:0"
+    assert connections.accepted("/10.0.0.1", 2, overrides) is None
+    assert connections.accepted("10.0.0.1", 2, overrides) is None
+    assert connections.accepted("10.0.0.1", 2, overrides) == 2  # not counted
+    connections.closed("10.0.0.1")
+    assert connections.accepted("10.0.0.1", 2, overrides) is None
+    assert connections.accepted("10.0.0.9", 2, overrides) is None
+    assert connections.accepted("10.0.0.9", 2, overrides) == 1
+    assert connections.accepted("0:0:0:0:0:0:0:1", 2, overrides) == 0
