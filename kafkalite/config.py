@@ -7,6 +7,7 @@ which the CLI turns into one line and exit code 2.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -114,6 +115,16 @@ def _timestamp_type(value: str) -> str:
 
 
 def _str(value: str) -> str:
+    return value.strip()
+
+
+def _ip_counts(value: str) -> str:
+    """`address:count[,address:count...]` (Kafka's max.connections.per.ip.overrides)."""
+    for part in _list(value):
+        address, colon, count = part.rpartition(":")
+        if not (colon and count.isdigit()):
+            raise ValueError(f"{part!r} is not address:count")
+        ipaddress.ip_address(address.strip("[]"))  # (Kafka also takes host names)
     return value.strip()
 
 
@@ -228,6 +239,24 @@ PROPERTIES: dict[str, Property] = {
         str(200 * 1024**2),
         "bytes of unanswered requests after which no more are read (-1: unbounded)",
         TYPE_LONG,
+    ),
+    "max.connections.per.ip": Property(
+        _int(0, I32_MAX), str(2**31 - 1), "connections one client address may hold", TYPE_INT
+    ),
+    "max.connections.per.ip.overrides": Property(
+        _ip_counts, "", "per-address exceptions to it (address:count,...)", TYPE_STRING
+    ),
+    "quota.window.num": Property(
+        _int(1, I32_MAX), "11", "samples retained for client quotas", TYPE_INT
+    ),
+    "quota.window.size.seconds": Property(
+        _int(1, I32_MAX), "1", "time span of each client quota sample", TYPE_INT
+    ),
+    "controller.quota.window.num": Property(
+        _int(1, I32_MAX), "11", "samples retained for controller mutation quotas", TYPE_INT
+    ),
+    "controller.quota.window.size.seconds": Property(
+        _int(1, I32_MAX), "1", "time span of each controller mutation quota sample", TYPE_INT
     ),
     "kafkalite.max.partitions.per.request": Property(
         _int(1, I32_MAX), "10000", "partitions one CreateTopics/CreatePartitions may add", TYPE_INT

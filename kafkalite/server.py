@@ -21,12 +21,18 @@ import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import trio
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.api_versions import api_versions_response
-from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.apis.base import ApiHandler, ChannelThrottle, RequestContext
+from kafkalite.apis.quota_throttle import (
+    exempt_from_request_quota,
+    record_request_time,
+    with_throttle_time,
+)
 from kafkalite.apis.registry import HANDLERS, api_names
 from kafkalite.broker import log_maintenance
 from kafkalite.broker.broker import Broker
@@ -67,6 +73,7 @@ async def _read_requests(
     queue: trio.MemorySendChannel[Queued],
     metrics: BrokerMetrics,
     memory: ConnectionMemory,
+    throttle: ChannelThrottle,
 ) -> None:
     async with queue:
         while True:
@@ -74,6 +81,8 @@ async def _read_requests(
                 frame = reader.next_frame()
                 if frame is None:
                     await memory.before_read(reader.frame_size)  # queued.max.request.bytes
+                    if throttle.muted_until:  # a quota's throttling (KIP-219): read nothing
+                        await _until_unmuted(throttle)
                     data = await stream.receive_some(reader.bytes_wanted)
                     if not data:
                         if reader.pending:
@@ -91,6 +100,11 @@ async def _read_requests(
             except FrameError as exc:
                 log.warning("closing connection from %s: %s", peer, exc)
                 return
+
+
+async def _until_unmuted(throttle: ChannelThrottle) -> None:
+    while trio.current_time() < throttle.muted_until:
+        await trio.sleep_until(throttle.muted_until)
 
 
 def _answer_legacy(handler: ApiHandler, request: LegacyRequest) -> bytes:
@@ -116,6 +130,7 @@ async def _process(
     handlers: Mapping[int, ApiHandler],
     queue: trio.MemoryReceiveChannel[Queued],
     memory: ConnectionMemory,
+    throttle: ChannelThrottle,
 ) -> None:
     metrics = broker.metrics
     async for item in memory.answering(queue):
@@ -145,15 +160,13 @@ async def _process(
             channel.principal,
             channel.peer,
             broker.authorizer,
+            item.size,
+            throttle,
         )
-        # Handler work (as a Kafka handler thread's: handle, encode) for the idle percent.
-        if handler.is_async:
-            handling = handler.handle(ctx, item.body)
-            response = await (timed(handling, metrics.loop) if metrics.loop.enabled else handling)
-            working = time.perf_counter()
-        else:
-            working = time.perf_counter()
-            response = handler.handle(ctx, item.body)
+        response = await _handled(broker, handler, ctx, item.body)
+        if throttle.ms and response is not None:  # a quota was violated (KIP-219)
+            response = with_throttle_time(response, throttle.ms)
+        working = time.perf_counter()
         frame = None if response is None else encode_response(item.correlation_id, response)
         metrics.loop.handler_seconds += time.perf_counter() - working
         if frame is not None:
@@ -161,6 +174,43 @@ async def _process(
             metrics.network_bytes_out += len(frame)
         elapsed = time.perf_counter() - started
         metrics.observe_request(broker, ctx.api_key, ctx.api_version, elapsed, item.body, response)
+        if throttle.ms:
+            await _mute(throttle)
+
+
+async def _handled(broker: Broker, handler: ApiHandler, ctx: RequestContext, body: Any) -> Any:
+    """The handler's answer. Its work (as a Kafka handler thread's; an async handler's steps,
+    not its waits) counts for the idle percent and, with request quotas, against the client's
+    request_percentage (Kafka's ClientRequestQuotaManager)."""
+    loop = broker.metrics.loop
+    quota = broker.quotas.request
+    if not quota.enabled or exempt_from_request_quota(ctx.api_key, body):
+        if handler.is_async:
+            handling = handler.handle(ctx, body)
+            return await (timed(handling, loop) if loop.enabled else handling)
+        working = time.perf_counter()
+        response = handler.handle(ctx, body)
+        loop.handler_seconds += time.perf_counter() - working
+        return response
+    own = LoopTime()
+    if handler.is_async:
+        response = await timed(handler.handle(ctx, body), own)
+    else:
+        working = own.clock()
+        response = handler.handle(ctx, body)
+        own.handler_seconds += own.clock() - working
+    loop.handler_seconds += own.handler_seconds
+    if response is not None:  # acks=0 is exempt, as in Kafka
+        record_request_time(ctx, quota, own.handler_seconds)
+    return response
+
+
+async def _mute(throttle: ChannelThrottle) -> None:
+    """After a throttled answer: nothing read or served for its throttle time (KIP-219)."""
+    throttle.muted_until = trio.current_time() + throttle.ms / 1000
+    throttle.ms = 0
+    await _until_unmuted(throttle)
+    throttle.muted_until = 0.0
 
 
 async def handle_connection(
@@ -174,11 +224,30 @@ async def handle_connection(
     except OSError:
         host, port = "?", 0
     peer = f"{host}:{port}"
+    connections = broker.quotas.connections
+    if connections.enabled and await _throttled_connection(broker, stream, host):
+        return
+    config = broker.config
+    most = connections.accepted(
+        host,
+        config.int("max.connections.per.ip"),
+        config.str("max.connections.per.ip.overrides") or "",
+    )
+    if most is not None:
+        log.info(
+            "Rejected connection from %s, address already has the configured maximum of %d "
+            "connections.",
+            host,
+            most,
+        )
+        await stream.aclose()
+        return
     security = security or _plaintext(broker)
     channel = Channel(peer, f"/{host}", security.name)
     reader = FrameReader(broker.config.int("socket.request.max.bytes"))
     send, receive = trio.open_memory_channel[Queued](MAX_QUEUED_REQUESTS)
     memory = (pool or RequestMemoryPool(-1)).connection()
+    throttle = ChannelThrottle()
     broker.metrics.connections += 1
     broker.metrics.connections_created += 1
     try:
@@ -193,9 +262,17 @@ async def handle_connection(
                 await stack.enter_async_context(transport)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(
-                    _read_requests, transport, peer, reader, HANDLERS, send, broker.metrics, memory
+                    _read_requests,
+                    transport,
+                    peer,
+                    reader,
+                    HANDLERS,
+                    send,
+                    broker.metrics,
+                    memory,
+                    throttle,
                 )
-                await _process(broker, transport, channel, HANDLERS, receive, memory)
+                await _process(broker, transport, channel, HANDLERS, receive, memory, throttle)
                 nursery.cancel_scope.cancel()
     # The nursery wraps whatever its tasks raise in an ExceptionGroup.
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
@@ -204,9 +281,22 @@ async def handle_connection(
         log.exception("closing connection from %s after an internal error", peer)
     finally:
         memory.close()
+        connections.closed(host)
         broker.metrics.connections -= 1
         if broker.share_groups is not None:  # its share sessions end with it (as Kafka's)
             broker.share_groups.partitions.connection_closed(peer)
+
+
+async def _throttled_connection(broker: Broker, stream: trio.SocketStream, host: str) -> bool:
+    """Over its IP's connection_creation_rate, a connection is held unanswered for the
+    throttle time, then closed (Kafka's acceptor's delayed close)."""
+    throttle_ms = broker.quotas.connections.record_connection(host, broker.clock_ms())
+    if not throttle_ms:
+        return False
+    log.debug("delaying the close of a connection from %s for %d ms", host, throttle_ms)
+    async with stream:
+        await trio.sleep(throttle_ms / 1000)
+    return True
 
 
 class _SessionStep(enum.Enum):

@@ -22,6 +22,19 @@ if TYPE_CHECKING:
     from kafkalite.broker.broker import Broker
 
 
+@dataclass(slots=True)
+class ChannelThrottle:
+    """A connection's quota throttling (KIP-219): a handler whose client broke a quota sets
+    `ms` (its answer carries it as throttle_time_ms); the server, having sent the answer,
+    mutes the connection until `muted_until` (trio time): nothing more is read or served."""
+
+    ms: int = 0
+    muted_until: float = 0.0
+
+    def throttle(self, ms: int) -> None:
+        self.ms = max(self.ms, ms)
+
+
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     broker: Broker
@@ -34,6 +47,22 @@ class RequestContext:
     principal: KafkaPrincipal = ANONYMOUS  # who sent it (TLS certificate or SASL user)
     connection_id: str = ""  # "host:port" of the peer: unique while the connection lives
     authorizer: Authorizer | None = None  # ACLs (authorizer.class.name); None: all allowed
+    request_size: int = 0  # bytes of the request frame
+    channel: ChannelThrottle | None = None  # the connection's throttling (None: not muted)
+
+    @property
+    def quota_user(self) -> str:
+        """Who quotas count this request against: the principal's name and the client id."""
+        return self.principal.name
+
+    @property
+    def quota_client_id(self) -> str:
+        return self.client_id or ""
+
+    def throttle(self, ms: int) -> None:
+        """Mute this connection for `ms` after the answer (a quota was violated)."""
+        if self.channel is not None:
+            self.channel.throttle(ms)
 
     def authorized(
         self,

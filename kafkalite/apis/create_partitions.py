@@ -14,6 +14,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.apis.quota_throttle import MutationQuota, mutation_quota
 from kafkalite.apis.topic_admin import answer_each_name_once, validate_manual_assignment
 from kafkalite.broker import partition_limits
 from kafkalite.broker.admin_manager import OK, Outcome
@@ -59,12 +60,17 @@ def _denied(ctx: RequestContext, name: str) -> bool:
     return exists and not ctx.authorized(AclOperation.ALTER, ResourceType.TOPIC, name)
 
 
-def _grow(ctx: RequestContext, request_topic: Any, validate_only: bool) -> Outcome:
+def _grow(
+    ctx: RequestContext, request_topic: Any, validate_only: bool, quota: MutationQuota
+) -> Outcome:
     if _denied(ctx, request_topic.name):
         return Outcome(ErrorCode.topic_authorization_failed)
     outcome = _check(ctx, request_topic)
     if not outcome.ok or validate_only:
         return outcome
+    current = ctx.broker.metadata.topics[request_topic.name].num_partitions
+    if (throttled := quota.record(request_topic.count - current)) is not None:
+        return throttled
     return ctx.broker.admin_manager.create_partitions(request_topic.name, request_topic.count)
 
 
@@ -92,12 +98,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         outcome = Outcome(partition_limits.REFUSAL, refusal)
         results = tuple(_result(ctx, topic.name, outcome) for topic in request.topics)
         return make(ctx.schema.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=results)
+    quota = mutation_quota(ctx, strict_since=3)
     results = answer_each_name_once(
         request.topics,
         request.timeout,
-        lambda topic: _result(ctx, topic.name, _grow(ctx, topic, request.validate_only)),
+        lambda topic: _result(ctx, topic.name, _grow(ctx, topic, request.validate_only, quota)),
         lambda name, refusal: _result(ctx, name, refusal),
     )
+    quota.throttle()
     return make(ctx.schema.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=results)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.apis.quota_throttle import MutationQuota, mutation_quota
 from kafkalite.apis.topic_admin import (
     TIMED_OUT,
     answer_each_name_once,
@@ -256,7 +257,7 @@ def _may_create(ctx: RequestContext, name: str) -> bool:
     )
 
 
-def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
+def _create(ctx: RequestContext, topic: Any, validate_only: bool, quota: MutationQuota) -> Any:
     if not _may_create(ctx, topic.name):
         return _failure(ctx, topic.name, DENIED)
     outcome, plan = plan_topic(ctx, topic)
@@ -265,6 +266,8 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
     if validate_only:
         # Kafka answers with a fresh random id it then discards; the zero id is more honest.
         return _success(ctx, topic.name, None, plan)
+    if (throttled := quota.record(plan.num_partitions)) is not None:
+        return _failure(ctx, topic.name, throttled)
     outcome, created = ctx.broker.admin_manager.create_topic(
         topic.name, plan.num_partitions, plan.replication_factor, plan.configs, plan.assignment
     )
@@ -310,12 +313,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         outcome = Outcome(partition_limits.REFUSAL, refusal)
         results = tuple(_failure(ctx, topic.name, outcome) for topic in request.topics)
         return make(ctx.schema.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=results)
+    quota = mutation_quota(ctx, strict_since=6)
     results = answer_each_name_once(
         request.topics,
         request.timeout,
-        lambda topic: _create(ctx, topic, request.validate_only),
+        lambda topic: _create(ctx, topic, request.validate_only, quota),
         lambda name, refusal: _failure(ctx, name, refusal),
     )
+    quota.throttle()
     created = [r.name for r in results if r.error_code == ErrorCode.none]
     if created and not request.validate_only:
         # In a cluster the controller assigns the states: wait for them, bounded (Kafka's

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.apis.quota_throttle import mutation_quota
 from kafkalite.apis.topic_admin import DUPLICATE_NAME, deadline_passed
 from kafkalite.broker.admin_manager import Outcome
 from kafkalite.protocol.entities import NO_THROTTLE, make
@@ -164,11 +165,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return _fail_all(ctx, request, ErrorCode.request_timed_out)
     deletion = _sort(request)
     to_delete = _resolve(ctx, deletion)
+    quota = mutation_quota(ctx, strict_since=5)
     for topic_id, name in to_delete.items():
-        outcome = ctx.broker.admin_manager.delete_topic(name)
+        partitions = ctx.broker.metadata.topics[name].num_partitions
+        outcome = quota.record(partitions) or ctx.broker.admin_manager.delete_topic(name)
         if outcome.ok:
             log.info("deleted topic %s (id %s)", name, topic_id)
         deletion.answer(name, topic_id, outcome)
+    quota.throttle()
     results = tuple(_result(ctx, *answer) for answer in deletion.answers)
     return make(ctx.schema.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=results)
 

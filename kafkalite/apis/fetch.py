@@ -21,6 +21,8 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.leader_hint import current_leader, node_endpoints
+from kafkalite.apis.quota_throttle import record_bandwidth, throttle_time
+from kafkalite.broker.client_quota_manager import ClientQuotaManager
 from kafkalite.broker.delayed import FetchInfo, FetchParams
 from kafkalite.broker.delayed_wait import complete_or_expire
 from kafkalite.broker.partition import LogReadResult
@@ -37,13 +39,22 @@ def _replica_id(request: Any) -> int:
     return state.replica_id if state is not None else getattr(request, "replica_id", -1)
 
 
-def _params(request: Any, max_wait_ms: int) -> FetchParams:
+def _params(ctx: RequestContext, request: Any, max_wait_ms: int) -> FetchParams:
+    replica_id = _replica_id(request)
+    max_bytes = request.max_bytes if request.max_bytes is not None else MAX_BYTES_UNLIMITED
+    min_bytes = request.min_bytes
+    quota = ctx.broker.quotas.fetch
+    if quota.enabled and replica_id < 0:
+        # Kafka: no more than a quota window allows, else the consumer is throttled for sure
+        window_bytes = quota.max_value_in_quota_window(ctx.quota_user, ctx.quota_client_id)
+        max_bytes = int(min(max_bytes, window_bytes))
+        min_bytes = min(min_bytes, max_bytes)
     return FetchParams(
         max_wait_ms=max_wait_ms,
-        min_bytes=request.min_bytes,
-        max_bytes=request.max_bytes if request.max_bytes is not None else MAX_BYTES_UNLIMITED,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
         isolation_level=getattr(request, "isolation_level", READ_UNCOMMITTED),
-        replica_id=_replica_id(request),
+        replica_id=replica_id,
     )
 
 
@@ -189,7 +200,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     unknown_topic = any(not isinstance(a, FetchInfo) for _, answers in plan for a in answers)
     # Like a partition error, an unknown topic is answered at once.
     max_wait_ms = 0 if unknown_topic else max(millis(request.max_wait), 0)
-    params = _params(request, max_wait_ms)
+    params = _params(ctx, request, max_wait_ms)
     manager = ctx.broker.replica_manager
     delayed = manager.fetch_messages(params, infos)
     await complete_or_expire(manager.fetch_purgatory, delayed, max_wait_ms)
@@ -199,7 +210,36 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if remote is not None and read.has_remote_fetch:  # off the event loop (tiered storage)
         answered = await remote.read_remote(infos, answered, lambda tp: manager.partition(*tp))
     results = dict(zip(infos, answered, strict=True))
+    quota = ctx.broker.quotas.fetch
+    if quota.enabled and not params.is_from_follower:
+        throttle_ms = _fetch_throttle(ctx, quota, results)
+        if throttle_ms:
+            return _throttled_response(ctx, throttle_ms)
     return _response(ctx, params, plan, results)
+
+
+def _fetch_throttle(
+    ctx: RequestContext, quota: ClientQuotaManager, results: dict[FetchInfo, LogReadResult]
+) -> int:
+    """KafkaApis: the answer's bytes count against consumer_byte_rate; a throttled fetch
+    answers no data, so its bytes are taken back."""
+    size = sum(len(result.records) for result in results.values())
+    throttle_ms = record_bandwidth(ctx, quota, size)
+    if throttle_ms:
+        quota.unrecord(ctx.quota_user, ctx.quota_client_id, size, ctx.broker.clock_ms())
+    return throttle_ms
+
+
+def _throttled_response(ctx: RequestContext, throttle_ms: int) -> Any:
+    """Kafka's getThrottledResponse: no partitions, the throttle time."""
+    return make(
+        ctx.schema.FetchResponse,
+        throttle_time=throttle_time(throttle_ms),
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=(),
+        node_endpoints=(),
+    )
 
 
 API = ApiHandler(api_key=1, min_version=4, max_version=18, handle=handle, is_async=True)

@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import authorized_operations
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.apis.quota_throttle import MutationQuota
 from kafkalite.broker import views
 from kafkalite.broker.admin_manager import topic_name_error
 from kafkalite.broker.cluster_metadata import TopicMetadata
@@ -130,6 +131,9 @@ def _lookup(ctx: RequestContext, requested: Any, auto_create: bool, operations: 
     if created is None:
         return _error_topic(ctx, name, ZERO_UUID, outcome.error)
     log.info("auto-created topic %s: %d partition(s)", name, created.num_partitions)
+    # Kafka's auto-creation takes from the client's controller mutation quota, permissively
+    # (it never refuses, and the Metadata answer is not throttled for it).
+    MutationQuota(ctx, strict=False).record(created.num_partitions)
     return _topic(ctx, created, operations)
 
 

@@ -19,11 +19,12 @@ from kio.schema.errors import ErrorCode
 from kafkalite.apis import produce_legacy
 from kafkalite.apis.base import ApiHandler, RequestContext
 from kafkalite.apis.leader_hint import current_leader, node_endpoints
+from kafkalite.apis.quota_throttle import record_bandwidth, throttle_time
 from kafkalite.apis.topic_ids import topic_name
 from kafkalite.broker.delayed import ProduceResult, TopicPartition
 from kafkalite.broker.delayed_wait import complete_or_expire
 from kafkalite.broker.views import view_refusal
-from kafkalite.protocol.entities import NO_THROTTLE, make, millis
+from kafkalite.protocol.entities import make, millis
 from kafkalite.security.acl import AclOperation, ResourceType
 from kafkalite.storage.batch import HEADER_SIZE, LOG_OVERHEAD, parse_header, peek_offset_and_size
 from kafkalite.storage.errors import RecordError
@@ -274,6 +275,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     timeout_ms = min(millis(request.timeout), ctx.broker.config.int("request.timeout.ms"))
     results = await _append(ctx, entries, acks, timeout_ms) if entries else {}
     results.update(refused)
+    # Kafka counts the request's size against producer_byte_rate, acks=0 included.
+    quota = ctx.broker.quotas.produce
+    throttle_ms = record_bandwidth(ctx, quota, ctx.request_size) if quota.enabled else 0
     if acks == 0:
         return None
     responses = tuple(
@@ -292,7 +296,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return make(
         ctx.schema.ProduceResponse,
         responses=responses,
-        throttle_time=NO_THROTTLE,
+        throttle_time=throttle_time(throttle_ms),
         node_endpoints=node_endpoints(ctx, answers),
     )
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from kafkalite.broker.acl_file_store import ACLS_FILE, FileAclStore
 from kafkalite.broker.admin_manager import AdminManager
+from kafkalite.broker.client_quotas import ClientQuotas
 from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, Endpoint
 from kafkalite.broker.controller_api import ControllerApi
 from kafkalite.broker.dynamic_config import DynamicBrokerConfig, FileDynamicConfigStore
@@ -16,6 +17,7 @@ from kafkalite.broker.group_configs import GroupConfigManager
 from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
 from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.partition import Partition
+from kafkalite.broker.quota_managers import QuotaManagers
 from kafkalite.broker.remote_log_manager import RemoteLogManager
 from kafkalite.broker.remote_log_metadata_manager import TopicBasedRemoteLogMetadataManager
 from kafkalite.broker.replica_fetcher_manager import ReplicaFetcherManager, inter_broker_endpoint
@@ -95,6 +97,25 @@ def _single_node_scram_store(metadata: ClusterMetadata) -> ScramCredentialStore 
     return None
 
 
+def open_quotas(
+    config: BrokerConfig, metadata: ClusterMetadata
+) -> tuple[ClientQuotas, QuotaManagers]:
+    """The stored client quotas (a single node's: in its metadata file) and the quota
+    managers enforcing them."""
+    store = metadata if isinstance(metadata, SingleNodeMetadata) else None
+    client_quotas = ClientQuotas(store)
+    managers = QuotaManagers.create(
+        config.int("quota.window.num"),
+        config.int("quota.window.size.seconds"),
+        config.int("controller.quota.window.num"),
+        config.int("controller.quota.window.size.seconds"),
+    )
+    for entity, quotas in client_quotas.all().items():
+        managers.on_client_quota_changed(entity, quotas)
+    client_quotas.listeners.append(managers)
+    return client_quotas, managers
+
+
 @dataclass
 class Broker:
     config: BrokerConfig
@@ -114,6 +135,8 @@ class Broker:
     group_configs: GroupConfigManager | None = None  # kafka-configs --entity-type groups
     # Tiered storage (remote.log.storage.system.enable): run by the server.
     remote_log_manager: RemoteLogManager | None = None
+    client_quotas: ClientQuotas = field(default_factory=lambda: ClientQuotas(None))
+    quotas: QuotaManagers = field(default_factory=lambda: QuotaManagers.create(11, 1, 11, 1))
 
     @classmethod
     def open(
@@ -173,6 +196,7 @@ class Broker:
             remote_log_manager=_remote_log_manager(config, replica_manager, clock_ms),
         )
         controller.subscribe(broker)
+        broker.client_quotas, broker.quotas = open_quotas(config, metadata)
         return broker
 
     def on_broker_configs_changed(self, entity: str, configs: Mapping[str, str]) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from kafkalite.broker.client_quotas import Entity, decode_entity, encode_entity
 from kafkalite.broker.cluster_metadata import (
     Assignment,
     BrokerInfo,
@@ -86,6 +87,8 @@ class SingleNodeMetadata:
         self.cluster_id = ""
         # user -> SCRAM mechanism -> credential text (broker/scram_credentials.py)
         self._scram: dict[str, dict[str, str]] = {}
+        # quota entity -> quota key -> value (broker/client_quotas.py)
+        self._client_quotas: dict[Entity, dict[str, float]] = {}
         # group id -> its group configs (broker/group_configs.py)
         self._group_configs: dict[str, dict[str, str]] = {}
         # ISR changes a leader made (in memory: a single node's ISR is itself after a restart).
@@ -106,6 +109,9 @@ class SingleNodeMetadata:
         self.next_producer_id = data.get("next_producer_id", 0)
         self._scram = data.get("scram_credentials", {})
         self._group_configs = data.get("group_configs", {})
+        self._client_quotas = {
+            decode_entity(raw["entity"]): raw["quotas"] for raw in data.get("client_quotas", [])
+        }
         for raw in data.get("topics", []):
             topic = TopicMetadata(**{**raw, "topic_id": uuid.UUID(raw["topic_id"])})
             self._topics[topic.name] = topic
@@ -137,6 +143,10 @@ class SingleNodeMetadata:
             "topics": topics,
             "scram_credentials": self._scram,
             "group_configs": self._group_configs,
+            "client_quotas": [
+                {"entity": encode_entity(entity), "quotas": quotas}
+                for entity, quotas in self._client_quotas.items()
+            ],
         }
         write_atomically(self.log_dir / METADATA_FILE, json.dumps(data, indent=1))
 
@@ -149,6 +159,17 @@ class SingleNodeMetadata:
                 self._scram[user] = dict(credentials)
             else:
                 self._scram.pop(user, None)
+        self.save()
+
+    def client_quotas(self) -> Mapping[Entity, Mapping[str, float]]:
+        return self._client_quotas
+
+    def set_client_quotas(self, changes: Mapping[Entity, Mapping[str, float]]) -> None:
+        for entity, quotas in changes.items():
+            if quotas:
+                self._client_quotas[entity] = dict(quotas)
+            else:
+                self._client_quotas.pop(entity, None)
         self.save()
 
     def group_configs(self) -> Mapping[str, Mapping[str, str]]:

@@ -23,7 +23,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from kafkalite.coordinator.states import GroupState
-from kafkalite.metrics import exporter_view, partition_gauges, remote_storage
+from kafkalite.metrics import exporter_view, partition_gauges, quota_metrics, remote_storage
 from kafkalite.metrics import share_groups as share_group_metrics
 from kafkalite.metrics.counters import LATENCY_BUCKETS_MS, LatencyHistogram, RequestTimes
 from kafkalite.metrics.loop_time import IdleWindow
@@ -129,6 +129,7 @@ class BrokerCollector(Collector):
         yield from self._delayed_delivery()
         yield from self._views()
         yield from remote_storage.collect(self.broker.remote_log_manager)
+        yield from quota_metrics.collect(self.broker.quotas, self.broker.clock_ms())
         share_groups = self.broker.share_groups
         yield from share_group_metrics.collect(share_groups.partitions if share_groups else None)
 

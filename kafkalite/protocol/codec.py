@@ -45,6 +45,7 @@ class DecodedRequest:
     correlation_id: int
     client_id: str | None
     body: Any
+    size: int = 0  # the frame's bytes (Kafka's request.sizeInBytes: what producer quotas count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +97,7 @@ def decode_request(
         raise FrameError(
             f"malformed request (API key {api_key} v{version}): {type(exc).__name__}: {exc}"
         ) from None
-    return DecodedRequest(api_key, version, correlation_id, header.client_id, body)
+    return DecodedRequest(api_key, version, correlation_id, header.client_id, body, len(frame))
 
 
 @cache

@@ -1,5 +1,5 @@
 """The admin command line beside `serve`:
-`kafkalite topic|group|produce|consume|cluster|config|log-dirs|acl|user`.
+`kafkalite topic|group|produce|consume|cluster|config|log-dirs|acl|user|quota`.
 
 Every command talks the Kafka protocol through confluent-kafka (AdminClient, Producer,
 Consumer), so it works against any Kafka-compatible cluster. One module per command group;
@@ -22,6 +22,7 @@ from kafkalite.tools import (
     group,
     log_dirs,
     produce,
+    quota,
     topic,
     user,
 )
@@ -34,7 +35,7 @@ from kafkalite.tools.common import (
     output_parent,
 )
 
-_GROUPS = (topic, group, produce, consume, cluster, config_cmd, log_dirs, acl, user)
+_GROUPS = (topic, group, produce, consume, cluster, config_cmd, log_dirs, acl, user, quota)
 
 
 def register(commands: argparse._SubParsersAction, parser_class: type) -> None:

@@ -1,5 +1,6 @@
 """Requests confluent-kafka's AdminClient does not offer (OffsetDelete, DescribeLogDirs,
-ListOffsets with the tiered storage specials librdkafka refuses), sent
+ListOffsets with the tiered storage specials librdkafka refuses, DescribeClientQuotas and
+AlterClientQuotas), sent
 as kio entities on kafkalite's own client connection (kafkalite/broker/broker_connection.py).
 
 That client speaks the plain protocol only: these commands need a PLAINTEXT listener (the
@@ -11,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import trio
+from kio.schema.alter_client_quotas.v1 import request as alter_quotas
+from kio.schema.describe_client_quotas.v1 import request as describe_quotas
 from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
@@ -25,7 +28,7 @@ from kio.schema.offset_delete.v0.request import (
     OffsetDeleteRequestTopic,
 )
 from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i8, i32, i64
+from kio.static.primitive import f64, i8, i32, i64
 
 from kafkalite.broker.broker_connection import BrokerConnection, ConnectionLost
 from kafkalite.tools.common import Connection, ToolError, UsageError
@@ -132,3 +135,58 @@ def list_offsets(
         for t in answer.topics
         for p in t.partitions
     }
+
+
+QuotaEntity = tuple[tuple[str, str | None], ...]  # (entity type, name; None: the default)
+
+
+def describe_client_quotas(
+    conn: Connection, address: str, components: list[tuple[str, int, str | None]], strict: bool
+) -> list[tuple[QuotaEntity, dict[str, float]]]:
+    """DescribeClientQuotas: each matching entity and its quotas."""
+    request = describe_quotas.DescribeClientQuotasRequest(
+        components=tuple(
+            describe_quotas.ComponentData(entity_type=kind, match_type=i8(match_type), match=match)
+            for kind, match_type, match in components
+        ),
+        strict=strict,
+    )
+    answer = ask(conn, address, request)
+    if answer.error_code != ErrorCode.none:
+        raise ToolError(
+            f"cannot list quotas: {answer.error_code.name.upper()}: {answer.error_message}"
+        )
+    return [
+        (
+            tuple((e.entity_type, e.entity_name) for e in entry.entity),
+            {v.key: float(v.value) for v in entry.values},
+        )
+        for entry in answer.entries or ()
+    ]
+
+
+def alter_client_quotas(
+    conn: Connection,
+    address: str,
+    entity: QuotaEntity,
+    ops: dict[str, float | None],
+    validate_only: bool,
+) -> tuple[ErrorCode, str | None]:
+    """AlterClientQuotas of one entity (a None value removes the key): its error."""
+    request = alter_quotas.AlterClientQuotasRequest(
+        entries=(
+            alter_quotas.EntryData(
+                entity=tuple(
+                    alter_quotas.EntityData(entity_type=kind, entity_name=name)
+                    for kind, name in entity
+                ),
+                ops=tuple(
+                    alter_quotas.OpData(key=key, value=f64(value or 0.0), remove=value is None)
+                    for key, value in ops.items()
+                ),
+            ),
+        ),
+        validate_only=validate_only,
+    )
+    (entry,) = ask(conn, address, request).entries
+    return entry.error_code, entry.error_message

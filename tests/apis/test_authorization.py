@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.apis import (
     add_offsets_to_txn,
+    alter_client_quotas,
     alter_user_scram_credentials,
     consumer_group_describe,
     create_partitions,
@@ -25,6 +26,7 @@ from kafkalite.apis import (
     delete_groups,
     delete_records,
     delete_topics,
+    describe_client_quotas,
     describe_configs,
     describe_groups,
     describe_log_dirs,
@@ -513,6 +515,30 @@ CASES: dict[str, tuple[ApiHandler, int, Callable[[Any], Any], ErrorCode, bool]] 
         alter_user_scram_credentials.API,
         0,
         scram_deletion_request,
+        CLUSTER_DENIED,
+        True,
+    ),
+    "describe-client-quotas": (
+        describe_client_quotas.API,
+        1,
+        lambda m: make(m.DescribeClientQuotasRequest, components=(), strict=False),
+        CLUSTER_DENIED,
+        True,
+    ),
+    "alter-client-quotas": (
+        alter_client_quotas.API,
+        1,
+        lambda m: make(
+            m.AlterClientQuotasRequest,
+            entries=(
+                make(
+                    m.EntryData,
+                    entity=(make(m.EntityData, entity_type="user", entity_name="alice"),),
+                    ops=(make(m.OpData, key="producer_byte_rate", value=1e6, remove=False),),
+                ),
+            ),
+            validate_only=True,
+        ),
         CLUSTER_DENIED,
         True,
     ),

@@ -94,6 +94,17 @@ BAD_ARGUMENTS = [
     ["user", "set-password", "", "--password", "p"],
     ["user", "delete"],
     ["user", "delete", "u", "--mechanism", "PLAIN"],
+    ["quota"],
+    ["quota", "set", "--producer-byte-rate", "100"],
+    ["quota", "set", "--user", "u"],
+    ["quota", "set", "--user", "u", "--producer-byte-rate", "0"],
+    ["quota", "set", "--user", "u", "--consumer-byte-rate", "1.5"],
+    ["quota", "set", "--user", "u", "--user-default", "--producer-byte-rate", "1"],
+    ["quota", "set", "--user", "", "--producer-byte-rate", "1"],
+    ["quota", "remove"],
+    ["quota", "remove", "--client-id", "c", "--quota", "retention.ms"],
+    ["quota", "set", "--user", "u", "--request-percentage", "-1"],
+    ["quota", "list", "-X", "security.protocol=SASL_PLAINTEXT"],
 ]
 
 

@@ -1,0 +1,43 @@
+"""Client quotas' metrics, by Kafka's names (kafka.server:type=Produce|Fetch|Request,user=,
+client-id= byte-rate, request-time and throttle-time, as the JMX exporter names them): per
+quota sensor, the measured rate and the average throttle time given. Nothing for a quota
+type never configured."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+if TYPE_CHECKING:
+    from kafkalite.broker.quota_managers import QuotaManagers
+
+LABELS = ["user", "client_id"]
+_UNITS = {"byte_rate": "bytes per second", "request_time": "handler time in percent of one"}
+
+
+def collect(quotas: QuotaManagers, now_ms: int) -> Iterator[Metric]:
+    for quota_type, measured, manager in (
+        ("produce", "byte_rate", quotas.produce),
+        ("fetch", "byte_rate", quotas.fetch),
+        ("request", "request_time", quotas.request),
+    ):
+        if not manager.enabled:
+            continue
+        rate = GaugeMetricFamily(
+            f"kafka_server_{quota_type}_{measured}",
+            f"{quota_type.capitalize()} {_UNITS[measured]}, per quota (user, client id)",
+            labels=LABELS,
+        )
+        throttle = GaugeMetricFamily(
+            f"kafka_server_{quota_type}_throttle_time",
+            "Average throttle time in ms given, per quota (user, client id)",
+            labels=LABELS,
+        )
+        for (user, client_id), sensors in sorted(manager.sensors.items()):
+            rate.add_metric([user, client_id], sensors.rate.measure(now_ms))
+            average = sensors.throttle_ms_total / sensors.throttles if sensors.throttles else 0.0
+            throttle.add_metric([user, client_id], average)
+        yield rate
+        yield throttle
