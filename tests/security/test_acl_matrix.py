@@ -43,8 +43,13 @@ JAAS = (
 )
 TOPIC, GROUP, TXN = "matrix", "matrix-group", "matrix-txn"
 CONSUMER_GROUP, SHARE_GROUP = "matrix-consumer-group", "matrix-share-group"
+SHARE_OFFSETS_GROUP = "matrix-share-offsets"  # kept empty: its offsets may be changed
 ABSENT_TOPIC, NEW_TOPIC, ABSENT_GROUP = "matrix-absent", "matrix-new", "matrix-absent-group"
-ABSENT_TXN = "matrix-absent-txn"
+ABSENT_TXN, AUTO_TOPICS = "matrix-absent-txn", "matrix-auto-"  # a new one each time
+TRANSACTIONAL = 0x10  # the batch attribute
+TXN_BATCH = simple_batch(
+    producer_id=4242, producer_epoch=0, base_sequence=0, attributes=TRANSACTIONAL
+)
 # Answered before authentication; SaslAuthenticate carries it, ApiVersions has no ACL.
 NO_ACL_KEYS = {17: "SaslHandshake", 18: "ApiVersions", 36: "SaslAuthenticate"}
 
@@ -122,6 +127,7 @@ class Grant:
     resource_type: ResourceType
     name: str
     operation: AclOperation
+    pattern_type: PatternType = PatternType.LITERAL
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,7 @@ class Row:
     grants: tuple[Grant, ...]  # what Kafka checks; granted gets exactly these
     denied: int | None  # the only error code denied sees; None: filtered (see `hidden`)
     hidden: Callable[[Any], bool] | None = None  # denied's answer shows nothing
+    each_grant_checked: bool = True  # is each grant's refusal seen on its own?
 
 
 @dataclass(frozen=True)
@@ -707,7 +714,7 @@ ROWS = [
         (group(Op.READ, SHARE_GROUP), topic(Op.READ)),
         GROUP_DENIED,
     ),
-    Row(
+    Row(  # no share session: SHARE_SESSION_NOT_FOUND comes before the topics' check, as in Kafka
         79,
         1,
         lambda f: kio_request(
@@ -720,12 +727,22 @@ ROWS = [
         ),
         (group(Op.READ, SHARE_GROUP), topic(Op.READ)),
         GROUP_DENIED,
+        each_grant_checked=False,
     ),
     Row(
         90,
         0,
-        lambda f: kio_request(90, 0, groups=[{"group_id": SHARE_GROUP, "topics": None}]),
-        (group(Op.DESCRIBE, SHARE_GROUP),),
+        lambda f: kio_request(
+            90,
+            0,
+            groups=[
+                {
+                    "group_id": SHARE_OFFSETS_GROUP,
+                    "topics": [{"topic_name": TOPIC, "partitions": [0]}],
+                }
+            ],
+        ),
+        (group(Op.DESCRIBE, SHARE_OFFSETS_GROUP), topic(Op.DESCRIBE)),
         GROUP_DENIED,
     ),
     Row(
@@ -734,25 +751,132 @@ ROWS = [
         lambda f: kio_request(
             91,
             0,
-            group_id=SHARE_GROUP,
+            group_id=SHARE_OFFSETS_GROUP,
             topics=[
                 {"topic_name": TOPIC, "partitions": [{"partition_index": 0, "start_offset": 0}]}
             ],
         ),
-        (group(Op.READ, SHARE_GROUP), topic(Op.READ)),
+        (group(Op.READ, SHARE_OFFSETS_GROUP), topic(Op.READ)),
         GROUP_DENIED,
     ),
     Row(
         92,
         0,
         lambda f: kio_request(
-            92, 0, group_id=SHARE_GROUP, topics=[{"topic_name": TOPIC, "partitions": [0]}]
+            92, 0, group_id=SHARE_OFFSETS_GROUP, topics=[{"topic_name": TOPIC, "partitions": [0]}]
         ),
-        (group(Op.DELETE, SHARE_GROUP), topic(Op.READ)),
+        (group(Op.DELETE, SHARE_OFFSETS_GROUP), topic(Op.READ)),
         GROUP_DENIED,
     ),
 ]
 ROWS_BY_KEY = {row.api_key: row for row in ROWS}
+
+# Kafka's other paths through the same APIs: listings that filter, the other resource a
+# request can name, the alternative grant.
+VARIANTS = {
+    "Produce transactional": Row(
+        0,
+        3,
+        lambda f: kio_request(
+            0,
+            3,
+            transactional_id=TXN,
+            acks=-1,
+            timeout=TIMEOUT,
+            topic_data=[{"name": TOPIC, "partition_data": [{"index": 0, "records": TXN_BATCH}]}],
+        ),
+        (txn(Op.WRITE), topic(Op.WRITE)),
+        TXN_DENIED,
+    ),
+    "Metadata auto-creating a topic": Row(
+        3,
+        4,
+        lambda f: kio_request(
+            3,
+            4,
+            topics=[{"name": AUTO_TOPICS + uuid.uuid4().hex[:8]}],
+            allow_auto_topic_creation=True,
+        ),
+        (
+            Grant(Res.TOPIC, AUTO_TOPICS, Op.DESCRIBE, PatternType.PREFIXED),
+            Grant(Res.TOPIC, AUTO_TOPICS, Op.CREATE, PatternType.PREFIXED),
+        ),
+        TOPIC_DENIED,
+    ),
+    "Metadata all topics, hidden": Row(
+        3,
+        1,
+        lambda f: kio_request(3, 1, topics=None),
+        (topic(Op.DESCRIBE),),
+        None,
+        hidden=lambda r: not r.topics,
+    ),
+    "FindCoordinator transactional id": Row(
+        10,
+        1,
+        lambda f: kio_request(10, 1, key=TXN, key_type=1),
+        (txn(Op.DESCRIBE),),
+        TXN_DENIED,
+    ),
+    "CreateTopics by CREATE on the cluster": Row(
+        19,
+        2,
+        ROWS_BY_KEY[19].request,
+        (cluster(Op.CREATE),),
+        TOPIC_DENIED,
+    ),
+    "InitProducerId idempotent, IDEMPOTENT_WRITE": Row(
+        22,
+        0,
+        lambda f: kio_request(22, 0, transactional_id=None),
+        (cluster(Op.IDEMPOTENT_WRITE),),
+        CLUSTER_DENIED,
+    ),
+    "InitProducerId idempotent, WRITE on a topic (KIP-679)": Row(
+        22,
+        0,
+        lambda f: kio_request(22, 0, transactional_id=None),
+        (topic(Op.WRITE),),
+        CLUSTER_DENIED,
+    ),
+    "DescribeConfigs broker": Row(
+        32,
+        1,
+        lambda f: kio_request(
+            32,
+            1,
+            resources=[{"resource_type": 4, "resource_name": "0", "configuration_keys": None}],
+        ),
+        (cluster(Op.DESCRIBE_CONFIGS),),
+        CLUSTER_DENIED,
+    ),
+    "IncrementalAlterConfigs broker": Row(
+        44,
+        0,
+        lambda f: kio_request(
+            44,
+            0,
+            resources=[
+                {
+                    "resource_type": 4,
+                    "resource_name": "0",
+                    "configs": [{"name": "log.cleaner.threads", "value": "1"}],
+                }
+            ],
+            validate_only=True,
+        ),
+        (cluster(Op.ALTER_CONFIGS),),
+        CLUSTER_DENIED,
+    ),
+    "DescribeTopicPartitions listing, hidden": Row(
+        75,
+        0,
+        lambda f: kio_request(75, 0, topics=[], response_partition_limit=10),
+        (topic(Op.DESCRIBE),),
+        None,
+        hidden=lambda r: not r.topics,
+    ),
+}
 
 
 def _acl(name_field: str) -> dict[str, Any]:
@@ -791,8 +915,40 @@ def error_codes(response: Any) -> set[int]:
     return {int(v) for name, v in _walk(response) if name.endswith("error_code")}
 
 
-def records_returned(response: Any) -> list[Any]:
-    return [v for name, v in _walk(response) if name == "records" and v]
+# What a denied answer must not carry: records, configs, members, ACLs, credentials...
+DATA_FIELDS = {
+    "records",
+    "configs",
+    "members",
+    "resources",
+    "acls",
+    "active_producers",
+    "acquired_records",
+    "results",
+    "transaction_states",
+    "groups",
+}
+# ...nor where the log is: the fixture's topic has one record, so its offsets are 1.
+OFFSET_FIELDS = {"offset", "committed_offset", "high_watermark", "last_stable_offset", "end_offset"}
+
+
+def data_returned(response: Any) -> list[tuple[str, Any]]:
+    """Data fields of a denied answer that carry something (per-item errors aside)."""
+    shown = []
+    for name, value in _walk(response):
+        if name in OFFSET_FIELDS and value > 0:
+            shown.append((name, value))
+        elif name in DATA_FIELDS and value and not _only_refusals(value):
+            shown.append((name, value))
+    return shown
+
+
+def _only_refusals(items: Any) -> bool:
+    """A list whose every item is an authorization refusal (per group, per resource)."""
+    return isinstance(items, tuple) and all(
+        dataclasses.is_dataclass(item) and error_codes(item) & AUTHORIZATION_ERRORS
+        for item in items
+    )
 
 
 # -- the broker and its clients ---------------------------------------------------------------
@@ -842,7 +998,8 @@ def granted(broker: EmbeddedBroker) -> Iterator[RawClient]:
 
 @pytest.fixture(scope="module")
 def fixture(admin: RawClient) -> Fixture:
-    """A topic with a record, a classic group with an offset, an ongoing transaction id."""
+    """A topic with a record, a classic group with an offset, an initialized transactional
+    id, an empty share group with a share-partition's state."""
     create = kio_request(
         19,
         7,
@@ -855,6 +1012,8 @@ def fixture(admin: RawClient) -> Fixture:
     assert error_codes(admin.request(ROWS_BY_KEY[8].request(Fixture(uuid.UUID(int=0))))) == {0}
     init = kio_request(22, 0, transactional_id=TXN, transaction_timeout=TIMEOUT * 6)
     assert admin.request(init).error_code == ErrorCode.none
+    alter = ROWS_BY_KEY[91].request(Fixture(uuid.UUID(int=0)))
+    assert error_codes(admin.request(alter)) == {ErrorCode.none}  # an empty share group
     metadata = admin.request(kio_request(3, 12, topics=[{"name": TOPIC}]))
     return Fixture(metadata.topics[0].topic_id)
 
@@ -871,8 +1030,8 @@ def grant(admin: RawClient, grants: tuple[Grant, ...], create: bool) -> None:
             "resource_type_filter": g.resource_type,
             "resource_name": g.name,
             "resource_name_filter": g.name,
-            "resource_pattern_type": PatternType.LITERAL,
-            "pattern_type_filter": PatternType.LITERAL,
+            "resource_pattern_type": g.pattern_type,
+            "pattern_type_filter": g.pattern_type,
             "principal": "User:granted",
             "principal_filter": "User:granted",
             "host": "*",
@@ -897,7 +1056,11 @@ def test_every_advertised_api_has_a_row(admin: RawClient) -> None:
     assert not missing, f"APIs without a row in the ACL matrix: {sorted(missing)}"
 
 
-@pytest.mark.parametrize("row", ROWS, ids=lambda row: str(row.api_key))
+@pytest.mark.parametrize(
+    "row",
+    [*ROWS, *VARIANTS.values()],
+    ids=[*(str(row.api_key) for row in ROWS), *VARIANTS],
+)
 def test_denied_then_granted(
     row: Row,
     admin: RawClient,
@@ -915,7 +1078,7 @@ def test_denied_then_granted(
         assert error_codes(answer) <= {ErrorCode.none}
     else:
         assert error_codes(answer) == {row.denied}
-    assert not records_returned(answer)
+    assert not data_returned(answer), answer
     if row.hidden is not None:
         assert row.hidden(answer)
 
@@ -942,3 +1105,41 @@ def test_nothing_but_api_versions_and_handshake_before_authentication(
             if not client.is_closed_by_peer(timeout=10) or client._buffer:
                 answered.append(api_key)
     assert answered == []
+
+
+MULTI_GRANT = [
+    (row, i)
+    for row in (*ROWS, *VARIANTS.values())
+    if len(row.grants) > 1 and row.each_grant_checked
+    for i in range(len(row.grants))
+]
+DENIED_ERROR = {
+    Res.TOPIC: TOPIC_DENIED,
+    Res.GROUP: GROUP_DENIED,
+    Res.CLUSTER: CLUSTER_DENIED,
+    Res.TRANSACTIONAL_ID: TXN_DENIED,
+}
+
+
+@pytest.mark.parametrize(
+    ("row", "missing"),
+    MULTI_GRANT,
+    ids=[
+        f"{row.api_key}-without-{row.grants[i].operation.name}-{row.grants[i].resource_type.name}"
+        for row, i in MULTI_GRANT
+    ],
+)
+def test_each_grant_is_needed(
+    row: Row, missing: int, admin: RawClient, granted: RawClient, fixture: Fixture
+) -> None:
+    """All of a row's ACLs but one: the error of that one's resource, and no other refusal."""
+    if row.api_key not in advertised(admin):
+        pytest.skip(f"API key {row.api_key} is not advertised")
+    grants = row.grants[:missing] + row.grants[missing + 1 :]
+    grant(admin, grants, create=True)
+    try:
+        answer = granted.request(row.request(fixture))
+    finally:
+        grant(admin, grants, create=False)
+    expected = DENIED_ERROR[row.grants[missing].resource_type]
+    assert error_codes(answer) & AUTHORIZATION_ERRORS == {expected}, answer
