@@ -811,6 +811,28 @@ VARIANTS = {
         None,
         hidden=lambda r: not r.topics,
     ),
+    "Fetch as a follower, CLUSTER_ACTION": Row(
+        1,
+        4,
+        lambda f: dataclasses.replace(ROWS_BY_KEY[1].request(f), replica_id=1),
+        (cluster(Op.CLUSTER_ACTION),),
+        TOPIC_DENIED,
+    ),
+    "OffsetForLeaderEpoch by CLUSTER_ACTION (KIP-320: or DESCRIBE on the topic)": Row(
+        23,
+        2,
+        ROWS_BY_KEY[23].request,
+        (cluster(Op.CLUSTER_ACTION),),
+        TOPIC_DENIED,
+    ),
+    "ListGroups with DESCRIBE on the cluster": Row(
+        16,
+        0,
+        lambda f: kio_request(16, 0),
+        (cluster(Op.DESCRIBE),),
+        None,
+        hidden=lambda r: not r.groups,
+    ),
     "FindCoordinator transactional id": Row(
         10,
         1,
