@@ -833,6 +833,53 @@ VARIANTS = {
         None,
         hidden=lambda r: not r.groups,
     ),
+    "OffsetFetch v8, per group": Row(
+        9,
+        8,
+        lambda f: kio_request(
+            9,
+            8,
+            groups=[{"group_id": GROUP, "topics": _topic_partitions()}],
+        ),
+        (group(Op.DESCRIBE), topic(Op.DESCRIBE)),
+        GROUP_DENIED,
+    ),
+    "AddPartitionsToTxn v4, a broker's verification": Row(
+        24,
+        4,
+        lambda f: kio_request(
+            24,
+            4,
+            transactions=[
+                {
+                    "transactional_id": TXN,
+                    "producer_id": 4242,
+                    "verify_only": True,
+                    "topics": [{"name": TOPIC, "partitions": [0]}],
+                }
+            ],
+        ),
+        (cluster(Op.CLUSTER_ACTION),),
+        CLUSTER_DENIED,
+    ),
+    "AlterConfigs broker": Row(
+        33,
+        0,
+        lambda f: kio_request(
+            33,
+            0,
+            resources=[
+                {
+                    "resource_type": 4,
+                    "resource_name": "0",
+                    "configs": [{"name": "log.cleaner.threads", "value": "1"}],
+                }
+            ],
+            validate_only=True,
+        ),
+        (cluster(Op.ALTER_CONFIGS),),
+        CLUSTER_DENIED,
+    ),
     "FindCoordinator transactional id": Row(
         10,
         1,
