@@ -163,6 +163,7 @@ def txn(operation: AclOperation, name: str = TXN) -> Grant:
 
 
 TIMEOUT = datetime.timedelta(seconds=10)
+GROUP_CONFIG = 32  # ConfigResource.Type.GROUP (KIP-848)
 PARTITION_0 = [{"partition_index": 0, "partition": 0, "committed_offset": 0, "offset": 0}]
 
 
@@ -879,6 +880,60 @@ VARIANTS = {
         ),
         (cluster(Op.ALTER_CONFIGS),),
         CLUSTER_DENIED,
+    ),
+    "Metadata auto-creating, CREATE on the cluster": Row(
+        3,
+        4,
+        lambda f: kio_request(
+            3,
+            4,
+            topics=[{"name": AUTO_TOPICS + uuid.uuid4().hex[:8]}],
+            allow_auto_topic_creation=True,
+        ),
+        (
+            Grant(Res.TOPIC, AUTO_TOPICS, Op.DESCRIBE, PatternType.PREFIXED),
+            cluster(Op.CREATE),
+        ),
+        TOPIC_DENIED,
+        each_grant_checked=False,  # without CREATE: TOPIC_AUTHORIZATION_FAILED, as above
+    ),
+    "WriteTxnMarkers by ALTER on the cluster": Row(
+        27,
+        1,
+        ROWS_BY_KEY[27].request,
+        (cluster(Op.ALTER),),
+        CLUSTER_DENIED,
+    ),
+    "DescribeConfigs group": Row(
+        32,
+        4,
+        lambda f: kio_request(
+            32,
+            4,
+            resources=[
+                {"resource_type": GROUP_CONFIG, "resource_name": GROUP, "configuration_keys": None}
+            ],
+        ),
+        (group(Op.DESCRIBE_CONFIGS),),
+        GROUP_DENIED,
+    ),
+    "IncrementalAlterConfigs group": Row(
+        44,
+        0,
+        lambda f: kio_request(
+            44,
+            0,
+            resources=[
+                {
+                    "resource_type": GROUP_CONFIG,
+                    "resource_name": GROUP,
+                    "configs": [{"name": "consumer.session.timeout.ms", "value": "45000"}],
+                }
+            ],
+            validate_only=True,
+        ),
+        (group(Op.ALTER_CONFIGS),),
+        GROUP_DENIED,
     ),
     "FindCoordinator transactional id": Row(
         10,
