@@ -45,6 +45,7 @@ TOPIC, GROUP, TXN = "matrix", "matrix-group", "matrix-txn"
 CONSUMER_GROUP, SHARE_GROUP = "matrix-consumer-group", "matrix-share-group"
 SHARE_OFFSETS_GROUP = "matrix-share-offsets"  # kept empty: its offsets may be changed
 ABSENT_TOPIC, NEW_TOPIC, ABSENT_GROUP = "matrix-absent", "matrix-new", "matrix-absent-group"
+OPEN_TXN = "matrix-open-txn"
 ABSENT_TXN, AUTO_TOPICS = "matrix-absent-txn", "matrix-auto-"  # a new one each time
 TRANSACTIONAL = 0x10  # the batch attribute
 TXN_BATCH = simple_batch(
@@ -1267,3 +1268,65 @@ def test_each_grant_is_needed(
         grant(admin, grants, create=False)
     expected = DENIED_ERROR[row.grants[missing].resource_type]
     assert error_codes(answer) & AUTHORIZATION_ERRORS == {expected}, answer
+
+
+@pytest.fixture
+def open_transaction(admin: RawClient, fixture: Fixture) -> Iterator[str]:
+    """A transaction of OPEN_TXN with TOPIC's partition 0 in it, aborted after the test."""
+    init = admin.request(
+        kio_request(22, 0, transactional_id=OPEN_TXN, transaction_timeout=TIMEOUT * 6)
+    )
+    assert init.error_code == ErrorCode.none
+    ids = {
+        "producer_id": init.producer_id,
+        "producer_epoch": init.producer_epoch,
+        "v3_and_below_producer_id": init.producer_id,
+        "v3_and_below_producer_epoch": init.producer_epoch,
+    }
+    added = kio_request(
+        24,
+        3,
+        v3_and_below_transactional_id=OPEN_TXN,
+        v3_and_below_topics=[{"name": TOPIC, "partitions": [0]}],
+        **ids,
+    )
+    assert error_codes(admin.request(added)) == {ErrorCode.none}
+    yield OPEN_TXN
+    aborted = admin.request(kio_request(26, 0, transactional_id=OPEN_TXN, committed=False, **ids))
+    assert aborted.error_code == ErrorCode.none
+
+
+def test_describe_transactions_shows_only_the_topics_the_principal_may_describe(
+    admin: RawClient, granted: RawClient, open_transaction: str
+) -> None:
+    """KafkaApis: partitions of topics without DESCRIBE are left out of the state."""
+    describe = kio_request(65, 0, transactional_ids=[open_transaction])
+    only_txn = (txn(Op.DESCRIBE, open_transaction),)
+    grant(admin, only_txn, create=True)
+    try:
+        (state,) = granted.request(describe).transaction_states
+        assert (state.error_code, state.transaction_state, state.topics) == (0, "Ongoing", ())
+        grant(admin, (topic(Op.DESCRIBE),), create=True)
+        (state,) = granted.request(describe).transaction_states
+        assert [(t.topic, t.partitions) for t in state.topics] == [(TOPIC, (0,))]
+    finally:
+        grant(admin, (*only_txn, topic(Op.DESCRIBE)), create=False)
+
+
+def test_offset_fetch_of_all_topics_shows_only_describable_ones(
+    admin: RawClient, granted: RawClient, fixture: Fixture
+) -> None:
+    commit = ROWS_BY_KEY[8].request(fixture)  # offset 0 (OffsetDelete's row may have run)
+    assert error_codes(admin.request(commit)) == {ErrorCode.none}
+    fetch_all = kio_request(9, 2, group_id=GROUP, topics=None)
+    grant(admin, (group(Op.DESCRIBE),), create=True)
+    try:
+        answer = granted.request(fetch_all)
+        assert (answer.error_code, answer.topics) == (ErrorCode.none, ())
+        grant(admin, (topic(Op.DESCRIBE),), create=True)
+        answer = granted.request(fetch_all)
+        assert [(t.name, [p.committed_offset for p in t.partitions]) for t in answer.topics] == [
+            (TOPIC, [0])
+        ]
+    finally:
+        grant(admin, (group(Op.DESCRIBE), topic(Op.DESCRIBE)), create=False)
