@@ -45,7 +45,7 @@ TOPIC, GROUP, TXN = "matrix", "matrix-group", "matrix-txn"
 CONSUMER_GROUP, SHARE_GROUP = "matrix-consumer-group", "matrix-share-group"
 SHARE_OFFSETS_GROUP = "matrix-share-offsets"  # kept empty: its offsets may be changed
 ABSENT_TOPIC, NEW_TOPIC, ABSENT_GROUP = "matrix-absent", "matrix-new", "matrix-absent-group"
-OPEN_TXN = "matrix-open-txn"
+OPEN_TXN, DOOMED_TOPIC = "matrix-open-txn", "matrix-doomed"
 ABSENT_TXN, AUTO_TOPICS = "matrix-absent-txn", "matrix-auto-"  # a new one each time
 TRANSACTIONAL = 0x10  # the batch attribute
 TXN_BATCH = simple_batch(
@@ -145,6 +145,7 @@ class Row:
 @dataclass(frozen=True)
 class Fixture:
     topic_id: uuid.UUID
+    doomed_id: uuid.UUID = uuid.UUID(int=0)  # DOOMED_TOPIC's: deleted by one row
 
 
 def topic(operation: AclOperation, name: str = TOPIC) -> Grant:
@@ -936,6 +937,32 @@ VARIANTS = {
         (group(Op.ALTER_CONFIGS),),
         GROUP_DENIED,
     ),
+    "Metadata by name, v12: no topic id in a refusal": Row(
+        3,
+        12,
+        lambda f: kio_request(3, 12, topics=[{"name": TOPIC}], allow_auto_topic_creation=False),
+        (topic(Op.DESCRIBE),),
+        TOPIC_DENIED,
+        hidden=lambda r: r.topics[0].topic_id in (None, uuid.UUID(int=0)),  # kio reads zero as None
+    ),
+    "Metadata by topic id: no name in a refusal": Row(
+        3,
+        12,
+        lambda f: kio_request(3, 12, topics=[{"name": None, "topic_id": f.topic_id}]),
+        (topic(Op.DESCRIBE),),
+        TOPIC_DENIED,
+        hidden=lambda r: r.topics[0].name is None,
+    ),
+    "DeleteTopics by topic id: no name in a refusal": Row(
+        20,
+        6,
+        lambda f: kio_request(
+            20, 6, topics=[{"name": None, "topic_id": f.doomed_id}], timeout=TIMEOUT
+        ),
+        (topic(Op.DELETE, DOOMED_TOPIC),),
+        TOPIC_DENIED,
+        hidden=lambda r: r.responses[0].name is None,
+    ),
     "FindCoordinator transactional id": Row(
         10,
         1,
@@ -1128,10 +1155,14 @@ def fixture(admin: RawClient) -> Fixture:
     create = kio_request(
         19,
         7,
-        topics=[{"name": TOPIC, "num_partitions": 1, "replication_factor": 1}],
+        topics=[
+            {"name": name, "num_partitions": 1, "replication_factor": 1}
+            for name in (TOPIC, DOOMED_TOPIC)
+        ],
         timeout=TIMEOUT,
     )
-    assert error_codes(admin.request(create)) == {ErrorCode.none}
+    created = admin.request(create)
+    assert error_codes(created) == {ErrorCode.none}
     produce = ROWS_BY_KEY[0].request
     assert error_codes(admin.request(produce(Fixture(uuid.UUID(int=0))))) == {ErrorCode.none}
     assert error_codes(admin.request(ROWS_BY_KEY[8].request(Fixture(uuid.UUID(int=0))))) == {0}
@@ -1140,7 +1171,7 @@ def fixture(admin: RawClient) -> Fixture:
     alter = ROWS_BY_KEY[91].request(Fixture(uuid.UUID(int=0)))
     assert error_codes(admin.request(alter)) == {ErrorCode.none}  # an empty share group
     metadata = admin.request(kio_request(3, 12, topics=[{"name": TOPIC}]))
-    return Fixture(metadata.topics[0].topic_id)
+    return Fixture(metadata.topics[0].topic_id, created.topics[1].topic_id)
 
 
 def advertised(client: RawClient) -> dict[int, tuple[int, int]]:
