@@ -105,7 +105,9 @@ def _value(hint: Any, value: Any) -> Any:
 
 
 def _entity(cls: type, values: dict[str, Any]) -> Any:
-    """`values` for the fields this version has (others dropped); the rest zero."""
+    """The entity with `values`; every field not given zero (or its kio default)."""
+    unknown = set(values) - {field.name for field in dataclasses.fields(cls)}
+    assert not unknown, f"{cls.__name__} v{cls.__version__} has no field {sorted(unknown)}"
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for field in dataclasses.fields(cls):
@@ -166,11 +168,11 @@ def txn(operation: AclOperation, name: str = TXN) -> Grant:
 
 TIMEOUT = datetime.timedelta(seconds=10)
 GROUP_CONFIG = 32  # ConfigResource.Type.GROUP (KIP-848)
-PARTITION_0 = [{"partition_index": 0, "partition": 0, "committed_offset": 0, "offset": 0}]
+COMMITTED_0 = [{"partition_index": 0, "committed_offset": 0}]
 
 
-def _topic_partitions(**extra: Any) -> list[dict[str, Any]]:
-    return [{"name": TOPIC, "topic": TOPIC, "partition_indexes": [0], **extra}]
+def _topic_partitions() -> list[dict[str, Any]]:
+    return [{"name": TOPIC, "partition_indexes": [0]}]
 
 
 ROWS = [
@@ -234,7 +236,7 @@ ROWS = [
             2,
             group_id=GROUP,
             generation_id_or_member_epoch=-1,
-            topics=[{"name": TOPIC, "partitions": PARTITION_0}],
+            topics=[{"name": TOPIC, "partitions": COMMITTED_0}],
         ),
         (group(Op.READ), topic(Op.READ)),
         GROUP_DENIED,
@@ -260,7 +262,7 @@ ROWS = [
             11,
             0,
             group_id=GROUP,
-            session_timeout_ms=1,
+            session_timeout=datetime.timedelta(milliseconds=1),
             protocol_type="consumer",
             protocols=[{"name": "range"}],
         ),
@@ -350,7 +352,6 @@ ROWS = [
         lambda f: kio_request(
             23,
             2,
-            replica_id=-1,
             topics=[
                 {
                     "topic": TOPIC,
@@ -406,7 +407,7 @@ ROWS = [
             0,
             transactional_id=TXN,
             group_id=GROUP,
-            topics=[{"name": TOPIC, "partitions": PARTITION_0}],
+            topics=[{"name": TOPIC, "partitions": COMMITTED_0}],
         ),
         (txn(Op.WRITE), group(Op.READ), topic(Op.READ)),
         TXN_DENIED,
@@ -431,14 +432,14 @@ ROWS = [
     Row(
         30,
         1,
-        lambda f: kio_request(30, 1, creations=[_acl("resource")]),
+        lambda f: kio_request(30, 1, creations=[_acl("User:nobody", NOBODY_READS)]),
         (cluster(Op.ALTER),),
         CLUSTER_DENIED,
     ),
     Row(
         31,
         1,
-        lambda f: kio_request(31, 1, filters=[_acl("resource_name_filter")]),
+        lambda f: kio_request(31, 1, filters=[_acl_filter("User:nobody", NOBODY_READS)]),
         (cluster(Op.ALTER),),
         CLUSTER_DENIED,
     ),
@@ -655,7 +656,7 @@ ROWS = [
             0,
             group_id=CONSUMER_GROUP,
             member_id=str(uuid.uuid4()),
-            rebalance_timeout_ms=30_000,
+            rebalance_timeout=datetime.timedelta(seconds=30),
             subscribed_topic_names=[TOPIC],
             topic_partitions=[],
         ),
@@ -765,9 +766,7 @@ ROWS = [
     Row(
         92,
         0,
-        lambda f: kio_request(
-            92, 0, group_id=SHARE_OFFSETS_GROUP, topics=[{"topic_name": TOPIC, "partitions": [0]}]
-        ),
+        lambda f: kio_request(92, 0, group_id=SHARE_OFFSETS_GROUP, topics=[{"topic_name": TOPIC}]),
         (group(Op.DELETE, SHARE_OFFSETS_GROUP), topic(Op.READ)),
         GROUP_DENIED,
     ),
@@ -1031,21 +1030,33 @@ VARIANTS = {
 }
 
 
-def _acl(name_field: str) -> dict[str, Any]:
-    """One ACL (a creation, or the filter matching exactly it)."""
+def _acl(principal: str, g: Grant) -> dict[str, Any]:
+    """An ACL creation."""
     return {
-        "resource_type": Res.TOPIC,
-        "resource_type_filter": Res.TOPIC,
-        name_field: "matrix-acl",
-        "resource_pattern_type": PatternType.LITERAL,
-        "pattern_type_filter": PatternType.LITERAL,
-        "principal": "User:nobody",
-        "principal_filter": "User:nobody",
+        "resource_type": g.resource_type,
+        "resource_name": g.name,
+        "resource_pattern_type": g.pattern_type,
+        "principal": principal,
         "host": "*",
-        "host_filter": "*",
-        "operation": Op.READ,
+        "operation": g.operation,
         "permission_type": AclPermissionType.ALLOW,
     }
+
+
+def _acl_filter(principal: str, g: Grant) -> dict[str, Any]:
+    """The filter matching exactly that ACL."""
+    return {
+        "resource_type_filter": g.resource_type,
+        "resource_name_filter": g.name,
+        "pattern_type_filter": g.pattern_type,
+        "principal_filter": principal,
+        "host_filter": "*",
+        "operation": g.operation,
+        "permission_type": AclPermissionType.ALLOW,
+    }
+
+
+NOBODY_READS = Grant(Res.TOPIC, "matrix-acl", Op.READ)
 
 
 # -- what an answer says ----------------------------------------------------------------------
@@ -1180,27 +1191,12 @@ def advertised(client: RawClient) -> dict[int, tuple[int, int]]:
 
 
 def grant(admin: RawClient, grants: tuple[Grant, ...], create: bool) -> None:
-    acls = [
-        {
-            "resource_type": g.resource_type,
-            "resource_type_filter": g.resource_type,
-            "resource_name": g.name,
-            "resource_name_filter": g.name,
-            "resource_pattern_type": g.pattern_type,
-            "pattern_type_filter": g.pattern_type,
-            "principal": "User:granted",
-            "principal_filter": "User:granted",
-            "host": "*",
-            "host_filter": "*",
-            "operation": g.operation,
-            "permission_type": AclPermissionType.ALLOW,
-        }
-        for g in grants
-    ]
     if create:
+        acls = [_acl("User:granted", g) for g in grants]
         response = admin.request(kio_request(30, 3, creations=acls))
     else:
-        response = admin.request(kio_request(31, 3, filters=acls))
+        filters = [_acl_filter("User:granted", g) for g in grants]
+        response = admin.request(kio_request(31, 3, filters=filters))
     assert error_codes(response) <= {ErrorCode.none}
 
 
@@ -1308,18 +1304,14 @@ def open_transaction(admin: RawClient, fixture: Fixture) -> Iterator[str]:
         kio_request(22, 0, transactional_id=OPEN_TXN, transaction_timeout=TIMEOUT * 6)
     )
     assert init.error_code == ErrorCode.none
-    ids = {
-        "producer_id": init.producer_id,
-        "producer_epoch": init.producer_epoch,
-        "v3_and_below_producer_id": init.producer_id,
-        "v3_and_below_producer_epoch": init.producer_epoch,
-    }
+    ids = {"producer_id": init.producer_id, "producer_epoch": init.producer_epoch}
     added = kio_request(
         24,
         3,
         v3_and_below_transactional_id=OPEN_TXN,
+        v3_and_below_producer_id=init.producer_id,
+        v3_and_below_producer_epoch=init.producer_epoch,
         v3_and_below_topics=[{"name": TOPIC, "partitions": [0]}],
-        **ids,
     )
     assert error_codes(admin.request(added)) == {ErrorCode.none}
     yield OPEN_TXN
