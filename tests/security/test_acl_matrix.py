@@ -962,6 +962,14 @@ VARIANTS = {
         TOPIC_DENIED,
         hidden=lambda r: r.responses[0].name is None,
     ),
+    "DescribeCluster's KIP-430 bitfield: 0 without DESCRIBE on the cluster": Row(
+        60,
+        0,
+        lambda f: kio_request(60, 0, include_cluster_authorized_operations=True),
+        (cluster(Op.DESCRIBE),),
+        ErrorCode.none,
+        hidden=lambda r: r.cluster_authorized_operations == 0,
+    ),
     "FindCoordinator transactional id": Row(
         10,
         1,
