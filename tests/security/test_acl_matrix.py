@@ -5,8 +5,11 @@ per row, exactly the ACLs Kafka's KafkaApis checks for that request (and loses t
 Each row sends a raw kio request at a low version and asserts: denied -> exactly Kafka's
 authorization error and no data; granted -> no authorization error. The rows are keyed by
 API key and checked against the broker's own ApiVersions answer, so an API added without a
-row fails here. And on the SASL listener, no request but ApiVersions and SaslHandshake is
-answered before authentication: the connection is closed.
+row fails here. VARIANTS are Kafka's other paths through the same APIs (alternative grants,
+other resources, listings that filter); a row with several ACLs is also sent with all but
+one of them (that one's error, no other). And on the SASL listener, no request but
+ApiVersions and SaslHandshake is answered before authentication: the connection is closed.
+Kafka's source of truth: core/src/main/scala/kafka/server/KafkaApis.scala and AuthHelper.
 """
 
 from __future__ import annotations
