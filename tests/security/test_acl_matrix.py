@@ -49,6 +49,7 @@ CONSUMER_GROUP, SHARE_GROUP = "matrix-consumer-group", "matrix-share-group"
 SHARE_OFFSETS_GROUP = "matrix-share-offsets"  # kept empty: its offsets may be changed
 ABSENT_TOPIC, NEW_TOPIC, ABSENT_GROUP = "matrix-absent", "matrix-new", "matrix-absent-group"
 OPEN_TXN, DOOMED_TOPIC = "matrix-open-txn", "matrix-doomed"
+DESCRIBED_GROUP = "matrix-described-group"  # a consumer group with TOPIC assigned
 ABSENT_TXN, AUTO_TOPICS = "matrix-absent-txn", "matrix-auto-"  # a new one each time
 TRANSACTIONAL = 0x10  # the batch attribute
 TXN_BATCH = simple_batch(
@@ -669,8 +670,8 @@ ROWS = [
     Row(
         69,
         0,
-        lambda f: kio_request(69, 0, group_ids=[CONSUMER_GROUP]),
-        (group(Op.DESCRIBE, CONSUMER_GROUP),),
+        lambda f: kio_request(69, 0, group_ids=[DESCRIBED_GROUP]),
+        (group(Op.DESCRIBE, DESCRIBED_GROUP), topic(Op.DESCRIBE)),
         GROUP_DENIED,
     ),
     Row(
@@ -1138,6 +1139,7 @@ def broker() -> Iterator[EmbeddedBroker]:
         "super.users": "User:admin",
         "connection.failed.authentication.delay.ms": "0",
         "num.partitions": "1",
+        "group.consumer.session.timeout.ms": "600000",  # DESCRIBED_GROUP's member stays
     }
     with EmbeddedBroker(overrides=overrides) as broker:
         yield broker
@@ -1173,7 +1175,8 @@ def granted(broker: EmbeddedBroker) -> Iterator[RawClient]:
 @pytest.fixture(scope="module")
 def fixture(admin: RawClient) -> Fixture:
     """A topic with a record, a classic group with an offset, an initialized transactional
-    id, an empty share group with a share-partition's state."""
+    id, an empty share group with a share-partition's state, a consumer group with TOPIC
+    assigned to its member."""
     create = kio_request(
         19,
         7,
@@ -1192,6 +1195,17 @@ def fixture(admin: RawClient) -> Fixture:
     assert admin.request(init).error_code == ErrorCode.none
     alter = ROWS_BY_KEY[91].request(Fixture(uuid.UUID(int=0)))
     assert error_codes(admin.request(alter)) == {ErrorCode.none}  # an empty share group
+    joined = admin.request(
+        kio_request(
+            68,
+            0,
+            group_id=DESCRIBED_GROUP,
+            rebalance_timeout=datetime.timedelta(seconds=30),
+            subscribed_topic_names=[TOPIC],
+            topic_partitions=[],
+        )
+    )
+    assert joined.error_code == ErrorCode.none  # a member for the module's life
     metadata = admin.request(kio_request(3, 12, topics=[{"name": TOPIC}]))
     return Fixture(metadata.topics[0].topic_id, created.topics[1].topic_id)
 
@@ -1364,3 +1378,24 @@ def test_offset_fetch_of_all_topics_shows_only_describable_ones(
         ]
     finally:
         grant(admin, (group(Op.DESCRIBE), topic(Op.DESCRIBE)), create=False)
+
+
+def test_consumer_group_describe_refuses_a_group_with_undescribable_topics(
+    admin: RawClient, granted: RawClient, fixture: Fixture
+) -> None:
+    """KAFKA-18813: a group whose assignments name a topic the principal may not describe
+    is TOPIC_AUTHORIZATION_FAILED, with no members; with DESCRIBE on the topic it is shown."""
+    describe = kio_request(69, 0, group_ids=[DESCRIBED_GROUP])
+    (group_described,) = admin.request(describe).groups
+    assert [
+        t.topic_name for t in group_described.members[0].target_assignment.topic_partitions
+    ] == [TOPIC]
+    grant(admin, (group(Op.DESCRIBE, DESCRIBED_GROUP),), create=True)
+    try:
+        (refused,) = granted.request(describe).groups
+        assert (refused.error_code, refused.members) == (TOPIC_DENIED, ())
+        grant(admin, (topic(Op.DESCRIBE),), create=True)
+        (shown,) = granted.request(describe).groups
+        assert (shown.error_code, len(shown.members)) == (ErrorCode.none, 1)
+    finally:
+        grant(admin, (group(Op.DESCRIBE, DESCRIBED_GROUP), topic(Op.DESCRIBE)), create=False)
