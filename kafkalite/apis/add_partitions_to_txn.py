@@ -33,8 +33,8 @@ def _partitions(topics: Any) -> list[TopicPartition]:
 def _denied(
     ctx: RequestContext, transactional_id: str, partitions: list[TopicPartition]
 ) -> dict[TopicPartition, ErrorCode] | None:
-    """KafkaApis: WRITE on the transactional id, then on every topic (the partitions of
-    the others are not attempted)."""
+    """KafkaApis, for clients (v0-3): WRITE on the transactional id, then on every topic
+    (the partitions of the others are not attempted)."""
     if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
         return dict.fromkeys(partitions, ErrorCode.transactional_id_authorization_failed)
     denied = {
@@ -58,7 +58,9 @@ async def _add(
     partitions: list[TopicPartition],
     verify_only: bool,
 ) -> dict[TopicPartition, ErrorCode]:
-    if (denied := _denied(ctx, transactional_id, partitions)) is not None:
+    # Clients' versions (< 4) need WRITE; brokers' batches were allowed by CLUSTER_ACTION.
+    client = ctx.api_version < 4
+    if client and (denied := _denied(ctx, transactional_id, partitions)) is not None:
         return denied
     service = txn_service(ctx)
     error = service.check_coordinator(transactional_id)

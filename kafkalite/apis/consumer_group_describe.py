@@ -1,7 +1,9 @@
 """ConsumerGroupDescribe (key 69), versions 0-1 (v1 adds the member type, KIP-1099).
 
 A group id that is not a consumer group (missing, or classic) is GROUP_ID_NOT_FOUND; the
-empty group id INVALID_GROUP_ID.
+empty group id INVALID_GROUP_ID. Kafka's ACLs: DESCRIBE on the group; and a group whose
+members' assignments name a topic the principal may not describe is answered
+TOPIC_AUTHORIZATION_FAILED, without its description (KAFKA-18813).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from kafkalite.protocol.entities import NO_THROTTLE, make
 from kafkalite.security.acl import AclOperation, ResourceType
 
 CONSUMER_MEMBER_TYPE = 1
+UNDESCRIBABLE_TOPICS = (
+    "The group has described topic(s) that the client is not authorized to describe."
+)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -47,11 +52,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         [g for g, error in served.items() if g and error is ErrorCode.none],
     )
     described = [
-        DescribedConsumerGroup(d.group_id, failed[d.group_id]) if d.group_id in failed else d
+        DescribedConsumerGroup(d.group_id, failed[d.group_id])
+        if d.group_id in failed
+        else _hiding_topics(ctx, d)
         for d in described
     ]
     groups = tuple(_group(ctx, group, requested) for group in described)
     return make(ctx.schema.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=groups)
+
+
+def _hiding_topics(ctx: RequestContext, group: DescribedConsumerGroup) -> DescribedConsumerGroup:
+    """The group, or its refusal when it names a topic the principal may not describe."""
+    topics = {t.topic_name for m in group.members for t in (*m.assignment, *m.target_assignment)}
+    for topic in topics:
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
+            return DescribedConsumerGroup(
+                group.group_id, ErrorCode.topic_authorization_failed, UNDESCRIBABLE_TOPICS
+            )
+    return group
 
 
 def _group(ctx: RequestContext, group: DescribedConsumerGroup, requested: bool) -> Any:

@@ -3,7 +3,8 @@
 The state of each transactional id this broker coordinates (kafka-transactions.sh
 describe): state name, timeout, start time (-1 ms when none is open), producer id and
 epoch, and the partitions of the ongoing transaction. An unknown id is
-TRANSACTIONAL_ID_NOT_FOUND; one coordinated elsewhere NOT_COORDINATOR.
+TRANSACTIONAL_ID_NOT_FOUND; one coordinated elsewhere NOT_COORDINATOR. Kafka's ACLs: DESCRIBE
+on the transactional id, and the partitions of topics without DESCRIBE are left out.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ async def _state(ctx: RequestContext, transactional_id: str) -> Any:
         error = ErrorCode.transactional_id_not_found
     by_topic: dict[str, list[int]] = {}
     for topic, index in sorted(meta.partitions if meta else ()):
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic, log_denied=False):
+            continue
         by_topic.setdefault(topic, []).append(index)
     return make(
         ctx.schema.TransactionState,

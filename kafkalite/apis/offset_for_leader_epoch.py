@@ -43,23 +43,18 @@ def _denied(ctx: RequestContext, topic: str, request: Any) -> Any:
     )
 
 
-def _allowed(ctx: RequestContext, request: Any, topic: str, cluster_action: bool) -> bool:
-    """KafkaApis: followers need CLUSTER_ACTION, consumers DESCRIBE on the topic."""
-    if getattr(request, "replica_id", -1) >= 0:
-        return cluster_action
-    return ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
-
-
 def handle(ctx: RequestContext, request: Any) -> Any:
-    from_follower = getattr(request, "replica_id", -1) >= 0
-    cluster_action = from_follower and ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
+    # KafkaApis (KIP-320): CLUSTER_ACTION (brokers) allows every topic, whoever asks;
+    # otherwise DESCRIBE on each topic (consumers checking for truncation).
+    cluster_action = ctx.authorized_cluster(AclOperation.CLUSTER_ACTION, log_denied=False)
     topics = tuple(
         make(
             ctx.schema.OffsetForLeaderTopicResult,
             topic=topic.topic,
             partitions=tuple(
                 _partition_result(ctx, topic.topic, p)
-                if _allowed(ctx, request, topic.topic, cluster_action)
+                if cluster_action
+                or ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.topic)
                 else _denied(ctx, topic.topic, p)
                 for p in topic.partitions
             ),

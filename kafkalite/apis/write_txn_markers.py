@@ -21,6 +21,13 @@ from kafkalite.protocol.entities import make
 from kafkalite.security.acl import AclOperation
 
 
+def _authorized(ctx: RequestContext) -> bool:
+    """KafkaApis: ALTER on the cluster (an operator's kafka-transactions.sh abort), else
+    CLUSTER_ACTION (brokers)."""
+    altering = ctx.authorized_cluster(AclOperation.ALTER, log_denied=False)
+    return altering or ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     markers = [
         TxnMarker(
@@ -33,11 +40,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for marker in request.markers
     ]
     timeout_ms = ctx.broker.config.int("request.timeout.ms")
-    if ctx.authorized_cluster(AclOperation.CLUSTER_ACTION):
+    if _authorized(ctx):
         errors = await write_txn_markers(
             ctx.broker.replica_manager, ctx.broker.groups, markers, timeout_ms
         )
-    else:  # only brokers write markers
+    else:
         errors = {
             (index, tp): ErrorCode.cluster_authorization_failed
             for index, marker in enumerate(markers)
