@@ -283,7 +283,7 @@ def test_delayed_records_appear_in_a_batch_read_at_their_due_time(
     produce(bootstrap, topic, [delayed_message(i, None, now_ms + i) for i in range(5)])
     assert [row[1] for row in spark_batch_read(spark, bootstrap, topic)] == [0, 1, 2, 3, 4]
 
-    # One batch: records due in 1.5 s and in 4.5 s, interleaved, and one not delayed.
+    # One batch: records due in SOON_MS and in LATER_MS, interleaved, and one not delayed.
     delays = [LATER_MS, SOON_MS, None, LATER_MS, SOON_MS, SOON_MS, LATER_MS]
     sent_ms = int(time.time() * 1000)
     produce(
