@@ -228,10 +228,18 @@ def compress(codec: int, data: bytes) -> bytes:
         block = bytes(cramjam.snappy.compress_raw(data))
         return XERIAL_MAGIC + struct.pack(">iii", 1, 1, len(block)) + block
     if codec == LZ4:  # the LZ4 frame format
-        return bytes(cramjam.lz4.compress(data))
+        return _lz4_frame(data)
     if codec == ZSTD:
         return zstandard.ZstdCompressor().compress(data)
     raise ValueError(f"unknown compression codec {codec}")
+
+
+def _lz4_frame(data: bytes) -> bytes:
+    """An LZ4 frame of independent blocks and no content checksum, as Kafka's
+    Lz4BlockOutputStream writes: the Java client refuses linked blocks (lz4's default)."""
+    compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+    compressor.compress(data)
+    return bytes(compressor.finish())
 
 
 def decompress(codec: int, data: bytes | memoryview) -> bytes:

@@ -42,6 +42,10 @@ EXTENDED = {
     # The checkpoint restart on the cluster (about 47 s): the single node runs it, and
     # test_cluster_failover.py restarts a query on the cluster with a leader killed.
     "test_restart_from_checkpoint_processes_only_new_events[cluster]",
+    # test_queue_features.py: a view's streaming read (its batch read stays in the default
+    # run) and the read of a tiered topic (an S3 server and a broker of its own).
+    "test_view_streaming_read_with_checkpoint_equals_client_side_filter",
+    "test_batch_read_from_offset_0_of_a_tiered_topic",
 }
 OFFSETS_TOPIC = "__consumer_offsets"
 # Replicated topics as issue 13's durability promise has them.

@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.storage.batch import parse_header
 from kafkalite.storage.errors import StorageError
 from kafkalite.storage.log import LogConfig, UnifiedLog
-from kafkalite.storage.records import decode_records
+from kafkalite.storage.records import compress, decode_records, decompress
 from tests.storage.batches import GZIP, LZ4, NONE, SNAPPY, ZSTD, Record, make_batch
 
 NOW = 10_000
@@ -67,3 +67,19 @@ def test_a_batch_too_large_once_recompressed_is_refused(tmp_path: Path) -> None:
     assert failure.value.error_code == ErrorCode.message_too_large
     assert log.log_end_offset == 0
     log.close()
+
+
+def test_lz4_frames_have_independent_blocks_as_the_java_client_requires() -> None:
+    """Kafka's Java client (Lz4BlockInputStream) refuses a frame of linked blocks ("Dependent
+    block stream is unsupported"): the batches the broker re-encodes in lz4 (a topic's
+    compression.type, a view's filtered batches) must have the block-independence flag, as
+    Kafka's Lz4BlockOutputStream writes them."""
+    data = b"".join(b"record-%d " % i for i in range(40_000))  # several 64 KiB blocks
+    frame = compress(LZ4, data)
+    assert frame[:4] == b"\x04\x22\x4d\x18"  # the LZ4 frame magic
+    flg, bd = frame[4], frame[5]
+    assert flg >> 6 == 0b01  # version 1
+    assert flg & 0b0010_0000  # block independence
+    assert flg & 0b0000_0011 == 0 and bd & 0b1000_1111 == 0  # reserved bits
+    assert 4 <= bd >> 4 <= 7  # a block size the Java client reads (64 KiB .. 4 MiB)
+    assert decompress(LZ4, frame) == data
