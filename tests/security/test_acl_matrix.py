@@ -47,6 +47,7 @@ JAAS = (
 TOPIC, GROUP, TXN = "matrix", "matrix-group", "matrix-txn"
 CONSUMER_GROUP, SHARE_GROUP = "matrix-consumer-group", "matrix-share-group"
 SHARE_OFFSETS_GROUP = "matrix-share-offsets"  # kept empty: its offsets may be changed
+STATE_GROUP = "matrix-share-state"  # its share-partition state is written and deleted
 ABSENT_TOPIC, NEW_TOPIC, ABSENT_GROUP = "matrix-absent", "matrix-new", "matrix-absent-group"
 OPEN_TXN, DOOMED_TOPIC = "matrix-open-txn", "matrix-doomed"
 DESCRIBED_GROUP = "matrix-described-group"  # a consumer group with TOPIC assigned
@@ -773,6 +774,23 @@ ROWS = [
         lambda f: kio_request(92, 0, group_id=SHARE_OFFSETS_GROUP, topics=[{"topic_name": TOPIC}]),
         (group(Op.DELETE, SHARE_OFFSETS_GROUP), topic(Op.READ)),
         GROUP_DENIED,
+    ),
+    # The share-state RPCs a share-partition leader sends a share coordinator (83-87):
+    # CLUSTER_ACTION, as every inter-broker request.
+    *(
+        Row(
+            key,
+            0,
+            lambda f, key=key: kio_request(
+                key,
+                0,
+                group_id=STATE_GROUP,
+                topics=[{"topic_id": f.topic_id, "partitions": [{"partition": 0}]}],
+            ),
+            (cluster(Op.CLUSTER_ACTION),),
+            CLUSTER_DENIED,
+        )
+        for key in (83, 84, 85, 86, 87)
     ),
 ]
 ROWS_BY_KEY = {row.api_key: row for row in ROWS}
