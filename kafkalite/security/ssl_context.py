@@ -30,17 +30,7 @@ CLIENT_AUTH_MODES = {
 
 def server_ssl_context(config: BrokerConfig, listener: str, client_auth: str) -> ssl.SSLContext:
     """Raises ConfigError naming the listener and the property at fault."""
-
-    def get(name: str) -> str | None:
-        return config.listener_str(listener, name)
-
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    try:
-        _load_keystore(context, get)
-        _load_truststore(context, get)
-        _set_protocols(context, get("ssl.enabled.protocols") or "")
-    except (ssl.SSLError, OSError, ValueError) as exc:
-        raise ConfigError(f"listener {listener}: cannot set up TLS: {exc}") from None
+    context = _listener_context(config, listener, ssl.Purpose.CLIENT_AUTH, "cannot set up TLS")
     context.verify_mode = CLIENT_AUTH_MODES[client_auth]
     return context
 
@@ -50,17 +40,26 @@ def client_ssl_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     certificate checked against the listener's truststore, with their host name (Kafka's
     default ssl.endpoint.identification.algorithm=https); its own keystore shown when a
     listener asks for client certificates."""
+    return _listener_context(
+        config, listener, ssl.Purpose.SERVER_AUTH, "cannot set up TLS to brokers"
+    )
+
+
+def _listener_context(
+    config: BrokerConfig, listener: str, purpose: ssl.Purpose, failure: str
+) -> ssl.SSLContext:
+    """A context with `listener`'s keystore, truststore and protocols."""
 
     def get(name: str) -> str | None:
         return config.listener_str(listener, name)
 
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    context = ssl.create_default_context(purpose)
     try:
         _load_keystore(context, get)
         _load_truststore(context, get)
         _set_protocols(context, get("ssl.enabled.protocols") or "")
     except (ssl.SSLError, OSError, ValueError) as exc:
-        raise ConfigError(f"listener {listener}: cannot set up TLS to brokers: {exc}") from None
+        raise ConfigError(f"listener {listener}: {failure}: {exc}") from None
     return context
 
 
