@@ -45,7 +45,7 @@ from kafkalite.protocol.entities import make
 from kafkalite.security.inter_broker import InterBrokerSecurity
 from kafkalite.storage.batch import iter_batches
 from kafkalite.storage.records import decode_records, encode_batch
-from kafkalite.storage.remote.metadata import METADATA_FILE, RemoteLogSegments
+from kafkalite.storage.remote.metadata import METADATA_FILE, RemoteLogSegments, stamped
 from kafkalite.storage.remote.s3_storage import RemoteStorageError
 
 if TYPE_CHECKING:
@@ -232,7 +232,7 @@ class TopicBasedRemoteLogMetadataManager:
             topic = self.replica_manager.metadata.topic_by_id(user[0])
             partition = self.replica_manager.partition(topic.name, user[1]) if topic else None
             if partition is not None and partition.is_leader:
-                await self.publish(user, records)
+                await self.publish(user, stamped(records, partition.leader_epoch))
             self._outbox.pop(0)
 
     # -- consuming -------------------------------------------------------------------------
