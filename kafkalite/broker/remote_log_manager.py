@@ -15,6 +15,14 @@ turned off, with `remote.log.delete.on.disable=true`, has its remote segments de
 3. remote retention: `retention.ms` / `retention.bytes` over the whole log (remote segments
    plus the local ones not yet copied) delete the oldest remote segments.
 
+In a cluster each pass over a partition runs for the leader epoch it started in (Kafka's
+RLMTask): its first record is that epoch if the list has not seen it yet, every record is
+stamped with it and written only while this broker still leads in it and no newer epoch was
+replayed (else the pass stops: LeaderEpochMoved). A copy whose epoch moved during the upload
+is abandoned: no COPY_SEGMENT_FINISHED, its objects deleted here, its COPY_SEGMENT_STARTED
+left as an orphan for the current leader to delete. A late write that slips past the check
+(a paused broker) is ignored by every broker's replay.
+
 The state changes run on the event loop; the metadata file writes and every S3 request run on
 worker threads (trio.to_thread), so a slow or unreachable store never stalls the loop. While
 the store is unreachable nothing is copied, so nothing un-uploaded is deleted locally; a

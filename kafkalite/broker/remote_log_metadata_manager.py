@@ -12,7 +12,13 @@ consumer's Fetch over broker_connection.py) and replays every record into the sa
 * a new leader continues from the copied end it consumed: it copies nothing twice and serves
   and expires every copied segment; it waits (`ready`) until it has read its metadata
   partition to the end after its election;
-* a follower deletes a local segment only once its list says it is copied.
+* a follower deletes a local segment only once its list says it is copied;
+* every record carries the writing leader's epoch, and the replay ignores those of an epoch
+  older than one already replayed (storage/remote/metadata.py): a deposed leader that is
+  still running (paused, or cut off from ZooKeeper) changes nothing once the new leader
+  wrote its first record (its epoch, as soon as it is `ready`). The leader applies its own
+  changes only as it consumes them, as every other broker does: the same records, the same
+  list everywhere.
 The remote log start (DeleteRecords, retention) is written by the log synchronously: it goes
 through an outbox, published by the leader on the next round.
 """

@@ -16,6 +16,13 @@ Kafka's `__remote_log_metadata` topic: it is as durable there, lives and dies wi
 partition's log, and needs no consumer to rebuild it on start. In a cluster the list is
 replicated through the topic instead (broker/remote_log_metadata_manager.py): the same
 records, the same replay, with a `sink` that publishes them in place of the file.
+
+In a cluster each record also carries its writer's leader epoch (`leader_epoch`; Kafka's
+RemoteLogSegmentMetadata names the segment's epochs and broker, and the leader's RLM task is
+fenced by the new leader's epoch), and a new leader's first record is LEADER_EPOCH alone.
+The replay ignores a record of an epoch older than the highest it has replayed (a deposed
+but still running leader's late COPY_SEGMENT_FINISHED or DELETE_SEGMENT_*), logging it once
+per epoch: it depends only on the records before it, so every broker fences the same ones.
 """
 
 from __future__ import annotations
