@@ -15,6 +15,14 @@ turned off, with `remote.log.delete.on.disable=true`, has its remote segments de
 3. remote retention: `retention.ms` / `retention.bytes` over the whole log (remote segments
    plus the local ones not yet copied) delete the oldest remote segments.
 
+In a cluster each pass over a partition runs for the leader epoch it started in (Kafka's
+RLMTask): its first record is that epoch if the list has not seen it yet, every record is
+stamped with it and written only while this broker still leads in it and no newer epoch was
+replayed (else the pass stops: LeaderEpochMoved). A copy whose epoch moved during the upload
+is abandoned: no COPY_SEGMENT_FINISHED, its objects deleted here, its COPY_SEGMENT_STARTED
+left as an orphan for the current leader to delete. A late write that slips past the check
+(a paused broker) is ignored by every broker's replay.
+
 The state changes run on the event loop; the metadata file writes and every S3 request run on
 worker threads (trio.to_thread), so a slow or unreachable store never stalls the loop. While
 the store is unreachable nothing is copied, so nothing un-uploaded is deleted locally; a
@@ -53,6 +61,8 @@ from kafkalite.storage.remote.metadata import (
     RemoteLogSegmentMetadata,
     RemoteLogSegments,
     event,
+    leader_epoch_record,
+    stamped,
 )
 from kafkalite.storage.remote.reader import (
     RemoteReadCache,
@@ -73,6 +83,11 @@ log = logging.getLogger("kafkalite.remote")
 DELETIONS_DIR = "remote-log-deletions"  # in a log dir: deleted partitions' remote metadata
 READ_COMMITTED = 1
 _TXN_ENTRY = struct.Struct(">hqqqq")
+
+
+class LeaderEpochMoved(Exception):
+    """This broker no longer leads the partition in the epoch its task started in (Kafka
+    cancels the RLM task on leadership loss): the task stops writing for it."""
 
 
 def _deleted_partition(pending: Path) -> RemotePartition | None:
@@ -112,6 +127,9 @@ class RemoteLogManager:
         self.copy_errors = 0
         self.fetch_bytes = 0
         self.fetch_errors = 0
+        # A cluster: the leader epoch each led partition's current pass runs for (Kafka's
+        # RLMTask's leader epoch); its records are stamped with it and written only under it.
+        self._task_epochs: dict[tuple[uuid.UUID, int], int] = {}
         # Deleted partitions whose remote objects are still to delete: their metadata, kept
         # in each log dir's DELETIONS_DIR until then (a restart resumes them).
         self._deleted: list[Path] = [
@@ -165,7 +183,9 @@ class RemoteLogManager:
                 continue
             if self.metadata_manager is not None and not self.metadata_manager.ready(partition):
                 continue  # its list is not read to the end yet since this broker leads it
+            self._task_epochs[partition.topic_id, partition.index] = partition.leader_epoch
             try:
+                await self._fence_older_epochs(partition, remote)
                 if not partition.log.config.remote_storage_enable:
                     await self._delete_all(partition, remote)
                     continue
@@ -175,6 +195,9 @@ class RemoteLogManager:
                 await self._apply_retention(partition, remote)
             except RemoteStorageError as exc:
                 self._failed(partition, exc)
+                continue
+            except LeaderEpochMoved as exc:
+                log.info("%s-%d: remote task stopped: %s", partition.topic, partition.index, exc)
                 continue
             except FileNotFoundError as exc:  # the partition was deleted meanwhile
                 log.info("%s-%d: remote task stopped: %s", partition.topic, partition.index, exc)
@@ -254,22 +277,46 @@ class RemoteLogManager:
     def _remote_partition(partition: Partition) -> RemotePartition:
         return RemotePartition(partition.topic, partition.topic_id, partition.index)
 
+    def _task_epoch(self, partition: Partition) -> int:
+        return self._task_epochs[partition.topic_id, partition.index]
+
+    def _check_epoch(self, partition: Partition, remote: RemoteLogSegments) -> None:
+        """Still the leader of the task's epoch, and no newer leader's record replayed."""
+        epoch = self._task_epoch(partition)
+        if not partition.is_leader or partition.leader_epoch != epoch:
+            raise LeaderEpochMoved(f"leader epoch {epoch} is over (now {partition.leader_epoch})")
+        if remote.leader_epoch > epoch:
+            raise LeaderEpochMoved(f"leader epoch {epoch} fenced by {remote.leader_epoch}")
+
+    async def _fence_older_epochs(self, partition: Partition, remote: RemoteLogSegments) -> None:
+        """A new leader's first record: its epoch, so that every broker's replay ignores a
+        deposed leader's writes from now on, whatever this leader writes next."""
+        if self.metadata_manager is not None and remote.leader_epoch < partition.leader_epoch:
+            await self._durable(partition, remote, [leader_epoch_record(partition.leader_epoch)])
+
     async def _durable(
         self, partition: Partition, remote: RemoteLogSegments, records: list[dict[str, object]]
     ) -> None:
         """Make state changes durable: the metadata file (a worker thread), or in a cluster
-        the metadata topic (acks=all, then consumed back: in effect on return)."""
+        the metadata topic (acks=all, then consumed back: in effect on return), stamped with
+        the task's leader epoch, written only while this broker leads in it, and raising
+        LeaderEpochMoved if a newer leader's records fenced them."""
         if self.metadata_manager is None:
             await trio.to_thread.run_sync(remote.append, records)
-        else:
-            await self.metadata_manager.publish(self.metadata_manager.user(partition), records)
+            return
+        self._check_epoch(partition, remote)
+        user = self.metadata_manager.user(partition)
+        await self.metadata_manager.publish(user, stamped(records, self._task_epoch(partition)))
+        self._check_epoch(partition, remote)
 
     async def _record(
         self, partition: Partition, remote: RemoteLogSegments, records: list[dict[str, object]]
     ) -> None:
-        """Durable first, then in effect (applying a change twice changes nothing)."""
+        """Durable first, then in effect (applying a change twice changes nothing). In a
+        cluster only the replay applies them: the same on every broker."""
         await self._durable(partition, remote, records)
-        remote.apply(records)
+        if self.metadata_manager is None:
+            remote.apply(records)
 
     # -- orphans and deletion ---------------------------------------------------------------
 
@@ -294,7 +341,8 @@ class RemoteLogManager:
         self, partition: Partition, remote: RemoteLogSegments, metadata: RemoteLogSegmentMetadata
     ) -> None:
         if metadata.state != DELETE_SEGMENT_STARTED:
-            remote.apply([event(metadata, DELETE_SEGMENT_STARTED)])  # not served from now on
+            if self.metadata_manager is None:  # not served from now on (a cluster: replayed)
+                remote.apply([event(metadata, DELETE_SEGMENT_STARTED)])
             await self._durable(partition, remote, [event(metadata, DELETE_SEGMENT_STARTED)])
         await trio.to_thread.run_sync(
             self.storage.delete_log_segment_data,
@@ -363,7 +411,9 @@ class RemoteLogManager:
         except RemoteStorageError:
             self.copy_errors += 1
             raise  # left COPY_SEGMENT_STARTED: an orphan, deleted and copied again later
-        if not partition.is_leader:
+        if self.metadata_manager is not None:
+            await self._abandon_if_deposed(partition, remote, metadata)
+        elif not partition.is_leader:
             return  # the new leader deletes it as an orphan and copies the segment again
         await self._record(partition, remote, [event(metadata, COPY_SEGMENT_FINISHED)])
         self.copy_bytes += segment.size
@@ -376,6 +426,31 @@ class RemoteLogManager:
             segment.size,
             keys.kafka_uuid(metadata.segment_id),
         )
+
+    async def _abandon_if_deposed(
+        self, partition: Partition, remote: RemoteLogSegments, metadata: RemoteLogSegmentMetadata
+    ) -> None:
+        """The leader epoch moved during the upload: COPY_SEGMENT_FINISHED is not written.
+        The segment stays COPY_SEGMENT_STARTED in the list, an orphan the current leader
+        deletes; its objects are deleted here too, as they may be uploaded after that."""
+        try:
+            self._check_epoch(partition, remote)
+        except LeaderEpochMoved:
+            log.info(
+                "%s-%d: copy of segment %d-%d abandoned: the leader epoch moved during it",
+                partition.topic,
+                partition.index,
+                metadata.start_offset,
+                metadata.end_offset,
+            )
+            await trio.to_thread.run_sync(
+                self.storage.delete_log_segment_data,
+                self._remote_partition(partition),
+                metadata.start_offset,
+                metadata.segment_id,
+                abandon_on_cancel=True,
+            )
+            raise
 
     @staticmethod
     def _segment_files(dir: Path, segment: LogSegment) -> dict[str, Path]:

@@ -12,7 +12,13 @@ consumer's Fetch over broker_connection.py) and replays every record into the sa
 * a new leader continues from the copied end it consumed: it copies nothing twice and serves
   and expires every copied segment; it waits (`ready`) until it has read its metadata
   partition to the end after its election;
-* a follower deletes a local segment only once its list says it is copied.
+* a follower deletes a local segment only once its list says it is copied;
+* every record carries the writing leader's epoch, and the replay ignores those of an epoch
+  older than one already replayed (storage/remote/metadata.py): a deposed leader that is
+  still running (paused, or cut off from ZooKeeper) changes nothing once the new leader
+  wrote its first record (its epoch, as soon as it is `ready`). The leader applies its own
+  changes only as it consumes them, as every other broker does: the same records, the same
+  list everywhere.
 The remote log start (DeleteRecords, retention) is written by the log synchronously: it goes
 through an outbox, published by the leader on the next round.
 """
@@ -45,7 +51,7 @@ from kafkalite.protocol.entities import make
 from kafkalite.security.inter_broker import InterBrokerSecurity
 from kafkalite.storage.batch import iter_batches
 from kafkalite.storage.records import decode_records, encode_batch
-from kafkalite.storage.remote.metadata import METADATA_FILE, RemoteLogSegments
+from kafkalite.storage.remote.metadata import METADATA_FILE, RemoteLogSegments, stamped
 from kafkalite.storage.remote.s3_storage import RemoteStorageError
 
 if TYPE_CHECKING:
@@ -232,7 +238,7 @@ class TopicBasedRemoteLogMetadataManager:
             topic = self.replica_manager.metadata.topic_by_id(user[0])
             partition = self.replica_manager.partition(topic.name, user[1]) if topic else None
             if partition is not None and partition.is_leader:
-                await self.publish(user, records)
+                await self.publish(user, stamped(records, partition.leader_epoch))
             self._outbox.pop(0)
 
     # -- consuming -------------------------------------------------------------------------

@@ -5,8 +5,9 @@ encoding. Sans-IO: remote_log_metadata_manager.py produces and consumes them.
 A record's key is the user partition (`<topic id hex>:<partition>`), its value one JSON
 record of storage/remote/metadata.py (the events of Kafka's RemoteLogSegmentMetadataRecord
 and RemoteLogSegmentMetadataUpdateRecord, and the remote log start) with the topic id and
-partition added. The values are kafkalite's JSON, not Kafka's binary serde: the topic is
-read by kafkalite brokers only.
+partition added; the leader stamps each with its leader epoch (`leader_epoch`), by which the
+replay fences a deposed leader's late records. The values are kafkalite's JSON, not Kafka's
+binary serde: the topic is read by kafkalite brokers only.
 """
 
 from __future__ import annotations

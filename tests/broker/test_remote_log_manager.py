@@ -35,7 +35,10 @@ from kafkalite.storage.records import encode_batch
 from kafkalite.storage.remote import keys
 from kafkalite.storage.remote.metadata import (
     COPY_SEGMENT_STARTED,
+    DELETE_SEGMENT_FINISHED,
+    DELETE_SEGMENT_STARTED,
     RemoteLogSegments,
+    leader_epoch_record,
 )
 from kafkalite.storage.remote.s3_storage import RemotePartition, RemoteStorageError, SegmentFiles
 
@@ -525,3 +528,96 @@ def test_the_segment_holding_the_copied_end_is_copied_whole(tmp_path: Path) -> N
     remote.copied_end = 1  # the old leader's segment ended inside this leader's first one
     candidates = _manager(partition, MemoryStore()).copy_candidates(partition, remote)
     assert [segment.base_offset for segment in candidates] == [0, 3]
+
+
+class ReplayedTopic:
+    """The metadata manager without the network: `publish` writes to one list of records,
+    which the partition's list replays as every broker's consumer does."""
+
+    def __init__(self, remote: RemoteLogSegments) -> None:
+        self.remote = remote
+        self.records: list[dict[str, object]] = []
+
+    def user(self, partition: Partition) -> tuple[uuid.UUID, int]:
+        return partition.topic_id, partition.index
+
+    def ready(self, partition: Partition) -> bool:
+        return True
+
+    async def publish(self, user: object, records: list[dict[str, object]]) -> None:
+        self.records.extend(records)
+        self.remote.apply(records)
+
+
+class ReelectingStore(MemoryStore):
+    """Its first upload completes while the controller elects a new leader epoch."""
+
+    def __init__(self, partition: Partition, new_leader: int) -> None:
+        super().__init__()
+        self.partition, self.new_leader = partition, new_leader
+
+    def copy_log_segment_data(self, *args: object) -> None:
+        super().copy_log_segment_data(*args)  # type: ignore[arg-type]
+        if self.partition.leader_epoch == 0:
+            self.partition.make_leader(state(leader=self.new_leader, epoch=1), 0)
+
+
+def _replicated(tmp_path: Path, store_of: object) -> tuple[Partition, ReplayedTopic, object]:
+    partition, _ = _leader(tmp_path, _tiered())
+    remote = RemoteLogSegments(tmp_path / "replicated")
+    remote.sink = lambda records: None
+    partition.log.remote = remote
+    topic = ReplayedTopic(remote)
+    store = store_of(partition)  # type: ignore[operator]
+    manager = RemoteLogManager(
+        BrokerConfig({"broker.id": "1"}),
+        lambda: [partition],
+        lambda: 1_000,
+        storage=store,
+        metadata_manager=topic,  # type: ignore[arg-type]
+    )
+    return partition, topic, (manager, store)
+
+
+def _events(records: list[dict[str, object]]) -> list[tuple[object, object]]:
+    return [(record["event"], record["leader_epoch"]) for record in records]
+
+
+@pytest.mark.parametrize("new_leader", [1, 2])  # re-elected here, or another broker elected
+def test_a_copy_is_abandoned_when_the_leader_epoch_moves_during_the_upload(
+    tmp_path: Path, new_leader: int
+) -> None:
+    """COPY_SEGMENT_FINISHED is not written for the old epoch: the segment stays an orphan
+    in the list, never served, and its uploaded objects are deleted."""
+    partition, topic, (manager, store) = _replicated(
+        tmp_path, lambda p: ReelectingStore(p, new_leader)
+    )
+    remote = partition.log.remote
+    assert isinstance(manager, RemoteLogManager) and isinstance(store, MemoryStore)
+    assert remote is not None
+    trio.run(manager.run_once)
+    assert _events(topic.records) == [("LEADER_EPOCH", 0), (COPY_SEGMENT_STARTED, 0)]
+    assert store.segment_ids() == set()
+    assert remote.copied == [] and len(remote.orphans) == 1
+    if new_leader != 1:
+        return
+    trio.run(manager.run_once)  # the task of epoch 1 deletes the orphan and copies again
+    assert _events(topic.records)[2:5] == [
+        ("LEADER_EPOCH", 1),
+        (DELETE_SEGMENT_STARTED, 1),
+        (DELETE_SEGMENT_FINISHED, 1),
+    ]
+    assert len(topic.records) == 5 + 2 * (SEGMENTS - 1)
+    assert remote.orphans == [] and len(remote.copied) == SEGMENTS - 1
+    assert store.segment_ids() == {m.segment_id for m in remote.copied}
+
+
+def test_a_deposed_leader_unaware_of_the_election_writes_nothing(tmp_path: Path) -> None:
+    """Partitioned from ZooKeeper, it still thinks it leads epoch 0, but its list replayed
+    the new leader's epoch 1: its task writes nothing and uploads nothing."""
+    partition, topic, (manager, store) = _replicated(tmp_path, lambda p: MemoryStore())
+    assert isinstance(manager, RemoteLogManager) and isinstance(store, MemoryStore)
+    assert partition.log.remote is not None
+    partition.log.remote.apply([leader_epoch_record(1)])
+    trio.run(manager.run_once)
+    assert topic.records == [] and store.objects == {}

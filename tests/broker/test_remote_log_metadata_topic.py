@@ -4,6 +4,7 @@ consuming side (broker/remote_log_metadata_manager.py) without the network."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,10 +26,14 @@ from kafkalite.storage.records import encode_batch
 from kafkalite.storage.remote.metadata import (
     COPY_SEGMENT_FINISHED,
     COPY_SEGMENT_STARTED,
+    DELETE_SEGMENT_FINISHED,
+    DELETE_SEGMENT_STARTED,
     RemoteLogSegmentMetadata,
     RemoteLogSegments,
     event,
+    leader_epoch_record,
     log_start_record,
+    stamped,
 )
 
 
@@ -90,6 +95,84 @@ def _segment(start: int, end: int) -> RemoteLogSegmentMetadata:
         segment_leader_epochs=((0, start),),
         suffixes=(".log",),
     )
+
+
+def _replayed(records: list[dict[str, object]]) -> list[RemoteLogSegments]:
+    """The records replayed on two brokers, through the topic's encoding."""
+    user = (uuid.uuid4(), 0)
+    values = [decode(encode(user, record)[1]) for record in records]
+    replicas = [RemoteLogSegments(Path("a")), RemoteLogSegments(Path("b"))]
+    replicas[0].apply(records)
+    replicas[1].apply([value[1] for value in values if value is not None])
+    return replicas
+
+
+def _served(replica: RemoteLogSegments) -> list[uuid.UUID]:
+    return [m.segment_id for m in replica.copied]
+
+
+def test_a_deposed_leaders_late_records_are_fenced_on_every_broker(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The leader of epoch 1 is deposed mid-copy of `late` and, still running, writes its
+    FINISHED and a deletion of `kept` after the leader of epoch 2 took over: both are ignored
+    on every broker (logged once), and the new leader's own records apply."""
+    kept, late, new = _segment(0, 9), _segment(10, 19), _segment(10, 24)
+    old_leader = stamped(
+        [
+            event(kept, COPY_SEGMENT_STARTED),
+            event(kept, COPY_SEGMENT_FINISHED),
+            event(late, COPY_SEGMENT_STARTED),
+        ],
+        1,
+    )
+    stale = stamped([event(late, COPY_SEGMENT_FINISHED), event(kept, DELETE_SEGMENT_STARTED)], 1)
+    new_leader = stamped(
+        [
+            event(late, DELETE_SEGMENT_STARTED),  # the orphan, deleted by the new leader
+            event(late, DELETE_SEGMENT_FINISHED),
+            event(new, COPY_SEGMENT_STARTED),
+            event(new, COPY_SEGMENT_FINISHED),
+        ],
+        2,
+    )
+    caplog.set_level(logging.INFO, logger="kafkalite.remote")
+    records = [*old_leader, leader_epoch_record(2), *stale, *new_leader]
+    for replica in _replayed(records):
+        assert _served(replica) == [kept.segment_id, new.segment_id]
+        assert replica.copied_end == 24 and replica.leader_epoch == 2
+    fenced = [r for r in caplog.records if "fenced" in r.getMessage()]
+    assert len(fenced) == 2  # once per broker, not once per record
+    assert all(r.levelno == logging.INFO for r in fenced)
+
+
+def test_a_stale_finished_after_the_new_leaders_first_record_is_not_served() -> None:
+    """Without the marker: the new leader's first state change already fences."""
+    late, new = _segment(10, 19), _segment(10, 24)
+    records = [
+        *stamped([event(late, COPY_SEGMENT_STARTED)], 1),
+        *stamped([event(new, COPY_SEGMENT_STARTED)], 2),
+        *stamped([event(late, COPY_SEGMENT_FINISHED)], 1),
+    ]
+    for replica in _replayed(records):
+        assert _served(replica) == [] and replica.copied_end == -1
+        assert [m.segment_id for m in replica.orphans] == [late.segment_id, new.segment_id]
+
+
+def test_records_in_epoch_order_are_all_applied() -> None:
+    """Leaders succeeding each other (and the same epoch writing again) fence nothing."""
+    first, second, third = _segment(0, 9), _segment(10, 19), _segment(20, 29)
+    records = [
+        *stamped([event(first, COPY_SEGMENT_STARTED), event(first, COPY_SEGMENT_FINISHED)], 0),
+        leader_epoch_record(3),
+        *stamped([event(second, COPY_SEGMENT_STARTED), event(second, COPY_SEGMENT_FINISHED)], 3),
+        *stamped([event(first, DELETE_SEGMENT_STARTED), log_start_record(10)], 3),
+        *stamped([event(third, COPY_SEGMENT_STARTED), event(third, COPY_SEGMENT_FINISHED)], 5),
+    ]
+    for replica in _replayed(records):
+        assert _served(replica) == [second.segment_id, third.segment_id]
+        assert replica.copied_end == 29 and replica.log_start_offset == 10
+        assert [m.segment_id for m in replica.orphans] == [first.segment_id]
 
 
 def test_a_new_leader_acts_only_once_it_has_read_its_metadata_partition_to_the_end(

@@ -16,6 +16,13 @@ Kafka's `__remote_log_metadata` topic: it is as durable there, lives and dies wi
 partition's log, and needs no consumer to rebuild it on start. In a cluster the list is
 replicated through the topic instead (broker/remote_log_metadata_manager.py): the same
 records, the same replay, with a `sink` that publishes them in place of the file.
+
+In a cluster each record also carries its writer's leader epoch (`leader_epoch`; Kafka's
+RemoteLogSegmentMetadata names the segment's epochs and broker, and the leader's RLM task is
+fenced by the new leader's epoch), and a new leader's first record is LEADER_EPOCH alone.
+The replay ignores a record of an epoch older than the highest it has replayed (a deposed
+but still running leader's late COPY_SEGMENT_FINISHED or DELETE_SEGMENT_*), logging it once
+per epoch: it depends only on the records before it, so every broker fences the same ones.
 """
 
 from __future__ import annotations
@@ -41,6 +48,10 @@ COPIED_UP_TO = "COPIED_UP_TO"  # written when the file is compacted: the highest
 # DeleteRecords or remote retention moved the log start (Kafka's log-start-offset checkpoint
 # for the remote tier): nothing below it is served, remote segments wholly below are deleted.
 LOG_START_OFFSET = "LOG_START_OFFSET"
+# A cluster: a new leader's first record once it has read its list to the end, so its epoch
+# supersedes the old leader's at once (records of older epochs are fenced from then on).
+LEADER_EPOCH = "LEADER_EPOCH"
+EPOCH_FIELD = "leader_epoch"  # the writing leader's epoch, on every record in a cluster
 COMPACT_AFTER_DEAD_RECORDS = 1000
 
 
@@ -69,6 +80,7 @@ class RemoteLogSegmentMetadata:
     def from_record(cls, record: dict[str, object]) -> RemoteLogSegmentMetadata:
         fields = dict(record)
         fields["state"] = fields.pop("event")
+        fields.pop(EPOCH_FIELD, None)  # the record's, not the segment's
         fields["segment_id"] = uuid.UUID(str(fields["segment_id"]))
         epochs = fields["segment_leader_epochs"]
         fields["segment_leader_epochs"] = tuple(tuple(e) for e in epochs)  # type: ignore[attr-defined]
@@ -96,6 +108,8 @@ class RemoteLogSegments:
     copied_end: int = -1  # highest end offset ever copied (also of deleted segments)
     log_start_floor: int = 0  # the log start DeleteRecords or retention moved it to
     dead_records: int = 0
+    leader_epoch: int = -1  # the highest writer's epoch replayed (a cluster's records)
+    fenced_epochs: set[int] = field(default_factory=set)  # stale writers logged (once each)
     # Replicated (a cluster): `append` hands the records to the metadata topic's publisher
     # instead of the file; they take effect as they are consumed back.
     sink: Callable[[list[dict[str, object]]], None] | None = None
@@ -120,6 +134,14 @@ class RemoteLogSegments:
 
     def _apply(self, record: dict[str, object]) -> None:
         event = record["event"]
+        if EPOCH_FIELD in record:
+            epoch = int(record[EPOCH_FIELD])  # type: ignore[call-overload]
+            if epoch < self.leader_epoch:
+                self._fenced(epoch, event)
+                return
+            self.leader_epoch = epoch
+        if event == LEADER_EPOCH:
+            return
         if event == COPIED_UP_TO:
             self.copied_end = max(self.copied_end, int(record["end"]))  # type: ignore[call-overload]
             return
@@ -143,6 +165,19 @@ class RemoteLogSegments:
         self.segments[segment_id] = replace(current, state=str(event))
         if event == COPY_SEGMENT_FINISHED:
             self.copied_end = max(self.copied_end, current.end_offset)
+
+    def _fenced(self, epoch: int, event: object) -> None:
+        """A deposed leader's late write: ignored. Only the records replayed before it
+        decide, so every broker replaying the same records fences the same ones."""
+        if epoch not in self.fenced_epochs:
+            self.fenced_epochs.add(epoch)
+            log.info(
+                "%s: ignoring %s and any later record of leader epoch %d: fenced by epoch %d",
+                self.path,
+                event,
+                epoch,
+                self.leader_epoch,
+            )
 
     def _compact(self) -> None:
         self.write_snapshot(self.path)
@@ -228,6 +263,15 @@ class RemoteLogSegments:
             if offset <= metadata.end_offset:
                 return metadata
         return None
+
+
+def stamped(records: list[dict[str, object]], epoch: int) -> list[dict[str, object]]:
+    """The records as written by the leader of `epoch` (Kafka's leader-epoch fencing)."""
+    return [{**record, EPOCH_FIELD: epoch} for record in records]
+
+
+def leader_epoch_record(epoch: int) -> dict[str, object]:
+    return {"event": LEADER_EPOCH, EPOCH_FIELD: epoch}
 
 
 def log_start_record(offset: int) -> dict[str, object]:
