@@ -44,6 +44,7 @@ NOT_STORED = "This broker has no store for client quotas"
 
 # (entity type, name or None for the default), sorted by type: Kafka's ClientQuotaEntity
 Entity = tuple[tuple[str, str | None], ...]
+Ops = tuple[tuple[str, float | None], ...]  # (key, value; None: remove)
 
 
 def entity_of(pairs: Sequence[tuple[str, str | None]]) -> Entity:
@@ -71,8 +72,9 @@ class QuotaListener(Protocol):
 class ClientQuotaStore(Protocol):
     def client_quotas(self) -> Mapping[Entity, Mapping[str, float]]: ...
 
-    async def set_client_quotas(self, changes: Mapping[Entity, Mapping[str, float]]) -> None:
-        """Replace each entity's quotas (none: the entity goes), durably."""
+    async def alter_client_quotas(self, changes: Mapping[Entity, Ops]) -> None:
+        """Apply each entity's ops to its quotas as stored now (an entity left with none
+        goes), durably."""
         ...
 
     def subscribe(self, listener: QuotaListener) -> None:
@@ -96,9 +98,11 @@ class SingleNodeQuotaStore:
     def client_quotas(self) -> Mapping[Entity, Mapping[str, float]]:
         return self.metadata.client_quotas()
 
-    async def set_client_quotas(self, changes: Mapping[Entity, Mapping[str, float]]) -> None:
-        self.metadata.set_client_quotas(changes)
-        for entity, quotas in changes.items():
+    async def alter_client_quotas(self, changes: Mapping[Entity, Ops]) -> None:
+        stored = self.metadata.client_quotas()
+        new = {entity: applied(stored.get(entity, {}), ops) for entity, ops in changes.items()}
+        self.metadata.set_client_quotas(new)
+        for entity, quotas in new.items():
             for listener in self.listeners:
                 listener.on_client_quota_changed(entity, quotas)
 
@@ -116,7 +120,7 @@ class FilterComponent:
 @dataclass(frozen=True, slots=True)
 class Alteration:
     entity: Entity
-    ops: tuple[tuple[str, float | None], ...]  # (key, value; None: remove)
+    ops: Ops
 
 
 class ClientQuotas:
@@ -150,9 +154,8 @@ class ClientQuotas:
         if self._store is None:
             refused = ApiError(ErrorCode.unsupported_version, NOT_STORED)
             return [(alteration.entity, refused) for alteration in alterations]
-        stored = self.all()
         results: dict[Entity, ApiError] = {}
-        changes: dict[Entity, dict[str, float]] = {}
+        changes: dict[Entity, Ops] = {}
         for alteration in alterations:
             entity = alteration.entity
             keys = [key for key, _ in alteration.ops]
@@ -162,16 +165,21 @@ class ClientQuotas:
                 continue
             results[entity] = error = _validate_entity(alteration)
             if error.ok:
-                quotas = dict(stored.get(entity, {}))
-                for key, value in alteration.ops:
-                    if value is None:
-                        quotas.pop(key, None)
-                    else:
-                        quotas[key] = value
-                changes[entity] = quotas
+                changes[entity] = alteration.ops
         if not validate_only and changes:
-            await self._store.set_client_quotas(changes)
+            await self._store.alter_client_quotas(changes)
         return list(results.items())
+
+
+def applied(quotas: Mapping[str, float], ops: Ops) -> dict[str, float]:
+    """An entity's quotas after `ops`."""
+    new = dict(quotas)
+    for key, value in ops:
+        if value is None:
+            new.pop(key, None)
+        else:
+            new[key] = value
+    return new
 
 
 def _invalid(message: str) -> ApiError:

@@ -24,7 +24,9 @@ from kafkalite.broker.client_quotas import (
     USER,
     USER_AND_CLIENT_KEYS,
     Entity,
+    Ops,
     QuotaListener,
+    applied,
     entity_of,
 )
 from kafkalite.cluster.kafka_zk import KafkaZkClient
@@ -127,13 +129,15 @@ class ZkClientQuotaStore:
     def subscribe(self, listener: QuotaListener) -> None:
         self._listeners.append(listener)
 
-    async def set_client_quotas(self, changes: Mapping[Entity, Mapping[str, float]]) -> None:
-        for entity, quotas in changes.items():
-            new = {key: quota_text(key, value) for key, value in quotas.items()}
+    async def alter_client_quotas(self, changes: Mapping[Entity, Ops]) -> None:
+        """Each entity's ops on its znode as read (another broker's change to it kept, as
+        ZkAdminManager.alterClientQuotas applies them to fetchEntityConfig), conditionally."""
+        for entity, ops in changes.items():
 
-            def replaced(configs: dict[str, str], new: dict[str, str] = new) -> dict[str, str]:
+            def replaced(configs: dict[str, str], ops: Ops = ops) -> dict[str, str]:
                 kept = {key: value for key, value in configs.items() if key not in QUOTA_KEYS}
-                return {**kept, **new}
+                quotas = applied(quotas_of(configs), ops)
+                return {**kept, **{key: quota_text(key, value) for key, value in quotas.items()}}
 
             entity_type, name = znode_of(entity)
             configs = await self.kafka_zk.update_entity_config(entity_type, name, replaced)

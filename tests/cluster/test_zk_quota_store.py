@@ -71,7 +71,9 @@ def test_quotas_in_kafkas_layout_followed_by_another_broker(zk_connect: str) -> 
             }
             async with trio.open_nursery() as nursery:
                 await nursery.start(follower.run)
-                await broker_a.set_client_quotas(changes)
+                await broker_a.alter_client_quotas(
+                    {entity: tuple(quotas.items()) for entity, quotas in changes.items()}
+                )
                 assert broker_a.client_quotas() == changes
                 await until(lambda: seen.quotas == changes)
                 assert broker_b.client_quotas() == changes
@@ -97,8 +99,13 @@ def test_quotas_in_kafkas_layout_followed_by_another_broker(zk_connect: str) -> 
                     "ips/10.0.0.1",
                 ]
 
-                await broker_a.set_client_quotas({BOB: {}})  # bob's quotas go, his login stays
-                await until(lambda: seen.quotas[BOB] == {})
+                # bob's request_percentage, set meanwhile by broker b, is kept by a's removal
+                await broker_b.alter_client_quotas({BOB: (("request_percentage", 25.0),)})
+                await broker_a.alter_client_quotas({BOB: (("producer_byte_rate", None),)})
+                await until(lambda: seen.quotas[BOB] == {"request_percentage": 25.0})
+                assert broker_a.client_quotas()[BOB] == {"request_percentage": 25.0}
+                await broker_a.alter_client_quotas({BOB: (("request_percentage", None),)})
+                await until(lambda: seen.quotas[BOB] == {})  # his quotas gone, his login stays
                 assert BOB not in broker_b.client_quotas()
                 assert await config_of(zk_a, "/config/users/bob%40example.com") == SCRAM
                 nursery.cancel_scope.cancel()
