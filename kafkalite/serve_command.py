@@ -98,6 +98,7 @@ async def _run_locked(config: BrokerConfig) -> int:
                 controller=controller,
                 authorizer=member.authorizer if member else None,
                 scram_store=member.scram_store if member else None,
+                quota_store=member.quota_store if member else None,
             )
         except (OSError, ValueError) as exc:
             return _fail(f"cannot use log dir {config.log_dir}: {exc}")

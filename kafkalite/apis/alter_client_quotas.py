@@ -15,7 +15,7 @@ from kafkalite.protocol.entities import NO_THROTTLE, make
 from kafkalite.security.acl import AclOperation
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     alterations = [
         Alteration(
             entity_of([(e.entity_type, e.entity_name) for e in entry.entity]),
@@ -24,7 +24,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         for entry in request.entries
     ]
     if ctx.authorized_cluster(AclOperation.ALTER_CONFIGS):
-        results = ctx.broker.client_quotas.alter(alterations, request.validate_only)
+        results = await ctx.broker.client_quotas.alter(alterations, request.validate_only)
     else:  # every entity, refused (Kafka's getErrorResponse)
         refused = ApiError(ErrorCode.cluster_authorization_failed)
         results = [(alteration.entity, refused) for alteration in alterations]
@@ -47,4 +47,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-API = ApiHandler(api_key=49, min_version=0, max_version=1, handle=handle)
+API = ApiHandler(api_key=49, min_version=0, max_version=1, handle=handle, is_async=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from kafkalite.broker.acl_file_store import ACLS_FILE, FileAclStore
 from kafkalite.broker.admin_manager import AdminManager
-from kafkalite.broker.client_quotas import ClientQuotas
+from kafkalite.broker.client_quotas import ClientQuotas, ClientQuotaStore, SingleNodeQuotaStore
 from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, Endpoint
 from kafkalite.broker.controller_api import ControllerApi
 from kafkalite.broker.dynamic_config import DynamicBrokerConfig, FileDynamicConfigStore
@@ -98,11 +98,12 @@ def _single_node_scram_store(metadata: ClusterMetadata) -> ScramCredentialStore 
 
 
 def open_quotas(
-    config: BrokerConfig, metadata: ClusterMetadata
+    config: BrokerConfig, metadata: ClusterMetadata, store: ClientQuotaStore | None = None
 ) -> tuple[ClientQuotas, QuotaManagers]:
-    """The stored client quotas (a single node's: in its metadata file) and the quota
-    managers enforcing them."""
-    store = metadata if isinstance(metadata, SingleNodeMetadata) else None
+    """The stored client quotas (`store`, a cluster's: ZooKeeper's; by default a single
+    node's: in its metadata file) and the quota managers enforcing them."""
+    if store is None and isinstance(metadata, SingleNodeMetadata):
+        store = SingleNodeQuotaStore(metadata)
     client_quotas = ClientQuotas(store)
     managers = QuotaManagers.create(
         config.int("quota.window.num"),
@@ -112,7 +113,8 @@ def open_quotas(
     )
     for entity, quotas in client_quotas.all().items():
         managers.on_client_quota_changed(entity, quotas)
-    client_quotas.listeners.append(managers)
+    if store is not None:
+        store.subscribe(managers)
     return client_quotas, managers
 
 
@@ -147,10 +149,12 @@ class Broker:
         controller: ControllerApi | None = None,
         authorizer: Authorizer | None = None,
         scram_store: ScramCredentialStore | None = None,
+        quota_store: ClientQuotaStore | None = None,
     ) -> Broker:
         """Load metadata and dynamic configs (by default this node's own files: a single node)
         and every partition log (running recovery where needed). A cluster passes its
-        authorizer and SCRAM credential store (ZooKeeper's); a single node keeps its own."""
+        authorizer, SCRAM credential and client quota stores (ZooKeeper's); a single node keeps its
+        own."""
         if metadata is None:
             metadata = SingleNodeMetadata(config.log_dir, local_broker_info(config))
         if controller is None:
@@ -196,7 +200,7 @@ class Broker:
             remote_log_manager=_remote_log_manager(config, replica_manager, clock_ms),
         )
         controller.subscribe(broker)
-        broker.client_quotas, broker.quotas = open_quotas(config, metadata)
+        broker.client_quotas, broker.quotas = open_quotas(config, metadata, quota_store)
         return broker
 
     def on_broker_configs_changed(self, entity: str, configs: Mapping[str, str]) -> None:

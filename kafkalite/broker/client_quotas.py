@@ -3,10 +3,11 @@ answers them (ClientQuotaControlManager for alterations, ClientQuotasImage.descr
 filter), and what the quota managers enforce (broker/client_quota_manager.py).
 
 An entity is a set of (entity type, name) pairs: `user`, `client-id`, both, or `ip`; a None
-name is the type's default (`--entity-default`). On a single node the quotas are kept in its
-metadata file, as SCRAM credentials are; a cluster would keep them in ZooKeeper's
-/config/users and /config/clients, which kafkalite does not do yet: there both APIs answer
-UNSUPPORTED_VERSION with NOT_STORED.
+name is the type's default (`--entity-default`). A ClientQuotaStore keeps them: on a single
+node its metadata file, as SCRAM credentials are; in a cluster ZooKeeper's /config/users,
+/config/clients and /config/ips (cluster/zk_quota_store.py), followed by every broker. The
+store hands every stored change (another broker's too) to its subscribers, the quota
+managers. Without a store both APIs answer UNSUPPORTED_VERSION with NOT_STORED.
 
 An ip entity (an address, or the default) takes connection_creation_rate only
 (broker/connection_quotas.py); unlike Kafka, kafkalite takes IP addresses, not host names.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
@@ -39,10 +40,11 @@ USER_AND_CLIENT_KEYS = {
 }
 IP_KEYS = {CONNECTION_CREATION_RATE: "INT"}
 INTEGRAL_MAX = {"LONG": (2**63 - 1, "a LONG"), "INT": (2**31 - 1, "an INT")}
-NOT_STORED = "kafkalite keeps client quotas on a single node only (not yet in ZooKeeper)"
+NOT_STORED = "This broker has no store for client quotas"
 
 # (entity type, name or None for the default), sorted by type: Kafka's ClientQuotaEntity
 Entity = tuple[tuple[str, str | None], ...]
+Ops = tuple[tuple[str, float | None], ...]  # (key, value; None: remove)
 
 
 def entity_of(pairs: Sequence[tuple[str, str | None]]) -> Entity:
@@ -63,16 +65,49 @@ class UnsupportedEntityType(Exception):
     """Kafka's UnsupportedVersionException for an entity type it does not know."""
 
 
+class QuotaListener(Protocol):
+    def on_client_quota_changed(self, entity: Entity, quotas: Mapping[str, float]) -> None: ...
+
+
 class ClientQuotaStore(Protocol):
     def client_quotas(self) -> Mapping[Entity, Mapping[str, float]]: ...
 
-    def set_client_quotas(self, changes: Mapping[Entity, Mapping[str, float]]) -> None:
-        """Replace each entity's quotas (none: the entity goes), durably."""
+    async def alter_client_quotas(self, changes: Mapping[Entity, Ops]) -> None:
+        """Apply each entity's ops to its quotas as stored now (an entity left with none
+        goes), durably."""
+        ...
+
+    def subscribe(self, listener: QuotaListener) -> None:
+        """Hand `listener` every entity's quotas as stored after each change."""
         ...
 
 
-class QuotaListener(Protocol):
-    def on_client_quota_changed(self, entity: Entity, quotas: Mapping[str, float]) -> None: ...
+class SingleNodeQuotas(Protocol):
+    def client_quotas(self) -> Mapping[Entity, Mapping[str, float]]: ...
+
+    def set_client_quotas(self, changes: Mapping[Entity, Mapping[str, float]]) -> None: ...
+
+
+@dataclass(slots=True)
+class SingleNodeQuotaStore:
+    """A single node's quotas: in its metadata file (broker/metadata_store.py)."""
+
+    metadata: SingleNodeQuotas
+    listeners: list[QuotaListener] = field(default_factory=list)
+
+    def client_quotas(self) -> Mapping[Entity, Mapping[str, float]]:
+        return self.metadata.client_quotas()
+
+    async def alter_client_quotas(self, changes: Mapping[Entity, Ops]) -> None:
+        stored = self.metadata.client_quotas()
+        new = {entity: applied(stored.get(entity, {}), ops) for entity, ops in changes.items()}
+        self.metadata.set_client_quotas(new)
+        for entity, quotas in new.items():
+            for listener in self.listeners:
+                listener.on_client_quota_changed(entity, quotas)
+
+    def subscribe(self, listener: QuotaListener) -> None:
+        self.listeners.append(listener)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,13 +120,12 @@ class FilterComponent:
 @dataclass(frozen=True, slots=True)
 class Alteration:
     entity: Entity
-    ops: tuple[tuple[str, float | None], ...]  # (key, value; None: remove)
+    ops: Ops
 
 
 class ClientQuotas:
     def __init__(self, store: ClientQuotaStore | None) -> None:
         self._store = store
-        self.listeners: list[QuotaListener] = []
 
     @property
     def stored(self) -> bool:
@@ -112,7 +146,7 @@ class ClientQuotas:
             if _matches(dict(entity), exact, specified, strict)
         ]
 
-    def alter(
+    async def alter(
         self, alterations: Sequence[Alteration], validate_only: bool
     ) -> list[tuple[Entity, ApiError]]:
         """Kafka's ClientQuotaControlManager.alterClientQuotas: one result per entity; an
@@ -120,9 +154,8 @@ class ClientQuotas:
         if self._store is None:
             refused = ApiError(ErrorCode.unsupported_version, NOT_STORED)
             return [(alteration.entity, refused) for alteration in alterations]
-        stored = self.all()
         results: dict[Entity, ApiError] = {}
-        changes: dict[Entity, dict[str, float]] = {}
+        changes: dict[Entity, Ops] = {}
         for alteration in alterations:
             entity = alteration.entity
             keys = [key for key, _ in alteration.ops]
@@ -132,19 +165,21 @@ class ClientQuotas:
                 continue
             results[entity] = error = _validate_entity(alteration)
             if error.ok:
-                quotas = dict(stored.get(entity, {}))
-                for key, value in alteration.ops:
-                    if value is None:
-                        quotas.pop(key, None)
-                    else:
-                        quotas[key] = value
-                changes[entity] = quotas
+                changes[entity] = alteration.ops
         if not validate_only and changes:
-            self._store.set_client_quotas(changes)
-            for entity, quotas in changes.items():
-                for listener in self.listeners:
-                    listener.on_client_quota_changed(entity, quotas)
+            await self._store.alter_client_quotas(changes)
         return list(results.items())
+
+
+def applied(quotas: Mapping[str, float], ops: Ops) -> dict[str, float]:
+    """An entity's quotas after `ops`."""
+    new = dict(quotas)
+    for key, value in ops:
+        if value is None:
+            new.pop(key, None)
+        else:
+            new[key] = value
+    return new
 
 
 def _invalid(message: str) -> ApiError:

@@ -6,15 +6,18 @@ this broker's dynamic configs, so Broker.open can load on them (`metadata`, `con
 the caller runs `tasks` (the store's watches and writes, the controller candidacy, the config
 change notifications, the ACL change notifications) in the server's nursery. With
 authorizer.class.name the ACLs are ZooKeeper's `/kafka-acl` (cluster/zk_acl_store.py), and
-SCRAM credentials are always ZooKeeper's `/config/users` (cluster/zk_scram_store.py): the
-broker's `authorizer` and `scram_store`, which every broker follows. Leaving the block ends
-the session: the broker's ephemeral registration (and `/controller`, if it held it) goes at once.
+SCRAM credentials and client quotas are always ZooKeeper's `/config/users` (and quotas'
+`/config/clients`, `/config/ips`: cluster/zk_scram_store.py, cluster/zk_quota_store.py): the
+broker's `authorizer`, `scram_store` and `quota_store`, which every broker follows. Leaving the
+block ends the session: the broker's ephemeral registration (and `/controller`, if it held it)
+goes at once.
 Only imported in cluster mode: the single-node broker never imports kazoo.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -32,6 +35,7 @@ from kafkalite.cluster.zk_acl_store import AclChangeListener, ZkAclStore
 from kafkalite.cluster.zk_client import ZkClient
 from kafkalite.cluster.zk_controller_api import ZkControllerApi
 from kafkalite.cluster.zk_metadata import ZkMetadata
+from kafkalite.cluster.zk_quota_store import CLIENTS, IPS, ZkClientQuotaStore
 from kafkalite.cluster.zk_scram_store import USERS, ZkScramCredentialStore
 from kafkalite.config import BrokerConfig
 from kafkalite.security.authorizer import Authorizer
@@ -48,6 +52,7 @@ class ClusterMember:
     liveness: BrokerLiveness
     controller_api: ZkControllerApi
     scram_store: ZkScramCredentialStore
+    quota_store: ZkClientQuotaStore
     authorizer: Authorizer | None = None  # with authorizer.class.name: ZooKeeper's ACLs
     acl_changes: AclChangeListener | None = None  # other brokers' ACL changes, to it
 
@@ -100,6 +105,11 @@ async def join_cluster(
         await controller_api.start()
         scram_store = await ZkScramCredentialStore.open(metadata.kafka_zk)
         controller_api.configs.follow(USERS, scram_store.on_user_config_changed)
+        quota_store = await ZkClientQuotaStore.open(metadata.kafka_zk)
+        for entity_type in (USERS, CLIENTS, IPS):
+            controller_api.configs.follow(
+                entity_type, functools.partial(quota_store.on_config_changed, entity_type)
+            )
         authorizer, acl_changes = await _zk_authorizer(config, zk)
         yield ClusterMember(
             metadata,
@@ -108,6 +118,7 @@ async def join_cluster(
             liveness,
             controller_api,
             scram_store,
+            quota_store,
             authorizer,
             acl_changes,
         )

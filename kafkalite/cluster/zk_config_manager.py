@@ -12,7 +12,8 @@ after a start or a lost watch) re-reads the entity's znode, so a broker always e
 znode's latest content whatever order the notifications are seen in, and hands changes that
 concern this broker (its id or `<default>`) to `on_change`, in the trio task that runs it.
 Other entity types are handed to the handlers `follow` registered for them (SCRAM credentials
-under `users`, cluster/zk_scram_store.py), for every entity of the type.
+under `users`, cluster/zk_scram_store.py; client quotas under `users`, `clients` and `ips`,
+cluster/zk_quota_store.py), for every entity of the type.
 Notifications older than 15 minutes are deleted (Kafka's changeExpirationMs), by whichever
 broker sees them first.
 """

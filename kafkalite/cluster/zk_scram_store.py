@@ -83,6 +83,8 @@ class ZkScramCredentialStore:
 
     def on_user_config_changed(self, entity: str, configs: Mapping[str, str]) -> None:
         """A user's configs as now stored (another broker's change, or this one's)."""
+        if "/" in entity:
+            return  # `<user>/clients/<client id>`: a quota entity's (cluster/zk_quota_store.py)
         user = desanitize(entity)
         if credentials := scram_of(configs):
             self._credentials[user] = credentials

@@ -461,8 +461,8 @@ def test_strict_mutation_quota_refuses_once_the_bucket_is_empty(broker: Broker) 
     assert "b" in broker.metadata.topics and muted_ms > 0
 
 
-def test_in_a_cluster_both_apis_say_quotas_are_not_stored_there(broker: Broker) -> None:
-    broker.client_quotas = ClientQuotas(None)  # what a ZooKeeper-backed broker has, for now
+def test_without_a_store_both_apis_say_quotas_are_not_stored(broker: Broker) -> None:
+    broker.client_quotas = ClientQuotas(None)
     response = describe(broker)
     assert (response.error_code, response.error_message) == (
         ErrorCode.unsupported_version,

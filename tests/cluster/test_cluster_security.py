@@ -8,7 +8,8 @@ rule) and is no super user; clients log in on a SASL_PLAINTEXT listener (PLAIN f
 user `admin`, SCRAM-SHA-256 for `alice`, created through broker 1). An ACL created through
 broker 2 lets alice write to a topic led by broker 3, where she was refused before; her
 acks=all produce then succeeds with the followers in the ISR: they fetched over SASL_SSL as
-User:broker.
+User:broker. A client quota set through broker 1 lands in ZooKeeper's /config/users and is
+described by broker 3.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 from typing import Any
 
 import pytest
+import trio
 from cluster_helpers import StartBrokers, poll, zk_read
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
@@ -32,8 +34,15 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from kio.schema.alter_client_quotas.v1 import request as alter_quotas
+from kio.schema.describe_client_quotas.v1 import request as describe_quotas
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import f64, i8
 
+from kafkalite.broker.broker_connection import BrokerConnection
 from kafkalite.cluster.kafka_zk import KafkaZkClient
+from kafkalite.security.inter_broker import InterBrokerSecurity
+from kafkalite.security.sasl_client import SaslLogin
 from tests.security.conftest import Pki, pki  # noqa: F401 (the fixture: certificates)
 
 TOPIC = "orders"
@@ -138,6 +147,47 @@ def alice_logs_in(bootstrap: str) -> bool:
     return True
 
 
+def ask_as_admin(address: str, request: Any) -> Any:
+    """One request over SASL_PLAINTEXT as the super user (confluent-kafka has no quota APIs)."""
+    host, _, port = address.rpartition(":")
+    admin = InterBrokerSecurity(login=SaslLogin("PLAIN", "admin", "admin-secret"))
+
+    async def exchange() -> Any:
+        with trio.fail_after(10):
+            connection = await BrokerConnection.open(host, int(port), "tests", admin)
+            try:
+                return await connection.request(request)
+            finally:
+                await connection.aclose()
+
+    return trio.run(exchange)
+
+
+ALICE_QUOTA = alter_quotas.AlterClientQuotasRequest(
+    entries=(
+        alter_quotas.EntryData(
+            entity=(alter_quotas.EntityData(entity_type="user", entity_name="alice"),),
+            ops=(
+                alter_quotas.OpData(key="producer_byte_rate", value=f64(1048576.0), remove=False),
+            ),
+        ),
+    ),
+    validate_only=False,
+)
+ALICE_QUOTAS = describe_quotas.DescribeClientQuotasRequest(
+    components=(
+        describe_quotas.ComponentData(entity_type="user", match_type=i8(0), match="alice"),
+    ),
+    strict=False,
+)
+
+
+def alice_quotas(address: str) -> list[tuple[str, float]]:
+    answer = ask_as_admin(address, ALICE_QUOTAS)
+    assert answer.error_code == ErrorCode.none, answer.error_message
+    return [(v.key, float(v.value)) for entry in answer.entries for v in entry.values]
+
+
 def produce_as_alice(bootstrap: str) -> KafkaError | None:
     """One record, acks=all, bootstrapped on `bootstrap`: the delivery error, or None."""
     errors: list[KafkaError | None] = []
@@ -186,3 +236,9 @@ def test_acls_and_scram_users_hold_on_every_broker(
     # fetch, and stay in the ISR.
     partition = admin_c.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0]
     assert (partition.leader, sorted(partition.isrs)) == (3, [1, 2, 3])
+
+    (entry,) = ask_as_admin(sasl[1], ALICE_QUOTA).entries
+    assert entry.error_code == ErrorCode.none, entry.error_message
+    znode = zk_read(zk_connect, lambda kafka_zk: kafka_zk.zk.get("/config/users/alice"))
+    assert json.loads(znode[0])["config"]["producer_byte_rate"] == "1048576"  # beside SCRAM
+    poll(lambda: alice_quotas(sasl[3]) == [("producer_byte_rate", 1048576.0)], "on broker 3")
