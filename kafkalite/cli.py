@@ -90,6 +90,11 @@ def _add_cluster_command(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also start a local S3 server (gofakes3) and tier to it",
     )
+    cluster.add_argument(
+        "--secure",
+        action="store_true",
+        help="SASL_SSL with generated certificates, ACLs and an admin user (settings printed)",
+    )
 
 
 def _broker_count(text: str) -> int:
@@ -106,7 +111,7 @@ def _run_cluster(args: argparse.Namespace) -> int:
     taken = sorted(set(overrides) & launcher.LAUNCHER_PROPERTIES)
     if taken:
         return _fail(f"the cluster launcher sets {', '.join(taken)} itself")
-    return launcher.run(args.brokers, args.data_dir, overrides, args.port, args.tiered)
+    return launcher.run(args.brokers, args.data_dir, overrides, args.port, args.tiered, args.secure)
 
 
 def _fail(message: str) -> int:

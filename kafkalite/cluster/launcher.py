@@ -18,16 +18,23 @@ Ctrl-C or SIGTERM stops the brokers (SIGTERM: a clean shutdown), then ZooKeeper.
 broker (remote.log.storage.system.enable and the rsm.config.* settings for it): topics
 created with `remote.storage.enable=true` upload their closed segments there, the remote
 segment lists replicated through `__remote_log_metadata`.
+
+`--secure` generates a CA, a broker certificate and passwords under `security/`
+(kafkalite/cluster/cluster_security.py): brokers listen on SASL_SSL only, log in to each other
+over it as the super user `broker`, authorize with ACLs, and the super user `admin`'s client
+settings are printed (a confluent-kafka dict, and a properties file for `--command-config`).
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkalite.cluster.cluster_security import ADMIN_USER, ClusterSecurity, generate
 from kafkalite.cluster.zookeeper_server import ZooKeeperServer, stop_signals, wait_for
 from kafkalite.maven_dist import ProvisionError
 from kafkalite.process import BrokerProcess, stop_all
@@ -47,6 +54,7 @@ class LocalCluster:
     first_port: int = 0  # 0: free ports
     zookeeper: ZooKeeperServer | None = None
     s3: S3Server | None = None  # --tiered: the store the brokers tier to
+    security: ClusterSecurity | None = None  # --secure: SASL_SSL, ACLs, generated users
     brokers: list[BrokerProcess] = field(default_factory=list)
     _reported: set[str] = field(default_factory=set)
 
@@ -56,13 +64,15 @@ class LocalCluster:
 
     def broker_overrides(self, broker_id: int, zookeeper_connect: str) -> dict[str, str]:
         port = self.first_port + broker_id - 1 if self.first_port else 0
+        protocol = "PLAINTEXT" if self.security is None else "SASL_SSL"
         return {
             "broker.id": str(broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "listeners": f"{protocol}://127.0.0.1:{port}",
             "zookeeper.connect": zookeeper_connect,
             # Kafka's default, 3, cannot be met by fewer brokers.
             "offsets.topic.replication.factor": str(min(3, self.broker_count)),
             **self._tiered_overrides(),
+            **(self.security.broker_properties() if self.security else {}),
             **self.overrides,
             "kafkalite.metrics.port": self._metrics_port(broker_id),
         }
@@ -158,7 +168,18 @@ class LocalCluster:
         if urls:
             lines.append(f"metrics={','.join(urls)}")
         lines.append(f"bootstrap.servers={self.bootstrap}")
+        if self.security is not None:
+            lines += self._client_settings(self.security)
         return "\n".join(lines)
+
+    def _client_settings(self, security: ClusterSecurity) -> list[str]:
+        config = json.dumps(security.client_config(self.bootstrap))
+        properties = security.write_client_properties(self.bootstrap)
+        return [
+            f"client settings (SASL_SSL, user {ADMIN_USER}, CA {security.ca_file}):",
+            f"  confluent-kafka: {config}",
+            f"  Kafka tools: --command-config {properties}",
+        ]
 
 
 def s3_server(data_dir: Path) -> S3Server:
@@ -178,6 +199,7 @@ def run(
     overrides: Mapping[str, str],
     first_port: int = 0,
     tiered: bool = False,
+    secure: bool = False,
 ) -> int:
     """Start the cluster, print where it is, and run until Ctrl-C/SIGTERM (exit 0; a member
     that exits is reported and the others keep running) or until no member is left (exit 1).
@@ -185,6 +207,8 @@ def run(
     cluster = LocalCluster(data_dir, broker_count, overrides, first_port)
     if tiered:
         cluster.s3 = s3_server(data_dir)
+    if secure:
+        cluster.security = generate(data_dir)
     with stop_signals() as stop:
         try:
             cluster.start()

@@ -1,10 +1,12 @@
 """`kafkalite cluster --brokers N`: a real ZooKeeper and N broker processes, each serving
 metrics on a free port, each member's exit reported at once, a broker that cannot start
-named with its reason, everything stopped on SIGTERM, ZooKeeper's port kept across runs."""
+named with its reason, everything stopped on SIGTERM, ZooKeeper's port kept across runs;
+`--secure`: SASL_SSL only, with the admin's printed settings."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import re
@@ -17,11 +19,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalite.cluster.launcher import LocalCluster, s3_server
 from kafkalite.cluster.zookeeper_server import four_letter_word, parse_srvr
 from kafkalite.process import BrokerProcess
+from kafkalite.tools.command_config import read_command_config
 from tests.integration.metrics_helpers import get
 
 pytestmark = pytest.mark.slow
@@ -221,3 +225,43 @@ def test_tiered_brokers_tier_to_the_clusters_own_s3_server(tmp_path: Path) -> No
     assert "remote.log.storage.system.enable" not in LocalCluster(tmp_path, 2).broker_overrides(
         1, "127.0.0.1:1"
     )
+
+
+def test_secure_cluster_serves_the_printed_admin_settings_only(cluster_dir: Path) -> None:
+    """`--secure` with 2 brokers: the printed confluent-kafka settings create a topic
+    replicated on both, produce acks=all (the follower fetched over SASL_SSL as the super user
+    `broker`) and consume; the properties file gives the same settings; a plaintext client is
+    refused."""
+    launcher = Launcher(cluster_dir, 2, "--secure")
+    try:
+        lines = launcher.read_until("  Kafka tools: --command-config ")
+        [printed] = [line for line in lines if line.startswith("  confluent-kafka: ")]
+        config = json.loads(printed.removeprefix("  confluent-kafka: "))
+        assert config["bootstrap.servers"] == _value(lines, "bootstrap.servers")
+        assert config["security.protocol"] == "SASL_SSL"
+        properties = Path(lines[-1].removeprefix("  Kafka tools: --command-config "))
+        assert read_command_config(properties) == config  # as `--command-config` reads it
+
+        admin = AdminClient(config)
+        admin.create_topics([NewTopic("secured", 1, 2)])["secured"].result(timeout=30)
+        errors: list[object] = []
+        producer = Producer({**config, "acks": "all", "message.timeout.ms": 20000})
+        producer.produce("secured", b"hello", on_delivery=lambda err, _msg: errors.append(err))
+        assert producer.flush(30) == 0 and errors == [None]
+        consumer = Consumer({**config, "group.id": "g", "auto.offset.reset": "earliest"})
+        consumer.subscribe(["secured"])
+        try:
+            deadline = time.monotonic() + 30
+            message = None
+            while message is None and time.monotonic() < deadline:
+                message = consumer.poll(1)
+            assert message is not None and message.error() is None
+            assert message.value() == b"hello"
+        finally:
+            consumer.close()
+
+        plaintext = AdminClient({"bootstrap.servers": config["bootstrap.servers"]})
+        with pytest.raises(KafkaException):
+            plaintext.list_topics(timeout=3)
+    finally:
+        assert launcher.stop() == 0
