@@ -625,6 +625,7 @@ class RemoteLogManager:
             )
             return False
         where = self._remote_partition(partition)
+        epoch = partition.leader_epoch
         objects: dict[str, bytes] = {}
         try:
             for suffix in (keys.LEADER_EPOCH, keys.PRODUCER_SNAPSHOT):
@@ -636,6 +637,8 @@ class RemoteLogManager:
             self.fetch_errors += 1
             log.warning("%s-%d: remote read failed: %s", partition.topic, partition.index, exc)
             return False
+        if partition.is_leader or partition.leader_epoch != epoch:
+            return False  # its state moved on during the reads: never truncate a leader
         epochs = (
             parse_checkpoint(objects[keys.LEADER_EPOCH]) if keys.LEADER_EPOCH in objects else []
         )

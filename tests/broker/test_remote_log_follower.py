@@ -5,6 +5,7 @@ ending before the leader's local start, and fetches on from there."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -191,3 +192,29 @@ def test_the_fetcher_rebuilds_then_fetches_on_from_the_leaders_local_start(
     assert sent[:4] == [("fetch", 0), ("list_offsets", 5), ("fetch", 5), ("fetch", 6)]
     assert (follower.log_start_offset, follower.log_end_offset) == (5, 6)
     assert follower.log.leader_epoch_cache.entries == [EpochEntry(1, 5)]
+
+
+class ElectingStore(MemoryStore):
+    """The follower is elected leader while it reads the remote segment's objects."""
+
+    def __init__(self, objects: dict[tuple[uuid.UUID, str], bytes]) -> None:
+        super().__init__()
+        self.objects = objects
+        self.follower: Partition | None = None
+
+    def fetch(self, *args: Any, **kwargs: Any) -> bytes:
+        assert self.follower is not None
+        self.follower.make_leader(
+            state(FOLLOWER, 3, (LEADER, FOLLOWER), (FOLLOWER,), partition_epoch=3), 0
+        )
+        return super().fetch(*args, **kwargs)
+
+
+def test_a_follower_elected_during_the_rebuild_keeps_its_log(tmp_path: Path) -> None:
+    _, topic, store = _tiered_leader(tmp_path)
+    electing = ElectingStore(store.objects)
+    follower, manager = _follower(tmp_path, topic, electing)
+    electing.follower = follower
+    assert trio.run(manager.build_remote_log_aux_state, follower, 5) is False
+    assert follower.is_leader
+    assert (follower.log_start_offset, follower.log_end_offset) == (0, 0)
