@@ -201,6 +201,8 @@ class Broker:
         )
         controller.subscribe(broker)
         broker.client_quotas, broker.quotas = open_quotas(config, metadata, quota_store)
+        if broker.remote_log_manager is not None:  # followers rebuild from the remote tier
+            fetchers.build_aux_state = broker.remote_log_manager.build_remote_log_aux_state
         return broker
 
     def on_broker_configs_changed(self, entity: str, configs: Mapping[str, str]) -> None:

@@ -429,6 +429,10 @@ class Partition:
         try:
             records = (read or self.log.read)(fetch_offset, max_bytes, max_offset, min_one_batch)
         except OffsetOutOfRangeError:
+            if replica_id >= 0 and self._in_remote_tier(fetch_offset):
+                # Kafka's follower fetch below the local log start of a tiered log: the
+                # follower rebuilds from the remote tier, it does not copy it.
+                return LogReadResult(ErrorCode.offset_moved_to_tiered_storage)
             if replica_id < 0 and read is None and self._in_remote_tier(fetch_offset):
                 remote = RemoteFetch(
                     fetch_offset, max_bytes, max_offset, min_one_batch, isolation_level
@@ -685,6 +689,14 @@ class Partition:
         """Start over empty at the leader's log start (Kafka's truncateFullyAndStartAt)."""
         self.log.truncate_fully_and_start_at(offset)
         self.high_watermark = offset
+
+    def truncate_fully_and_restore_remote_aux_state(
+        self, offset: int, epochs: list[EpochEntry], producer_snapshot: bytes | None
+    ) -> None:
+        """Start over empty at `offset` with the leader epochs and producer snapshot of the
+        remote segment ending before it (OFFSET_MOVED_TO_TIERED_STORAGE)."""
+        self.truncate_fully_and_start_at(offset)
+        self.log.restore_remote_aux_state(epochs, producer_snapshot)
 
     def truncation_offset(self, leader_epoch: int, leader_end_offset: int) -> tuple[int, bool]:
         """Where a follower must truncate, given the leader's OffsetForLeaderEpoch answer for

@@ -49,7 +49,7 @@ from kafkalite.broker.partition import LogReadResult, Partition, RemoteFetch
 from kafkalite.broker.remote_log_metadata_manager import TopicBasedRemoteLogMetadataManager
 from kafkalite.config import BrokerConfig
 from kafkalite.storage.durable_files import fsync_dir
-from kafkalite.storage.leader_epoch import EpochEntry
+from kafkalite.storage.leader_epoch import EpochEntry, parse_checkpoint
 from kafkalite.storage.producer_state import SNAPSHOT_SUFFIX
 from kafkalite.storage.remote import keys
 from kafkalite.storage.remote.metadata import (
@@ -604,6 +604,59 @@ class RemoteLogManager:
             if found is not None:
                 return found
         return None
+
+    async def build_remote_log_aux_state(
+        self, partition: Partition, leader_local_start: int
+    ) -> bool:
+        """Kafka's ReplicaFetcherTierStateMachine for a follower answered
+        OFFSET_MOVED_TO_TIERED_STORAGE: from the replicated metadata, the remote segment
+        ending just before the leader's local log start; its uploaded leader epoch checkpoint
+        and producer snapshot become this replica's, and its log starts empty after it.
+        False (back off, as Kafka retries) while that segment is not known here yet."""
+        remote = partition.log.remote
+        metadata = remote.segment_for(leader_local_start - 1) if remote is not None else None
+        if metadata is None or metadata.start_offset > leader_local_start - 1:
+            log.info(
+                "%s-%d: no remote segment holds %d yet: cannot start at the leader's local"
+                " log start",
+                partition.topic,
+                partition.index,
+                leader_local_start - 1,
+            )
+            return False
+        where = self._remote_partition(partition)
+        epoch = partition.leader_epoch
+        objects: dict[str, bytes] = {}
+        try:
+            for suffix in (keys.LEADER_EPOCH, keys.PRODUCER_SNAPSHOT):
+                if suffix in metadata.suffixes:
+                    objects[suffix] = await trio.to_thread.run_sync(
+                        self._fetch_object, where, metadata, suffix, 0, None
+                    )
+        except RemoteStorageError as exc:
+            self.fetch_errors += 1
+            log.warning("%s-%d: remote read failed: %s", partition.topic, partition.index, exc)
+            return False
+        if partition.is_leader or partition.leader_epoch != epoch:
+            return False  # its state moved on during the reads: never truncate a leader
+        epochs = (
+            parse_checkpoint(objects[keys.LEADER_EPOCH]) if keys.LEADER_EPOCH in objects else []
+        )
+        next_offset = metadata.end_offset + 1
+        partition.truncate_fully_and_restore_remote_aux_state(
+            next_offset, epochs, objects.get(keys.PRODUCER_SNAPSHOT)
+        )
+        log.info(
+            "%s-%d: starting at %d after remote segment %s (%d leader epochs, producer"
+            " snapshot: %s)",
+            partition.topic,
+            partition.index,
+            next_offset,
+            keys.kafka_uuid(metadata.segment_id),
+            len(epochs),
+            keys.PRODUCER_SNAPSHOT in objects,
+        )
+        return True
 
     def _fetch_object(
         self,

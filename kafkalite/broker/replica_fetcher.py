@@ -11,8 +11,11 @@ The decisions (`fetch_request`, `apply_partition_response`) are sans-IO; `Replic
 is the trio task around them. NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH park a
 partition until the metadata brings its next state (the manager then re-adds it);
 OFFSET_OUT_OF_RANGE asks the leader (ListOffsets, as a replica) where its log starts and
-starts over there when this log ends before it; other errors and a lost connection back off
-for replica.fetch.backoff.ms.
+starts over there when this log ends before it; OFFSET_MOVED_TO_TIERED_STORAGE (a tiered
+leader's local log starts after this log's end) asks the same and rebuilds this log's start,
+leader epochs and producer state from the remote tier (`build_remote_log_aux_state`, Kafka's
+ReplicaFetcherTierStateMachine); other errors and a lost connection back off for
+replica.fetch.backoff.ms.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import datetime
 import enum
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +70,11 @@ class Outcome(enum.Enum):
     BACK_OFF = "back off"  # retriable: try again after replica.fetch.backoff.ms
     AWAIT_STATE = "await state"  # the leader moved on: wait for the metadata's next state
     OUT_OF_RANGE = "out of range"  # ask the leader where its log starts
+    MOVED_TO_TIERED = "moved to tiered"  # rebuild from the remote tier at its local start
+
+
+# A follower's rebuild from the remote tier at the leader's local log start: False to retry.
+BuildAuxState = Callable[[Partition, int], Awaitable[bool]]
 
 
 def fetch_partition_entry(partition: Partition, max_bytes: int) -> dict[str, Any]:
@@ -119,6 +127,8 @@ def apply_partition_response(partition: Partition, data: Any, now_ms: int) -> Ou
         return Outcome.AWAIT_STATE
     if error is ErrorCode.offset_out_of_range:
         return Outcome.OUT_OF_RANGE
+    if error is ErrorCode.offset_moved_to_tiered_storage:
+        return Outcome.MOVED_TO_TIERED
     if error in (ErrorCode.topic_authorization_failed, ErrorCode.cluster_authorization_failed):
         log.error(  # an operator's to fix, as Kafka's fetcher logs it
             "%s-%d: the leader refuses this broker's fetch (%s): the broker's principal on the"
@@ -217,8 +227,10 @@ class ReplicaFetcher:
         endpoint_of: Callable[[int], Endpoint | None],
         clock_ms: Callable[[], int],
         on_progress: Callable[[list[TopicPartition]], None],
+        build_aux_state: BuildAuxState | None = None,
     ) -> None:
         self.source_broker = source_broker
+        self._build_aux_state = build_aux_state  # None: not tiered here, start empty
         self.settings = settings
         self._endpoint_of = endpoint_of
         self._clock_ms = clock_ms
@@ -301,14 +313,18 @@ class ReplicaFetcher:
         if response.error_code != ErrorCode.none:
             self._back_off(ready)
             return
-        progressed, out_of_range = self._apply(response, epochs)
+        progressed, out_of_range, moved = self._apply(response, epochs)
         if out_of_range:
             await self._reset_out_of_range(connection, out_of_range)
+        if moved:
+            await self._reset_out_of_range(connection, moved, tiered=True)
         self._on_progress(progressed)
 
     async def _reset_out_of_range(
-        self, connection: BrokerConnection, states: list[FetchState]
+        self, connection: BrokerConnection, states: list[FetchState], tiered: bool = False
     ) -> None:
+        """Ask the leader where its (local) log starts; start over there, and when `tiered`
+        rebuild the state before it from the remote tier."""
         epochs = {(s.partition.topic, s.partition.index): s.leader_epoch for s in states}
         request = earliest_offsets_request([s.partition for s in states], self.settings.broker_id)
         try:
@@ -323,9 +339,12 @@ class ReplicaFetcher:
                 state = self.partitions.get(tp)
                 if state is None or epochs.get(tp) != state.leader_epoch:
                     continue
-                outcome = reset_out_of_range(
-                    state.partition, ErrorCode(answer.error_code), answer.offset
-                )
+                error = ErrorCode(answer.error_code)
+                if tiered and error is ErrorCode.none and self._build_aux_state is not None:
+                    built = await self._build_aux_state(state.partition, answer.offset)
+                    outcome = Outcome.TRUNCATED if built else Outcome.BACK_OFF
+                else:
+                    outcome = reset_out_of_range(state.partition, error, answer.offset)
                 self._note(state, outcome)
 
     async def _request(self, connection: BrokerConnection, request: Any) -> Any:
@@ -344,8 +363,8 @@ class ReplicaFetcher:
 
     def _apply(
         self, response: Any, epochs: dict[TopicPartition, int]
-    ) -> tuple[list[TopicPartition], list[FetchState]]:
-        done, out_of_range = [], []
+    ) -> tuple[list[TopicPartition], list[FetchState], list[FetchState]]:
+        done, out_of_range, moved = [], [], []
         now_ms = self._clock_ms()
         by_id = {s.partition.topic_id: s.partition.topic for s in self.partitions.values()}
         for topic in response.responses:
@@ -358,6 +377,8 @@ class ReplicaFetcher:
                 outcome = apply_partition_response(state.partition, data, now_ms)
                 if outcome is Outcome.OUT_OF_RANGE:
                     out_of_range.append(state)
+                elif outcome is Outcome.MOVED_TO_TIERED:
+                    moved.append(state)
                 self._note(state, outcome)
                 done.append(tp)
-        return done, out_of_range
+        return done, out_of_range, moved

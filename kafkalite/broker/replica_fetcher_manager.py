@@ -17,7 +17,7 @@ import trio
 from kafkalite.broker.cluster_metadata import ClusterMetadata, Endpoint
 from kafkalite.broker.delayed import TopicPartition
 from kafkalite.broker.partition import Partition
-from kafkalite.broker.replica_fetcher import FetchSettings, ReplicaFetcher
+from kafkalite.broker.replica_fetcher import BuildAuxState, FetchSettings, ReplicaFetcher
 from kafkalite.config import BrokerConfig
 from kafkalite.security.inter_broker import inter_broker_security
 
@@ -63,6 +63,8 @@ class ReplicaFetcherManager:
         self._fetcher_of: dict[TopicPartition, FetcherKey] = {}
         self._nursery: trio.Nursery | None = None
         self._progress = trio.Event()
+        # Tiered storage: a follower's rebuild from the remote tier (set by the broker).
+        self.build_aux_state: BuildAuxState | None = None
 
     def _fetcher_id(self, tp: TopicPartition) -> int:
         count = self.config.int("num.replica.fetchers")
@@ -86,11 +88,18 @@ class ReplicaFetcherManager:
                 self.endpoint_of,
                 self.clock_ms,
                 self._progressed,
+                self._build_remote_log_aux_state,
             )
             if self._nursery is not None:
                 self._nursery.start_soon(fetcher.run)
         fetcher.add(partition)
         self._fetcher_of[tp] = key
+
+    async def _build_remote_log_aux_state(self, partition: Partition, offset: int) -> bool:
+        if self.build_aux_state is None:  # not tiered here: start empty there
+            partition.truncate_fully_and_start_at(offset)
+            return True
+        return await self.build_aux_state(partition, offset)
 
     def remove_partition(self, tp: TopicPartition) -> None:
         key = self._fetcher_of.pop(tp, None)

@@ -143,3 +143,8 @@ def _parse(text: str) -> list[EpochEntry]:
     if len(entries) != count:
         raise ValueError(f"expected {count} entries, found {len(entries)}")
     return entries
+
+
+def parse_checkpoint(data: bytes) -> list[EpochEntry]:
+    """A leader epoch checkpoint's entries (as uploaded with a remote segment)."""
+    return _parse(data.decode())

@@ -36,7 +36,7 @@ from kafkalite.storage.cleaner import (
     find_cleanable,
 )
 from kafkalite.storage.control_batch import EndTxnMarker, decode_marker, encode_marker
-from kafkalite.storage.durable_files import fsync_dir, fsync_file
+from kafkalite.storage.durable_files import fsync_dir, fsync_file, replace_unsynced
 from kafkalite.storage.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -49,9 +49,9 @@ from kafkalite.storage.errors import (
     UnexpectedAppendOffsetError,
     from_invalid_batch,
 )
-from kafkalite.storage.leader_epoch import LeaderEpochCache
+from kafkalite.storage.leader_epoch import EpochEntry, LeaderEpochCache
 from kafkalite.storage.offset_metadata import LogOffsetMetadata
-from kafkalite.storage.producer_state import BatchMetadata, ProducerStateManager
+from kafkalite.storage.producer_state import SNAPSHOT_SUFFIX, BatchMetadata, ProducerStateManager
 from kafkalite.storage.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, decode_records, recompress
 from kafkalite.storage.remote.metadata import (
     METADATA_FILE,
@@ -1297,6 +1297,22 @@ class UnifiedLog:
         before its leader's log start: what it has can never be continued)."""
         self._truncate_fully_and_start_at(offset, self._now_ms)
         self.log_start_offset = offset
+        self._load_producer_state(self._now_ms)
+
+    def restore_remote_aux_state(
+        self, epochs: list[EpochEntry], producer_snapshot: bytes | None
+    ) -> None:
+        """After `truncate_fully_and_start_at`: the leader epochs and the producer snapshot
+        uploaded with the remote segment ending just before the log start (Kafka's
+        ReplicaFetcherTierStateMachine.buildRemoteLogAuxState), so this replica goes on with
+        its leader's epochs and producer state, not empty ones."""
+        for entry in epochs:
+            if entry.start_offset <= self.log_start_offset:  # beyond: not in this log yet
+                self.leader_epoch_cache.assign(entry.epoch, entry.start_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        if producer_snapshot is not None:
+            path = self.dir / f"{self.log_start_offset:020d}{SNAPSHOT_SUFFIX}"
+            replace_unsynced(path, producer_snapshot)
         self._load_producer_state(self._now_ms)
 
     def _truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:

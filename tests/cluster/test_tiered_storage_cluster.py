@@ -6,7 +6,8 @@ The leader uploads, the followers delete their local copies of what the replicat
 list (`__remote_log_metadata`) says is uploaded; the leader is SIGKILLed; the new leader
 serves every acknowledged record from offset 0 (mostly from S3), continues uploading where
 the old leader stopped without uploading any segment twice, expires remote segments by
-retention and deletes them all with the topic.
+retention and deletes them all with the topic. The killed broker, restarted, rejoins the ISR
+from the remote tier's metadata (OFFSET_MOVED_TO_TIERED_STORAGE), not by copying the log.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ pytest.importorskip("kafkalite.cluster.member")
 TOPIC = "tiered"
 RECORDS = 150  # per phase: before and after the kill
 WAIT = 60.0
+REBUILT = re.compile(r"tiered-0: starting at (?P<offset>\d+) after remote segment")
 LOG_KEY = re.compile(r"tiered-[A-Za-z0-9_-]{22}/0/(?P<base>\d{20})-[A-Za-z0-9_-]{22}\.log")
 
 
@@ -175,6 +177,16 @@ def test_new_leader_continues_tiering_after_the_leader_is_killed(
         "the new leader's uploads deleted locally",
         WAIT,
     )
+
+    # The killed broker restarts with its log ending before the new leader's local log start:
+    # answered OFFSET_MOVED_TO_TIERED_STORAGE, it starts its log after the remote segment
+    # there (epochs and producer state from the remote tier), copying nothing below it.
+    restarted = brokers[old_leader].start()
+    poll(lambda: _leader(admin, 3) is not None, "the restarted broker back in the ISR", WAIT)
+    rebuilt = [m for line in restarted.lines if (m := REBUILT.search(line))]
+    assert len(rebuilt) == 1, rebuilt
+    assert int(rebuilt[0]["offset"]) > RECORDS + RECORDS // 2
+    assert _local_start(restarted) >= int(rebuilt[0]["offset"])
 
     expected = [(i, hashlib.sha256(v).hexdigest()) for i, v in enumerate(first + second)]
     assert _read_from_start(bootstrap, acked) == expected
