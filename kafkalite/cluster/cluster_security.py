@@ -14,8 +14,6 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-import trustme
-
 MECHANISM = "PLAIN"  # needs no user in ZooKeeper before the brokers replicate
 BROKER_USER = "broker"
 ADMIN_USER = "admin"
@@ -90,6 +88,8 @@ def generate(data_dir: Path) -> ClusterSecurity:
     folder = data_dir / "security"
     folder.mkdir(parents=True, exist_ok=True)
     security = ClusterSecurity(folder, secrets.token_urlsafe(18), secrets.token_urlsafe(18))
+    import trustme  # here: only `kafkalite cluster --secure` loads it (and cryptography)
+
     ca = trustme.CA(organization_name="kafkalite cluster")
     broker = ca.issue_cert("localhost", "127.0.0.1", common_name="kafkalite broker")
     ca.cert_pem.write_to_path(str(security.ca_file))
