@@ -1,0 +1,91 @@
+"""Views (issue 18) read by stock clients beyond confluent-kafka's classic consumer: Apache
+Kafka's Java consumer in a group that commits and resumes, and confluent-kafka's
+ShareConsumer (share groups on a view). Each reads exactly what a client-side filter of the
+source keeps, at the source's partitions and offsets, from lz4 and zstd batches.
+
+One in-process broker (EmbeddedBroker) for the module; the tests keep apart by topic names.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from e2e_helpers import CLIENT_TIMEOUT, consume_all, produce_all, producer
+
+from kafkalite.testing import EmbeddedBroker
+from tests.conftest import make_topic_name
+
+JAVA_CONSUMER = "tests/integration/java/JavaViewConsumer.java"
+BROKER = {"group.share.heartbeat.interval.ms": "500"}
+REGIONS = ["eu", "us", "apac"]
+FILTER = "region = 'eu' AND n >= 2"
+Row = tuple[int, int, str]  # partition, offset, value
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(tmp_path_factory.mktemp("views") / "data", BROKER) as running:
+        yield running
+
+
+def create_source_and_view(broker: EmbeddedBroker, prefix: str, partitions: int) -> tuple[str, str]:
+    source = make_topic_name(prefix)
+    view = f"{source}.eu"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    view_configs = {"kafkalite.view.source": source, "kafkalite.view.filter": FILTER}
+    for name, count, config in [(source, partitions, {}), (view, -1, view_configs)]:
+        futures = admin.create_topics([NewTopic(name, count, -1, config=config)])
+        futures[name].result(timeout=CLIENT_TIMEOUT)
+    return source, view
+
+
+def fill(broker: EmbeddedBroker, source: str, count: int, partitions: int) -> None:
+    """`count` records, the first half in lz4 batches, the rest in zstd ones."""
+    messages = [
+        {
+            "value": f"v{i}",
+            "partition": i % partitions,
+            "headers": [("region", REGIONS[i % 3]), ("n", str(i % 5))],
+        }
+        for i in range(count)
+    ]
+    half = count // 2
+    for codec, chunk in [("lz4", messages[:half]), ("zstd", messages[half:])]:
+        produce_all(producer(broker.bootstrap, **{"compression.type": codec}), source, chunk)
+
+
+def client_side_filter(broker: EmbeddedBroker, source: str, partitions: int) -> list[Row]:
+    """The source read whole by confluent-kafka, filtered as FILTER says."""
+    read = consume_all(broker.bootstrap, source, range(partitions))
+    return sorted(
+        (r.partition, r.offset, (r.value or b"").decode())
+        for rows in read.values()
+        for r in rows
+        if (h := {k: (v or b"").decode() for k, v in r.headers})["region"] == "eu"
+        and int(h["n"]) >= 2
+    )
+
+
+def test_java_consumer_group_reads_a_view_and_resumes_from_its_commit(
+    broker: EmbeddedBroker,
+) -> None:
+    from compat.kafka_dist import kafka_lib
+
+    source, view = create_source_and_view(broker, "java", partitions=2)
+    fill(broker, source, 600, partitions=2)
+    expected = client_side_filter(broker, source, partitions=2)
+    assert len(expected) == 120  # region eu: i % 3 == 0; n >= 2: i % 5 in (2, 3, 4)
+    first = 50
+    cmd = ["java", "-cp", f"{kafka_lib()}/*", JAVA_CONSUMER, broker.bootstrap]
+    cmd += [f"group-{source}", view, str(first), str(len(expected))]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=True)
+    assert done.stdout.splitlines()[-1] == "done", done.stdout + done.stderr
+    records = [line.split() for line in done.stdout.splitlines() if line.startswith("record ")]
+    sessions = Counter(words[1] for words in records)
+    assert sessions == {"1": first, "2": len(expected) - first}  # resumed, nothing read twice
+    got = sorted((int(p), int(o), value) for _, _, p, o, value in records)
+    assert got == expected
