@@ -9,12 +9,14 @@ One in-process broker (EmbeddedBroker) for the module; the tests keep apart by t
 from __future__ import annotations
 
 import subprocess
+import time
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import AcknowledgeType, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
-from e2e_helpers import CLIENT_TIMEOUT, consume_all, produce_all, producer
+from e2e_helpers import CLIENT_TIMEOUT, consume_all, produce_all, producer, wait_until
 
 from kafkalite.testing import EmbeddedBroker
 from tests.conftest import make_topic_name
@@ -89,3 +91,53 @@ def test_java_consumer_group_reads_a_view_and_resumes_from_its_commit(
     assert sessions == {"1": first, "2": len(expected) - first}  # resumed, nothing read twice
     got = sorted((int(p), int(o), value) for _, _, p, o, value in records)
     assert got == expected
+
+
+def start_offset(broker: EmbeddedBroker, group: str) -> int:
+    """The share-partition start offset: every record before it is acknowledged."""
+    states = broker.call(lambda: broker.broker.share_groups.partitions.coordinator.states)
+    offsets = [state.start_offset for key, state in states.items() if key.group_id == group]
+    return offsets[0] if offsets else -1
+
+
+def assigned(broker: EmbeddedBroker, group: str) -> bool:
+    described = broker.call(lambda: broker.broker.share_groups.coordinator.describe(group))
+    return len(described.members) == 1 and all(m.assigned for m in described.members)
+
+
+def test_share_consumer_on_a_view_gets_each_matching_record_once(broker: EmbeddedBroker) -> None:
+    source, view = create_source_and_view(broker, "share", partitions=1)
+    group = f"share-{source}"
+    consumer = ShareConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit",
+        }
+    )
+    consumer.subscribe([view])
+    delivered: Counter[tuple[int, str]] = Counter()
+
+    def poll() -> None:
+        for message in consumer.poll(0.1):
+            assert message.error() is None, message.error()
+            delivered[(message.offset(), message.value().decode())] += 1
+            consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+        consumer.commit_sync()
+
+    try:
+        # Share groups start at the end (share.auto.offset.reset=latest): join, then produce.
+        wait_until(lambda: (poll(), assigned(broker, group))[1], timeout=20, interval=0)
+        assert not delivered
+        fill(broker, source, 300, partitions=1)
+        expected = [(offset, value) for _, offset, value in client_side_filter(broker, source, 1)]
+        assert len(expected) == 60
+        last = expected[-1][0]
+        deadline = time.monotonic() + 20
+        while len(delivered) < len(expected) or start_offset(broker, group) <= last:
+            assert time.monotonic() < deadline, (sorted(delivered), start_offset(broker, group))
+            poll()
+        assert sorted(delivered) == expected
+        assert set(delivered.values()) == {1}
+    finally:
+        consumer.close()
