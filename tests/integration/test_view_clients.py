@@ -1,17 +1,20 @@
 """Views (issue 18) read by stock clients beyond confluent-kafka's classic consumer: Apache
-Kafka's Java consumer in a group that commits and resumes, and confluent-kafka's
-ShareConsumer (share groups on a view). Each reads exactly what a client-side filter of the
-source keeps, at the source's partitions and offsets, from lz4 and zstd batches.
+Kafka's Java consumer in a group that commits and resumes, franz-go's kgo, and
+confluent-kafka's ShareConsumer (share groups on a view). Each reads exactly what a
+client-side filter of the source keeps, at the source's partitions and offsets, from lz4 and
+zstd batches.
 
 One in-process broker (EmbeddedBroker) for the module; the tests keep apart by topic names.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import AcknowledgeType, ShareConsumer
@@ -21,6 +24,7 @@ from e2e_helpers import CLIENT_TIMEOUT, consume_all, produce_all, producer, wait
 from kafkalite.testing import EmbeddedBroker
 from tests.conftest import make_topic_name
 
+FRANZ_GO = Path(__file__).parents[2] / "compat" / "franz_go"
 JAVA_CONSUMER = "tests/integration/java/JavaViewConsumer.java"
 BROKER = {"group.share.heartbeat.interval.ms": "500"}
 REGIONS = ["eu", "us", "apac"]
@@ -91,6 +95,35 @@ def test_java_consumer_group_reads_a_view_and_resumes_from_its_commit(
     assert sessions == {"1": first, "2": len(expected) - first}  # resumed, nothing read twice
     got = sorted((int(p), int(o), value) for _, _, p, o, value in records)
     assert got == expected
+
+
+@pytest.fixture(scope="module")
+def topicreader(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """compat/franz_go/topicreader built with franz-go's module (cached by the franz-go
+    suite's setup: a cold build compiles kgo, about 40 s; cached, a link)."""
+    from compat.franz_go.run import go_env
+
+    if shutil.which("go") is None:
+        pytest.skip("no Go toolchain")
+    binary = tmp_path_factory.mktemp("go") / "topicreader"
+    env = {**go_env(), "GOFLAGS": "-modcacherw -mod=mod"}
+    build = ["go", "build", "-o", str(binary), "./topicreader"]
+    subprocess.run(build, cwd=FRANZ_GO, env=env, check=True, timeout=300)
+    return binary
+
+
+def test_franz_go_reads_a_view_as_a_client_side_filter_of_its_source(
+    broker: EmbeddedBroker, topicreader: Path
+) -> None:
+    source, view = create_source_and_view(broker, "franz", partitions=2)
+    fill(broker, source, 300, partitions=2)
+    expected = client_side_filter(broker, source, partitions=2)
+    assert len(expected) == 60
+    cmd = [str(topicreader), broker.bootstrap, view, str(len(expected))]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.splitlines()[-1] == "done", done.stdout + done.stderr
+    records = [line.split() for line in done.stdout.splitlines() if line.startswith("record ")]
+    assert sorted((int(p), int(o), value) for _, p, o, value in records) == expected
 
 
 def start_offset(broker: EmbeddedBroker, group: str) -> int:
