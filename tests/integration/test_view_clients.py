@@ -1,8 +1,8 @@
 """Views (issue 18) read by stock clients beyond confluent-kafka's classic consumer: Apache
-Kafka's Java consumer in a group that commits and resumes, franz-go's kgo, and
-confluent-kafka's ShareConsumer (share groups on a view). Each reads exactly what a
-client-side filter of the source keeps, at the source's partitions and offsets, from lz4 and
-zstd batches.
+Kafka's Java consumer in a group that commits and resumes, franz-go's kgo, and share groups
+on a view (confluent-kafka's ShareConsumer and the Java KafkaShareConsumer). Each reads
+exactly what a client-side filter of the source keeps, at the source's partitions and
+offsets, from lz4 and zstd batches.
 
 One in-process broker (EmbeddedBroker) for the module; the tests keep apart by topic names.
 """
@@ -25,6 +25,7 @@ from kafkalite.testing import EmbeddedBroker
 from tests.conftest import make_topic_name
 
 FRANZ_GO = Path(__file__).parents[2] / "compat" / "franz_go"
+JAVA_SHARE_CONSUMER = "tests/integration/java/JavaShareConsumer.java"
 JAVA_CONSUMER = "tests/integration/java/JavaViewConsumer.java"
 BROKER = {"group.share.heartbeat.interval.ms": "500"}
 REGIONS = ["eu", "us", "apac"]
@@ -82,10 +83,10 @@ def test_java_consumer_group_reads_a_view_and_resumes_from_its_commit(
     from compat.kafka_dist import kafka_lib
 
     source, view = create_source_and_view(broker, "java", partitions=2)
-    fill(broker, source, 600, partitions=2)
+    fill(broker, source, 300, partitions=2)
     expected = client_side_filter(broker, source, partitions=2)
-    assert len(expected) == 120  # region eu: i % 3 == 0; n >= 2: i % 5 in (2, 3, 4)
-    first = 50
+    assert len(expected) == 60  # region eu: i % 3 == 0; n >= 2: i % 5 in (2, 3, 4)
+    first = 25
     cmd = ["java", "-cp", f"{kafka_lib()}/*", JAVA_CONSUMER, broker.bootstrap]
     cmd += [f"group-{source}", view, str(first), str(len(expected))]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=True)
@@ -174,3 +175,36 @@ def test_share_consumer_on_a_view_gets_each_matching_record_once(broker: Embedde
         assert set(delivered.values()) == {1}
     finally:
         consumer.close()
+
+
+def test_java_share_consumer_on_a_view_gets_each_matching_record_once(
+    broker: EmbeddedBroker,
+) -> None:
+    """Apache Kafka's KafkaShareConsumer (tests/integration/java/JavaShareConsumer.java,
+    explicit mode, accepting each record)."""
+    from compat.kafka_dist import kafka_lib
+
+    source, view = create_source_and_view(broker, "jshare", partitions=1)
+    group = f"share-{source}"
+    expected_count = 60
+    command = ["java", "-cp", f"{kafka_lib()}/*", JAVA_SHARE_CONSUMER, broker.bootstrap]
+    java = subprocess.Popen(
+        [*command, group, view, str(expected_count)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        # Share groups start at the end: the records are produced once it has joined.
+        wait_until(lambda: java.poll() is not None or assigned(broker, group), timeout=60)
+        assert java.poll() is None, "the Java share consumer exited before joining"
+        fill(broker, source, 300, partitions=1)
+        out, _ = java.communicate(timeout=60)
+    finally:
+        if java.poll() is None:
+            java.kill()
+            java.wait()
+    expected = [(offset, value) for _, offset, value in client_side_filter(broker, source, 1)]
+    assert len(expected) == expected_count
+    records = [line.split()[1:] for line in out.splitlines() if line.startswith("record ")]
+    assert sorted((int(o), value) for o, _, value in records) == expected
+    assert {count for _, count, _ in records} == {"1"}  # each delivered once
+    assert out.splitlines()[-1] == "closed"
+    assert start_offset(broker, group) > expected[-1][0]  # all acknowledged
