@@ -593,7 +593,7 @@ class ReplicaManager:
                 isolation_level=params.isolation_level,
                 min_one_batch=first,
                 last_fetched_epoch=info.last_fetched_epoch,
-                read=self._view_read(view, partition) if view is not None else None,
+                read=self.view_read(view, partition) if view is not None else None,
             )
             if result.records:
                 first = False
@@ -601,9 +601,7 @@ class ReplicaManager:
             results.append(result)
         return FetchRead(tuple(results))
 
-    def _view_read(
-        self, view: View, partition: Partition
-    ) -> Callable[[int, int, int, bool], bytes]:
+    def view_read(self, view: View, partition: Partition) -> Callable[[int, int, int, bool], bytes]:
         """How a view reads its source partition: through the header index when the topic
         indexes headers its filter can rule batches out by, else every batch, filtered."""
         log_, names = partition.log, index_names(partition.log.config.index_headers)

@@ -58,12 +58,14 @@ from kafkalite.share.share_partition import (
 )
 from kafkalite.share.share_records import SharePartitionKey
 from kafkalite.share.share_session import ShareSessionCache, TopicIdPartition
-from kafkalite.storage.batch import iter_batches
+from kafkalite.storage.batch import BatchHeader, iter_batches
+from kafkalite.storage.records import decode_records
 from kafkalite.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from kafkalite.broker.partition import Partition
     from kafkalite.broker.replica_manager import ReplicaManager
+    from kafkalite.broker.views import View
     from kafkalite.config import BrokerConfig
 
 log = logging.getLogger("kafkalite.share")
@@ -169,7 +171,9 @@ class SharePartitionManager:
         topic = self.replica_manager.metadata.topic_by_id(topic_id)
         if topic is None:
             return ErrorCode.unknown_topic_id, None
-        partition = self.replica_manager.partition(topic.name, index)
+        view = self.replica_manager.view(topic.name)
+        # A view's share-partitions hold their own state over its source's partitions.
+        partition = self.replica_manager.partition(view.source if view else topic.name, index)
         if partition is None or not partition.is_leader:
             return ErrorCode.not_leader_or_follower, None
         return ErrorCode.none, partition
@@ -320,21 +324,28 @@ class SharePartitionManager:
         share.move_start(partition.log.log_start_offset)
         if not share.can_acquire(_readable_end(partition, held.isolation_level)):
             return ShareFetchResult()
+        view = self._view_of(held)
         result = partition.fetch_records(
             share.next_fetch_offset(),
             min(max_bytes, READ_BYTES),
             isolation_level=held.isolation_level,
+            read=self.replica_manager.view_read(view, partition) if view else None,
         )
         if result.error is not ErrorCode.none:
             return ShareFetchResult(result.error)
         aborted = result.aborted_transactions or ()
-        batches = _fetched_batches(result.records, aborted)
+        batches = _fetched_batches(result.records, aborted, filtered=view is not None)
         acquired = share.acquire(
             member_id, [b for b, _ in batches], max_records, self.now_ms(), record_limit
         )
         if acquired and self._timer_deadline == math.inf:
             self._wake_timer.set()
         return ShareFetchResult(records=_covering(batches, acquired), acquired=tuple(acquired))
+
+    def _view_of(self, held: _Held) -> View | None:
+        """The view a share-partition reads (None when it reads a topic)."""
+        topic = self.replica_manager.metadata.topic_by_id(held.key.topic_id)
+        return self.replica_manager.view(topic.name) if topic is not None else None
 
     async def wait_for_records(self, helds: Sequence[_Held], max_wait_ms: int) -> None:
         """Park until one of the share-partitions has something to acquire."""
@@ -458,12 +469,14 @@ def _readable_end(partition: Partition, isolation_level: int) -> int:
 
 
 def _fetched_batches(
-    records: bytes, aborted: Sequence[AbortedTxn]
+    records: bytes, aborted: Sequence[AbortedTxn], filtered: bool = False
 ) -> list[tuple[FetchedBatch, memoryview]]:
     """The batches read, each marked `skip` when never delivered: control batches, and
-    data of aborted transactions (read_committed)."""
+    data of aborted transactions (read_committed). `filtered` (a view's read): a batch
+    keeps its offset range with only the matching records, so it is split into runs,
+    the offsets without a record skipped (archived, never acquired)."""
     view = memoryview(records)
-    batches = []
+    batches: list[tuple[FetchedBatch, memoryview]] = []
     for position, header in iter_batches(records):
         skip = header.is_control or (
             header.is_transactional
@@ -473,21 +486,42 @@ def _fetched_batches(
                 for t in aborted
             )
         )
-        batch = FetchedBatch(header.base_offset, header.last_offset, skip)
-        batches.append((batch, view[position : position + header.size]))
+        data = view[position : position + header.size]
+        if filtered and not skip:
+            batches.extend((run, data) for run in _record_runs(header, data))
+        else:
+            batches.append((FetchedBatch(header.base_offset, header.last_offset, skip), data))
     return batches
+
+
+def _record_runs(header: BatchHeader, data: memoryview) -> list[FetchedBatch]:
+    """The batch's offset range as runs: those of its records, and the gaps between."""
+    offsets = [record.offset for record in decode_records(data)] if header.records_count else []
+    runs, start = [], header.base_offset
+    for offset in offsets:
+        if offset > start:
+            runs.append(FetchedBatch(start, offset - 1, skip=True))
+        if runs and not runs[-1].skip and runs[-1].last_offset == offset - 1:
+            runs[-1] = FetchedBatch(runs[-1].base_offset, offset)
+        else:
+            runs.append(FetchedBatch(offset, offset))
+        start = offset + 1
+    if start <= header.last_offset:
+        runs.append(FetchedBatch(start, header.last_offset, skip=True))
+    return runs
 
 
 def _covering(
     batches: list[tuple[FetchedBatch, memoryview]], acquired: Sequence[AcquiredRecords]
 ) -> bytes:
     """The batches holding acquired records (the client delivers only what was acquired)."""
-    chosen = [
-        data
-        for batch, data in batches
+    chosen: list[memoryview] = []
+    for batch, data in batches:
+        if chosen and chosen[-1] is data:  # a view's batch split into runs: sent once
+            continue
         if any(
             a.first_offset <= batch.last_offset and batch.base_offset <= a.last_offset
             for a in acquired
-        )
-    ]
+        ):
+            chosen.append(data)
     return b"".join(chosen)

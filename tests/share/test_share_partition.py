@@ -367,3 +367,38 @@ def test_without_a_dead_letter_topic_a_rejected_record_is_archived_at_once() -> 
     share.acquire("m", batches((0, 0)), 10, now_ms=0)
     share.acknowledge("m", [ack(0, 0, REJECT)], 0)
     assert (share.start_offset, share.dead_letters) == (1, {})
+
+
+def test_a_views_filtered_batches_acquire_only_their_records() -> None:
+    """A view's read keeps each batch's offset range with only the matching records (an
+    empty batch when none match): the offsets without a record are archived, never
+    acquired, and a batch split into runs is sent once."""
+    from kafkalite.broker.share_partition_manager import _covering, _fetched_batches
+    from kafkalite.storage.records import Record, encode_record_batch
+
+    def batch(base: int, offsets: list[int], last_delta: int) -> bytes:
+        records = [Record(o, 0, None, b"v%d" % o) for o in offsets]
+        return encode_record_batch(
+            records,
+            base_offset=base,
+            base_timestamp=0,
+            max_timestamp=0,
+            last_offset_delta=last_delta,
+        )
+
+    partly, empty = batch(10, [12, 13, 17], 9), batch(20, [], 4)
+    fetched = _fetched_batches(partly + empty, (), filtered=True)
+    assert [b for b, _ in fetched] == [
+        FetchedBatch(10, 11, skip=True),
+        FetchedBatch(12, 13),
+        FetchedBatch(14, 16, skip=True),
+        FetchedBatch(17, 17),
+        FetchedBatch(18, 19, skip=True),
+        FetchedBatch(20, 24, skip=True),
+    ]
+    share = fresh(10)
+    got = share.acquire("m1", [b for b, _ in fetched], max_records=100, now_ms=0)
+    assert got == [AcquiredRecords(12, 13, 1), AcquiredRecords(17, 17, 1)]
+    assert _covering(fetched, got) == partly
+    assert share.acknowledge("m1", [ack(12, 13, ACCEPT), ack(17, 17, ACCEPT)], 0) is ErrorCode.none
+    assert share.start_offset == 25  # past the archived offsets too
