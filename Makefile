@@ -11,9 +11,11 @@ serve:
 	./scripts/bootstrap.sh runtime
 	.venv/bin/kafkalite serve --config config/server.properties $(ARGS)
 
-# The console's browser tests need Debian's chromium and chromium-driver (installed if missing).
+# The console's browser tests need Debian's chromium and chromium-driver, the view tests kcat
+# (installed if missing).
 test: setup
 	./scripts/install_chromium.sh
+	./scripts/install_kcat.sh
 	.venv/bin/python -m pytest -q --durations=30
 
 # Apache Kafka's side of the third-party suites and Spark jobs (about 5 minutes).
@@ -26,6 +28,7 @@ test-extended: setup
 
 test-fast: setup
 	./scripts/install_chromium.sh
+	./scripts/install_kcat.sh
 	.venv/bin/python -m pytest -q -m "not slow"
 
 LINTED = kafkalite tests protocol_tests bench compat spark_jobs fuzz chaos

@@ -127,6 +127,29 @@ def test_franz_go_reads_a_view_as_a_client_side_filter_of_its_source(
     assert sorted((int(p), int(o), value) for _, p, o, value in records) == expected
 
 
+def test_kcat_reads_a_view_and_is_refused_producing_to_it(broker: EmbeddedBroker) -> None:
+    """kcat (Debian's, installed by scripts/install_kcat.sh for `make test`)."""
+    if shutil.which("kcat") is None:
+        pytest.skip("no kcat (scripts/install_kcat.sh installs it)")
+    source, view = create_source_and_view(broker, "kcat", partitions=2)
+    fill(broker, source, 300, partitions=2)
+    expected = client_side_filter(broker, source, partitions=2)
+    assert len(expected) == 60
+    read = ["kcat", "-C", "-b", broker.bootstrap, "-t", view, "-o", "beginning", "-e", "-q"]
+    done = subprocess.run(
+        [*read, "-f", "%p %o %s\\n"], capture_output=True, text=True, timeout=60, check=True
+    )
+    rows = [line.split() for line in done.stdout.splitlines()]
+    assert sorted((int(p), int(o), value) for p, o, value in rows) == expected
+
+    write = ["kcat", "-P", "-b", broker.bootstrap, "-t", view, "-p", "0"]
+    refused = subprocess.run(write, input="x\n", capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    # INVALID_TOPIC_EXCEPTION, not retriable (kcat prints the code's name, not the message)
+    assert "Broker: Invalid topic" in refused.stderr, refused.stderr
+    assert client_side_filter(broker, source, partitions=2) == expected  # nothing written
+
+
 def start_offset(broker: EmbeddedBroker, group: str) -> int:
     """The share-partition start offset: every record before it is acknowledged."""
     states = broker.call(lambda: broker.broker.share_groups.partitions.coordinator.states)
