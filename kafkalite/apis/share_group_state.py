@@ -8,7 +8,9 @@ cluster, as Kafka's KafkaApis, else CLUSTER_AUTHORIZATION_FAILED for every parti
 
 Per partition: NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS where this broker does not serve
 its state partition now; FENCED_LEADER_EPOCH for an older leader, FENCED_STATE_EPOCH for an
-older state epoch. A share-partition without state reads as start offset -1.
+older state epoch; INVALID_REQUEST for a null topic id or a negative partition. A
+share-partition without state reads as start offset -1. State batches are merged as ranges
+(share_records.apply_update), so a batch's span costs nothing.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ async def _serve(
             fields: dict[str, Any] = {}
             if not allowed:
                 error = ErrorCode.cluster_authorization_failed
+            elif topic.topic_id is None or data.partition < 0:  # Kafka's ShareCoordinatorShard
+                error = ErrorCode.invalid_request
             elif share_groups is None:
                 error = ErrorCode.coordinator_not_available
             else:

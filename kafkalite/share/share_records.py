@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import heapq
 import uuid
 from dataclasses import dataclass
 
@@ -159,22 +160,7 @@ def apply_update(state: ShareState, update: ShareUpdate) -> ShareState:
     """The state with an update overlaid: its batches win offset by offset, and offsets
     below the start offset are dropped."""
     start = update.start_offset if update.start_offset >= 0 else state.start_offset
-    by_offset: dict[int, tuple[int, int]] = {}
-    for batch in (*state.batches, *update.batches):
-        for offset in range(max(batch.first_offset, start), batch.last_offset + 1):
-            by_offset[offset] = (batch.delivery_state, batch.delivery_count)
-    merged: list[StateBatch] = []
-    for offset in sorted(by_offset):
-        delivery_state, count = by_offset[offset]
-        last = merged[-1] if merged else None
-        if (
-            last is not None
-            and last.last_offset == offset - 1
-            and (last.delivery_state, last.delivery_count) == (delivery_state, count)
-        ):
-            merged[-1] = StateBatch(last.first_offset, offset, delivery_state, count)
-        else:
-            merged.append(StateBatch(offset, offset, delivery_state, count))
+    merged = _overlay([*state.batches, *update.batches], start)
     return ShareState(
         state.snapshot_epoch,
         state.state_epoch,
@@ -184,6 +170,43 @@ def apply_update(state: ShareState, update: ShareUpdate) -> ShareState:
         state.create_timestamp,
         state.write_timestamp,
     )
+
+
+def _overlay(batches: list[StateBatch], start: int) -> list[StateBatch]:
+    """The batches painted in order (a later one wins where they overlap), from `start` on,
+    adjacent equal runs joined. Works on ranges, never offset by offset: a batch may span
+    any number of offsets (a sweep over the batches' bounds, the latest covering wins)."""
+    clipped = [
+        (max(b.first_offset, start), b.last_offset, order, b)
+        for order, b in enumerate(batches)
+        if b.last_offset >= max(b.first_offset, start)
+    ]
+    bounds = sorted({first for first, _, _, _ in clipped} | {last + 1 for _, last, _, _ in clipped})
+    by_first = sorted(clipped, key=lambda c: c[0])
+    covering: list[tuple[int, int, StateBatch]] = []  # (-order, last, batch): latest on top
+    merged: list[StateBatch] = []
+    taken = 0
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        while taken < len(by_first) and by_first[taken][0] <= lo:
+            first, last, order, batch = by_first[taken]
+            heapq.heappush(covering, (-order, last, batch))
+            taken += 1
+        while covering and covering[0][1] < lo:  # ended before this run
+            heapq.heappop(covering)
+        if not covering:
+            continue
+        batch = covering[0][2]
+        value = (batch.delivery_state, batch.delivery_count)
+        previous = merged[-1] if merged else None
+        if (
+            previous is not None
+            and previous.last_offset == lo - 1
+            and (previous.delivery_state, previous.delivery_count) == value
+        ):
+            merged[-1] = StateBatch(previous.first_offset, hi - 1, *value)
+        else:
+            merged.append(StateBatch(lo, hi - 1, *value))
+    return merged
 
 
 def delivery_complete_count(state: ShareState) -> int:

@@ -7,6 +7,7 @@ persister of a leader whose state partition is on another broker.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Iterator
@@ -133,6 +134,29 @@ def test_write_then_read_and_summary(client: RawClient) -> None:
     assert described.delivery_complete_count == 4
     assert delete(client, key) is ErrorCode.none
     assert read(client, key, 0).start_offset == -1
+
+
+def test_bad_keys_are_invalid_request_and_any_batch_span_is_taken(client: RawClient) -> None:
+    """Found by the fuzzer: a null topic id was an internal error that closed the
+    connection, and a batch spanning 2^62 offsets was merged offset by offset (the broker
+    grew to 23 GB and was OOM-killed)."""
+    key = new_key()
+    read(client, key, 0)  # the state partition is loaded
+    null_topic = dataclasses.replace(key, topic_id=None)  # kio's null uuid
+    assert answer(client.request(read_request(null_topic, 0))).error_code is (
+        ErrorCode.invalid_request
+    )
+    negative = dataclasses.replace(key, partition=-1)
+    assert answer(client.request(read_request(negative, 0))).error_code is (
+        ErrorCode.invalid_request
+    )
+    huge = [StateBatch(0, 2**62, ACKNOWLEDGED, 1), StateBatch(5, 2**40, ARCHIVED, 2)]
+    assert write(client, key, 0, 0, huge) is ErrorCode.none
+    state = read(client, key, 0)
+    assert [
+        (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+        for b in state.state_batches
+    ] == [(0, 4, ACKNOWLEDGED, 1), (5, 2**40, ARCHIVED, 2), (2**40 + 1, 2**62, ACKNOWLEDGED, 1)]
 
 
 def test_older_leader_and_state_epochs_are_fenced(client: RawClient) -> None:
