@@ -181,6 +181,13 @@ def test_new_leader_continues_tiering_after_the_leader_is_killed(
     # The killed broker restarts with its log ending before the new leader's local log start:
     # answered OFFSET_MOVED_TO_TIERED_STORAGE, it starts its log after the remote segment
     # there (epochs and producer state from the remote tier), copying nothing below it.
+    # It restarts on new ports, so (as in Kafka) it may register only once its killed
+    # session's registration has expired: until then it would be refused, exit code 2.
+    poll(
+        lambda: old_leader not in admin.list_topics(timeout=10).brokers,
+        "the killed broker's registration expired",
+        WAIT,
+    )
     restarted = brokers[old_leader].start()
     poll(lambda: _leader(admin, 3) is not None, "the restarted broker back in the ISR", WAIT)
     rebuilt = [m for line in restarted.lines if (m := REBUILT.search(line))]
