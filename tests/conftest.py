@@ -23,11 +23,15 @@ import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
 
 from kafkalite.testing import BrokerProcess, stop_all
+
+if TYPE_CHECKING:
+    from kafkalite.s3_server import S3Server
 
 # Small and quick by default; tests add what they need.
 DEFAULT_OVERRIDES: dict[str, str] = {
@@ -118,3 +122,23 @@ def topic_name(request: pytest.FixtureRequest) -> Callable[..., str]:
         return make_topic_name(f"{request.node.name}{'-' + suffix if suffix else ''}")
 
     return make
+
+
+@pytest.fixture(scope="module")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """gofakes3 on a free port with its buckets in a temp dir (built once under .cache/), for
+    the tiered-storage tests; skipped where it cannot be provisioned, except in CI."""
+    from kafkalite.maven_dist import ProvisionError
+    from kafkalite.s3_server import S3Server
+
+    server = S3Server(tmp_path_factory.mktemp("s3"))
+    try:
+        server.start()
+    except ProvisionError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"no S3 test server: {exc}")
+    try:
+        yield server
+    finally:
+        server.close()

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
-import os
 import re
-from collections.abc import Iterator
 
 import pytest
 from cluster_helpers import StartBrokers, poll
@@ -30,7 +28,6 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kafkalite.maven_dist import ProvisionError
 from kafkalite.s3_server import S3Server
 from kafkalite.storage.remote.s3_storage import S3RemoteStorageManager, S3Settings
 from kafkalite.testing import BrokerProcess
@@ -43,21 +40,6 @@ RECORDS = 150  # per phase: before and after the kill
 WAIT = 60.0
 REBUILT = re.compile(r"tiered-0: starting at (?P<offset>\d+) after remote segment")
 LOG_KEY = re.compile(r"tiered-[A-Za-z0-9_-]{22}/0/(?P<base>\d{20})-[A-Za-z0-9_-]{22}\.log")
-
-
-@pytest.fixture(scope="module")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    server = S3Server(tmp_path_factory.mktemp("s3"))
-    try:
-        server.start()
-    except ProvisionError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"no S3 test server: {exc}")
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def _remote_logs(server: S3Server) -> list[int]:

@@ -7,9 +7,8 @@ key layout."""
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,6 @@ from e2e_helpers import (
 
 from compat.cli_runner import kafkalite_here, ok_json
 from kafkalite.console.cluster import Cluster
-from kafkalite.maven_dist import ProvisionError
 from kafkalite.s3_server import S3Server
 from kafkalite.storage.remote.metadata import RemoteLogSegments
 from kafkalite.storage.remote.s3_storage import S3RemoteStorageManager, S3Settings
@@ -41,22 +39,6 @@ KEY = re.compile(
     r"(?P<topic>.+)-(?P<id>[A-Za-z0-9_-]{22})/0/(?P<base>\d{20})-[A-Za-z0-9_-]{22}"
     r"(?P<suffix>\.log|\.index|\.timeindex|\.snapshot|\.leader_epoch_checkpoint)"
 )
-
-
-@pytest.fixture(scope="module")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    """gofakes3 on a free port with its buckets in a temp dir; built once under .cache/."""
-    server = S3Server(tmp_path_factory.mktemp("s3"))
-    try:
-        server.start()
-    except ProvisionError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"no S3 test server: {exc}")
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def _store(server: S3Server) -> S3RemoteStorageManager:

@@ -16,7 +16,6 @@ EXTENDED: `make test-extended`), to keep the default run short.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -26,7 +25,6 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkalite.maven_dist import ProvisionError
 from kafkalite.process import BrokerProcess, error_records
 from kafkalite.s3_server import S3Server
 
@@ -325,22 +323,6 @@ def test_delayed_records_appear_in_a_batch_read_at_their_due_time(
 # -- tiered storage (issue 19) ----------------------------------------------------------------
 
 TIERED_RECORDS = 300
-
-
-@pytest.fixture(scope="module")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    """gofakes3 on a free port (as tests/integration/test_e2e_tiered_storage.py)."""
-    server = S3Server(tmp_path_factory.mktemp("s3"))
-    try:
-        server.start()
-    except ProvisionError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"no S3 test server: {exc}")
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def test_batch_read_from_offset_0_of_a_tiered_topic(
