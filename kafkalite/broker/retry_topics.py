@@ -19,12 +19,11 @@ from dataclasses import dataclass
 
 from kafkalite.broker.topic_config import effective_value
 from kafkalite.config import BrokerConfig
+from kafkalite.share.dead_letter_records import HEADER_PARTITION, HEADER_TOPIC  # KIP-1191's
 from kafkalite.storage.errors import InvalidRecordError, RecordError
 from kafkalite.storage.records import Record
 
 ATTEMPT_HEADER = "kafkalite-retry-attempt"
-DLQ_TOPIC_HEADER = "__dlq.errors.topic"
-DLQ_PARTITION_HEADER = "__dlq.errors.partition"
 
 TARGET_CONFIG = "kafkalite.retry.target"
 BACKOFF_CONFIG = "kafkalite.retry.backoff.ms"
@@ -112,12 +111,10 @@ def route(
         headers += ((ATTEMPT_HEADER, b"%d" % (attempt + 1)),)
     else:
         topic = settings.dead_letter
-        headers = tuple(
-            (k, v) for k, v in headers if k not in (DLQ_TOPIC_HEADER, DLQ_PARTITION_HEADER)
-        )
+        headers = tuple((k, v) for k, v in headers if k not in (HEADER_TOPIC, HEADER_PARTITION))
         headers += (
-            (DLQ_TOPIC_HEADER, source[0].encode()),
-            (DLQ_PARTITION_HEADER, b"%d" % source[1]),
+            (HEADER_TOPIC, source[0].encode()),
+            (HEADER_PARTITION, b"%d" % source[1]),
             (ATTEMPT_HEADER, b"%d" % attempt),
         )
     count = partition_count(topic)
