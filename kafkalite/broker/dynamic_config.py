@@ -6,7 +6,8 @@ Precedence, highest first, with the sources DescribeConfigs reports: this broker
 static server.properties/--override value (STATIC_BROKER_CONFIG), Kafka's default
 (DEFAULT_CONFIG). Only the properties Kafka updates dynamically cluster-wide can be set
 (`DYNAMIC`): log retention, segments, message sizes, flushing, timestamps, the cleaner,
-share groups' dead-letter topics (KIP-1191).
+share groups' dead-letter topics (KIP-1191), the connection quotas (also per listener:
+`listener.name.<listener>.max.connections`, `...max.connection.creation.rate`).
 
 Where they are stored is the controller's business (broker/controller_api.py): a single node
 keeps them in a file in the first log dir (`FileDynamicConfigStore`); a ZooKeeper cluster in
@@ -32,6 +33,7 @@ from kafkalite.config import (
     BrokerConfig,
     ConfigError,
     build_config,
+    listener_property,
 )
 from kafkalite.storage.durable_files import write_atomically
 
@@ -59,12 +61,19 @@ DYNAMIC = frozenset(
         "log.roll.hours",
         "log.roll.ms",
         "log.segment.bytes",
+        "max.connection.creation.rate",
+        "max.connections",
+        "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
         "message.max.bytes",
         "min.insync.replicas",
         "unclean.leader.election.enable",
     }
 )
 
+
+# Kafka's per-listener configs updatable cluster-wide (listener.name.<listener>.<config>)
+DYNAMIC_PER_LISTENER = frozenset({"max.connection.creation.rate", "max.connections"})
 
 _NUMBER_TYPES = {TYPE_INT: "INT", TYPE_LONG: "LONG", TYPE_SHORT: "SHORT"}
 
@@ -178,26 +187,37 @@ class DynamicBrokerConfig:
             raise DynamicConfigError(str(exc)) from None
 
     def _check(self, configs: Mapping[str, str]) -> None:
-        unknown = sorted(name for name in configs if name not in PROPERTIES)
+        unknown = sorted(name for name in configs if _property(name) not in PROPERTIES)
         if unknown:
             raise DynamicConfigError(f"Unknown broker configs: {', '.join(unknown)}")
-        fixed = sorted(name for name in configs if name not in DYNAMIC)
+        fixed = sorted(name for name in configs if not _dynamic(name))
         if fixed:
             raise DynamicConfigError(
                 f"Cannot update these configs dynamically: [{', '.join(fixed)}]"
             )
         for name, value in configs.items():
             try:
-                PROPERTIES[name].parse(value)
+                PROPERTIES[_property(name)].parse(value)
             except (ValueError, ConfigError) as exc:
                 raise DynamicConfigError(
                     f"Invalid value {value} for configuration {name}: {_reason(name, value, exc)}"
                 ) from None
 
 
+def _property(name: str) -> str:
+    """The property a (possibly listener-prefixed) config name sets."""
+    scoped = listener_property(name)
+    return scoped[1] if scoped else name
+
+
+def _dynamic(name: str) -> bool:
+    scoped = listener_property(name)
+    return scoped[1] in DYNAMIC_PER_LISTENER if scoped else name in DYNAMIC
+
+
 def _reason(name: str, value: str, exc: Exception) -> str:
     """Kafka's ConfigDef wording for a value that is not a number of the property's type."""
-    kind = _NUMBER_TYPES.get(PROPERTIES[name].config_type)
+    kind = _NUMBER_TYPES.get(PROPERTIES[_property(name)].config_type)
     if kind is not None:
         try:
             int(value.strip())
