@@ -77,7 +77,11 @@ class Acceptors:
                 stream = await self._accept(socket_listener)
                 if stream is None:
                     continue
-                connection = await self._take_in(listener, stream)
+                try:
+                    connection = await self._take_in(listener, stream)
+                except BaseException:  # shutting down while it was held
+                    stream.socket.close()
+                    raise
                 nursery.start_soon(self._run, handler, stream, connection)
 
     async def _accept(self, socket_listener: trio.SocketListener) -> trio.SocketStream | None:

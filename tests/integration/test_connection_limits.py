@@ -10,6 +10,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkalite.metrics import quota_metrics
@@ -170,3 +171,30 @@ def test_the_inter_broker_listener_takes_the_slot_of_the_least_recently_active()
                 assert idle.is_closed_by_peer(timeout=DEADLINE_S)
                 assert _served(busy)
             _until(lambda: broker.call(lambda: broker.broker.quotas.connections.total) == 1)
+
+
+@pytest.mark.extended  # a JVM per tool run; the raw IncrementalAlterConfigs test covers it
+def test_kafka_configs_sets_the_connection_limits_on_the_broker_default() -> None:
+    from compat.kafka_tools import run_tool
+
+    with EmbeddedBroker() as broker:
+        settings = "max.connections=100,listener.name.plaintext.max.connection.creation.rate=50"
+        altered = run_tool(
+            "kafka-configs",
+            broker.bootstrap,
+            *("--entity-type", "brokers", "--entity-default", "--alter"),
+            *("--add-config", settings),
+        )
+        assert altered.exit_code == 0, altered.stderr
+        limits = broker.call(lambda: broker.broker.quotas.connections.limits)
+        assert (limits.max_connections, limits.listener_max_rate) == (100, {"PLAINTEXT": 50})
+        refused = run_tool(
+            "kafka-configs",
+            broker.bootstrap,
+            *("--entity-type", "brokers", "--entity-default", "--alter"),
+            *("--add-config", "max.connections=-5"),
+        )
+        assert refused.exit_code == 1
+        assert "InvalidRequestException: Invalid value -5 for configuration max.connections" in (
+            refused.stderr
+        )
