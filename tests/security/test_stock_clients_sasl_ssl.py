@@ -121,13 +121,15 @@ def test_java_client_over_sasl_ssl_and_denied_a_topic_without_acl(
     broker: EmbeddedBroker, pki: Pki
 ) -> None:
     from compat.kafka_dist import kafka_lib
+    from compat.kafka_tools import SHORT_RUN_JVM
 
     if shutil.which("java") is None:
         pytest.skip("no java")
     allowed = broker.create_topic(make_topic_name("java-allowed"))
     denied = broker.create_topic(make_topic_name("java-denied"))
     _allow(broker, "jack", allowed, AclOperation.WRITE, AclOperation.READ)
-    command = ["java", "-cp", f"{kafka_lib()}/*", JAVA_CLIENT, broker.bootstrap_of("SASL_SSL")]
+    command = ["java", *SHORT_RUN_JVM, "-cp", f"{kafka_lib()}/*", JAVA_CLIENT]
+    command.append(broker.bootstrap_of("SASL_SSL"))
     command += [str(pki.ca_file), "jack", USERS["jack"][1], allowed, denied, "5"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert done.returncode == 0, done.stdout + done.stderr
