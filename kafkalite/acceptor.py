@@ -105,25 +105,25 @@ class Acceptors:
             await self._slot_freed.wait()
         self.quotas.inc(listener)
         connection = AcceptedConnection(listener, self.quotas, last_active=trio.current_time())
+        self._live.setdefault(listener, {})[connection] = None
         self._close_excess_connections()
         return connection
 
     async def _run(
         self, handler: Handler, stream: trio.SocketStream, connection: AcceptedConnection
     ) -> None:
-        live = self._live.setdefault(connection.listener, {})
-        live[connection] = None
         try:
             with connection.cancel_scope:
                 await handler(stream, connection)
         finally:
-            del live[connection]
+            del self._live[connection.listener][connection]
             connection.release()
             stream.socket.close()  # closed already, unless cancelled before the handler
 
     def _close_excess_connections(self) -> None:
-        """Over the broker-wide bound: each other listener closes its least recently
-        active connection until the count is back within it."""
+        """Over the broker-wide bound (the protected listener took one more): each other
+        listener, while still over it, closes its least recently active connection (Kafka's
+        processors, one each per poll)."""
         for listener, live in self._live.items():
             if not self.quotas.max_connections_exceeded(listener):
                 continue
