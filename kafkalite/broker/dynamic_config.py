@@ -167,7 +167,7 @@ class DynamicBrokerConfig:
                 found.append((self.entities[entity][name], source))
         if name in self.static.raw:
             found.append((self.static.raw[name].strip(), SOURCE_STATIC))
-        default = self.static.default(name)
+        default = self.static.default(name) if name in PROPERTIES else None
         if default is not None:
             found.append((default, SOURCE_DEFAULT))
         return found
@@ -187,37 +187,38 @@ class DynamicBrokerConfig:
             raise DynamicConfigError(str(exc)) from None
 
     def _check(self, configs: Mapping[str, str]) -> None:
-        unknown = sorted(name for name in configs if _property(name) not in PROPERTIES)
+        unknown = sorted(name for name in configs if base_property(name) not in PROPERTIES)
         if unknown:
             raise DynamicConfigError(f"Unknown broker configs: {', '.join(unknown)}")
-        fixed = sorted(name for name in configs if not _dynamic(name))
+        fixed = sorted(name for name in configs if not is_dynamic(name))
         if fixed:
             raise DynamicConfigError(
                 f"Cannot update these configs dynamically: [{', '.join(fixed)}]"
             )
         for name, value in configs.items():
             try:
-                PROPERTIES[_property(name)].parse(value)
+                PROPERTIES[base_property(name)].parse(value)
             except (ValueError, ConfigError) as exc:
                 raise DynamicConfigError(
                     f"Invalid value {value} for configuration {name}: {_reason(name, value, exc)}"
                 ) from None
 
 
-def _property(name: str) -> str:
+def base_property(name: str) -> str:
     """The property a (possibly listener-prefixed) config name sets."""
     scoped = listener_property(name)
     return scoped[1] if scoped else name
 
 
-def _dynamic(name: str) -> bool:
+def is_dynamic(name: str) -> bool:
+    """Whether kafka-configs may set `name` on a broker or the cluster default."""
     scoped = listener_property(name)
     return scoped[1] in DYNAMIC_PER_LISTENER if scoped else name in DYNAMIC
 
 
 def _reason(name: str, value: str, exc: Exception) -> str:
     """Kafka's ConfigDef wording for a value that is not a number of the property's type."""
-    kind = _NUMBER_TYPES.get(PROPERTIES[_property(name)].config_type)
+    kind = _NUMBER_TYPES.get(PROPERTIES[base_property(name)].config_type)
     if kind is not None:
         try:
             int(value.strip())
