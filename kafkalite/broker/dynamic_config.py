@@ -182,9 +182,10 @@ class DynamicBrokerConfig:
             **merged.get(self.node_entity, {}),
         }
         try:
-            build_config(raw)
+            config = build_config(raw)
         except ConfigError as exc:
             raise DynamicConfigError(str(exc)) from None
+        _check_connection_limits(config)
 
     def _check(self, configs: Mapping[str, str]) -> None:
         unknown = sorted(name for name in configs if base_property(name) not in PROPERTIES)
@@ -202,6 +203,16 @@ class DynamicBrokerConfig:
                 raise DynamicConfigError(
                     f"Invalid value {value} for configuration {name}: {_reason(name, value, exc)}"
                 ) from None
+
+
+def _check_connection_limits(config: BrokerConfig) -> None:
+    """Kafka's ListenerConnectionQuota.validateReconfiguration: each listener's limits (its
+    own or the broker-wide ones) above 0, so no update can lock every client out."""
+    for listener in config.listeners:
+        for name in sorted(DYNAMIC_PER_LISTENER):
+            value = config.listener_str(listener.name, name)
+            if value is not None and int(value) <= 0:
+                raise DynamicConfigError(f"Invalid {name} {int(value)}")
 
 
 def base_property(name: str) -> str:

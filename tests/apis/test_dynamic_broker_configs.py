@@ -144,6 +144,12 @@ def test_connection_limits_are_dynamic_also_per_listener(broker: Broker) -> None
         (scoped, "50", False),
     ]
     assert levels(broker_configs(broker)[scoped]) == [("50", SOURCE_DYNAMIC_DEFAULT)]
+    for name in ("max.connections", "listener.name.plaintext.max.connections"):
+        refused = set_broker(broker, "", (name, SET, "0"))  # would lock every client out
+        assert (refused.error_code, refused.error_message) == (
+            ErrorCode.invalid_request,
+            "Invalid max.connections 0",
+        )
     refused = set_broker(broker, "", ("listener.name.plaintext.ssl.keystore.location", SET, "x"))
     assert refused.error_code == ErrorCode.invalid_request
     assert refused.error_message == (
