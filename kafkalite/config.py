@@ -240,6 +240,18 @@ PROPERTIES: dict[str, Property] = {
         "bytes of unanswered requests after which no more are read (-1: unbounded)",
         TYPE_LONG,
     ),
+    "max.connections": Property(
+        _int(0, I32_MAX),
+        str(2**31 - 1),
+        "connections the broker holds (per listener too); at the bound new ones wait",
+        TYPE_INT,
+    ),
+    "max.connection.creation.rate": Property(
+        _int(0, I32_MAX),
+        str(2**31 - 1),
+        "connections a second the broker accepts (per listener too); more wait",
+        TYPE_INT,
+    ),
     "max.connections.per.ip": Property(
         _int(0, I32_MAX), str(2**31 - 1), "connections one client address may hold", TYPE_INT
     ),
@@ -585,6 +597,7 @@ LISTENER_PROPERTIES = frozenset(
     name
     for name in PROPERTIES
     if name.startswith(("ssl.", "sasl.", "connection.failed", "connections.max.reauth"))
+    or name in ("max.connections", "max.connection.creation.rate")
 )
 _LISTENER_PREFIXED = re.compile(r"listener\.name\.([a-z0-9_]+)\.(.+)")
 _JAAS_CONFIG = re.compile(r"[a-z0-9-]+\.sasl\.jaas\.config")

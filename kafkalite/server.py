@@ -26,6 +26,7 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
+from kafkalite.acceptor import AcceptedConnection, Acceptors
 from kafkalite.apis.api_versions import api_versions_response
 from kafkalite.apis.base import ApiHandler, ChannelThrottle, RequestContext
 from kafkalite.apis.quota_throttle import (
@@ -131,10 +132,13 @@ async def _process(
     queue: trio.MemoryReceiveChannel[Queued],
     memory: ConnectionMemory,
     throttle: ChannelThrottle,
+    accepted: AcceptedConnection | None,
 ) -> None:
     metrics = broker.metrics
     async for item in memory.answering(queue):
         started = time.perf_counter()
+        if accepted is not None:
+            accepted.touch()
         if isinstance(item, bytes):
             await stream.send_all(item)
             continue
@@ -218,14 +222,16 @@ async def handle_connection(
     stream: trio.SocketStream,
     pool: RequestMemoryPool | None = None,
     security: ListenerSecurity | None = None,
+    accepted: AcceptedConnection | None = None,
 ) -> None:
+    """Serve one connection; `accepted`: as counted by the listener's acceptor."""
     try:
         host, port = stream.socket.getpeername()[:2]
     except OSError:
         host, port = "?", 0
     peer = f"{host}:{port}"
     connections = broker.quotas.connections
-    if connections.enabled and await _throttled_connection(broker, stream, host):
+    if connections.enabled and await _throttled_connection(broker, stream, host, accepted):
         return
     config = broker.config
     most = connections.accepted(
@@ -272,7 +278,9 @@ async def handle_connection(
                     memory,
                     throttle,
                 )
-                await _process(broker, transport, channel, HANDLERS, receive, memory, throttle)
+                await _process(
+                    broker, transport, channel, HANDLERS, receive, memory, throttle, accepted
+                )
                 nursery.cancel_scope.cancel()
     # The nursery wraps whatever its tasks raise in an ExceptionGroup.
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
@@ -287,12 +295,19 @@ async def handle_connection(
             broker.share_groups.partitions.connection_closed(peer)
 
 
-async def _throttled_connection(broker: Broker, stream: trio.SocketStream, host: str) -> bool:
+async def _throttled_connection(
+    broker: Broker, stream: trio.SocketStream, host: str, accepted: AcceptedConnection | None
+) -> bool:
     """Over its IP's connection_creation_rate, a connection is held unanswered for the
-    throttle time, then closed (Kafka's acceptor's delayed close)."""
-    throttle_ms = broker.quotas.connections.record_connection(host, broker.clock_ms())
+    throttle time, then closed (Kafka's acceptor's delayed close); meanwhile it is not
+    counted against max.connections."""
+    listener = "" if accepted is None else accepted.listener
+    now_ms = broker.clock_ms()
+    throttle_ms = broker.quotas.connections.record_connection(host, now_ms, listener)
     if not throttle_ms:
         return False
+    if accepted is not None:
+        accepted.release()
     log.debug("delaying the close of a connection from %s for %d ms", host, throttle_ms)
     async with stream:
         await trio.sleep(throttle_ms / 1000)
@@ -602,11 +617,11 @@ async def serve(
                 await nursery.start(broker.share_groups.partitions.run)
                 await nursery.start(broker.share_groups.run)
             pool = RequestMemoryPool(broker.config.int("queued.max.request.bytes"))
+            acceptors = Acceptors(broker.quotas.connections, broker.clock_ms)
             for each in listeners:
+                handler = functools.partial(_accepted, broker, pool, each.security)
                 await nursery.start(
-                    trio.serve_listeners,
-                    functools.partial(handle_connection, broker, pool=pool, security=each.security),
-                    [each.socket_listener],
+                    acceptors.serve, each.listener.name, each.socket_listener, handler
                 )
             if metrics_listeners:
                 from kafkalite.metrics.registry import Exposition  # imports prometheus_client
@@ -622,6 +637,16 @@ async def serve(
                     await _until_next_signal(before_shutdown, signals)
                 nursery.cancel_scope.cancel()
                 break
+
+
+async def _accepted(
+    broker: Broker,
+    pool: RequestMemoryPool,
+    security: ListenerSecurity,
+    stream: trio.SocketStream,
+    accepted: AcceptedConnection,
+) -> None:
+    await handle_connection(broker, stream, pool, security, accepted)
 
 
 @contextlib.contextmanager

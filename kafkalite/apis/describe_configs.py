@@ -25,8 +25,9 @@ from kafkalite.apis.config_authorization import config_denied
 from kafkalite.broker import views
 from kafkalite.broker.admin_manager import Outcome, topic_name_error
 from kafkalite.broker.dynamic_config import (
-    DYNAMIC,
     SOURCE_DYNAMIC_DEFAULT,
+    base_property,
+    is_dynamic,
 )
 from kafkalite.broker.group_configs import GROUP_CONFIGS
 from kafkalite.broker.group_configs import effective_value as group_value
@@ -179,7 +180,7 @@ def _layers(ctx: RequestContext, name: str) -> list[tuple[str, int]]:
         return dynamic.layers(name)
     config = ctx.broker.config
     found = [(config.raw[name].strip(), SOURCE_STATIC_BROKER)] if name in config.raw else []
-    default = PROPERTIES[name].default
+    default = PROPERTIES[name].default if name in PROPERTIES else None
     return found + ([(default, SOURCE_DEFAULT)] if default is not None else [])
 
 
@@ -192,7 +193,7 @@ def _listed_layers(ctx: RequestContext, name: str) -> list[tuple[str | None, int
 def _broker_entry(
     ctx: RequestContext, name: str, layers: Sequence[tuple[str | None, int]], flags: _Flags
 ) -> Any:
-    prop = PROPERTIES[name]
+    prop = PROPERTIES[base_property(name)]
     secret = is_password(name)  # Kafka never sends a password's value
     value, source = layers[0]
     return _entry(
@@ -200,7 +201,7 @@ def _broker_entry(
         name,
         None if secret else value,
         source,
-        read_only=name not in DYNAMIC,  # Kafka: what cannot be updated dynamically
+        read_only=not is_dynamic(name),  # Kafka: what cannot be updated dynamically
         sensitive=secret,
         synonyms=(
             tuple(_synonym(ctx, name, None if secret else v, s) for v, s in layers if v is not None)
@@ -212,9 +213,16 @@ def _broker_entry(
     )
 
 
+def _broker_names(ctx: RequestContext) -> list[str]:
+    """Every property, then the per-listener dynamic ones set at some level
+    (`listener.name.<l>.max.connections`, ...), as Kafka lists a broker's configs."""
+    scoped = (n for n in ctx.broker.config.raw if n not in PROPERTIES and is_dynamic(n))
+    return sorted(PROPERTIES) + sorted(scoped)
+
+
 def _broker_entries(ctx: RequestContext, flags: _Flags) -> list[Any]:
     return [
-        _broker_entry(ctx, name, _listed_layers(ctx, name), flags) for name in sorted(PROPERTIES)
+        _broker_entry(ctx, name, _listed_layers(ctx, name), flags) for name in _broker_names(ctx)
     ]
 
 
@@ -222,7 +230,7 @@ def _default_entries(ctx: RequestContext, flags: _Flags) -> list[Any]:
     """The cluster-wide default resource (""): its dynamic configs only, each its own only
     synonym, as Kafka lists them."""
     entries = []
-    for name in sorted(PROPERTIES):
+    for name in _broker_names(ctx):
         layers = [(v, s) for v, s in _layers(ctx, name) if s == SOURCE_DYNAMIC_DEFAULT]
         if layers:
             entries.append(_broker_entry(ctx, name, layers, flags))

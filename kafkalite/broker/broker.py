@@ -11,6 +11,7 @@ from kafkalite.broker.acl_file_store import ACLS_FILE, FileAclStore
 from kafkalite.broker.admin_manager import AdminManager
 from kafkalite.broker.client_quotas import ClientQuotas, ClientQuotaStore, SingleNodeQuotaStore
 from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, Endpoint
+from kafkalite.broker.connection_quotas import ConnectionLimits
 from kafkalite.broker.controller_api import ControllerApi
 from kafkalite.broker.dynamic_config import DynamicBrokerConfig, FileDynamicConfigStore
 from kafkalite.broker.group_configs import GroupConfigManager
@@ -113,6 +114,7 @@ def open_quotas(
     )
     for entity, quotas in client_quotas.all().items():
         managers.on_client_quota_changed(entity, quotas)
+    managers.connections.configure(ConnectionLimits.of(config))
     if store is not None:
         store.subscribe(managers)
     return client_quotas, managers
@@ -216,6 +218,7 @@ class Broker:
         every partition log gets its topic's log config again."""
         self.config = self.replica_manager.config = self.groups.config = config
         self.admin_manager.config = config
+        self.quotas.connections.configure(ConnectionLimits.of(config))
         if self.txn is not None:
             self.txn.config = config
         if self.group_configs is not None:

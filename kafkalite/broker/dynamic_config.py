@@ -6,7 +6,8 @@ Precedence, highest first, with the sources DescribeConfigs reports: this broker
 static server.properties/--override value (STATIC_BROKER_CONFIG), Kafka's default
 (DEFAULT_CONFIG). Only the properties Kafka updates dynamically cluster-wide can be set
 (`DYNAMIC`): log retention, segments, message sizes, flushing, timestamps, the cleaner,
-share groups' dead-letter topics (KIP-1191).
+share groups' dead-letter topics (KIP-1191), the connection quotas (also per listener:
+`listener.name.<listener>.max.connections`, `...max.connection.creation.rate`).
 
 Where they are stored is the controller's business (broker/controller_api.py): a single node
 keeps them in a file in the first log dir (`FileDynamicConfigStore`); a ZooKeeper cluster in
@@ -32,6 +33,7 @@ from kafkalite.config import (
     BrokerConfig,
     ConfigError,
     build_config,
+    listener_property,
 )
 from kafkalite.storage.durable_files import write_atomically
 
@@ -59,12 +61,19 @@ DYNAMIC = frozenset(
         "log.roll.hours",
         "log.roll.ms",
         "log.segment.bytes",
+        "max.connection.creation.rate",
+        "max.connections",
+        "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
         "message.max.bytes",
         "min.insync.replicas",
         "unclean.leader.election.enable",
     }
 )
 
+
+# Kafka's per-listener configs updatable cluster-wide (listener.name.<listener>.<config>)
+DYNAMIC_PER_LISTENER = frozenset({"max.connection.creation.rate", "max.connections"})
 
 _NUMBER_TYPES = {TYPE_INT: "INT", TYPE_LONG: "LONG", TYPE_SHORT: "SHORT"}
 
@@ -158,7 +167,7 @@ class DynamicBrokerConfig:
                 found.append((self.entities[entity][name], source))
         if name in self.static.raw:
             found.append((self.static.raw[name].strip(), SOURCE_STATIC))
-        default = self.static.default(name)
+        default = self.static.default(name) if name in PROPERTIES else None
         if default is not None:
             found.append((default, SOURCE_DEFAULT))
         return found
@@ -173,31 +182,54 @@ class DynamicBrokerConfig:
             **merged.get(self.node_entity, {}),
         }
         try:
-            build_config(raw)
+            config = build_config(raw)
         except ConfigError as exc:
             raise DynamicConfigError(str(exc)) from None
+        _check_connection_limits(config)
 
     def _check(self, configs: Mapping[str, str]) -> None:
-        unknown = sorted(name for name in configs if name not in PROPERTIES)
+        unknown = sorted(name for name in configs if base_property(name) not in PROPERTIES)
         if unknown:
             raise DynamicConfigError(f"Unknown broker configs: {', '.join(unknown)}")
-        fixed = sorted(name for name in configs if name not in DYNAMIC)
+        fixed = sorted(name for name in configs if not is_dynamic(name))
         if fixed:
             raise DynamicConfigError(
                 f"Cannot update these configs dynamically: [{', '.join(fixed)}]"
             )
         for name, value in configs.items():
             try:
-                PROPERTIES[name].parse(value)
+                PROPERTIES[base_property(name)].parse(value)
             except (ValueError, ConfigError) as exc:
                 raise DynamicConfigError(
                     f"Invalid value {value} for configuration {name}: {_reason(name, value, exc)}"
                 ) from None
 
 
+def _check_connection_limits(config: BrokerConfig) -> None:
+    """Kafka's ListenerConnectionQuota.validateReconfiguration: each listener's limits (its
+    own or the broker-wide ones) above 0, so no update can lock every client out."""
+    for listener in config.listeners:
+        for name in sorted(DYNAMIC_PER_LISTENER):
+            value = config.listener_str(listener.name, name)
+            if value is not None and int(value) <= 0:
+                raise DynamicConfigError(f"Invalid {name} {int(value)}")
+
+
+def base_property(name: str) -> str:
+    """The property a (possibly listener-prefixed) config name sets."""
+    scoped = listener_property(name)
+    return scoped[1] if scoped else name
+
+
+def is_dynamic(name: str) -> bool:
+    """Whether kafka-configs may set `name` on a broker or the cluster default."""
+    scoped = listener_property(name)
+    return scoped[1] in DYNAMIC_PER_LISTENER if scoped else name in DYNAMIC
+
+
 def _reason(name: str, value: str, exc: Exception) -> str:
     """Kafka's ConfigDef wording for a value that is not a number of the property's type."""
-    kind = _NUMBER_TYPES.get(PROPERTIES[name].config_type)
+    kind = _NUMBER_TYPES.get(PROPERTIES[base_property(name)].config_type)
     if kind is not None:
         try:
             int(value.strip())

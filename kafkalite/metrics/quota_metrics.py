@@ -1,7 +1,8 @@
 """Client quotas' metrics, by Kafka's names (kafka.server:type=Produce|Fetch|Request,user=,
 client-id= byte-rate, request-time and throttle-time, as the JMX exporter names them): per
 quota sensor, the measured rate and the average throttle time given. Nothing for a quota
-type never configured."""
+type never configured. The acceptors' connection-accept-rate (per listener and broker-wide)
+and connection-accept-throttle-time (per listener), as socket-server-metrics."""
 
 from __future__ import annotations
 
@@ -41,3 +42,29 @@ def collect(quotas: QuotaManagers, now_ms: int) -> Iterator[Metric]:
             throttle.add_metric([user, client_id], average)
         yield rate
         yield throttle
+    yield from _connection_accept(quotas, now_ms)
+
+
+def _connection_accept(quotas: QuotaManagers, now_ms: int) -> Iterator[Metric]:
+    connections = quotas.connections
+    prefix = "kafka_server_socket_server_metrics_"
+    rate = GaugeMetricFamily(
+        prefix + "connection_accept_rate",
+        "Connections accepted a second, per listener",
+        labels=["listener"],
+    )
+    throttle = GaugeMetricFamily(
+        prefix + "connection_accept_throttle_time",
+        "Average delay in ms of connections accepted over a creation rate, per listener",
+        labels=["listener"],
+    )
+    for listener, stats in sorted(connections.accept_stats.items()):
+        rate.add_metric([listener], connections.accept_rate(listener, now_ms))
+        throttle.add_metric([listener], stats.throttle_time_avg_ms)
+    yield rate
+    yield throttle
+    yield GaugeMetricFamily(
+        prefix + "broker_connection_accept_rate",
+        "Connections accepted a second, broker-wide",
+        value=connections.accept_rate(None, now_ms),
+    )

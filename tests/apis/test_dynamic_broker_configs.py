@@ -130,3 +130,28 @@ def test_legacy_alter_configs_replaces_the_dynamic_configs(broker: Broker, versi
     assert broker.dynamic is not None
     assert broker.dynamic.configs("0") == {"log.segment.bytes": "2000000"}
     assert broker.replica_manager.partition("t", 0).log.config.segment_bytes == 2000000
+
+
+def test_connection_limits_are_dynamic_also_per_listener(broker: Broker) -> None:
+    scoped = "listener.name.plaintext.max.connection.creation.rate"
+    ops = (("max.connections", SET, "100"), (scoped, SET, "50"))
+    assert set_broker(broker, "", *ops).error_code == ErrorCode.none
+    limits = broker.quotas.connections.limits
+    assert (limits.max_connections, limits.listener_max_rate) == (100, {"PLAINTEXT": 50})
+    default = broker_configs(broker, "")
+    assert [(e.name, e.value, e.read_only) for e in default.values()] == [
+        ("max.connections", "100", False),
+        (scoped, "50", False),
+    ]
+    assert levels(broker_configs(broker)[scoped]) == [("50", SOURCE_DYNAMIC_DEFAULT)]
+    for name in ("max.connections", "listener.name.plaintext.max.connections"):
+        refused = set_broker(broker, "", (name, SET, "0"))  # would lock every client out
+        assert (refused.error_code, refused.error_message) == (
+            ErrorCode.invalid_request,
+            "Invalid max.connections 0",
+        )
+    refused = set_broker(broker, "", ("listener.name.plaintext.ssl.keystore.location", SET, "x"))
+    assert refused.error_code == ErrorCode.invalid_request
+    assert refused.error_message == (
+        "Cannot update these configs dynamically: [listener.name.plaintext.ssl.keystore.location]"
+    )

@@ -295,6 +295,38 @@ def test_scram_exchange_with_scramp_client(mechanism: str) -> None:
     assert str(authenticator.principal) == "User:bob"
 
 
+def test_scram_client_final_nonce_ending_with_the_servers_is_accepted() -> None:
+    """As Kafka's ScramSaslServer (`nonce().endsWith(serverFirstMessage.nonce())`): librdkafka
+    2.0.x (Debian's kcat) sends its own nonce again before the combined one."""
+    credential = ScramCredential.from_password(SCRAM_SHA_512, "bob-secret", os.urandom(16), 4096)
+    authenticator = _authenticator(("SCRAM-SHA-512",), credential)
+    _exchange(authenticator, build(17, 1, "SaslHandshakeRequest", mechanism="SCRAM-SHA-512"))
+    client = scramp.ScramClient(["SCRAM-SHA-512"], "bob", "bob-secret")
+    first = build(36, 2, "SaslAuthenticateRequest", auth_bytes=client.get_client_first().encode())
+    client.set_server_first(_exchange(authenticator, first).auth_bytes.decode())
+    # what librdkafka 2.0.2 puts in its client-final: r=<its nonce><the combined nonce>
+    client.nonce = type(client.nonce)(str(client.c_nonce) + str(client.nonce))
+    final = build(36, 2, "SaslAuthenticateRequest", auth_bytes=client.get_client_final().encode())
+    response = _exchange(authenticator, final)
+    assert response.error_code == ErrorCode.none
+    client.set_server_final(response.auth_bytes.decode())  # the server's signature verifies
+    assert authenticator.state is SaslState.COMPLETE
+
+
+def test_scram_client_final_with_another_nonce_fails() -> None:
+    credential = ScramCredential.from_password(SCRAM_SHA_256, "bob-secret", os.urandom(16), 4096)
+    authenticator = _authenticator(("SCRAM-SHA-256",), credential)
+    _exchange(authenticator, build(17, 1, "SaslHandshakeRequest", mechanism="SCRAM-SHA-256"))
+    client = scramp.ScramClient(["SCRAM-SHA-256"], "bob", "bob-secret")
+    first = build(36, 2, "SaslAuthenticateRequest", auth_bytes=client.get_client_first().encode())
+    client.set_server_first(_exchange(authenticator, first).auth_bytes.decode())
+    client.nonce = type(client.nonce)(str(client.nonce) + "x")  # not ending with the server's
+    final = build(36, 2, "SaslAuthenticateRequest", auth_bytes=client.get_client_final().encode())
+    response = _exchange(authenticator, final)
+    assert response.error_code == ErrorCode.sasl_authentication_failed
+    assert authenticator.state is SaslState.FAILED
+
+
 def test_scram_wrong_proof_fails() -> None:
     credential = ScramCredential.from_password(SCRAM_SHA_256, "bob-secret", os.urandom(16), 4096)
     authenticator = _authenticator(("SCRAM-SHA-256",), credential)

@@ -44,6 +44,9 @@ def test_overrides_win_over_file() -> None:
         ({"auto.create.topics.enable": "yes"}, "invalid value"),
         ({"listeners": "localhost:9092"}, "invalid value"),
         ({"log.message.timestamp.type": "Now"}, "invalid value"),
+        ({"max.connections": "-1"}, "invalid value '-1' for max.connections"),
+        ({"max.connection.creation.rate": "fast"}, "invalid value 'fast' for max.connection"),
+        ({"listener.name.plaintext.max.connections": "-3"}, "invalid value '-3' for listener"),
     ],
 )
 def test_bad_properties_are_rejected(props: dict[str, str], message: str) -> None:
