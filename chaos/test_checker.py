@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from chaos import tiered
 from chaos.checker import TXN_MUST_BE_ZERO, check, judge
 from chaos.producer_sessions import producer_sessions
 from tests.storage.batches import make_batch
@@ -244,3 +245,15 @@ def test_a_transform_whose_output_was_never_read_back_fails_with_every_record_mi
     verdict = judge(producers, {}, final, faults, transforms=transforms)
     assert verdict["ok"] is False
     assert (verdict["txn_missing"], verdict["txn_input_uncommitted"]) == (6, 1)
+
+
+def test_a_tiered_run_is_judged_on_its_use_of_the_store():
+    tier = {"partitions": {"0": {"local_start": 2, "uploads": [[0, 100.0], [2, 200.0]]}}}
+    final = [{"ev": "record", "partition": 0, "offset": offset} for offset in range(4)]
+    healed = [{"kind": "s3", "heal": 150.0}, {"kind": "kill", "heal": 300.0}]
+    judged = tiered.judge(tier, final, healed)
+    assert (judged["read_below_local_start"], judged["remote_segments"]) == (2, 2)
+    assert (judged["uploads_after_last_s3_heal"], judged["used"]) == (1, True)
+    assert tiered.judge(tier, final, [{"kind": "s3", "heal": 250.0}])["used"] is False
+    assert tiered.judge(tier, final[2:], [])["used"] is False  # nothing read from the store
+    assert tiered.judge(tier, final, [])["uploads_after_last_s3_heal"] is None
