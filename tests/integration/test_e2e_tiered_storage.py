@@ -314,8 +314,8 @@ def test_broker_killed_in_the_middle_of_an_upload(
     try:
         _produce(broker.bootstrap, topic, values[RECORDS // 2 :])
         wait_until(lambda: _started_not_finished(part_dir), timeout=30, message="a copy started")
-        (interrupted,) = _started_not_finished(part_dir)
         broker.kill()
+        (interrupted,) = _started_not_finished(part_dir)  # as the killed broker left it
     finally:
         s3_server.process.send_signal(signal.SIGCONT)
     broker.restart()
