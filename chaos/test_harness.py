@@ -9,6 +9,7 @@ import threading
 
 import pytest
 
+from chaos import faults as fault_ops
 from chaos.coordinator_kill import (
     AnswerWatch,
     Plan,
@@ -18,7 +19,8 @@ from chaos.coordinator_kill import (
 )
 from chaos.proxy import TcpProxy, peer_process
 from chaos.runner import Options, workload_clients
-from chaos.schedule import COORDINATOR_ROLES, KINDS, make_schedule, usable_kinds
+from chaos.schedule import COORDINATOR_ROLES, KINDS, Fault, make_schedule, usable_kinds
+from chaos.targets import Target
 
 TIMEOUTS = {"session": 6.0, "replica.lag.time.max": 5.0}
 SEED2_FIRST = [("kill", 8.0, 3.08), ("blackhole", 17.42, 2.26), ("latency", 21.1, 5.91)]
@@ -212,3 +214,12 @@ def test_s3_faults_are_scheduled_for_the_store_in_both_modes_without_moving_othe
     seed2 = make_schedule(2, 120, ["kill", "pause", "term", "drop", "latency", "blackhole"], 1,
                           TIMEOUTS)  # fmt: skip
     assert [(f.kind, f.at, f.hold) for f in seed2[:3]] == SEED2_FIRST
+
+
+def test_an_s3_fault_is_skipped_where_nothing_is_tiered_to_a_store_of_the_harness():
+    fault = Fault(8.0, "s3", 2.0, "s3", {"mode": "down"})
+    on_kafka = fault_ops.apply(fault, Target("kafka", {}, {}), "chaos", random.Random(1), {})
+    assert on_kafka["skipped"] == "Kafka tiers through a plugin RSM"
+    assert Options(target="kafka", faults=["s3"]).is_tiered() is False
+    assert Options(faults=["kill", "s3"]).is_tiered() and Options(tiered=True).is_tiered()
+    assert not Options(faults=["kill"]).is_tiered()
