@@ -257,3 +257,22 @@ def test_a_tiered_run_is_judged_on_its_use_of_the_store():
     assert tiered.judge(tier, final, [{"kind": "s3", "heal": 250.0}])["used"] is False
     assert tiered.judge(tier, final[2:], [])["used"] is False  # nothing read from the store
     assert tiered.judge(tier, final, [])["uploads_after_last_s3_heal"] is None
+
+
+def test_a_tiered_runs_sessions_are_also_read_from_the_segments_uploaded_to_the_store(tmp_path):
+    """Local segments below the local log start are deleted; gofakes3 keeps each object as a
+    file under its key, so the uploaded `.log` objects still name their batches' sessions."""
+    bucket = tmp_path / "s3" / "buckets" / "kafkalite-tiered"
+    uploaded = bucket / "chaos-AAAAAAAAAAAAAAAAAAA-AA" / "1" / f"{0:020d}-{'B' * 22}.log"
+    uploaded.parent.mkdir(parents=True)
+    uploaded.write_bytes(make_batch(6, producer_id=1002, producer_epoch=0, base_sequence=0))
+    local = tmp_path / "broker-1-data" / "chaos-1"
+    local.mkdir(parents=True)
+    (local / f"{6:020d}.log").write_bytes(
+        make_batch(base_offset=6, producer_id=1002, producer_epoch=1, base_sequence=0)
+    )
+    other = bucket / "chaos-out-AAAAAAAAAAAAAAAAAAA-AA" / "1" / f"{0:020d}-{'C' * 22}.log"
+    other.parent.mkdir(parents=True)  # another topic's object
+    other.write_bytes(make_batch(9, producer_id=7, producer_epoch=0, base_sequence=0))
+    sessions = producer_sessions(tmp_path, "chaos")
+    assert sessions == {(1, o): (1002, 0) for o in range(6)} | {(1, 6): (1002, 1)}

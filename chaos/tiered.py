@@ -16,11 +16,14 @@ from typing import Any
 
 from kafkalite.s3_server import S3Server
 
-# Segments of ~16 KiB roll every few seconds at the workload's rate; local.retention.bytes 0
-# keeps only the active segment locally once the others are uploaded.
+# Segments roll every 3 s (segment.ms); segment.bytes stays at Kafka's minimum, 1 MiB, above
+# the largest batch a producer sends after an outage (a batch larger than a segment is
+# refused: RECORD_LIST_TOO_LARGE, seen with 16 KiB segments on 3 brokers).
+# local.retention.bytes 0 keeps only the active segment locally once the others are uploaded.
 TOPIC_CONFIGS = {
     "remote.storage.enable": "true",
-    "segment.bytes": "16384",
+    "segment.bytes": str(1 << 20),
+    "segment.ms": "3000",
     "local.retention.bytes": "0",
 }
 TASK_INTERVAL_MS = 200
