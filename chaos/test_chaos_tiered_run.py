@@ -1,4 +1,4 @@
-"""A short seeded chaos run on a tiered topic (about 40 s): one kafkalite node tiering to a
+"""A short seeded chaos run on a tiered topic (40-50 s): one kafkalite node tiering to a
 real S3 server (gofakes3), seed 22's schedule of 24 s: the store SIGKILLed for 2.2 s and
 started again on its port and data, then a SIGKILL of the broker. Exact counts as in
 test_chaos_run.py, and the store was really used: the final drain read from offset 0 the
