@@ -38,6 +38,11 @@ def parse(argv: list[str] | None) -> Options:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--stall-bound", type=float, default=30.0, help="seconds")
     parser.add_argument("--runs-dir", type=Path, default=Path("data/chaos"))
+    parser.add_argument(
+        "--tiered",
+        action="store_true",
+        help="tier the topic to an S3 server (gofakes3); implied by the s3 fault kind",
+    )
     args = parser.parse_args(argv)
     faults = [kind.strip() for kind in args.faults.split(",") if kind.strip()]
     unknown = [kind for kind in faults if kind not in KINDS]
@@ -49,7 +54,7 @@ def parse(argv: list[str] | None) -> Options:
         duration=args.duration, seed=args.seed, faults=faults, brokers=args.brokers,
         target=args.target, workload=args.workload, producers=args.producers,
         consumers=args.consumers, rate=args.rate, partitions=args.partitions,
-        stall_bound=args.stall_bound, runs_dir=args.runs_dir,
+        stall_bound=args.stall_bound, runs_dir=args.runs_dir, tiered=args.tiered,
     )  # fmt: skip
 
 

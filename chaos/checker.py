@@ -34,6 +34,8 @@ first acknowledged acks=all write sent after it started (`recover_s`) and after 
 a later session of the producer wrote a record again: the client's resend after it bumped its
 epoch (chaos.producer_sessions says why no broker can drop those). The sessions come from the
 segment files in the run directory; without them every copy counts as a duplicate.
+A tiered run (chaos/tiered.py) is `ok` only if it used the store: records drained from below
+the local log start, and uploads after the last `s3` fault healed (`tiered` in the verdict).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from chaos import tiered
 from chaos.producer_sessions import Session, producer_sessions
 
 MUST_BE_ZERO = (
@@ -92,7 +95,12 @@ def check(run_dir: Path, stall_bound_s: float = 30.0, topic: str = "chaos") -> d
     faults_path = run_dir / "faults.jsonl"
     faults = read_jsonl(faults_path) if faults_path.exists() else []
     sessions = producer_sessions(run_dir, topic)
-    return judge(producers, consumers, final, faults, stall_bound_s, transforms, sessions)
+    verdict = judge(producers, consumers, final, faults, stall_bound_s, transforms, sessions)
+    if (run_dir / tiered.FIGURES_FILE).exists():  # a tiered run must have used the store
+        tier = json.loads((run_dir / tiered.FIGURES_FILE).read_text())
+        verdict["tiered"] = tiered.judge(tier, final, faults)
+        verdict["ok"] = verdict["ok"] and verdict["tiered"]["used"]
+    return verdict
 
 
 def judge(
@@ -433,6 +441,9 @@ def summary(verdict: dict[str, Any]) -> str:
         f"  resent by a new producer epoch: copies={figures['resent_copies']}"
         f" out_of_order={figures['resent_out_of_order']}",
     ]
+    if "tiered" in verdict:
+        lines.append("  tiered: " + json.dumps({k: v for k, v in verdict["tiered"].items()
+                                                 if k != "local_start"}))  # fmt: skip
     if "txn_figures" in verdict:
         lines.append("  transform: " + json.dumps(verdict["txn_figures"]))
     for fault in verdict["faults"]:

@@ -70,6 +70,8 @@ def apply(
     record: dict = {"kind": fault.kind, "role": fault.role, "params": fault.params}
     if fault.kind == "zookeeper":
         return _zookeeper(fault, target, record)
+    if fault.kind == "s3":
+        return _s3(fault, target, record)
     if fault.kind == "coordinator-kill":
         return _coordinator_kill(fault, target, rng, clients, record)
     if fault.kind == "rolling":
@@ -167,6 +169,28 @@ def _zookeeper(fault: Fault, target: Target, record: dict) -> dict:
     target.zookeeper.kill()
     time.sleep(fault.hold)
     target.zookeeper.restart()
+    record["heal"] = time.time()
+    return record
+
+
+def _s3(fault: Fault, target: Target, record: dict) -> dict:
+    """The store of a tiered run goes down (SIGKILL, then started on its port with its data)
+    or stalls (SIGSTOP, SIGCONT) for `hold` s."""
+    store = target.store
+    if store is None or store.process is None:
+        why = "Kafka tiers through a plugin RSM" if target.name == "kafka" else "not tiered"
+        return {**record, "start": time.time(), "heal": time.time(), "skipped": why}
+    record["start"] = time.time()
+    if fault.params["mode"] == "down":
+        store.kill()
+        time.sleep(fault.hold)
+        store.start()
+    else:
+        store.process.send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(fault.hold)
+        finally:
+            store.process.send_signal(signal.SIGCONT)
     record["heal"] = time.time()
     return record
 

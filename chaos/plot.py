@@ -11,7 +11,7 @@ from chaos.checker import read_jsonl
 
 COLORS = {"kill": "red", "pause": "orange", "term": "purple", "rolling": "purple",
           "zookeeper": "brown", "drop": "blue", "latency": "cyan", "blackhole": "navy",
-          "partition": "green", "disk": "gray"}  # fmt: skip
+          "partition": "green", "disk": "gray", "s3": "olive"}  # fmt: skip
 
 
 def plot_run(run_dir: Path, title: str = "") -> Path:

@@ -21,11 +21,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from chaos import faults as fault_ops
+from chaos import tiered
 from chaos.checker import check, summary
 from chaos.coordinator_kill import WorkloadClients
 from chaos.plot import plot_run
 from chaos.schedule import make_schedule, usable_kinds
-from chaos.targets import CHAOS_TIMEOUTS, Target, signal_group, start_kafka, start_kafkalite
+from chaos.targets import (
+    CHAOS_TIMEOUTS,
+    KafkaliteNode,
+    Target,
+    signal_group,
+    start_kafka,
+    start_kafkalite,
+)
 from chaos.workload import transactional_id
 
 TOPIC = "chaos"
@@ -56,6 +64,11 @@ class Options:
     partitions: int = 4
     stall_bound: float = 30.0
     runs_dir: Path = Path("data/chaos")
+    tiered: bool = False  # the topic tiered to an S3 server (also with the `s3` fault kind)
+
+    def is_tiered(self) -> bool:
+        """Kafka tiers through a plugin RemoteStorageManager: not here."""
+        return self.target == "kafkalite" and (self.tiered or "s3" in self.faults)
 
     def run_dir(self) -> Path:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -102,6 +115,8 @@ def run(options: Options, log=print) -> tuple[Path, dict]:
     schedule = make_schedule(options.seed, options.duration, kinds, options.brokers, CHAOS_TIMEOUTS)
     _write(run_dir / "options.json", {**asdict(options), "runs_dir": str(options.runs_dir)})
     _write(run_dir / "schedule.json", {"notes": notes, "faults": [f.to_json() for f in schedule]})
+    if options.target == "kafka" and (options.tiered or "s3" in kinds):
+        notes.append("s3: skipped (and the topic not tiered): Kafka needs a plugin RSM")
     for note in notes:
         log(f"chaos: {note}")
     disks: dict[int, Path] = {}
@@ -123,6 +138,8 @@ def run(options: Options, log=print) -> tuple[Path, dict]:
         _drain(target, options, run_dir)
         if options.workload == "txn":
             _drain(target, options, run_dir, "drain-output")
+        if target.store is not None:
+            _write_tier_figures(target, options, run_dir)
     finally:
         clients.stop_all()
         if target is not None:
@@ -145,7 +162,13 @@ def _write(path: Path, data: object) -> None:
 def _start_target(options: Options, run_dir: Path, disks: dict[int, Path]) -> Target:
     if options.target == "kafka":
         return start_kafka(run_dir, options.brokers)
-    return start_kafkalite(run_dir, options.brokers, data_dirs=disks)
+    return start_kafkalite(run_dir, options.brokers, data_dirs=disks, tiered=options.is_tiered())
+
+
+def _write_tier_figures(target: Target, options: Options, run_dir: Path) -> None:
+    data_dirs = [n.data_dir for n in target.nodes.values() if isinstance(n, KafkaliteNode)]
+    tier = tiered.figures(target.store, data_dirs, TOPIC, options.partitions)
+    tiered.write(run_dir, tier)
 
 
 def create_topic(target: Target, options: Options, topic: str = TOPIC) -> None:
@@ -154,7 +177,9 @@ def create_topic(target: Target, options: Options, topic: str = TOPIC) -> None:
 
     admin = AdminClient({"bootstrap.servers": target.bootstrap, "log_level": 0})
     replicas = min(3, options.brokers)
-    future = admin.create_topics([NewTopic(topic, options.partitions, replicas)])[topic]
+    configs = tiered.TOPIC_CONFIGS if topic == TOPIC and target.store is not None else {}
+    new = NewTopic(topic, options.partitions, replicas, config=configs)
+    future = admin.create_topics([new])[topic]
     try:
         future.result(60)
     except KafkaException as exc:  # e.g. kafkalite brokers that do not form a cluster yet

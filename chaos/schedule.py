@@ -14,6 +14,9 @@ Kinds:
   blackhole   one direction through a broker's proxy stops for `hold` s
   partition   a broker cut off from the other brokers (clients still reach it) (clusters only)
   disk        the broker's log dir (a small tmpfs) filled up for `hold` s
+  s3          the S3 server of a tiered run (chaos/tiered.py) SIGKILLed and started again on
+              its port and data (`mode` down), or SIGSTOPped then SIGCONTed (stall), after
+              `hold` s; skipped on Kafka (it tiers through a plugin RemoteStorageManager)
   coordinator-kill  SIGKILL the workload's group coordinator or (txn workload) a transform's
               transaction coordinator right after it answered a commit, restart it after
               `hold` s (chaos/coordinator_kill.py)
@@ -25,13 +28,14 @@ import random
 from dataclasses import asdict, dataclass, field, replace
 
 KINDS = ("kill", "pause", "term", "rolling", "zookeeper", "drop", "latency", "blackhole",
-         "partition", "disk", "coordinator-kill")  # fmt: skip
+         "partition", "disk", "coordinator-kill", "s3")  # fmt: skip
 SINGLE_NODE_KINDS = ("kill", "pause", "term", "drop", "latency", "blackhole", "disk",
-                     "coordinator-kill")  # fmt: skip
+                     "coordinator-kill", "s3")  # fmt: skip
 CLUSTER_ONLY = {"zookeeper", "partition", "rolling"}
 NETWORK = {"drop", "latency", "blackhole", "partition"}
 PROCESS = {"kill", "pause", "term", "zookeeper", "coordinator-kill"}
 ROLES = ("leader", "follower", "controller", "any")
+S3_MODES = ("down", "stall")  # SIGKILL and restart, or SIGSTOP and SIGCONT
 COORDINATOR_ROLES = ("group-coordinator", "txn-coordinator")  # see chaos/coordinator_kill.py
 
 
@@ -92,7 +96,7 @@ def make_schedule(
 def _settle(kind: str, brokers: int) -> float:
     """Rough seconds a fault's healing takes (a restart), so faults do not pile up."""
     settle = {"kill": 4.0, "coordinator-kill": 4.0, "term": 6.0, "rolling": 6.0 * brokers,
-              "zookeeper": 4.0}  # fmt: skip
+              "zookeeper": 4.0, "s3": 2.0}  # fmt: skip
     return settle.get(kind, 0.0)
 
 
@@ -127,6 +131,9 @@ def _fault(
         return Fault(at, kind, round(rng.uniform(2.0, 6.0), 2), _role(rng, brokers))
     if kind == "coordinator-kill":
         return Fault(at, kind, round(rng.uniform(0.5, 4.0), 2), rng.choice(COORDINATOR_ROLES))
+    if kind == "s3":  # no broker: the store
+        params = {"mode": rng.choice(S3_MODES)}
+        return Fault(at, kind, round(rng.uniform(2.0, 10.0), 2), "s3", params)
     raise ValueError(f"unknown fault kind {kind!r}")
 
 

@@ -119,6 +119,7 @@ class Target:
     nodes: Mapping[int, Node]
     proxies: dict[int, TcpProxy]  # in front of each broker's client (and replication) listener
     zookeeper: Any = None
+    store: Any = None  # kafkalite.s3_server.S3Server of a tiered run (chaos/tiered.py)
     # More proxies per broker (Kafka's controller listener): a partition cuts them too.
     side_proxies: dict[int, list[TcpProxy]] = field(
         default_factory=dict
@@ -141,6 +142,8 @@ class Target:
                         pass
             if self.zookeeper is not None:
                 self.zookeeper.stop()
+            if self.store is not None:
+                self.store.stop()
         finally:
             for proxy in self.all_proxies(None):
                 proxy.stop()
@@ -177,14 +180,21 @@ def start_kafkalite(
     brokers: int,
     overrides: Mapping[str, str] | None = None,
     data_dirs: Mapping[int, Path] | None = None,
+    tiered: bool = False,
 ) -> Target:
-    """kafkalite: one node without ZooKeeper, or `brokers` on a real ZooKeeper."""
+    """kafkalite: one node without ZooKeeper, or `brokers` on a real ZooKeeper; tiered: with
+    an S3 server (chaos/tiered.py) the brokers tier to."""
     ids = list(range(1, brokers + 1))
     proxies, ports = _proxies(ids)
     nodes: dict[int, Node] = {}
     target = Target("kafkalite", nodes, proxies)
     try:
         common = {**KAFKALITE_CHAOS_OVERRIDES, **(overrides or {})}
+        if tiered:
+            from chaos import tiered as tier
+
+            target.store = tier.start_store(run_dir)
+            common.update(tier.broker_overrides(target.store))
         if brokers > 1:
             from kafkalite.cluster.zookeeper_server import ZooKeeperServer
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from chaos import tiered
 from chaos.checker import TXN_MUST_BE_ZERO, check, judge
 from chaos.producer_sessions import producer_sessions
 from tests.storage.batches import make_batch
@@ -244,3 +245,34 @@ def test_a_transform_whose_output_was_never_read_back_fails_with_every_record_mi
     verdict = judge(producers, {}, final, faults, transforms=transforms)
     assert verdict["ok"] is False
     assert (verdict["txn_missing"], verdict["txn_input_uncommitted"]) == (6, 1)
+
+
+def test_a_tiered_run_is_judged_on_its_use_of_the_store():
+    tier = {"partitions": {"0": {"local_start": 2, "uploads": [[0, 100.0], [2, 200.0]]}}}
+    final = [{"ev": "record", "partition": 0, "offset": offset} for offset in range(4)]
+    healed = [{"kind": "s3", "heal": 150.0}, {"kind": "kill", "heal": 300.0}]
+    judged = tiered.judge(tier, final, healed)
+    assert (judged["read_below_local_start"], judged["remote_segments"]) == (2, 2)
+    assert (judged["uploads_after_last_s3_heal"], judged["used"]) == (1, True)
+    assert tiered.judge(tier, final, [{"kind": "s3", "heal": 250.0}])["used"] is False
+    assert tiered.judge(tier, final[2:], [])["used"] is False  # nothing read from the store
+    assert tiered.judge(tier, final, [])["uploads_after_last_s3_heal"] is None
+
+
+def test_a_tiered_runs_sessions_are_also_read_from_the_segments_uploaded_to_the_store(tmp_path):
+    """Local segments below the local log start are deleted; gofakes3 keeps each object as a
+    file under its key, so the uploaded `.log` objects still name their batches' sessions."""
+    bucket = tmp_path / "s3" / "buckets" / "kafkalite-tiered"
+    uploaded = bucket / "chaos-AAAAAAAAAAAAAAAAAAA-AA" / "1" / f"{0:020d}-{'B' * 22}.log"
+    uploaded.parent.mkdir(parents=True)
+    uploaded.write_bytes(make_batch(6, producer_id=1002, producer_epoch=0, base_sequence=0))
+    local = tmp_path / "broker-1-data" / "chaos-1"
+    local.mkdir(parents=True)
+    (local / f"{6:020d}.log").write_bytes(
+        make_batch(base_offset=6, producer_id=1002, producer_epoch=1, base_sequence=0)
+    )
+    other = bucket / "chaos-out-AAAAAAAAAAAAAAAAAAA-AA" / "1" / f"{0:020d}-{'C' * 22}.log"
+    other.parent.mkdir(parents=True)  # another topic's object
+    other.write_bytes(make_batch(9, producer_id=7, producer_epoch=0, base_sequence=0))
+    sessions = producer_sessions(tmp_path, "chaos")
+    assert sessions == {(1, o): (1002, 0) for o in range(6)} | {(1, 6): (1002, 1)}

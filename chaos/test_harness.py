@@ -9,6 +9,7 @@ import threading
 
 import pytest
 
+from chaos import faults as fault_ops
 from chaos.coordinator_kill import (
     AnswerWatch,
     Plan,
@@ -18,9 +19,11 @@ from chaos.coordinator_kill import (
 )
 from chaos.proxy import TcpProxy, peer_process
 from chaos.runner import Options, workload_clients
-from chaos.schedule import COORDINATOR_ROLES, KINDS, make_schedule, usable_kinds
+from chaos.schedule import COORDINATOR_ROLES, KINDS, Fault, make_schedule, usable_kinds
+from chaos.targets import Target
 
 TIMEOUTS = {"session": 6.0, "replica.lag.time.max": 5.0}
+SEED2_FIRST = [("kill", 8.0, 3.08), ("blackhole", 17.42, 2.26), ("latency", 21.1, 5.91)]
 
 
 def test_the_same_seed_gives_the_same_schedule_and_another_seed_another():
@@ -197,3 +200,26 @@ def test_a_partition_refuses_only_the_named_processes(echo_server):
             assert client.recv(1) == b""
     finally:
         proxy.stop()
+
+
+def test_s3_faults_are_scheduled_for_the_store_in_both_modes_without_moving_other_seeds():
+    schedule = make_schedule(7, 300, ["s3", "kill"], 1, TIMEOUTS)
+    assert schedule == make_schedule(7, 300, ["s3", "kill"], 1, TIMEOUTS)
+    stores = [f for f in schedule if f.kind == "s3"]
+    assert len(stores) >= 4 and {f.role for f in stores} == {"s3"}
+    assert {f.params["mode"] for f in stores} == {"down", "stall"}
+    assert all(2.0 <= f.hold <= 10.0 for f in stores)
+    assert usable_kinds(["s3"], 1) == (["s3"], []) and usable_kinds(["s3"], 3) == (["s3"], [])
+    # The CI's seeds draw nothing for a kind they do not use: seed 2's run is unchanged.
+    seed2 = make_schedule(2, 120, ["kill", "pause", "term", "drop", "latency", "blackhole"], 1,
+                          TIMEOUTS)  # fmt: skip
+    assert [(f.kind, f.at, f.hold) for f in seed2[:3]] == SEED2_FIRST
+
+
+def test_an_s3_fault_is_skipped_where_nothing_is_tiered_to_a_store_of_the_harness():
+    fault = Fault(8.0, "s3", 2.0, "s3", {"mode": "down"})
+    on_kafka = fault_ops.apply(fault, Target("kafka", {}, {}), "chaos", random.Random(1), {})
+    assert on_kafka["skipped"] == "Kafka tiers through a plugin RSM"
+    assert Options(target="kafka", faults=["s3"]).is_tiered() is False
+    assert Options(faults=["kill", "s3"]).is_tiered() and Options(tiered=True).is_tiered()
+    assert not Options(faults=["kill"]).is_tiered()

@@ -187,6 +187,16 @@ class S3Server:
         if process.stderr is not None:
             process.stderr.close()
 
+    def kill(self) -> None:
+        """SIGKILL (a crashed store: what it was writing is left torn); `start()` again
+        serves the same data on the same port."""
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+        if process is not None and process.stderr is not None:
+            process.stderr.close()
+
     def close(self) -> None:
         self.stop()
         if self._own_dir:

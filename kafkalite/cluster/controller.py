@@ -48,6 +48,7 @@ from kafkalite.cluster.zk_client import (
     NotEmpty,
     SessionExpired,
     ZkClient,
+    ZkError,
     ZkWatch,
 )
 from kafkalite.cluster.zk_metadata import wait_any
@@ -104,7 +105,9 @@ class Controller:
 
     async def _wait_for_controller_change(self, watch: ZkWatch) -> None:
         """Until `/controller` changes, or the controller is declared dead and deposed
-        (broker_liveness.py: before its session expires)."""
+        (broker_liveness.py: before its session expires). A lost connection or session is
+        raised as such (not in the nursery's ExceptionGroup), for `run` to wait it out."""
+        lost: ZkError | None = None
         async with trio.open_nursery() as nursery:
 
             async def changed() -> None:
@@ -117,11 +120,18 @@ class Controller:
                 await trio.sleep_forever()
             while True:
                 dead, verdict_changed = self.liveness.snapshot()
-                with trio.CancelScope(shield=True):  # the watch fires before multi() returns
-                    deposed = await depose_dead_controller(self.zk, self.broker_id, dead)
+                try:
+                    with trio.CancelScope(shield=True):  # the watch fires before multi() returns
+                        deposed = await depose_dead_controller(self.zk, self.broker_id, dead)
+                except (ConnectionLost, SessionExpired) as exc:
+                    lost = exc
+                    nursery.cancel_scope.cancel()
+                    break
                 if deposed:
                     nursery.cancel_scope.cancel()
                 await verdict_changed.wait()
+        if lost is not None:
+            raise lost
 
     async def _lead(self, epoch: ControllerEpoch) -> None:
         session = self.zk.session_id
