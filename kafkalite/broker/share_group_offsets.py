@@ -24,11 +24,12 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from kafkalite.broker.partition_metadata_client import PartitionMetadataClient
 from kafkalite.broker.share_persister import StateSummary, summary_of
 from kafkalite.share.share_group import ShareGroup, ShareGroupCoordinator
 from kafkalite.share.share_records import SharePartitionKey
@@ -81,6 +82,12 @@ class ShareGroupOffsets:
     groups: GroupCoordinatorService
     partitions: SharePartitionManager
     coordinator: ShareGroupCoordinator
+    latest_offsets: PartitionMetadataClient = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.latest_offsets = PartitionMetadataClient(
+            self.groups.replica_manager, self.partitions.persister.request
+        )
 
     # -- the persisted state ---------------------------------------------------------------
 
@@ -134,7 +141,7 @@ class ShareGroupOffsets:
             if error is not ErrorCode.none:
                 return _refused(error)
             named = self._initialized_topics(states)
-            return GroupResult(topics=tuple(self._described(group_id, named, states)))
+            return GroupResult(topics=tuple(await self._described(group_id, named, states)))
         metadata = self.groups.replica_manager.metadata
         found, missing = [], []
         for name, partitions in topics:
@@ -149,10 +156,10 @@ class ShareGroupOffsets:
                 error, summary = await self.partitions.persister.read_summary(key)
                 if summary is not None:  # an error is an absence of data, as in Kafka
                     summaries[key] = summary
-            found += self._described(group_id, [(name, list(partitions))], summaries)
+            found += await self._described(group_id, [(name, list(partitions))], summaries)
         return GroupResult(topics=(*found, *missing))
 
-    def _described(
+    async def _described(
         self,
         group_id: str,
         topics: Sequence[tuple[str, Sequence[int]]],
@@ -161,11 +168,13 @@ class ShareGroupOffsets:
         metadata, results = self.groups.replica_manager.metadata, []
         for name, partitions in topics:
             topic_id = metadata.topics[name].topic_id
-            described = tuple(
-                self._summary(name, p, summaries.get(SharePartitionKey(group_id, topic_id, p)))
+            described = [
+                await self._summary(
+                    name, p, summaries.get(SharePartitionKey(group_id, topic_id, p))
+                )
                 for p in partitions
-            )
-            results.append(TopicResult(name, topic_id, described))
+            ]
+            results.append(TopicResult(name, topic_id, tuple(described)))
         return results
 
     def _initialized_topics(
@@ -179,15 +188,15 @@ class ShareGroupOffsets:
                 by_topic[topic.name].append(key.partition)
         return sorted(by_topic.items())
 
-    def _summary(self, topic: str, index: int, summary: StateSummary | None) -> PartitionResult:
+    async def _summary(
+        self, topic: str, index: int, summary: StateSummary | None
+    ) -> PartitionResult:
         if summary is None:
             return PartitionResult(index)
-        # The partition's high watermark, from its replica here (the leader's, or a
-        # follower's, at most one fetch behind it).
-        partition = self.groups.replica_manager.partition(topic, index)
-        if partition is None:
-            return PartitionResult(index, ErrorCode.not_leader_or_follower)
-        lag = partition.high_watermark - summary.start_offset - summary.delivery_complete_count
+        error, latest = await self.latest_offsets.latest_offset(topic, index)
+        if error is not ErrorCode.none:  # as Kafka: the error, for this partition
+            return PartitionResult(index, error, error.name)
+        lag = latest - summary.start_offset - summary.delivery_complete_count
         return PartitionResult(
             index, start_offset=summary.start_offset, leader_epoch=summary.leader_epoch, lag=lag
         )

@@ -285,7 +285,7 @@ class SharePersister:
                     if error is ErrorCode.none:  # moved here: the caller answers locally
                         return error, None
                 else:
-                    error, response = await self._request(leader, request)
+                    error, response = await self.request(leader, request)
                     if response is not None:
                         answer = ErrorCode(_only_partition(response).error_code)
                         if answer not in RETRIABLE:
@@ -295,7 +295,9 @@ class SharePersister:
         log.info("share state of %s: %s", key, error.name)
         return error, None
 
-    async def _request(self, broker_id: int, request: Any) -> tuple[ErrorCode, Any]:
+    async def request(self, broker_id: int, request: Any) -> tuple[ErrorCode, Any]:
+        """One request to another broker (also the group coordinator's ListOffsets for a
+        share group's lag, broker/partition_metadata_client.py)."""
         lock = self._connection_locks.setdefault(broker_id, trio.Lock())
         try:
             async with lock:
