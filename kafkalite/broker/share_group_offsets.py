@@ -5,7 +5,8 @@ kept by the share coordinator of each one's `__share_group_state` partition, on 
 or, in a cluster, on another one (Kafka's readSummary, initializeState and deleteState).
 
 * Describe reads each share-partition's persisted state: its start offset, the leader epoch
-  of its last write and its lag, the partition's high watermark less the start offset less
+  of its last write and its lag, the partition leader's latest offset (its high watermark,
+  broker/partition_metadata_client.py) less the start offset less
   the records already delivered for good above it (Kafka's deliveryCompleteCount). A topic
   that does not exist, a share-partition never initialized or one whose state cannot be read
   now has start offset -1 and lag -1; with no topics named (v1), every share-partition the
@@ -104,6 +105,8 @@ class ShareGroupOffsets:
             for key, state in self.partitions.coordinator.group_states(group_id).items()
             if topic_ids is None or key.topic_id in topic_ids
         }
+        if persister.no_state_yet():
+            return ErrorCode.none, found
         for key in self._keys(group_id, topic_ids):
             if persister.is_local(key):
                 continue

@@ -170,6 +170,12 @@ class SharePersister:
             self.endpoint_of, f"broker-{self.broker_id}-share-persister", self.security
         )
 
+    def no_state_yet(self) -> bool:
+        """`__share_group_state` does not exist: no share-partition has state anywhere (the
+        admin reads then answer at once, without creating it)."""
+        runtime = self.coordinator.runtime
+        return runtime.topic not in runtime.replica_manager.metadata.topics
+
     def is_local(self, key: SharePartitionKey) -> bool:
         return self.coordinator.runtime.check(key.coordinator_key()) is ErrorCode.none
 
@@ -213,6 +219,8 @@ class SharePersister:
     async def read_summary(self, key: SharePartitionKey) -> tuple[ErrorCode, StateSummary | None]:
         """The share-partition's start offset, leader epoch and delivery complete count
         (None: never initialized), or why they cannot be read (Kafka's readSummary)."""
+        if self.no_state_yet():
+            return ErrorCode.none, None
         if not self.is_local(key):
             error, response = await self._send(key, summary_request(key))
             if response is not None:
@@ -243,6 +251,8 @@ class SharePersister:
     async def delete_state(self, keys: list[SharePartitionKey]) -> ErrorCode:
         """Forget these share-partitions' state, wherever it is kept (Kafka's deleteState);
         the first error, if any."""
+        if self.no_state_yet():
+            return ErrorCode.none
         local = [key for key in keys if self.is_local(key)]
         first = ErrorCode.none
         for key in keys:
