@@ -251,6 +251,11 @@ class SharePartitionManager:
         error = await self.persister.write_state(
             held.key, held.state_epoch, held.leader_epoch, share.start_offset, changes
         )
+        if error is ErrorCode.fenced_state_epoch:  # reset or deleted since (offsets admin)
+            log.info("share-partition %s was reset: read again", held.key)
+            if self.held.get(held.key) is held:  # as Kafka fences a SharePartition
+                self._drop(held.key)
+            return error
         if error is not ErrorCode.none:
             held.persisted_version = -1  # the next call writes it again
             share.changed.update(
