@@ -151,14 +151,14 @@ def state_summary(broker: BrokerProcess, group: str, topic_id: uuid.UUID) -> tup
 
 def consume(bootstrap: str, group: str, count: int) -> list[int]:
     """The offsets a ShareConsumer receives (each acknowledged, committed) until `count`,
-    then a few polls more (nothing else may come); it then closes, the group left empty."""
+    then one poll more (nothing else may come); it then closes, the group left empty."""
     consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
     consumer.subscribe([TOPIC])
     offsets: list[int] = []
     try:
         deadline = time.monotonic() + DEADLINE
         extra = 0
-        while len(offsets) < count or extra < 3:
+        while len(offsets) < count or extra < 2:
             assert time.monotonic() < deadline, f"received {offsets}"
             messages = consumer.poll(0.5)
             offsets += [m.offset() for m in messages if m.error() is None]
