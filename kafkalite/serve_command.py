@@ -99,6 +99,7 @@ async def _run_locked(config: BrokerConfig) -> int:
                 authorizer=member.authorizer if member else None,
                 scram_store=member.scram_store if member else None,
                 quota_store=member.quota_store if member else None,
+                group_config_store=member.group_config_store if member else None,
             )
         except (OSError, ValueError) as exc:
             return _fail(f"cannot use log dir {config.log_dir}: {exc}")

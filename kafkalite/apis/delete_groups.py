@@ -32,7 +32,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
         is not ErrorCode.none
     }
-    shares = {n for n in names if n not in not_served and _share_group(ctx, n)}
+    shares = {n for n in names if n not in not_served and await _share_group(ctx, n)}
     served = [name for name in names if name not in not_served and name not in shares]
     results, failed = await service.call_and_wait(
         lambda c, now: c.delete_groups(served, now), served
@@ -55,13 +55,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def _share_group(ctx: RequestContext, group_id: str) -> bool:
-    """A share group, also one whose members are gone with a restart but whose
-    share-partitions have state (membership is not persisted yet)."""
+async def _share_group(ctx: RequestContext, group_id: str) -> bool:
+    """A share group, also one whose members are gone with a restart (or a move of its
+    coordinator) but whose share-partitions have state (membership is not persisted yet)."""
     service = ctx.broker.share_groups
     if service is None or is_share_group(ctx, group_id):
         return service is not None
-    return service.offsets.share_group(group_id, create=False) is not None
+    if ctx.broker.groups.coordinator.has_group(group_id):
+        return False  # a consumer group
+    return await service.offsets.share_group(group_id, create=False) is not None
 
 
 API = ApiHandler(api_key=42, min_version=0, max_version=2, handle=handle, is_async=True)

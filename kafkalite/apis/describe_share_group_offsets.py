@@ -20,7 +20,7 @@ from kafkalite.security.acl import AclOperation
 DESCRIBE = AclOperation.DESCRIBE
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     service = ctx.broker.share_groups
     groups = []
     for group in request.groups:
@@ -29,11 +29,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         elif service is None:
             result = GroupResult(ErrorCode.unsupported_version)
         elif group.topics is None:
-            result = service.offsets.describe(group.group_id, None)
+            result = await service.offsets.describe(group.group_id, None)
             shown = [t for t in result.topics if acl.topic_allowed(ctx, DESCRIBE, t.name)]
             result = dataclasses.replace(result, topics=tuple(shown))
         else:
-            result = _describe_named(ctx, service.offsets, group.group_id, group.topics)
+            result = await _describe_named(ctx, service.offsets, group.group_id, group.topics)
         groups.append(_group(ctx, group.group_id, result))
     return make(
         ctx.schema.DescribeShareGroupOffsetsResponse,
@@ -42,11 +42,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def _describe_named(
+async def _describe_named(
     ctx: RequestContext, offsets: ShareGroupOffsets, group_id: str, topics: Any
 ) -> GroupResult:
     allowed = [t for t in topics if acl.topic_allowed(ctx, DESCRIBE, t.topic_name)]
-    result = offsets.describe(group_id, [(t.topic_name, tuple(t.partitions)) for t in allowed])
+    named = [(t.topic_name, tuple(t.partitions)) for t in allowed]
+    result = await offsets.describe(group_id, named)
     if result.error is not ErrorCode.none:
         return result
     refused = [
@@ -85,4 +86,4 @@ def _topic(ctx: RequestContext, topic: TopicResult) -> Any:
     )
 
 
-API = ApiHandler(api_key=90, min_version=0, max_version=1, handle=handle)
+API = ApiHandler(api_key=90, min_version=0, max_version=1, handle=handle, is_async=True)

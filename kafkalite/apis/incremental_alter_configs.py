@@ -10,7 +10,8 @@ default) get the same operations on their dynamic configs (broker/dynamic_config
 here and stored by the controller (broker/controller_api.py), which has every broker they
 concern apply them: this one at once. GROUP resources (type 32): the share group configs of
 any group id, existing or not (broker/group_configs.py), validated as a whole within the
-broker's `group.share.*` bounds and stored by the metadata store.
+broker's `group.share.*` bounds and stored by the group config store (a single node's metadata
+file, a cluster's ZooKeeper).
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ async def alter_broker(
     return Outcome(stored.error, stored.message)
 
 
-def alter_group(
+async def alter_group(
     ctx: RequestContext,
     name: str,
     change: Callable[[dict[str, str]], tuple[Outcome, dict[str, str]]],
@@ -174,7 +175,7 @@ def alter_group(
     try:
         normalised = validate_group_configs(altered, ctx.broker.config)
         if not validate_only:
-            manager.set(name, normalised)
+            await manager.set(name, normalised)
     except InvalidGroupConfig as exc:
         return Outcome(ErrorCode.invalid_config, str(exc))
     return OK
@@ -216,7 +217,7 @@ async def alter_resource(
     if resource.resource_type == RESOURCE_TOPIC:
         return alter_topic(ctx, resource.resource_name, change, validate_only)
     if resource.resource_type == RESOURCE_GROUP:
-        return alter_group(ctx, resource.resource_name, change, validate_only)
+        return await alter_group(ctx, resource.resource_name, change, validate_only)
     if resource.resource_type == RESOURCE_BROKER:
         return await alter_broker(ctx, resource.resource_name, change, validate_only)
     return Outcome(ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}")

@@ -73,6 +73,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if acks:  # acknowledgements need a session (Kafka gives no message)
             return _error(ctx, ErrorCode.invalid_request)
         error, session = manager.sessions.open(key, listed, ctx.connection_id)
+        manager.forget_idle(key, listed)
     elif epoch == FINAL_EPOCH:
         session = manager.sessions.close(key)
         error = ErrorCode.none if session is not None else ErrorCode.share_session_not_found

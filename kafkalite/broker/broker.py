@@ -14,7 +14,11 @@ from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, Endpo
 from kafkalite.broker.connection_quotas import ConnectionLimits
 from kafkalite.broker.controller_api import ControllerApi
 from kafkalite.broker.dynamic_config import DynamicBrokerConfig, FileDynamicConfigStore
-from kafkalite.broker.group_configs import GroupConfigManager
+from kafkalite.broker.group_configs import (
+    GroupConfigManager,
+    GroupConfigStore,
+    SingleNodeGroupConfigStore,
+)
 from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
 from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.partition import Partition
@@ -152,11 +156,12 @@ class Broker:
         authorizer: Authorizer | None = None,
         scram_store: ScramCredentialStore | None = None,
         quota_store: ClientQuotaStore | None = None,
+        group_config_store: GroupConfigStore | None = None,
     ) -> Broker:
         """Load metadata and dynamic configs (by default this node's own files: a single node)
         and every partition log (running recovery where needed). A cluster passes its
-        authorizer, SCRAM credential and client quota stores (ZooKeeper's); a single node keeps its
-        own."""
+        authorizer, SCRAM credential, client quota and group config stores (ZooKeeper's); a
+        single node keeps its own."""
         if metadata is None:
             metadata = SingleNodeMetadata(config.log_dir, local_broker_info(config))
         if controller is None:
@@ -177,9 +182,9 @@ class Broker:
         txn.load()
         share_coordinator = ShareCoordinatorService(config, replica_manager)
         share_coordinator.load()
-        group_configs = GroupConfigManager(
-            config, metadata if isinstance(metadata, SingleNodeMetadata) else None
-        )
+        if group_config_store is None and isinstance(metadata, SingleNodeMetadata):
+            group_config_store = SingleNodeGroupConfigStore(metadata)
+        group_configs = GroupConfigManager(config, group_config_store)
         share_partitions = SharePartitionManager(
             config, replica_manager, share_coordinator, group_configs
         )

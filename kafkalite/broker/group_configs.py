@@ -6,8 +6,9 @@ A group config overrides its broker synonym (`share.record.lock.duration.ms` ove
 `group.share.record.lock.duration.ms`); a config without one (`share.auto.offset.reset`,
 `share.isolation.level`) has Kafka's default. A value set before the broker's bounds were
 narrowed is capped into them when used, as Kafka's GroupConfig.evaluate does. The overrides
-are kept by the metadata store (on a single node in its metadata file, as topic configs are);
-a ZooKeeper cluster does not keep them yet, where share groups are not served either.
+are kept by a store: a single node's metadata file (as topic configs are), or in a ZooKeeper
+cluster `/config/groups/<group>` (cluster/zk_group_config_store.py), which every broker
+follows, so a group's configs apply on whichever broker coordinates it.
 The dead-letter configs of KIP-1191 (`errors.deadletterqueue.topic.name`,
 `errors.deadletterqueue.copy.record.enable`) name the group's dead-letter topic
 (broker/share_dead_letters.py). Kafka's other group configs (consumer.*, streams.*) are
@@ -26,7 +27,7 @@ from kafkalite.share.auto_offset_reset import AutoOffsetReset, InvalidStrategy
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 _ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
-NOT_STORED = "kafkalite keeps group configs on a single node only (not yet in ZooKeeper)"
+NOT_STORED = "This broker has no store for group configs"
 DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"
 DLQ_COPY_RECORD_ENABLE = "errors.deadletterqueue.copy.record.enable"
 
@@ -281,12 +282,31 @@ def share_group_settings(broker: BrokerConfig, overrides: Mapping[str, str]) -> 
 
 class GroupConfigStore(Protocol):
     def group_configs(self) -> Mapping[str, Mapping[str, str]]:
-        """group id -> its overrides."""
+        """group id -> its overrides; a change replaces a group's mapping (a new object)."""
         ...
 
-    def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
+    async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
         """Replace one group's overrides (none: it has none), durably."""
         ...
+
+
+class SingleNodeGroupConfigs(Protocol):
+    def group_configs(self) -> Mapping[str, Mapping[str, str]]: ...
+
+    def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SingleNodeGroupConfigStore:
+    """A single node's group configs: in its metadata file (broker/metadata_store.py)."""
+
+    metadata: SingleNodeGroupConfigs
+
+    def group_configs(self) -> Mapping[str, Mapping[str, str]]:
+        return self.metadata.group_configs()
+
+    async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
+        self.metadata.set_group_configs(group_id, configs)
 
 
 @dataclass(eq=False)
@@ -295,27 +315,32 @@ class GroupConfigManager:
 
     config: BrokerConfig
     store: GroupConfigStore | None
-    # group id -> (the broker config they were derived from, its settings): asked for every
-    # share-partition of every share fetch.
-    _settings: dict[str, tuple[BrokerConfig, ShareGroupSettings]] = field(default_factory=dict)
+    # group id -> (the broker config and the overrides they were derived from, its settings):
+    # asked for every share-partition of every share fetch. Overrides changed on another
+    # broker come as a new mapping, so the cached settings are derived again.
+    _settings: dict[str, tuple[BrokerConfig, Mapping[str, str] | None, ShareGroupSettings]] = field(
+        default_factory=dict
+    )
+
+    def _stored(self, group_id: str) -> Mapping[str, str] | None:
+        return None if self.store is None else self.store.group_configs().get(group_id)
 
     def overrides(self, group_id: str) -> dict[str, str]:
-        if self.store is None:
-            return {}
-        return dict(self.store.group_configs().get(group_id, {}))
+        return dict(self._stored(group_id) or {})
 
     def settings(self, group_id: str) -> ShareGroupSettings:
+        stored = self._stored(group_id)
         cached = self._settings.get(group_id)
-        if cached is not None and cached[0] is self.config:
-            return cached[1]
-        settings = share_group_settings(self.config, self.overrides(group_id))
-        self._settings[group_id] = (self.config, settings)
+        if cached is not None and cached[0] is self.config and cached[1] is stored:
+            return cached[2]
+        settings = share_group_settings(self.config, stored or {})
+        self._settings[group_id] = (self.config, stored, settings)
         return settings
 
-    def set(self, group_id: str, configs: Mapping[str, str]) -> None:
+    async def set(self, group_id: str, configs: Mapping[str, str]) -> None:
         """Store validated overrides; the share group and its share-partitions use them
-        from their next request."""
+        from their next request (on every broker, in a cluster)."""
         if self.store is None:
             raise InvalidGroupConfig(NOT_STORED)
-        self.store.set_group_configs(group_id, configs)
+        await self.store.set_group_configs(group_id, configs)
         self._settings.pop(group_id, None)

@@ -253,10 +253,6 @@ class ShareCoordinatorService:
             error = failed.get(index, ErrorCode.none)
         return ErrorCode.none if error is ErrorCode.none else coordinator_append_error(error)
 
-    async def delete_group_state(self, group_id: str) -> ErrorCode:
-        """Forget every share-partition of the group (Kafka's DeleteShareGroupState)."""
-        return await self.delete_state([key for key in self.states if key.group_id == group_id])
-
     async def delete_state(self, keys: list[SharePartitionKey]) -> ErrorCode:
         """Forget these share-partitions: tombstones of their ShareSnapshot and ShareUpdate
         keys; NONE once committed."""

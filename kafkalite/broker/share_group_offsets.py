@@ -1,12 +1,18 @@
 """A share group's offsets (KIP-932): DescribeShareGroupOffsets, AlterShareGroupOffsets and
 DeleteShareGroupOffsets, as Kafka 4.4's GroupCoordinatorService and GroupMetadataManager
-answer them.
+answer them, through the persister (broker/share_persister.py): the share-partitions' state is
+kept by the share coordinator of each one's `__share_group_state` partition, on this broker
+or, in a cluster, on another one (Kafka's readSummary, initializeState and deleteState).
 
 * Describe reads each share-partition's persisted state: its start offset, the leader epoch
-  of its last write and its lag, the partition's high watermark less the start offset less
+  of its last write and its lag, the partition leader's latest offset (its high watermark,
+  broker/partition_metadata_client.py) less the start offset less
   the records already delivered for good above it (Kafka's deliveryCompleteCount). A topic
-  that does not exist, or a share-partition never initialized, has start offset -1 and lag -1;
-  with no topics named (v1), every share-partition the group has state for is described.
+  that does not exist, a share-partition never initialized or one whose state cannot be read
+  now has start offset -1 and lag -1; with no topics named (v1), every share-partition the
+  group has state for is described. kafkalite does not keep Kafka's
+  ShareGroupStatePartitionMetadata (which share-partitions a group initialized): the share
+  coordinators are asked about every partition whose state is kept on another broker.
 * Alter sets start offsets of an empty share group (created if it does not exist, as Kafka's
   getOrMaybeCreateShareGroup): each share-partition starts afresh there (a new ShareSnapshot,
   nothing in flight), what this broker held of it is dropped.
@@ -19,13 +25,15 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from kafkalite.broker.partition_metadata_client import PartitionMetadataClient
+from kafkalite.broker.share_persister import StateSummary, summary_of
 from kafkalite.share.share_group import ShareGroup, ShareGroupCoordinator
-from kafkalite.share.share_records import SharePartitionKey, ShareState, delivery_complete_count
+from kafkalite.share.share_records import SharePartitionKey
 
 if TYPE_CHECKING:
     from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
@@ -75,35 +83,105 @@ class ShareGroupOffsets:
     groups: GroupCoordinatorService
     partitions: SharePartitionManager
     coordinator: ShareGroupCoordinator
+    latest_offsets: PartitionMetadataClient = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.latest_offsets = PartitionMetadataClient(
+            self.groups.replica_manager, self.partitions.persister.request
+        )
+
+    # -- the persisted state ---------------------------------------------------------------
+
+    async def initialized(
+        self, group_id: str, topic_ids: set[uuid.UUID] | None = None
+    ) -> tuple[ErrorCode, dict[SharePartitionKey, StateSummary]]:
+        """The group's share-partitions that have state (of these topics, or of any), with
+        their summaries: those this broker's share coordinator keeps, and each partition's
+        whose state partition another broker leads, asked there. An error where one cannot
+        be read (nothing is known then of whether it has state)."""
+        persister = self.partitions.persister
+        found = {
+            key: summary_of(state)
+            for key, state in self.partitions.coordinator.group_states(group_id).items()
+            if topic_ids is None or key.topic_id in topic_ids
+        }
+        if persister.no_state_yet():
+            return ErrorCode.none, found
+        for key in self._keys(group_id, topic_ids):
+            if persister.is_local(key):
+                continue
+            error, summary = await persister.read_summary(key)
+            if error is not ErrorCode.none:
+                return error, {}
+            if summary is not None:
+                found[key] = summary
+        return ErrorCode.none, found
+
+    def _keys(self, group_id: str, topic_ids: set[uuid.UUID] | None) -> list[SharePartitionKey]:
+        """Every share-partition the group could have (of these topics)."""
+        keys = []
+        for topic in self.groups.replica_manager.metadata.topics.values():
+            if topic_ids is None and topic.name.startswith("__"):
+                continue  # internal topics have no share-partitions
+            if topic_ids is None or topic.topic_id in topic_ids:
+                keys += [
+                    SharePartitionKey(group_id, topic.topic_id, p)
+                    for p in range(topic.num_partitions)
+                ]
+        return keys
 
     # -- describe --------------------------------------------------------------------------
 
-    def describe(
+    async def describe(
         self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None
     ) -> GroupResult:
         """The named topics' share-partitions, or (None) every one the group has state for."""
         error = self.groups.check_group(group_id)
         if error is not ErrorCode.none:
             return _refused(error)
-        states = self.partitions.coordinator.group_states(group_id)
         if topics is None:
-            topics = self._initialized_topics(states)
+            error, states = await self.initialized(group_id)
+            if error is not ErrorCode.none:
+                return _refused(error)
+            named = self._initialized_topics(states)
+            return GroupResult(topics=tuple(await self._described(group_id, named, states)))
+        metadata = self.groups.replica_manager.metadata
         found, missing = [], []
         for name, partitions in topics:
-            info = self.groups.replica_manager.metadata.topics.get(name)
+            info = metadata.topics.get(name)
             if info is None:
                 results = tuple(PartitionResult(p) for p in partitions)
                 missing.append(TopicResult(name, None, results))
                 continue
-            results = tuple(
-                self._summary(name, p, states.get(SharePartitionKey(group_id, info.topic_id, p)))
-                for p in partitions
-            )
-            found.append(TopicResult(name, info.topic_id, results))
+            summaries = {}
+            for index in partitions:
+                key = SharePartitionKey(group_id, info.topic_id, index)
+                error, summary = await self.partitions.persister.read_summary(key)
+                if summary is not None:  # an error is an absence of data, as in Kafka
+                    summaries[key] = summary
+            found += await self._described(group_id, [(name, list(partitions))], summaries)
         return GroupResult(topics=(*found, *missing))
 
+    async def _described(
+        self,
+        group_id: str,
+        topics: Sequence[tuple[str, Sequence[int]]],
+        summaries: dict[SharePartitionKey, StateSummary],
+    ) -> list[TopicResult]:
+        metadata, results = self.groups.replica_manager.metadata, []
+        for name, partitions in topics:
+            topic_id = metadata.topics[name].topic_id
+            described = [
+                await self._summary(
+                    name, p, summaries.get(SharePartitionKey(group_id, topic_id, p))
+                )
+                for p in partitions
+            ]
+            results.append(TopicResult(name, topic_id, tuple(described)))
+        return results
+
     def _initialized_topics(
-        self, states: dict[SharePartitionKey, ShareState]
+        self, states: dict[SharePartitionKey, StateSummary]
     ) -> list[tuple[str, list[int]]]:
         by_topic: dict[str, list[int]] = defaultdict(list)
         metadata = self.groups.replica_manager.metadata
@@ -113,15 +191,17 @@ class ShareGroupOffsets:
                 by_topic[topic.name].append(key.partition)
         return sorted(by_topic.items())
 
-    def _summary(self, topic: str, index: int, state: ShareState | None) -> PartitionResult:
-        if state is None:
+    async def _summary(
+        self, topic: str, index: int, summary: StateSummary | None
+    ) -> PartitionResult:
+        if summary is None:
             return PartitionResult(index)
-        partition = self.groups.replica_manager.partition(topic, index)
-        if partition is None:
-            return PartitionResult(index, ErrorCode.not_leader_or_follower)
-        lag = partition.high_watermark - state.start_offset - delivery_complete_count(state)
+        error, latest = await self.latest_offsets.latest_offset(topic, index)
+        if error is not ErrorCode.none:  # as Kafka: the error, for this partition
+            return PartitionResult(index, error, error.name)
+        lag = latest - summary.start_offset - summary.delivery_complete_count
         return PartitionResult(
-            index, start_offset=state.start_offset, leader_epoch=state.leader_epoch, lag=lag
+            index, start_offset=summary.start_offset, leader_epoch=summary.leader_epoch, lag=lag
         )
 
     # -- alter -----------------------------------------------------------------------------
@@ -131,7 +211,7 @@ class ShareGroupOffsets:
     ) -> GroupResult:
         """Set the start offsets (partition, offset) of an empty share group's
         share-partitions."""
-        refused = self._check_empty(group_id, create=True)
+        refused = await self._check_empty(group_id, create=True)
         if refused is not None:
             return refused
         metadata = self.groups.replica_manager.metadata
@@ -165,11 +245,10 @@ class ShareGroupOffsets:
 
     async def delete(self, group_id: str, topic_names: Sequence[str]) -> GroupResult:
         """Forget the state of the named topics' share-partitions of an empty share group."""
-        refused = self._check_empty(group_id, create=False)
+        refused = await self._check_empty(group_id, create=False)
         if refused is not None:
             return refused
         metadata = self.groups.replica_manager.metadata
-        states = self.partitions.coordinator.group_states(group_id)
         deleted, failed = [], []
         for name in topic_names:
             info = metadata.topics.get(name)
@@ -183,7 +262,11 @@ class ShareGroupOffsets:
                     )
                 )
                 continue
-            keys = [key for key in states if key.topic_id == info.topic_id]
+            error, states = await self.initialized(group_id, {info.topic_id})
+            if error is not ErrorCode.none:
+                failed.append(TopicResult(name, info.topic_id, error=error, message=error.name))
+                continue
+            keys = sorted(states, key=lambda k: k.partition)
             if not keys:
                 failed.append(
                     TopicResult(
@@ -203,7 +286,7 @@ class ShareGroupOffsets:
 
     # -- the group -------------------------------------------------------------------------
 
-    def _check_empty(self, group_id: str, *, create: bool) -> GroupResult | None:
+    async def _check_empty(self, group_id: str, *, create: bool) -> GroupResult | None:
         """Why the group's offsets cannot change (None: they can): not served here, not a
         share group, missing (unless `create`), or with members."""
         if not group_id:
@@ -213,17 +296,24 @@ class ShareGroupOffsets:
             return _refused(error)
         if self.groups.coordinator.has_group(group_id):
             return _refused(ErrorCode.group_id_not_found, f"Group {group_id} is not a share group.")
-        group = self.share_group(group_id, create=create)
+        group = await self.share_group(group_id, create=create)
         if group is None:
             return _refused(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
         if group.members:
             return _refused(ErrorCode.non_empty_group, NON_EMPTY_GROUP_MESSAGE)
         return None
 
-    def share_group(self, group_id: str, *, create: bool) -> ShareGroup | None:
-        """The share group, also when only its share-partitions' state survived a restart
-        (membership is not persisted yet: it is then Empty); created empty if `create`."""
+    async def share_group(self, group_id: str, *, create: bool) -> ShareGroup | None:
+        """The share group, also when only its share-partitions' state survived a restart or
+        a move of its group coordinator (membership is not persisted yet: it is then Empty);
+        created empty if `create`."""
         group = self.coordinator.groups.get(group_id)
-        if group is None and (create or self.partitions.coordinator.group_states(group_id)):
+        if group is None and (create or await self._has_state(group_id)):
             group = self.coordinator.groups[group_id] = ShareGroup(group_id)
         return group
+
+    async def _has_state(self, group_id: str) -> bool:
+        if self.partitions.coordinator.group_states(group_id):
+            return True
+        _, states = await self.initialized(group_id)
+        return bool(states)

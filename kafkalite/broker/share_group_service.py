@@ -135,10 +135,13 @@ class ShareGroupService:
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group: an Empty one is removed with its share-partitions'
-        state (NON_EMPTY_GROUP while it has members)."""
+        state, wherever it is kept (NON_EMPTY_GROUP while it has members)."""
+        error, states = await self.offsets.initialized(group_id)
+        if error is not ErrorCode.none:
+            return error
         error = self.coordinator.delete(group_id)
         if error is ErrorCode.none:
-            error = await self.partitions.delete_group(group_id)
+            error = await self.partitions.delete_group(group_id, list(states))
             log.info("deleted share group %s", group_id)
         return error
 

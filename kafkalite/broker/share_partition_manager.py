@@ -251,6 +251,11 @@ class SharePartitionManager:
         error = await self.persister.write_state(
             held.key, held.state_epoch, held.leader_epoch, share.start_offset, changes
         )
+        if error is ErrorCode.fenced_state_epoch:  # reset or deleted since (offsets admin)
+            log.info("share-partition %s was reset: read again", held.key)
+            if self.held.get(held.key) is held:  # as Kafka fences a SharePartition
+                self._drop(held.key)
+            return error
         if error is not ErrorCode.none:
             held.persisted_version = -1  # the next call writes it again
             share.changed.update(
@@ -386,27 +391,49 @@ class SharePartitionManager:
         for held in self.release_member(group_id, member_id):
             await self.persist(held)
 
-    async def delete_group(self, group_id: str) -> ErrorCode:
-        """The (empty) share group was deleted: its sessions, share-partitions and their
-        persisted state go."""
+    async def delete_group(self, group_id: str, keys: list[SharePartitionKey]) -> ErrorCode:
+        """The (empty) share group was deleted: its sessions and share-partitions here go,
+        and the persisted state of `keys` (every share-partition it has state for)."""
         for session_key in [k for k in self.sessions.sessions if k[0] == group_id]:
             self.sessions.close(session_key)
         for key in [k for k in self.held if k.group_id == group_id]:
-            del self.held[key]
-            self._dirty.pop(key, None)
-        return await self.coordinator.delete_group_state(group_id)
+            self._drop(key)
+        return await self.persister.delete_state(keys)
 
     async def reset(self, key: SharePartitionKey, start_offset: int) -> ErrorCode:
         """AlterShareGroupOffsets: the share-partition starts afresh at `start_offset` (its
-        group is empty); what was held of it here is dropped, to be read again."""
+        group is empty); what was held of it here is dropped, to be read again (a leader
+        on another broker reads it again at its next share session: forget_idle)."""
         self._drop(key)
-        return await self.coordinator.initialize_state(key, start_offset)
+        return await self.persister.initialize_state(key, start_offset)
 
     async def forget(self, keys: list[SharePartitionKey]) -> ErrorCode:
         """DeleteShareGroupOffsets: the share-partitions' state goes (their group is empty)."""
         for key in keys:
             self._drop(key)
-        return await self.coordinator.delete_state(keys)
+        return await self.persister.delete_state(keys)
+
+    def forget_idle(
+        self, session_key: tuple[str, str], partitions: Iterable[TopicIdPartition]
+    ) -> None:
+        """A share session opens: the share-partitions of its group that no other session
+        of the group reads here, with nothing acquired and everything persisted, are read
+        again at their next use, so a start offset the group coordinator altered or deleted
+        meanwhile (with the group empty, possibly on another broker) is the one used."""
+        group_id = session_key[0]
+        read = {
+            tp
+            for key, session in self.sessions.sessions.items()
+            if key[0] == group_id and key != session_key
+            for tp in session.partitions
+        }
+        for tp in partitions:
+            key = SharePartitionKey(group_id, *tp)
+            held = self.held.get(key)
+            if held is None or tp in read or key in self._dirty or not held.state.idle():
+                continue
+            if held.persisted_version == held.state.version:
+                self._drop(key)
 
     def _drop(self, key: SharePartitionKey) -> None:
         self.held.pop(key, None)

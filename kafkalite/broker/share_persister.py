@@ -4,7 +4,10 @@ DefaultStatePersister and PersisterStateManager).
 The state of a share-partition lives with the share coordinator of its `__share_group_state`
 partition. When this broker leads that partition the local ShareCoordinatorService answers;
 otherwise Kafka's inter-broker RPCs go to the partition's leader: ReadShareGroupState (84) and
-WriteShareGroupState (85), answered once the state is committed there. NOT_COORDINATOR,
+WriteShareGroupState (85), answered once the state is committed there; the group
+coordinator's offsets admin (broker/share_group_offsets.py) goes the same way with
+InitializeShareGroupState (83), DeleteShareGroupState (86) and ReadShareGroupStateSummary
+(87), as Kafka's GroupCoordinatorService does through its persister. NOT_COORDINATOR,
 COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE and a lost connection are retried,
 against the leader the metadata names then, until `request.timeout.ms`; fencing errors
 (FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH) are answered as they are.
@@ -31,14 +34,16 @@ from kafkalite.broker.cluster_metadata import Endpoint
 from kafkalite.protocol.entities import make
 from kafkalite.security.inter_broker import InterBrokerSecurity
 from kafkalite.share.share_partition import StateBatch
-from kafkalite.share.share_records import SharePartitionKey, ShareState
+from kafkalite.share.share_records import SharePartitionKey, ShareState, delivery_complete_count
 
 if TYPE_CHECKING:
     from kafkalite.broker.share_coordinator_service import ShareCoordinatorService
 
 log = logging.getLogger("kafkalite.share")
 
-READ_SHARE_GROUP_STATE, WRITE_SHARE_GROUP_STATE = 84, 85
+INITIALIZE_SHARE_GROUP_STATE, READ_SHARE_GROUP_STATE, WRITE_SHARE_GROUP_STATE = 83, 84, 85
+DELETE_SHARE_GROUP_STATE, READ_SHARE_GROUP_STATE_SUMMARY = 86, 87
+SUMMARY_VERSION = 1  # with the delivery complete count (the lag needs it)
 WRITE_VERSION = 1
 RETRIABLE = frozenset(
     {
@@ -93,6 +98,44 @@ def write_request(
     return make(m.WriteShareGroupStateRequest, group_id=key.group_id, topics=(topic,))
 
 
+def initialize_request(key: SharePartitionKey, start_offset: int) -> Any:
+    """The state epoch is left unchecked (-1): the share coordinator takes the next one."""
+    m = _module(INITIALIZE_SHARE_GROUP_STATE, 0)
+    partition = make(
+        m.PartitionData, partition=key.partition, state_epoch=-1, start_offset=start_offset
+    )
+    topic = make(m.InitializeStateData, topic_id=key.topic_id, partitions=(partition,))
+    return make(m.InitializeShareGroupStateRequest, group_id=key.group_id, topics=(topic,))
+
+
+def delete_request(key: SharePartitionKey) -> Any:
+    m = _module(DELETE_SHARE_GROUP_STATE, 0)
+    partition = make(m.PartitionData, partition=key.partition)
+    topic = make(m.DeleteStateData, topic_id=key.topic_id, partitions=(partition,))
+    return make(m.DeleteShareGroupStateRequest, group_id=key.group_id, topics=(topic,))
+
+
+def summary_request(key: SharePartitionKey) -> Any:
+    m = _module(READ_SHARE_GROUP_STATE_SUMMARY, SUMMARY_VERSION)
+    partition = make(m.PartitionData, partition=key.partition, leader_epoch=-1)
+    topic = make(m.ReadStateSummaryData, topic_id=key.topic_id, partitions=(partition,))
+    return make(m.ReadShareGroupStateSummaryRequest, group_id=key.group_id, topics=(topic,))
+
+
+@dataclass(frozen=True, slots=True)
+class StateSummary:
+    """What DescribeShareGroupOffsets shows of a share-partition (Kafka's
+    PartitionStateSummaryData)."""
+
+    start_offset: int
+    leader_epoch: int
+    delivery_complete_count: int
+
+
+def summary_of(state: ShareState) -> StateSummary:
+    return StateSummary(state.start_offset, state.leader_epoch, delivery_complete_count(state))
+
+
 def _only_partition(response: Any) -> Any:
     return response.results[0].partitions[0]
 
@@ -126,6 +169,12 @@ class SharePersister:
         self._connections = BrokerConnections(
             self.endpoint_of, f"broker-{self.broker_id}-share-persister", self.security
         )
+
+    def no_state_yet(self) -> bool:
+        """`__share_group_state` does not exist: no share-partition has state anywhere (the
+        admin reads then answer at once, without creating it)."""
+        runtime = self.coordinator.runtime
+        return runtime.topic not in runtime.replica_manager.metadata.topics
 
     def is_local(self, key: SharePartitionKey) -> bool:
         return self.coordinator.runtime.check(key.coordinator_key()) is ErrorCode.none
@@ -167,6 +216,60 @@ class SharePersister:
             del self._write_locks[key]  # none in flight: local writes may go direct again
         return error if response is None else ErrorCode(_only_partition(response).error_code)
 
+    async def read_summary(self, key: SharePartitionKey) -> tuple[ErrorCode, StateSummary | None]:
+        """The share-partition's start offset, leader epoch and delivery complete count
+        (None: never initialized), or why they cannot be read (Kafka's readSummary)."""
+        if self.no_state_yet():
+            return ErrorCode.none, None
+        if not self.is_local(key):
+            error, response = await self._send(key, summary_request(key))
+            if response is not None:
+                result = _only_partition(response)
+                error = ErrorCode(result.error_code)
+                if error is not ErrorCode.none or result.start_offset == UNINITIALIZED:
+                    return error, None
+                summary = StateSummary(
+                    result.start_offset, result.leader_epoch, result.delivery_complete_count
+                )
+                return ErrorCode.none, summary
+            if not self.is_local(key):
+                return error, None
+        error, state = self.coordinator.read_state(key)
+        return error, None if state is None else summary_of(state)
+
+    async def initialize_state(self, key: SharePartitionKey, start_offset: int) -> ErrorCode:
+        """Start the share-partition afresh at `start_offset`, a new state epoch with nothing
+        in flight (Kafka's initializeState, as AlterShareGroupOffsets uses it)."""
+        if not self.is_local(key):
+            error, response = await self._send(key, initialize_request(key, start_offset))
+            if response is not None:
+                return ErrorCode(_only_partition(response).error_code)
+            if not self.is_local(key):
+                return error
+        return await self.coordinator.initialize_state(key, start_offset)
+
+    async def delete_state(self, keys: list[SharePartitionKey]) -> ErrorCode:
+        """Forget these share-partitions' state, wherever it is kept (Kafka's deleteState);
+        the first error, if any."""
+        if self.no_state_yet():
+            return ErrorCode.none
+        local = [key for key in keys if self.is_local(key)]
+        first = ErrorCode.none
+        for key in keys:
+            if key in local:
+                continue
+            error, response = await self._send(key, delete_request(key))
+            if response is not None:
+                error = ErrorCode(_only_partition(response).error_code)
+            elif self.is_local(key):  # moved here meanwhile
+                local.append(key)
+                continue
+            if first is ErrorCode.none:
+                first = error
+        present = [key for key in local if key in self.coordinator.states]
+        error = await self.coordinator.delete_state(present) if present else ErrorCode.none
+        return first if first is not ErrorCode.none else error
+
     async def committed(self, key: SharePartitionKey) -> ErrorCode:
         """NONE once every write of the share-partition so far is committed."""
         lock = self._write_locks.get(key)
@@ -192,7 +295,7 @@ class SharePersister:
                     if error is ErrorCode.none:  # moved here: the caller answers locally
                         return error, None
                 else:
-                    error, response = await self._request(leader, request)
+                    error, response = await self.request(leader, request)
                     if response is not None:
                         answer = ErrorCode(_only_partition(response).error_code)
                         if answer not in RETRIABLE:
@@ -202,7 +305,9 @@ class SharePersister:
         log.info("share state of %s: %s", key, error.name)
         return error, None
 
-    async def _request(self, broker_id: int, request: Any) -> tuple[ErrorCode, Any]:
+    async def request(self, broker_id: int, request: Any) -> tuple[ErrorCode, Any]:
+        """One request to another broker (also the group coordinator's ListOffsets for a
+        share group's lag, broker/partition_metadata_client.py)."""
         lock = self._connection_locks.setdefault(broker_id, trio.Lock())
         try:
             async with lock:

@@ -6,9 +6,11 @@ this broker's dynamic configs, so Broker.open can load on them (`metadata`, `con
 the caller runs `tasks` (the store's watches and writes, the controller candidacy, the config
 change notifications, the ACL change notifications) in the server's nursery. With
 authorizer.class.name the ACLs are ZooKeeper's `/kafka-acl` (cluster/zk_acl_store.py), and
-SCRAM credentials and client quotas are always ZooKeeper's `/config/users` (and quotas'
-`/config/clients`, `/config/ips`: cluster/zk_scram_store.py, cluster/zk_quota_store.py): the
-broker's `authorizer`, `scram_store` and `quota_store`, which every broker follows. Leaving the
+SCRAM credentials, client quotas and group configs are always ZooKeeper's `/config/users`
+(and quotas' `/config/clients`, `/config/ips`; group configs' `/config/groups`:
+cluster/zk_scram_store.py, cluster/zk_quota_store.py, cluster/zk_group_config_store.py): the
+broker's `authorizer`, `scram_store`, `quota_store` and `group_config_store`, which every
+broker follows. Leaving the
 block ends the session: the broker's ephemeral registration (and `/controller`, if it held it)
 goes at once.
 Only imported in cluster mode: the single-node broker never imports kazoo.
@@ -34,6 +36,8 @@ from kafkalite.cluster.leader_rebalancer import LeaderRebalancer
 from kafkalite.cluster.zk_acl_store import AclChangeListener, ZkAclStore
 from kafkalite.cluster.zk_client import ZkClient
 from kafkalite.cluster.zk_controller_api import ZkControllerApi
+from kafkalite.cluster.zk_data import GROUPS
+from kafkalite.cluster.zk_group_config_store import ZkGroupConfigStore
 from kafkalite.cluster.zk_metadata import ZkMetadata
 from kafkalite.cluster.zk_quota_store import CLIENTS, IPS, ZkClientQuotaStore
 from kafkalite.cluster.zk_scram_store import USERS, ZkScramCredentialStore
@@ -53,6 +57,7 @@ class ClusterMember:
     controller_api: ZkControllerApi
     scram_store: ZkScramCredentialStore
     quota_store: ZkClientQuotaStore
+    group_config_store: ZkGroupConfigStore
     authorizer: Authorizer | None = None  # with authorizer.class.name: ZooKeeper's ACLs
     acl_changes: AclChangeListener | None = None  # other brokers' ACL changes, to it
 
@@ -110,6 +115,8 @@ async def join_cluster(
             controller_api.configs.follow(
                 entity_type, functools.partial(quota_store.on_config_changed, entity_type)
             )
+        group_config_store = await ZkGroupConfigStore.open(metadata.kafka_zk)
+        controller_api.configs.follow(GROUPS, group_config_store.on_group_config_changed)
         authorizer, acl_changes = await _zk_authorizer(config, zk)
         yield ClusterMember(
             metadata,
@@ -119,6 +126,7 @@ async def join_cluster(
             controller_api,
             scram_store,
             quota_store,
+            group_config_store,
             authorizer,
             acl_changes,
         )

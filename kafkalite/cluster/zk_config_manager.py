@@ -13,7 +13,8 @@ znode's latest content whatever order the notifications are seen in, and hands c
 concern this broker (its id or `<default>`) to `on_change`, in the trio task that runs it.
 Other entity types are handed to the handlers `follow` registered for them (SCRAM credentials
 under `users`, cluster/zk_scram_store.py; client quotas under `users`, `clients` and `ips`,
-cluster/zk_quota_store.py), for every entity of the type.
+cluster/zk_quota_store.py; group configs under `groups`, cluster/zk_group_config_store.py),
+for every entity of the type.
 Notifications older than 15 minutes are deleted (Kafka's changeExpirationMs), by whichever
 broker sees them first.
 """

@@ -37,8 +37,11 @@ LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"  # ProducerIdBlockZNode
 CONSUMERS = "/consumers"  # the old consumer's path, still created by Kafka
 
-# ConfigType.ALL; "<default>" names the cluster-wide default entity (ZooKeeperInternals).
+# ConfigType.ALL of ZooKeeper-era Kafka; "<default>" names the cluster-wide default entity
+# (ZooKeeperInternals). Kafka 4's ConfigType.GROUP ("groups", kept by KRaft only) is kept
+# here the same way (cluster/zk_group_config_store.py), created on first use.
 CONFIG_ENTITY_TYPES = ("topics", "clients", "users", "brokers", "ips")
+GROUPS = "groups"
 DEFAULT_ENTITY = "<default>"
 
 # ZkData.PersistentZkPaths: created (empty) by every broker at startup.
@@ -78,7 +81,7 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def config_path(entity_type: str, entity_name: str) -> str:
     """`/config/topics/<t>`, `/config/brokers/<id>` or `/config/brokers/<default>`, ..."""
-    if entity_type not in CONFIG_ENTITY_TYPES:
+    if entity_type not in CONFIG_ENTITY_TYPES and entity_type != GROUPS:
         raise ValueError(f"unknown config entity type {entity_type!r}")
     return f"{CONFIG}/{entity_type}/{entity_name}"
 

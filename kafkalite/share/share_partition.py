@@ -219,6 +219,12 @@ class SharePartition:
     def in_flight(self) -> int:
         return self.end_offset - self.start_offset
 
+    def idle(self) -> bool:
+        """Nothing acquired, nothing waiting for the dead-letter topic."""
+        return not self.dead_letters and all(
+            r.state is not RecordState.ACQUIRED for r in self.records.values()
+        )
+
     # -- acquisition -----------------------------------------------------------------------
 
     def acquire(

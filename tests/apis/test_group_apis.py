@@ -1244,6 +1244,8 @@ def test_delete_groups(broker: Broker, version: int) -> None:
         }
         assert state_of(broker, "simple") is None
         assert state_of(broker) == "Stable"
+        # "ghost" is looked for among share groups too, without creating __share_group_state.
+        assert "__share_group_state" not in broker.metadata.topics
         assert await fetch_any(broker, 9, None, group="simple") == {}
         assert await fetch_any(broker, 5, {TOPIC: [0]}, group="simple") == {
             (TOPIC, 0): (-1, -1, "", OK)

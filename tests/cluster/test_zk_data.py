@@ -40,7 +40,8 @@ def test_paths_match_kafka() -> None:
         "/config/ips",
     )
     with pytest.raises(ValueError, match="unknown config entity type"):
-        zd.config_path("groups", "g")
+        zd.config_path("streams", "g")
+    assert zd.config_path("groups", "g") == "/config/groups/g"
 
 
 def test_kafka_uuid_is_url_safe_base64_unpadded() -> None:

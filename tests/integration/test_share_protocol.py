@@ -19,6 +19,7 @@ from confluent_kafka import Producer, ShareConsumer
 from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.partition_loader import log_chunks
+from kafkalite.broker.share_persister import initialize_request
 from kafkalite.share.share_records import (
     SHARE_SNAPSHOT,
     SHARE_UPDATE,
@@ -564,3 +565,22 @@ def test_after_a_restart_a_share_group_with_state_is_empty_and_can_be_deleted(
         deleted = raw.request(dg.DeleteGroupsRequest(groups_names=(group,)))
         assert deleted.results[0].error_code is ErrorCode.none
         assert describe_offsets(raw, group, None) == []
+
+
+def test_a_share_partition_reset_under_its_leader_is_read_again(
+    broker: EmbeddedBroker, client: RawClient
+) -> None:
+    """Its state is started afresh (InitializeShareGroupState, as a group coordinator on
+    another broker sends it for AlterShareGroupOffsets) while its leader holds records: the
+    leader's next write is fenced (FENCED_STATE_EPOCH), and it reads the state again, as
+    Kafka's leader drops a fenced SharePartition: the next fetch starts at the new offset."""
+    topic, topic_id, group = new_queue(broker)
+    joined(client, group, "m1", topic, topic_id)
+    produce(broker, topic, 3)
+    assert acquired(share_fetch(client, group, "m1", 0, topic_id, max_wait=2000)) == [(0, 2, 1)]
+    key = SharePartitionKey(group, topic_id, 0)
+    [topic_result] = client.request(initialize_request(key, 1)).results
+    assert topic_result.partitions[0].error_code is ErrorCode.none
+    acked = share_ack(client, group, "m1", 1, topic_id, 0, 2)
+    assert acked.responses[0].partitions[0].error_code is ErrorCode.fenced_state_epoch
+    assert acquired(share_fetch(client, group, "m1", 2, topic_id, max_wait=2000)) == [(1, 2, 1)]
