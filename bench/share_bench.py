@@ -78,8 +78,9 @@ class Result:
 
 
 def fill(bootstrap: str, topic: str, partitions: int, count: int, size: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "1",
-                         "batch.size": 16384})  # Java's default: ~140 records a batch
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "1", "batch.size": 16384}
+    )  # Java's default: ~140 records a batch
     payload = b"x" * size
     for i in range(count):
         while True:
@@ -210,8 +211,9 @@ def table(results: list[Result], messages: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--consumers", default="1,4,8")
