@@ -4,7 +4,7 @@ p50/p99, kafkalite and Apache Kafka 4.4 (compat/kafka_server.py, KRaft, one node
 run, one after the other.
 
     .venv/bin/python -m bench.share_bench [--messages 20000] [--size 100] [--consumers 1,4,8]
-        [--partitions 1,8] [--target both|kafkalite|kafka] [--bootstrap HOST:PORT]
+        [--partitions 1,8] [--repeat 3] [--target both|kafkalite|kafka] [--bootstrap HOST:PORT]
 
 Each case uses a new topic and share group: the topic is filled first (`--messages` records
 of `--size` B, spread round-robin over its partitions), the group's `share.auto.offset.reset`
@@ -17,7 +17,8 @@ mode, ACCEPT every record and commit each poll's acknowledgements with `commit_s
   return of the `commit_sync` that answered its ACCEPT as successful (a commit round-trip plus
   the few microseconds the consumer takes to acknowledge the batch); p50 and p99 over records.
 
-It prints a Markdown table; it is not a test.
+Each case runs `--repeat` times; the table shows the medians of each figure. It prints a
+Markdown table; it is not a test.
 """
 
 from __future__ import annotations
@@ -177,6 +178,15 @@ def _percentile(values: list[float], pct: int) -> float:
 
 
 def run_all(bootstrap: str, broker: str, args: argparse.Namespace) -> list[Result]:
+    """Every case `--repeat` times in turn (the rounds interleave, so a busy moment of a shared
+    machine spreads over the cases); `table` shows each figure's median."""
+    results = []
+    for _ in range(args.repeat):
+        results += run_round(bootstrap, broker, args)
+    return results
+
+
+def run_round(bootstrap: str, broker: str, args: argparse.Namespace) -> list[Result]:
     results = []
     for partitions in args.partitions:
         for consumers in args.consumers:
@@ -190,7 +200,9 @@ def run_all(bootstrap: str, broker: str, args: argparse.Namespace) -> list[Resul
 
 
 def table(results: list[Result], messages: int) -> str:
-    by = {(r.broker, r.partitions, r.consumers): r for r in results}
+    by: dict[tuple[str, int, int], list[Result]] = {}
+    for r in results:
+        by.setdefault((r.broker, r.partitions, r.consumers), []).append(r)
     brokers = list(dict.fromkeys(r.broker for r in results))
     cases = sorted({(r.partitions, r.consumers) for r in results})
     head = ["partitions", "consumers"]
@@ -200,12 +212,16 @@ def table(results: list[Result], messages: int) -> str:
     for partitions, consumers in cases:
         cells = [str(partitions), str(consumers)]
         for broker in brokers:
-            r = by.get((broker, partitions, consumers))
-            if r is None or r.records < 1:
+            runs = by.get((broker, partitions, consumers), [])
+            if not runs:
                 cells += ["-", "-"]
                 continue
-            short = "" if r.records >= messages else f" (only {r.records:,} in time)"
-            cells += [f"{r.records_s:,.0f}{short}", f"{r.p50_ms:.1f} / {r.p99_ms:.1f}"]
+            short = sum(r.records < messages for r in runs)
+            rate = statistics.median(r.records_s for r in runs)
+            p50 = statistics.median(r.p50_ms for r in runs)
+            p99 = statistics.median(r.p99_ms for r in runs)
+            note = f" ({short} run(s) short)" if short else ""
+            cells += [f"{rate:,.0f}{note}", f"{p50:.1f} / {p99:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -218,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--consumers", default="1,4,8")
     parser.add_argument("--partitions", default="1,8")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds; medians shown")
     parser.add_argument("--target", choices=("both", "kafkalite", "kafka"), default="both")
     parser.add_argument("--bootstrap", help="measure this broker instead")
     args = parser.parse_args(argv)
