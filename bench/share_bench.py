@@ -9,7 +9,8 @@ run, one after the other.
 Each case uses a new topic and share group: the topic is filled first (`--messages` records
 of `--size` B, spread round-robin over its partitions), the group's `share.auto.offset.reset`
 is set to `earliest`, then the consumers (one thread each) poll in explicit acknowledgement
-mode, ACCEPT every record and commit each poll's acknowledgements with `commit_sync`.
+mode, ACCEPT every record and commit each poll's acknowledgements with `commit_sync`. Both
+brokers run side by side and each case runs on one, then the other.
 
 - records/s: the records, over the time from the first delivery to the last (joining the group
   is not counted);
@@ -24,6 +25,7 @@ Markdown table; it is not a test.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -177,26 +179,27 @@ def _percentile(values: list[float], pct: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[pct - 1]
 
 
-def run_all(bootstrap: str, broker: str, args: argparse.Namespace) -> list[Result]:
-    """Every case `--repeat` times in turn (the rounds interleave, so a busy moment of a shared
-    machine spreads over the cases); `table` shows each figure's median."""
+def run_all(brokers: dict[str, str], args: argparse.Namespace) -> list[Result]:
+    """Every case `--repeat` times, each case on every broker in turn (the brokers run side by
+    side and alternate, so a busy moment of the shared machine falls on both); `table` shows
+    each figure's median."""
     results = []
     for _ in range(args.repeat):
-        results += run_round(bootstrap, broker, args)
+        for partitions in args.partitions:
+            for consumers in args.consumers:
+                for broker, bootstrap in brokers.items():
+                    results.append(run_logged(bootstrap, broker, partitions, consumers, args))
     return results
 
 
-def run_round(bootstrap: str, broker: str, args: argparse.Namespace) -> list[Result]:
-    results = []
-    for partitions in args.partitions:
-        for consumers in args.consumers:
-            result = run_case(bootstrap, broker, partitions, consumers, args.messages, args.size)
-            print(f"[share_bench] {broker}: {partitions} partition(s), {consumers} consumer(s): "
-                  f"{result.records_s:,.0f} records/s, ack p50 {result.p50_ms:.1f} ms, p99 "
-                  f"{result.p99_ms:.1f} ms, split {result.split}, {result.duplicates} twice",
-                  file=sys.stderr, flush=True)  # fmt: skip
-            results.append(result)
-    return results
+def run_logged(bootstrap: str, broker: str, partitions: int, consumers: int,
+               args: argparse.Namespace) -> Result:  # fmt: skip
+    result = run_case(bootstrap, broker, partitions, consumers, args.messages, args.size)
+    print(f"[share_bench] {broker}: {partitions} partition(s), {consumers} consumer(s): "
+          f"{result.records_s:,.0f} records/s, ack p50 {result.p50_ms:.1f} ms, p99 "
+          f"{result.p99_ms:.1f} ms, split {result.split}, {result.duplicates} twice",
+          file=sys.stderr, flush=True)  # fmt: skip
+    return result
 
 
 def table(results: list[Result], messages: int) -> str:
@@ -240,26 +243,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.consumers = [int(c) for c in args.consumers.split(",")]
     args.partitions = [int(p) for p in args.partitions.split(",")]
-    results: list[Result] = []
     if args.bootstrap:
-        results += run_all(args.bootstrap, "broker", args)
-        print(table(results, args.messages))
+        print(table(run_all({"broker": args.bootstrap}, args), args.messages))
         return 0
-    with tempfile.TemporaryDirectory() as data:
+    with tempfile.TemporaryDirectory() as data, contextlib.ExitStack() as stack:
+        brokers = {}
         if args.target in ("both", "kafkalite"):
             broker = BrokerProcess(Path(data) / "kafkalite").start()
-            try:
-                results += run_all(broker.bootstrap, "kafkalite", args)
-            finally:
-                broker.stop()
+            stack.callback(broker.stop)
+            brokers["kafkalite"] = broker.bootstrap
         if args.target in ("both", "kafka"):
             from compat.kafka_server import KafkaServer
 
             server = KafkaServer(Path(data) / "kafka").start()
-            try:
-                results += run_all(server.bootstrap, "kafka", args)
-            finally:
-                server.stop()
+            stack.callback(server.stop)
+            brokers["kafka"] = server.bootstrap
+        results = run_all(brokers, args)
     print(table(results, args.messages))
     return 0
 
