@@ -28,6 +28,8 @@ With the transactional workload (final.jsonl holds the transform's committed out
                          value "x:<value>", header src "<partition>:<offset>" of the input)
   txn_input_uncommitted  input partitions whose transform group's committed offset is not the
                          input's end (some input was never consumed in a committed transaction)
+With the share-group workload (logs/share-*.jsonl), also the SHARE_MUST_BE_ZERO counts and
+`share_figures` of chaos/share.py's judge_share.
 Figures: records acked / failed / unknown / read / in the log, and per fault the time to the
 first acknowledged acks=all write sent after it started (`recover_s`) and after it healed.
 `resent_copies` and `resent_out_of_order` count the copies, and the sequence going down, where
