@@ -25,7 +25,7 @@ from chaos.checker import check, summary
 from chaos.coordinator_kill import WorkloadClients
 from chaos.plot import plot_run
 from chaos.schedule import make_schedule, usable_kinds
-from chaos.share import SHARE_GROUP, SHARE_OVERRIDES, all_acknowledged, share_offsets
+from chaos.share import SHARE_GROUP, all_acknowledged, share_offsets, share_overrides
 from chaos.targets import CHAOS_TIMEOUTS, Target, signal_group, start_kafka, start_kafkalite
 from chaos.workload import transactional_id
 
@@ -149,7 +149,7 @@ def _write(path: Path, data: object) -> None:
 
 
 def _start_target(options: Options, run_dir: Path, disks: dict[int, Path]) -> Target:
-    overrides = SHARE_OVERRIDES if options.workload == "share" else None
+    overrides = share_overrides(options.brokers) if options.workload == "share" else None
     if options.target == "kafka":
         return start_kafka(run_dir, options.brokers, overrides)
     return start_kafkalite(run_dir, options.brokers, overrides, data_dirs=disks)

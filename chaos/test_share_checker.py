@@ -34,7 +34,7 @@ def test_planted_share_faults_are_counted_exactly() -> None:
             {"ev": "accepted", "t": 2.6, "records": [[0, 2]]},
         ],
     }
-    # p0:3 and p0:4 never delivered; the broker's start offset is 3: two unaccepted.
+    # p0:3 and p0:4 never delivered; the broker's lag: two unaccepted.
     final = [{"ev": "share_offsets", "offsets": {"0": {"start": 3, "lag": 2}}}]
     verdict = judge_share(acks, records, share, final)
     assert verdict["counts"] == {
@@ -59,3 +59,14 @@ def test_without_the_broker_offsets_every_record_counts_as_unaccepted() -> None:
     verdict = judge_share({}, records, share, [])
     assert verdict["counts"]["share_unaccepted"] == 3
     assert verdict["figures"]["offsets_known"] is False
+
+
+def test_the_brokers_lag_counts_unaccepted_records_behind_a_persisted_start_offset() -> None:
+    """Kafka's start offset is the persisted one: it may stay behind acknowledged records."""
+    records = [_record(0, i, f"p0:{i}") for i in range(4)]
+    share = {
+        "share-c0": [_deliver(1.0, 0, i, f"p0:{i}") for i in range(4)]
+        + [{"ev": "accepted", "t": 1.1, "records": [[0, i] for i in range(4)]}]
+    }
+    final = [{"ev": "share_offsets", "offsets": {"0": {"start": 1, "lag": 0}}}]
+    assert judge_share({}, records, share, final)["counts"]["share_unaccepted"] == 0
