@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from collections import Counter, defaultdict
 from typing import Any, TextIO
 
-from confluent_kafka import KafkaException, ShareConsumer
+from confluent_kafka import IllegalStateException, KafkaException, ShareConsumer
 from kio.schema.describe_share_group_offsets.v1.request import (
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequestGroup,
@@ -79,6 +80,10 @@ def run_share_consumer(args: argparse.Namespace, out: TextIO) -> int:
             except KafkaException as exc:
                 _emit(out, ev="share_err", error=exc.args[0].name())
                 continue
+            except IllegalStateException as exc:  # the client's own state: written down
+                _emit(out, ev="share_err", error=f"IllegalState: {exc}")
+                time.sleep(0.5)
+                continue
             batch = []
             for m in messages:
                 if m.error() is not None:
@@ -87,7 +92,12 @@ def run_share_consumer(args: argparse.Namespace, out: TextIO) -> int:
                 _emit(out, ev="deliver", partition=m.partition(), offset=m.offset(),
                       key=(m.key() or b"").decode(), value=(m.value() or b"").decode(),
                       count=m.delivery_count())  # fmt: skip
-                consumer.acknowledge(m)  # ACCEPT
+                try:
+                    consumer.acknowledge(m)  # ACCEPT
+                except IllegalStateException as exc:  # no longer in flight: not acknowledged
+                    _emit(out, ev="accept_err", records=[[m.partition(), m.offset()]],
+                          error=f"IllegalState: {exc}")  # fmt: skip
+                    continue
                 batch.append((m.partition(), m.offset()))
             if batch:
                 _commit(consumer, batch, out)
