@@ -28,6 +28,8 @@ With the transactional workload (final.jsonl holds the transform's committed out
                          value "x:<value>", header src "<partition>:<offset>" of the input)
   txn_input_uncommitted  input partitions whose transform group's committed offset is not the
                          input's end (some input was never consumed in a committed transaction)
+With the share-group workload (logs/share-*.jsonl), also the SHARE_MUST_BE_ZERO counts and
+`share_figures` of chaos/share.py's judge_share.
 Figures: records acked / failed / unknown / read / in the log, and per fault the time to the
 first acknowledged acks=all write sent after it started (`recover_s`) and after it healed.
 `resent_copies` and `resent_out_of_order` count the copies, and the sequence going down, where
@@ -52,6 +54,7 @@ from typing import Any
 
 from chaos import tiered
 from chaos.producer_sessions import Session, producer_sessions
+from chaos.share import SHARE_MUST_BE_ZERO, judge_share
 
 MUST_BE_ZERO = (
     "acked_lost", "acked_moved", "duplicates", "order_violations", "unacked_disallowed",
@@ -91,11 +94,12 @@ def check(run_dir: Path, stall_bound_s: float = 30.0, topic: str = "chaos") -> d
                  for p in sorted(logs.glob("producer-*.jsonl"))}  # fmt: skip
     consumers = {p.stem: read_jsonl(p) for p in sorted(logs.glob("consumer-*.jsonl"))}
     transforms = {p.stem: read_jsonl(p) for p in sorted(logs.glob("transform-*.jsonl"))}
+    share = {p.stem: read_jsonl(p) for p in sorted(logs.glob("share-*.jsonl"))}
     final = read_jsonl(run_dir / "final.jsonl") if (run_dir / "final.jsonl").exists() else []
     faults_path = run_dir / "faults.jsonl"
     faults = read_jsonl(faults_path) if faults_path.exists() else []
     sessions = producer_sessions(run_dir, topic)
-    verdict = judge(producers, consumers, final, faults, stall_bound_s, transforms, sessions)
+    verdict = judge(producers, consumers, final, faults, stall_bound_s, transforms, sessions, share)
     if (run_dir / tiered.FIGURES_FILE).exists():  # a tiered run must have used the store
         tier = json.loads((run_dir / tiered.FIGURES_FILE).read_text())
         verdict["tiered"] = tiered.judge(tier, final, faults)
@@ -111,6 +115,7 @@ def judge(
     stall_bound_s: float = 30.0,
     transforms: dict[str, list[dict]] | None = None,
     sessions: dict[tuple[int, int], Session | None] | None = None,
+    share: dict[str, list[dict]] | None = None,
 ) -> dict[str, Any]:
     acks: dict[str, dict] = {}
     errors: dict[str, dict] = {}
@@ -173,6 +178,10 @@ def judge(
     if txn is not None:
         must_be_zero.update(txn["counts"])
         complete = complete and txn["complete"]
+    # The share-group workload (chaos/share.py): its deliveries and acknowledgements.
+    shared = judge_share(acks, records, share, final) if share else None
+    if shared is not None:
+        must_be_zero.update(shared["counts"])
     return {
         "ok": not any(must_be_zero.values()) and complete,
         **must_be_zero,
@@ -202,8 +211,10 @@ def judge(
             "commit_regressions": commits[:20],
             "stalls": stalls[:20],
             **(txn["examples"] if txn else {}),
+            **(shared["examples"] if shared else {}),
         },
         **({"txn_figures": txn["figures"]} if txn else {}),
+        **({"share_figures": shared["figures"]} if shared else {}),
     }
 
 
@@ -430,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summary(verdict: dict[str, Any]) -> str:
-    keys = [*MUST_BE_ZERO, *(k for k in TXN_MUST_BE_ZERO if k in verdict)]
+    keys = [*MUST_BE_ZERO, *(k for k in (*TXN_MUST_BE_ZERO, *SHARE_MUST_BE_ZERO) if k in verdict)]
     figures = verdict["figures"]
     lines = [
         f"verdict: {'OK' if verdict['ok'] else 'FAILED'}",
@@ -446,6 +457,8 @@ def summary(verdict: dict[str, Any]) -> str:
                                                  if k != "local_start"}))  # fmt: skip
     if "txn_figures" in verdict:
         lines.append("  transform: " + json.dumps(verdict["txn_figures"]))
+    if "share_figures" in verdict:
+        lines.append("  share group: " + json.dumps(verdict["share_figures"]))
     for fault in verdict["faults"]:
         what = fault.get("skipped") or f"node {fault.get('node', '-')}"
         lines.append(f"  {fault['kind']:<10} {what}: recover {_seconds(fault.get('recover_s'))},"

@@ -26,6 +26,7 @@ from chaos.checker import check, summary
 from chaos.coordinator_kill import WorkloadClients
 from chaos.plot import plot_run
 from chaos.schedule import make_schedule, usable_kinds
+from chaos.share import SHARE_GROUP, all_acknowledged, share_offsets, share_overrides
 from chaos.targets import (
     CHAOS_TIMEOUTS,
     KafkaliteNode,
@@ -47,7 +48,8 @@ class TargetError(RuntimeError):
 
 # txn: the producers' records go through a transactional consume-transform-produce loop
 # (`--consumers` processes) to OUT_TOPIC; the checker wants each exactly once there.
-WORKLOADS = ("produce-consume", "produce", "txn")
+# share: `--consumers` ShareConsumers in one share group ACCEPT every record (chaos/share.py).
+WORKLOADS = ("produce-consume", "produce", "txn", "share")
 
 
 @dataclass
@@ -132,14 +134,18 @@ def run(options: Options, log=print) -> tuple[Path, dict]:
         create_topic(target, options)
         if options.workload == "txn":
             create_topic(target, options, OUT_TOPIC)
+        if options.workload == "share":
+            set_share_group_configs(target, {"share.auto.offset.reset": "earliest"})
         _start_clients(clients, options, target, run_dir)
         _apply_schedule(schedule, target, options, run_dir, disks, log)
-        _finish_clients(clients, options, run_dir, log)
+        _finish_clients(clients, options, run_dir, log, target.bootstrap)
         _drain(target, options, run_dir)
         if options.workload == "txn":
             _drain(target, options, run_dir, "drain-output")
         if target.store is not None:
             _write_tier_figures(target, options, run_dir)
+        if options.workload == "share":
+            _write_share_offsets(target, run_dir)
     finally:
         clients.stop_all()
         if target is not None:
@@ -160,15 +166,35 @@ def _write(path: Path, data: object) -> None:
 
 
 def _start_target(options: Options, run_dir: Path, disks: dict[int, Path]) -> Target:
+    overrides = share_overrides(options.brokers) if options.workload == "share" else None
     if options.target == "kafka":
-        return start_kafka(run_dir, options.brokers)
-    return start_kafkalite(run_dir, options.brokers, data_dirs=disks, tiered=options.is_tiered())
+        return start_kafka(run_dir, options.brokers, overrides)
+    return start_kafkalite(
+        run_dir, options.brokers, overrides, data_dirs=disks, tiered=options.is_tiered()
+    )
 
 
 def _write_tier_figures(target: Target, options: Options, run_dir: Path) -> None:
     data_dirs = [n.data_dir for n in target.nodes.values() if isinstance(n, KafkaliteNode)]
     tier = tiered.figures(target.store, data_dirs, TOPIC, options.partitions)
     tiered.write(run_dir, tier)
+
+
+def set_share_group_configs(target: Target, configs: dict[str, str]) -> None:
+    """IncrementalAlterConfigs on the share group (a GROUP resource), before it has members."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )  # fmt: skip
+
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+               for k, v in configs.items()]  # fmt: skip
+    resource = ConfigResource(ResourceType.GROUP, SHARE_GROUP, incremental_configs=entries)
+    admin = AdminClient({"bootstrap.servers": target.bootstrap, "log_level": 0})
+    admin.incremental_alter_configs([resource])[resource].result(60)
 
 
 def create_topic(target: Target, options: Options, topic: str = TOPIC) -> None:
@@ -219,6 +245,13 @@ def _start_clients(clients: Clients, options: Options, target: Target, run_dir: 
                 "--name", f"t{i}", "--out", str(logs / f"transform-t{i}.jsonl"),
                 "--stop-file", str(run_dir / "stop-consumers"),
             ], logs / f"transform-t{i}.log")  # fmt: skip
+    if options.workload == "share":
+        for i in range(options.consumers):
+            clients.launch(f"share-{i}", [
+                "share-consumer", *common, "--group", SHARE_GROUP,
+                "--out", str(logs / f"share-c{i}.jsonl"),
+                "--stop-file", str(run_dir / "stop-consumers"),
+            ], logs / f"share-c{i}.log")  # fmt: skip
 
 
 def _apply_schedule(schedule, target, options, run_dir, disks, log) -> None:
@@ -272,12 +305,17 @@ def _sleep_until(moment: float) -> None:
         time.sleep(delay)
 
 
-def _finish_clients(clients: Clients, options: Options, run_dir: Path, log) -> None:
+def _finish_clients(clients: Clients, options: Options, run_dir: Path, log, bootstrap: str) -> None:
     (run_dir / "stop-producers").touch()
     clients.wait("producer", 180)
     if options.workload == "txn":  # transforms stop once their group committed the input's end
         (run_dir / "stop-consumers").touch()
         clients.wait("transform", 200)
+        return
+    if options.workload == "share":
+        _await_share_acknowledged(bootstrap, log)
+        (run_dir / "stop-consumers").touch()
+        clients.wait("share", 60)
         return
     if options.workload != "produce-consume":
         return
@@ -291,6 +329,45 @@ def _finish_clients(clients: Clients, options: Options, run_dir: Path, log) -> N
         time.sleep(0.5)
     (run_dir / "stop-consumers").touch()
     clients.wait("consumer", 60)
+
+
+def log_ends(bootstrap: str) -> dict[int, int]:
+    """The high watermark of each partition of TOPIC."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-ends", "log_level": 0})
+    try:
+        partitions = consumer.list_topics(TOPIC, timeout=30).topics[TOPIC].partitions
+        return {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), 30)[1]
+                for p in sorted(partitions)}  # fmt: skip
+    finally:
+        consumer.close()
+
+
+def _await_share_acknowledged(bootstrap: str, log, timeout: float = 120.0) -> None:
+    """Until the broker reports every record of the log acknowledged in the share group (the
+    consumers redeliver what a fault left unacknowledged once its lock expires)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if all_acknowledged(share_offsets(bootstrap, SHARE_GROUP), log_ends(bootstrap)):
+                return
+        except Exception as exc:  # a broker still recovering: ask again
+            log(f"chaos: share offsets not known yet ({exc})")
+        time.sleep(1.0)
+    log(f"chaos: the share group has not acknowledged every record after {timeout:.0f}s")
+
+
+def _write_share_offsets(target: Target, run_dir: Path) -> None:
+    """The share group's start offsets and lag after the run, for the checker."""
+    try:
+        offsets = share_offsets(target.bootstrap, SHARE_GROUP)
+    except Exception as exc:  # the checker counts every record unaccepted then
+        offsets, error = {}, str(exc)
+    else:
+        error = ""
+    with open(run_dir / "final.jsonl", "a") as out:
+        out.write(json.dumps({"ev": "share_offsets", "offsets": offsets, "error": error}) + "\n")
 
 
 def _drain(target: Target, options: Options, run_dir: Path, role: str = "drain") -> None:

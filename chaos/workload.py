@@ -21,6 +21,8 @@ transform the transactional consume-transform-produce loop: a member of group `-
           A transactional call stuck past `--stuck-after` s (librdkafka #5456:
           send_offsets_to_transaction ignores its timeout when the group coordinator goes
           away) logs {"ev": "txn_stuck", "stage"} and the process execs itself afresh.
+share-consumer  a confluent-kafka ShareConsumer of share group `--group`, ACCEPTing every record
+          (explicit mode, commit_sync per poll): chaos/share.py.
 drain     after the faults healed: every partition from offset 0 to its high watermark
           ({"ev": "record", "partition", "offset", "key", "value"}), then the group's
           committed offsets ({"ev": "committed", "offsets"}) and {"ev": "done"}.
@@ -458,7 +460,8 @@ def run_drain_output(args: argparse.Namespace, out: TextIO) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m chaos.workload")
     parser.add_argument(
-        "role", choices=("producer", "consumer", "transform", "drain", "drain-output")
+        "role",
+        choices=("producer", "consumer", "transform", "drain", "drain-output", "share-consumer"),
     )
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
@@ -484,6 +487,10 @@ def main(argv: list[str] | None = None) -> int:
     # to a client that does not stop in time, before SIGKILL.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     with open(args.out, "a") as out:
+        if args.role == "share-consumer":  # chaos/share.py (imports this module)
+            from chaos.share import run_share_consumer
+
+            return run_share_consumer(args, out)
         run = {"producer": run_producer, "consumer": run_consumer, "transform": run_transform,
                "drain": run_drain, "drain-output": run_drain_output}[args.role]  # fmt: skip
         return run(args, out)
