@@ -1,8 +1,10 @@
-"""A short seeded chaos run against one kafkalite node (about 2 minutes): each fault twice,
-SIGKILL + restart, SIGSTOP/SIGCONT shorter and longer than the session timeout, SIGTERM
-restart, and proxy link drops, latency and a one-way blackhole, under idempotent acks=all
-producers and a consumer group. Nothing acknowledged may be lost, duplicated or reordered:
-exact counts. (Seed 2 is the one whose 120 s schedule holds every kind twice.)"""
+"""A short seeded chaos run against one kafkalite node (about 70 s): each fault once,
+SIGKILL + restart, SIGSTOP/SIGCONT longer than the session timeout, SIGTERM restart, and
+proxy link drops, latency and a one-way blackhole, under idempotent acks=all producers and a
+consumer group. Nothing acknowledged may be lost, duplicated or reordered: exact counts.
+(Seed 2's 60 s schedule holds every kind once; a pause shorter than the session timeout is
+in the transactional run below, more kills and pauses in the tiered and share-group runs,
+and `python -m chaos --duration 120 --seed 2` is the earlier run with every kind twice.)"""
 
 from __future__ import annotations
 
@@ -39,15 +41,15 @@ def processes_mentioning(text: str) -> list[int]:
 
 
 def test_a_seeded_single_node_run_loses_duplicates_and_reorders_nothing(tmp_path: Path):
-    options = Options(duration=120, seed=2, faults=FAULTS, brokers=1, runs_dir=tmp_path)
+    options = Options(duration=60, seed=2, faults=FAULTS, brokers=1, runs_dir=tmp_path)
     run_dir, verdict = run(options)  # its summary shows with the failure, or with -rP
 
     applied = read_jsonl(run_dir / "faults.jsonl")
-    assert sorted(fault["kind"] for fault in applied) == sorted(FAULTS * 2)
-    assert sorted(f["hold"] for f in applied if f["kind"] == "pause") == [3.0, 9.0]  # session 6 s
+    assert sorted(fault["kind"] for fault in applied) == sorted(FAULTS)
+    assert [f["hold"] for f in applied if f["kind"] == "pause"] == [9.0]  # session 6 s
     assert not any(fault.get("skipped") for fault in applied)
     figures = verdict["figures"]
-    assert figures["acked"] > 10_000, figures
+    assert figures["acked"] > 5_000, figures
     assert verdict["acked_lost"] == 0
     assert verdict["acked_moved"] == 0
     assert verdict["duplicates"] == 0
