@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.cluster_metadata import TopicMetadata
+from kafkalite.broker.delay_store_replica import StoreFollowers, StoreLeader
 from kafkalite.broker.delayed_delivery import (
     DelaySettings,
     batch_due_times,
@@ -74,6 +75,8 @@ class DelayedDelivery:
     # parked fetches and empties it).
     moved: set[TopicPartition] = field(default_factory=set)
     _settings: dict[str, tuple[object, object, DelaySettings]] = field(default_factory=dict)
+    # The followers' copies of the stores this broker leads (broker/delay_store_replica.py).
+    _followers: dict[TopicPartition, StoreFollowers] = field(default_factory=dict)
 
     # -- settings ---------------------------------------------------------------------------
 
@@ -104,6 +107,7 @@ class DelayedDelivery:
 
     def close_store(self, tp: TopicPartition) -> bool:
         """Close the partition's store (its directory moves); whether it had one."""
+        self._followers.pop(tp, None)
         store = self.stores.pop(tp, None)
         if store is not None:
             store.close()
@@ -120,6 +124,27 @@ class DelayedDelivery:
         partition = self.partition_of(tp)
         return partition.log_end_offset if partition is not None else None
 
+    def store_leader(self, tp: TopicPartition, now_ms: int) -> StoreLeader | ErrorCode:
+        """The store of partition `tp` as its leader serves it to followers (opened if it
+        was not: an opted-in partition's leader has one). UNKNOWN_TOPIC_OR_PARTITION for a
+        topic that did not opt in, NOT_LEADER_OR_FOLLOWER where `tp` is not led here."""
+        partition = self.partition_of(tp)
+        meta = self.topics().get(tp[0])
+        if partition is None or meta is None or not self.settings(tp[0], meta.configs).active:
+            return ErrorCode.unknown_topic_or_partition
+        if not partition.is_leader:
+            return ErrorCode.not_leader_or_follower
+        store = self._open(tp, partition, now_ms)
+        followers = self._followers.get(tp)
+        new_epoch = followers is None or followers.leader_epoch != partition.leader_epoch
+        if followers is None or new_epoch:
+            followers = self._followers[tp] = StoreFollowers(partition.leader_epoch)
+        leader = StoreLeader(partition, store.log, followers)
+        if new_epoch:
+            leader.begin_epoch()
+        leader.maybe_increment_high_watermark()
+        return leader
+
     def update_config(self, tp: TopicPartition, topic_config: LogConfig) -> None:
         """The partition's log config changed: its store validates with it too."""
         store = self.stores.get(tp)
@@ -128,6 +153,7 @@ class DelayedDelivery:
 
     def forget(self, tp: TopicPartition) -> None:
         """The partition is deleted here: its held records go with it."""
+        self._followers.pop(tp, None)
         store = self.stores.pop(tp, None)
         if store is not None:
             store.delete()
@@ -204,7 +230,7 @@ class DelayedDelivery:
         if store is None:
             return None
         try:
-            self.aborted += store.end_txn(producer_id, commit, now_ms)
+            self.aborted += store.end_txn(producer_id, commit, now_ms, partition.leader_epoch)
         except StorageError as exc:
             return exc
         return None
@@ -271,7 +297,11 @@ class DelayedDelivery:
             elif tp is None:  # its topic is gone
                 self._drop(store, entries, f"{len(entries)} records of a deleted topic")
                 progress = True
-            elif (outcome := self._release_batch(tp, store, entries, records, now_ms)) is None:
+            elif (
+                outcome := self._release_batch(
+                    tp, store, entries, records, now_ms, source.leader_epoch
+                )
+            ) is None:
                 stopped = True
             elif outcome:
                 progress = True
@@ -322,6 +352,7 @@ class DelayedDelivery:
         entries: list[tuple[int, int]],
         records: list[Record],
         now_ms: int,
+        leader_epoch: int,
     ) -> dict[int, int] | None:
         """Intent, then append to `tp` (then a cancellation if it failed), of as many of the
         records as one batch of `tp` holds; the others go back. Returns store offset ->
@@ -335,7 +366,7 @@ class DelayedDelivery:
         entries, records = entries[:count], records[:count]
         offsets = [offset for _, offset in entries]
         try:
-            intent = store.write_intent(tp, partition.log_end_offset, offsets, now_ms)
+            intent = store.write_intent(tp, partition.log_end_offset, offsets, now_ms, leader_epoch)
         except StorageError as exc:
             log.warning("%s: cannot write a release intent: %s", store.log.dir, exc)
             store.restore(entries)
@@ -353,7 +384,7 @@ class DelayedDelivery:
             self._drop(store, entries, f"{len(entries)} due records {tp} refused: {appended}")
             return {offset: -1 for offset in offsets}
         store.restore(entries)
-        self._cancel(store, intent, now_ms)
+        self._cancel(store, intent, now_ms, leader_epoch)
         return None
 
     def _drop(self, store: DelayStore, entries: list[tuple[int, int]], why: str) -> None:
@@ -361,9 +392,9 @@ class DelayedDelivery:
         store.confirm([offset for _, offset in entries])
         self.dropped += len(entries)
 
-    def _cancel(self, store: DelayStore, intent: int, now_ms: int) -> None:
+    def _cancel(self, store: DelayStore, intent: int, now_ms: int, leader_epoch: int) -> None:
         try:
-            store.write_cancel(intent, now_ms)
+            store.write_cancel(intent, now_ms, leader_epoch)
         except StorageError as exc:
             # Another intent after this one would pass it for done: stop until a restart.
             log.error("%s: cannot cancel a release, releases stop: %s", store.log.dir, exc)

@@ -14,6 +14,10 @@ the partition's log config: the same validation, segments and crash recovery. It
 - transaction ends: a transactional producer's held records become due (commit) or go
   (abort), written when its marker reaches the partition, before the marker.
 
+Every store batch carries the partition's leader epoch (the store's leader epoch cache
+follows the partition's leaders), so a follower's copy of the store can be truncated by
+leader epoch as the partition's is (broker/delay_store_replica.py).
+
 So every intent but the last one with no cancellation after it was appended; the last one was
 iff P's log end is beyond T (nothing else writes the partition between the two
 writes, and a restart checks this before the broker serves). A record is thus released once,
@@ -249,14 +253,14 @@ class DelayStore:
             self.index.add(entries)
         return replace(appended, first_offset=first)
 
-    def end_txn(self, producer_id: int, commit: bool, now_ms: int) -> int:
+    def end_txn(self, producer_id: int, commit: bool, now_ms: int, leader_epoch: int = -1) -> int:
         """The producer's transaction ended (raises a StorageError if that cannot be
         written): its held records become due as asked (commit) or are dropped (abort).
         Returns how many were dropped."""
         if producer_id not in self.open_txns:
             return 0
         self.log.append_as_leader(
-            encode_txn_end(producer_id, commit, now_ms), -1, now_ms, coordinator=True
+            encode_txn_end(producer_id, commit, now_ms), leader_epoch, now_ms, coordinator=True
         )
         entries = self.open_txns.pop(producer_id)
         if commit:
@@ -305,17 +309,23 @@ class DelayStore:
     # -- releasing --------------------------------------------------------------------------
 
     def write_intent(
-        self, target: tuple[str, int], target_offset: int, offsets: Sequence[int], now_ms: int
+        self,
+        target: tuple[str, int],
+        target_offset: int,
+        offsets: Sequence[int],
+        now_ms: int,
+        leader_epoch: int = -1,
     ) -> int:
         """Raises a StorageError; returns the intent's store offset."""
         batch = encode_intent(target, target_offset, offsets, now_ms)
-        intent = self.log.append_as_leader(batch, -1, now_ms, coordinator=True).first_offset
+        appended = self.log.append_as_leader(batch, leader_epoch, now_ms, coordinator=True)
+        intent = appended.first_offset
         self.intent_open = True
         return intent
 
-    def write_cancel(self, intent_offset: int, now_ms: int) -> None:
+    def write_cancel(self, intent_offset: int, now_ms: int, leader_epoch: int = -1) -> None:
         self.log.append_as_leader(
-            encode_cancel(intent_offset, now_ms), -1, now_ms, coordinator=True
+            encode_cancel(intent_offset, now_ms), leader_epoch, now_ms, coordinator=True
         )
         self.intent_open = False
 

@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.admin_manager import AdminManager, Outcome
 from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, TopicMetadata
+from kafkalite.broker.delay_store_replica import StoreLeader, store_source
 from kafkalite.broker.delayed import (
     DelayedDeleteRecords,
     DelayedFetch,
@@ -530,6 +531,16 @@ class ReplicaManager:
         )
 
     def _update_follower_fetch_state(self, replica_id: int, info: FetchInfo) -> None:
+        store = self._store_leader(info.tp)
+        if store is not None:
+            if isinstance(store, StoreLeader):
+                store.record_follower_fetch(
+                    replica_id,
+                    info.fetch_offset,
+                    current_leader_epoch=info.current_leader_epoch,
+                    last_fetched_epoch=info.last_fetched_epoch,
+                )
+            return
         partition = self._partition_of(info.tp)
         if partition is None or not partition.is_leader:
             return
@@ -578,6 +589,13 @@ class ReplicaManager:
         whole even when larger than the limits (KIP-74)."""
         remaining, first, results = params.max_bytes, True, []
         for info in infos:
+            if params.is_from_follower and store_source(info.partition) is not None:
+                result = self._read_store(params.replica_id, info, remaining, first)
+                if result.records:
+                    first = False
+                    remaining = max(remaining - len(result.records), 0)
+                results.append(result)
+                continue
             partition = self._partition_of(info.tp)
             view = self.view(info.topic) if partition is None else None
             if view is not None and not params.is_from_follower:
@@ -600,6 +618,29 @@ class ReplicaManager:
                 remaining = max(remaining - len(result.records), 0)
             results.append(result)
         return FetchRead(tuple(results))
+
+    def _store_leader(self, tp: TopicPartition) -> StoreLeader | ErrorCode | None:
+        """The delay store a pseudo-partition index names, as its leader serves it
+        (broker/delay_store_replica.py); None for an ordinary partition."""
+        source = store_source(tp[1])
+        if source is None:
+            return None
+        return self.delayed_delivery.store_leader((tp[0], source), self.clock_ms())
+
+    def _read_store(
+        self, replica_id: int, info: FetchInfo, remaining: int, first: bool
+    ) -> LogReadResult:
+        store = self._store_leader(info.tp)
+        if not isinstance(store, StoreLeader):
+            return LogReadResult(ErrorCode.unknown_topic_or_partition if store is None else store)
+        return store.fetch_records(
+            info.fetch_offset,
+            min(info.max_bytes, remaining),
+            replica_id=replica_id,
+            current_leader_epoch=info.current_leader_epoch,
+            min_one_batch=first,
+            last_fetched_epoch=info.last_fetched_epoch,
+        )
 
     def view_read(self, view: View, partition: Partition) -> Callable[[int, int, int, bool], bytes]:
         """How a view reads its source partition: through the header index when the topic
@@ -638,6 +679,11 @@ class ReplicaManager:
     ) -> tuple[ErrorCode, tuple[int, int, int]]:
         """ListOffsets for one partition: (error, (offset, timestamp, leader epoch)); a view
         answers with its source's offsets (they are the same)."""
+        store = self._store_leader(tp) if not from_client else None
+        if store is not None:
+            if isinstance(store, StoreLeader):
+                return store.offset_for_timestamp(timestamp, current_leader_epoch)
+            return store, NOT_FOUND
         partition = self._readable_partition(tp)
         if partition is None:
             return self.missing_partition_error(tp), NOT_FOUND
@@ -649,7 +695,12 @@ class ReplicaManager:
         self, tp: TopicPartition, current_leader_epoch: int, leader_epoch: int
     ) -> tuple[ErrorCode, int, int]:
         """OffsetForLeaderEpoch for one partition: (error, epoch, end offset); a view
-        answers with its source's."""
+        answers with its source's; a delay store's pseudo-partition, its store's."""
+        store = self._store_leader(tp)
+        if store is not None:
+            if isinstance(store, StoreLeader):
+                return store.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
+            return store, -1, -1
         partition = self._readable_partition(tp)
         if partition is None:
             return self.missing_partition_error(tp), -1, -1

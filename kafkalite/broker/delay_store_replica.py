@@ -1,0 +1,185 @@
+"""A partition's delay store as its followers fetch it (issue 17: the store is replicated).
+
+The store of partition P (broker/delayed_delivery_store.py) is served as a pseudo-partition
+of P's topic: index `P | STORE_PARTITION_BIT`, under P's topic id, with P's leader, leader
+epoch, replicas and ISR. P's replica fetchers can then copy the store as they copy P, with
+no topic, assignment or controller work of its own. Only replicas are answered: a consumer
+asking for such an index gets what it gets for any partition the topic does not have.
+
+This module is the leader's side, sans-IO: a follower's Fetch of the pseudo-partition reads
+the store's log up to its end (or gets the diverging epoch of KIP-595 when its copy left
+the leader's: every store batch carries P's leader epoch), its position is recorded once
+per request, and the store's high watermark is the smallest store log end over P's ISR.
+OffsetForLeaderEpoch and ListOffsets (earliest, latest) answer from the store's log.
+
+Not yet (see docs/delayed-delivery.md): followers do not fetch the pseudo-partition, and
+delayed records in partitions with several replicas are still refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from kafkalite.broker.partition import (
+    EARLIEST,
+    EARLIEST_LOCAL,
+    LATEST,
+    NOT_FOUND,
+    UNDEFINED_EPOCH,
+    UNKNOWN_OFFSET,
+    LogReadResult,
+    Partition,
+)
+from kafkalite.storage.errors import OffsetOutOfRangeError
+from kafkalite.storage.log import UnifiedLog
+
+STORE_PARTITION_BIT = 1 << 30  # above any partition count a topic can have
+
+
+def store_partition(index: int) -> int:
+    """The pseudo-partition index of partition `index`'s delay store."""
+    return index | STORE_PARTITION_BIT
+
+
+def store_source(index: int) -> int | None:
+    """The partition whose delay store `index` names, None for an ordinary index."""
+    if index < 0 or not index & STORE_PARTITION_BIT:
+        return None
+    return index & ~STORE_PARTITION_BIT
+
+
+@dataclass(eq=False)
+class StoreFollowers:
+    """What the leader knows of its followers' copies of one store, in one leader epoch
+    (a new leader knows nothing of them yet, as for the partition's own replicas)."""
+
+    leader_epoch: int
+    log_ends: dict[int, int] = field(default_factory=dict)  # broker id -> store log end
+    high_watermark: int = 0
+
+
+@dataclass(eq=False)
+class StoreLeader:
+    """Partition P's store log, served by P's leader to P's followers."""
+
+    partition: Partition
+    log: UnifiedLog
+    followers: StoreFollowers
+
+    def begin_epoch(self) -> None:
+        """Kafka's maybeAssignEpochStartOffset, as Partition.make_leader does for P: P's
+        epoch starts at the store's log end, so a follower whose copy ends in an older epoch
+        is told where that epoch ends here, before anything is written to the store in the
+        new one."""
+        cache = self.log.leader_epoch_cache
+        if cache.latest_epoch < self.partition.leader_epoch:
+            cache.assign(self.partition.leader_epoch, self.log.log_end_offset)
+
+    def _error(self, current_leader_epoch: int, replica_id: int) -> ErrorCode:
+        error = self.partition.check_leader(current_leader_epoch)
+        if error is ErrorCode.none and replica_id not in self.partition.remote_replicas:
+            return ErrorCode.not_leader_or_follower  # not a replica of P
+        return error
+
+    def _diverging_epoch(
+        self, fetch_offset: int, last_fetched_epoch: int
+    ) -> tuple[int, int] | None:
+        """As Partition's: where the follower's last epoch ends in this store, if before
+        its fetch offset."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end_offset = self.log.leader_epoch_cache.end_offset_for(
+            last_fetched_epoch, self.log.log_end_offset
+        )
+        if epoch < last_fetched_epoch or end_offset < fetch_offset:
+            return epoch, end_offset
+        return None
+
+    def record_follower_fetch(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        *,
+        current_leader_epoch: int = -1,
+        last_fetched_epoch: int = -1,
+    ) -> bool:
+        """A follower's store position, taken once per request before any read (not when
+        the fetch is fenced or diverges). Returns whether the store's high watermark moved."""
+        if self._error(current_leader_epoch, replica_id) is not ErrorCode.none:
+            return False
+        if self._diverging_epoch(fetch_offset, last_fetched_epoch) is not None:
+            return False
+        self.followers.log_ends[replica_id] = min(fetch_offset, self.log.log_end_offset)
+        return self.maybe_increment_high_watermark()
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """The smallest store log end over P's (maximal) ISR, never lowered."""
+        local = self.partition.local_broker_id
+        ends = [
+            self.log.log_end_offset
+            if broker_id == local
+            else self.followers.log_ends.get(broker_id, UNKNOWN_OFFSET)
+            for broker_id in self.partition.maximal_isr
+        ]
+        new_hw = min(ends, default=self.log.log_end_offset)
+        if new_hw > self.followers.high_watermark:
+            self.followers.high_watermark = new_hw
+            return True
+        return False
+
+    def fetch_records(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        replica_id: int,
+        current_leader_epoch: int = -1,
+        min_one_batch: bool = True,
+        last_fetched_epoch: int = -1,
+    ) -> LogReadResult:
+        """A follower's read of the store: to its log end, or the diverging epoch."""
+        error = self._error(current_leader_epoch, replica_id)
+        if error is not ErrorCode.none:
+            return LogReadResult(error)
+        diverging = self._diverging_epoch(fetch_offset, last_fetched_epoch)
+        if diverging is not None:
+            return self._result(b"", diverging)
+        try:
+            records = self.log.read(fetch_offset, max_bytes, self.log.log_end_offset, min_one_batch)
+        except OffsetOutOfRangeError:
+            return LogReadResult(ErrorCode.offset_out_of_range)
+        return self._result(records)
+
+    def _result(self, records: bytes, diverging: tuple[int, int] | None = None) -> LogReadResult:
+        hw = self.followers.high_watermark
+        return LogReadResult(ErrorCode.none, records, hw, hw, self.log.log_start_offset, diverging)
+
+    def last_offset_for_leader_epoch(
+        self, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        """OffsetForLeaderEpoch of the store: (error, epoch, end offset)."""
+        error = self.partition.check_leader(current_leader_epoch)
+        if error is not ErrorCode.none:
+            return error, UNDEFINED_EPOCH, UNKNOWN_OFFSET
+        epoch, end = self.log.leader_epoch_cache.end_offset_for(
+            leader_epoch, self.log.log_end_offset
+        )
+        return ErrorCode.none, epoch, end
+
+    def offset_for_timestamp(
+        self, timestamp: int, current_leader_epoch: int = -1
+    ) -> tuple[ErrorCode, tuple[int, int, int]]:
+        """ListOffsets of the store, for a follower behind its log start: the earliest and
+        the latest offset only (-1 as timestamp, the epoch at that offset)."""
+        error = self.partition.check_leader(current_leader_epoch)
+        if error is not ErrorCode.none:
+            return error, NOT_FOUND
+        if timestamp in (EARLIEST, EARLIEST_LOCAL):
+            offset = self.log.log_start_offset
+        elif timestamp == LATEST:
+            offset = self.log.log_end_offset
+        else:
+            return ErrorCode.unsupported_version, NOT_FOUND
+        return ErrorCode.none, (offset, -1, self.log.epoch_for_offset(offset))

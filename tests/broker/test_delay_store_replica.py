@@ -1,0 +1,230 @@
+"""The leader's side of the delay store's replication (broker/delay_store_replica.py): a
+follower fetches partition P's store as the pseudo-partition P | 1<<30 of P's topic, copies
+it unchanged, is told where it diverges by leader epoch, and the store's high watermark
+follows P's ISR."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kafkalite.broker.broker import Broker
+from kafkalite.broker.delay_store_replica import store_partition, store_source
+from kafkalite.broker.delayed import FetchInfo, FetchParams
+from kafkalite.broker.partition import EARLIEST, LATEST, LogReadResult, PartitionState
+from kafkalite.config import build_config
+from kafkalite.storage.batch import iter_batches
+from kafkalite.storage.log import LogConfig, UnifiedLog
+from kafkalite.storage.records import Record, encode_record_batch
+
+T0 = 1_800_000_000_000
+LEADER, FOLLOWER = 0, 2
+TP = ("d", 0)
+STORE_TP = ("d", store_partition(0))
+OPT_IN = {"kafkalite.delayed.delivery.enable": "true"}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def open_broker(path: Path, clock: Clock, configs: dict[str, str] | None = None) -> Broker:
+    broker = Broker.open(
+        build_config({"log.dirs": str(path / "leader"), "broker.id": str(LEADER)}),
+        clock_ms=clock,
+    )
+    configs = OPT_IN if configs is None else configs
+    outcome, _ = broker.admin_manager.create_topic("d", 1, 1, configs)
+    assert outcome.ok
+    return broker
+
+
+def delayed(values: list[bytes], delay_ms: int) -> bytes:
+    records = [
+        Record(i, T0 + i, b"k", value, (("kafkalite-delay-ms", b"%d" % delay_ms),))
+        for i, value in enumerate(values)
+    ]
+    return encode_record_batch(records, base_offset=0, base_timestamp=T0, max_timestamp=T0)
+
+
+def hold(broker: Broker, values: list[bytes], delay_ms: int = 1000) -> None:
+    results, _ = broker.replica_manager.append_records({TP: delayed(values, delay_ms)}, 1)
+    assert results[TP].error is ErrorCode.none
+
+
+def add_follower(broker: Broker) -> None:
+    """A new epoch with FOLLOWER in P's replicas and ISR (delayed records are refused in a
+    replicated partition until the store's replication is complete: they are held before)."""
+    partition = broker.replica_manager.partition(*TP)
+    state = PartitionState(
+        "d", 0, (LEADER, FOLLOWER), LEADER, partition.leader_epoch + 1, (LEADER, FOLLOWER)
+    )
+    assert partition.make_leader(state, now_ms=T0) is ErrorCode.none
+
+
+def fetch_store(
+    broker: Broker,
+    offset: int,
+    *,
+    replica_id: int = FOLLOWER,
+    last_fetched_epoch: int = -1,
+    current_leader_epoch: int = -1,
+) -> LogReadResult:
+    manager = broker.replica_manager
+    params = FetchParams(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, replica_id=replica_id)
+    info = FetchInfo(
+        STORE_TP[0], STORE_TP[1], offset, 1 << 20, current_leader_epoch, last_fetched_epoch
+    )
+    fetch = manager.fetch_messages(params, [info])
+    assert manager.fetch_purgatory.try_complete_else_watch(fetch) is True
+    return fetch.read_result.results[0]
+
+
+def store_log(broker: Broker) -> UnifiedLog:
+    return broker.replica_manager.delayed_delivery.stores[TP].log
+
+
+def epochs(log: UnifiedLog) -> list[int]:
+    data = memoryview(log.read(log.log_start_offset, 1 << 24, log.log_end_offset))
+    return [header.partition_leader_epoch for _, header in iter_batches(data)]
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def test_store_index_names_its_partition() -> None:
+    assert store_source(store_partition(7)) == 7
+    assert (store_source(7), store_source(-1)) == (None, None)
+
+
+def test_every_store_batch_carries_the_partitions_leader_epoch(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """Held batches, intents (and cancellations, transaction ends): a follower's copy is
+    truncated by these epochs, so none may be written without one."""
+    broker = open_broker(tmp_path, clock)
+    hold(broker, [b"a"], delay_ms=1000)
+    hold(broker, [b"b"], delay_ms=5000)
+    clock.now = T0 + 1000
+    broker.replica_manager.release_delayed()
+    epoch = broker.replica_manager.partition(*TP).leader_epoch
+    log = store_log(broker)
+    assert log.log_start_offset == 2  # a's batch is released and gone
+    assert epochs(log) == [epoch, epoch, epoch]  # b's dues, b, the intent releasing a
+    assert [e.epoch for e in log.leader_epoch_cache.entries] == [epoch]
+    broker.shutdown()
+
+
+def test_a_follower_copies_the_store_and_the_store_high_watermark_follows_the_isr(
+    tmp_path: Path, clock: Clock
+) -> None:
+    broker = open_broker(tmp_path, clock)
+    hold(broker, [b"a", b"b"])
+    add_follower(broker)
+    leader_log = store_log(broker)
+    end = leader_log.log_end_offset
+    assert end == 3  # the dues record and the two held records
+
+    first = fetch_store(broker, 0)
+    assert (first.error, first.high_watermark, first.log_start_offset) == (ErrorCode.none, 0, 0)
+    copy = UnifiedLog.open(tmp_path / "follower" / "d-0" / "delayed", LogConfig(), now_ms=T0)
+    copy.append_as_follower(first.records, T0)
+    assert copy.read(0, 1 << 20, end) == leader_log.read(0, 1 << 20, end)
+    # The leader's epoch 1 began at the store's end (when it first served the store in it).
+    assert [(e.epoch, e.start_offset) for e in leader_log.leader_epoch_cache.entries] == [
+        (0, 0),
+        (1, end),
+    ]
+    assert copy.leader_epoch_cache.entries == leader_log.leader_epoch_cache.entries[:1]
+
+    caught_up = fetch_store(broker, end, last_fetched_epoch=copy.leader_epoch_cache.latest_epoch)
+    assert (caught_up.error, caught_up.records, caught_up.high_watermark) == (
+        ErrorCode.none,
+        b"",
+        end,
+    )
+    broker.shutdown()
+
+
+def test_a_follower_that_left_the_leaders_store_is_told_where_to_truncate(
+    tmp_path: Path, clock: Clock
+) -> None:
+    broker = open_broker(tmp_path, clock)
+    hold(broker, [b"a"])  # store offsets 0-1 in epoch 0
+    add_follower(broker)
+    epoch = broker.replica_manager.partition(*TP).leader_epoch
+    assert epoch == 1
+    # The follower claims offsets up to 5 in epoch 0 (an old leader's it never lost):
+    # epoch 0 ends at 2 here.
+    result = fetch_store(broker, 5, last_fetched_epoch=0)
+    assert (result.error, result.records, result.diverging_epoch) == (ErrorCode.none, b"", (0, 2))
+    # Its position is not taken from a diverging fetch; it is once truncated there.
+    assert fetch_store(broker, 5, last_fetched_epoch=0).high_watermark == 0
+    assert fetch_store(broker, 2, last_fetched_epoch=0).high_watermark == 2
+    manager = broker.replica_manager
+    assert manager.last_offset_for_leader_epoch(STORE_TP, epoch, 0) == (ErrorCode.none, 0, 2)
+    assert manager.last_offset_for_leader_epoch(STORE_TP, epoch, 1) == (ErrorCode.none, 1, 2)
+    assert manager.last_offset_for_leader_epoch(STORE_TP, epoch + 1, 1)[0] is (
+        ErrorCode.unknown_leader_epoch
+    )
+    broker.shutdown()
+
+
+def test_list_offsets_of_the_store_for_a_follower(tmp_path: Path, clock: Clock) -> None:
+    broker = open_broker(tmp_path, clock)
+    hold(broker, [b"a"])
+    clock.now = T0 + 1000
+    broker.replica_manager.release_delayed()  # released: the store's prefix goes
+    add_follower(broker)
+    manager = broker.replica_manager
+    log = store_log(broker)
+    assert (log.log_start_offset, log.log_end_offset) == (3, 3)  # all released, all gone
+    earliest = manager.fetch_offset_for_timestamp(STORE_TP, EARLIEST, from_client=False)
+    latest = manager.fetch_offset_for_timestamp(STORE_TP, LATEST, from_client=False)
+    assert (earliest[0], earliest[1][0], latest[1][0]) == (ErrorCode.none, 3, 3)
+    assert fetch_store(broker, 0).error is ErrorCode.offset_out_of_range
+    # A client's ListOffsets does not see the pseudo-partition.
+    assert manager.fetch_offset_for_timestamp(STORE_TP, EARLIEST)[0] is (
+        ErrorCode.unknown_topic_or_partition
+    )
+    broker.shutdown()
+
+
+def test_only_replicas_of_an_opted_in_leader_get_the_store(tmp_path: Path, clock: Clock) -> None:
+    broker = open_broker(tmp_path, clock)
+    hold(broker, [b"a"])
+    add_follower(broker)
+    epoch = broker.replica_manager.partition(*TP).leader_epoch
+    manager = broker.replica_manager
+    consumer = manager.fetch_messages(
+        FetchParams(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20),
+        [FetchInfo(*STORE_TP, 0, 1 << 20)],
+    )
+    manager.fetch_purgatory.try_complete_else_watch(consumer)
+    assert consumer.read_result.results[0].error is ErrorCode.unknown_topic_or_partition
+    assert fetch_store(broker, 0, replica_id=5).error is ErrorCode.not_leader_or_follower
+    assert fetch_store(broker, 0, current_leader_epoch=epoch - 1).error is (
+        ErrorCode.fenced_leader_epoch
+    )
+    # Demoted: no longer the leader.
+    partition = manager.partition(*TP)
+    state = PartitionState("d", 0, (LEADER, FOLLOWER), FOLLOWER, epoch + 1, (LEADER, FOLLOWER))
+    assert partition.make_follower(state) is ErrorCode.none
+    assert fetch_store(broker, 0).error is ErrorCode.not_leader_or_follower
+    broker.shutdown()
+
+
+def test_a_topic_that_did_not_opt_in_has_no_store_partition(tmp_path: Path, clock: Clock) -> None:
+    broker = open_broker(tmp_path, clock, configs={})
+    add_follower(broker)
+    assert fetch_store(broker, 0).error is ErrorCode.unknown_topic_or_partition
+    assert TP not in broker.replica_manager.delayed_delivery.stores
+    broker.shutdown()
