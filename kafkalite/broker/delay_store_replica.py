@@ -6,22 +6,32 @@ epoch, replicas and ISR. P's replica fetchers can then copy the store as they co
 no topic, assignment or controller work of its own. Only replicas are answered: a consumer
 asking for such an index gets what it gets for any partition the topic does not have.
 
-This module is the leader's side, sans-IO: a follower's Fetch of the pseudo-partition reads
+Leader side (StoreLeader, sans-IO): a follower's Fetch of the pseudo-partition reads
 the store's log up to its end (or gets the diverging epoch of KIP-595 when its copy left
 the leader's: every store batch carries P's leader epoch), its position is recorded once
 per request, and the store's high watermark is the smallest store log end over P's ISR.
 OffsetForLeaderEpoch and ListOffsets (earliest, latest) answer from the store's log.
 
-Not yet (see docs/delayed-delivery.md): followers do not fetch the pseudo-partition, and
-delayed records in partitions with several replicas are still refused.
+Follower side (`open_store_copy`, `follow`): a follower of P keeps a copy of the store in the
+same directory as a leader's store, as a follower-only Partition of the pseudo index over the
+store's log; P's replica fetcher fetches it with P (same fetcher), appends the leader's
+batches unchanged and truncates it by leader epoch, as for any partition. No DelayStore
+(due-time index, releases) is open on a follower.
+
+Not yet (issue 17, /work/notes/issue17_design.md): followers copy stores only when
+REPLICATE_STORES is on (off until acks=all, the release fences and the leader change are
+in), and delayed records in partitions with several replicas are still refused.
 """
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from kafkalite.broker.delayed_delivery_store import store_config, store_dir
+from kafkalite.broker.delayed_due_index import INDEX_DIR
 from kafkalite.broker.partition import (
     EARLIEST,
     EARLIEST_LOCAL,
@@ -31,11 +41,14 @@ from kafkalite.broker.partition import (
     UNKNOWN_OFFSET,
     LogReadResult,
     Partition,
+    PartitionState,
 )
 from kafkalite.storage.errors import OffsetOutOfRangeError
 from kafkalite.storage.log import UnifiedLog
 
 STORE_PARTITION_BIT = 1 << 30  # above any partition count a topic can have
+# Followers copy the stores of opted-in topics (off until the rest of the replication is in).
+REPLICATE_STORES = False
 
 
 def store_partition(index: int) -> int:
@@ -183,3 +196,40 @@ class StoreLeader:
         else:
             return ErrorCode.unsupported_version, NOT_FOUND
         return ErrorCode.none, (offset, -1, self.log.epoch_for_offset(offset))
+
+
+# -- follower side ----------------------------------------------------------------------------
+
+
+def open_store_copy(partition: Partition, now_ms: int) -> Partition:
+    """A follower's copy of P's store: the store's log (created empty if there is none),
+    as a replica of P's pseudo-partition; `follow` gives it P's state. A due-time index
+    left by a store led here before goes: the copy may be truncated and written again, so
+    its checkpoint could describe another history (a leader opening the copy rebuilds it)."""
+    directory = store_dir(partition.log.dir)
+    shutil.rmtree(directory / INDEX_DIR, ignore_errors=True)
+    log = UnifiedLog.open(directory, store_config(partition.log.config), now_ms=now_ms)
+    copy = Partition(
+        partition.topic,
+        partition.topic_id,
+        store_partition(partition.index),
+        log,
+        partition.local_broker_id,
+    )
+    follow(copy, partition)
+    return copy
+
+
+def follow(copy: Partition, partition: Partition) -> None:
+    """The copy takes P's leader, epochs, replicas and ISR (P is a follower here)."""
+    state = PartitionState(
+        partition.topic,
+        copy.index,
+        tuple(partition.replicas),
+        partition.leader_id,
+        partition.leader_epoch,
+        tuple(partition.isr),
+        partition.partition_epoch,
+        partition.controller_epoch,
+    )
+    copy.make_follower(state)

@@ -27,15 +27,21 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from kafkalite.broker import delay_store_replica
 from kafkalite.broker.cluster_metadata import TopicMetadata
-from kafkalite.broker.delay_store_replica import StoreFollowers, StoreLeader
+from kafkalite.broker.delay_store_replica import (
+    StoreFollowers,
+    StoreLeader,
+    follow,
+    open_store_copy,
+)
 from kafkalite.broker.delayed_delivery import (
     DelaySettings,
     batch_due_times,
     encode_released,
     settings_for,
 )
-from kafkalite.broker.delayed_delivery_store import DelayStore, store_dir
+from kafkalite.broker.delayed_delivery_store import DelayStore, store_config, store_dir
 from kafkalite.broker.partition import Partition
 from kafkalite.broker.retry_topics import route
 from kafkalite.config import BrokerConfig
@@ -77,6 +83,8 @@ class DelayedDelivery:
     _settings: dict[str, tuple[object, object, DelaySettings]] = field(default_factory=dict)
     # The followers' copies of the stores this broker leads (broker/delay_store_replica.py).
     _followers: dict[TopicPartition, StoreFollowers] = field(default_factory=dict)
+    # This broker's copies of the stores of partitions it follows (no DelayStore open).
+    copies: dict[TopicPartition, Partition] = field(default_factory=dict)
 
     # -- settings ---------------------------------------------------------------------------
 
@@ -96,18 +104,30 @@ class DelayedDelivery:
         """Open the stores partitions already have (before the broker serves: a release
         interrupted by a crash is resolved against the partition's log end)."""
         for tp, partition in partitions.items():
-            if store_dir(partition.log.dir).is_dir():
+            if tp not in self.copies and store_dir(partition.log.dir).is_dir():
                 self._open(tp, partition, now_ms)
         held = sum(store.held_count for store in self.stores.values())
         if self.stores:
             log.info("%d delay stores opened, %d records held", len(self.stores), held)
 
-    def open_store(self, partition: Partition, now_ms: int) -> DelayStore:
-        return self._open((partition.topic, partition.index), partition, now_ms)
+    def open_store(self, partition: Partition, now_ms: int) -> None:
+        """Open the partition's store again where its directory now is (after close_store):
+        its copy's log if it is followed here (the fetcher keeps the same copy)."""
+        tp = (partition.topic, partition.index)
+        copy = self.copies.get(tp)
+        if copy is None:
+            self._open(tp, partition, now_ms)
+        else:
+            copy.log = open_store_copy(partition, now_ms).log
 
     def close_store(self, tp: TopicPartition) -> bool:
-        """Close the partition's store (its directory moves); whether it had one."""
+        """Close the partition's store or its copy (its directory moves); whether it had
+        one."""
         self._followers.pop(tp, None)
+        copy = self.copies.get(tp)
+        if copy is not None:
+            copy.log.close()
+            return True
         store = self.stores.pop(tp, None)
         if store is not None:
             store.close()
@@ -116,6 +136,7 @@ class DelayedDelivery:
     def _open(self, tp: TopicPartition, partition: Partition, now_ms: int) -> DelayStore:
         store = self.stores.get(tp)
         if store is None:
+            self.stop_copying(tp)  # led here now: the copy's log is the store's
             store = DelayStore.open(partition.log.dir, partition.log.config, now_ms, self._log_end)
             self.stores[tp] = store
         return store
@@ -145,15 +166,48 @@ class DelayedDelivery:
         leader.maybe_increment_high_watermark()
         return leader
 
+    def copy_store(self, partition: Partition, now_ms: int) -> Partition | None:
+        """P is followed here: its store's copy (opened if needed, with P's new state), for
+        the replica fetcher to fetch with P; None when the topic keeps no store or stores
+        are not replicated yet. A store led here until now is closed (its log goes on as the
+        copy's)."""
+        tp = (partition.topic, partition.index)
+        meta = self.topics().get(tp[0])
+        if not delay_store_replica.REPLICATE_STORES or meta is None:
+            return None
+        if not self.settings(tp[0], meta.configs).active:
+            return None
+        copy = self.copies.get(tp)
+        if copy is None:
+            self.close_store(tp)  # led here until now
+            copy = self.copies[tp] = open_store_copy(partition, now_ms)
+        else:
+            follow(copy, partition)
+        return copy
+
+    def stop_copying(self, tp: TopicPartition) -> Partition | None:
+        """P is no longer followed here: close its store's copy (returned, if there was
+        one, for the fetcher to forget)."""
+        copy = self.copies.pop(tp, None)
+        if copy is not None:
+            copy.log.close()
+        return copy
+
     def update_config(self, tp: TopicPartition, topic_config: LogConfig) -> None:
-        """The partition's log config changed: its store validates with it too."""
+        """The partition's log config changed: its store (or copy) validates with it too."""
         store = self.stores.get(tp)
         if store is not None:
             store.update_config(topic_config)
+        copy = self.copies.get(tp)
+        if copy is not None:
+            copy.log.update_config(store_config(topic_config))
 
     def forget(self, tp: TopicPartition) -> None:
         """The partition is deleted here: its held records go with it."""
         self._followers.pop(tp, None)
+        copy = self.copies.pop(tp, None)
+        if copy is not None:
+            copy.log.delete()
         store = self.stores.pop(tp, None)
         if store is not None:
             store.delete()
@@ -162,6 +216,9 @@ class DelayedDelivery:
         for store in self.stores.values():
             store.close()
         self.stores.clear()
+        for copy in self.copies.values():
+            copy.log.close()
+        self.copies.clear()
 
     @property
     def held(self) -> int:

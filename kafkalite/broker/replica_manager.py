@@ -22,7 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.admin_manager import AdminManager, Outcome
 from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, TopicMetadata
-from kafkalite.broker.delay_store_replica import StoreLeader, store_source
+from kafkalite.broker.delay_store_replica import StoreLeader, store_partition, store_source
 from kafkalite.broker.delayed import (
     DelayedDeleteRecords,
     DelayedFetch,
@@ -206,10 +206,25 @@ class ReplicaManager:
         if self.fetchers is None:
             return
         tp = (partition.topic, partition.index)
+        store_tp = (partition.topic, store_partition(partition.index))
         if partition.is_leader or partition.leader_id < 0 or not self._following:
             self.fetchers.remove_partition(tp)
+            self.fetchers.remove_partition(store_tp)
+            if self.delayed_delivery.stop_copying(tp) is not None and partition.is_leader:
+                self.delayed_delivery.open_store(partition, self.clock_ms())
         else:
             self.fetchers.add_partition(partition)
+            self._update_store_copy(partition)
+
+    def _update_store_copy(self, partition: Partition) -> None:
+        """A followed partition's delay store is copied with it while its topic opts in
+        (broker/delay_store_replica.py)."""
+        assert self.fetchers is not None
+        copy = self.delayed_delivery.copy_store(partition, self.clock_ms())
+        if copy is not None:
+            self.fetchers.add_partition(copy)
+        elif self.delayed_delivery.stop_copying((partition.topic, partition.index)):
+            self.fetchers.remove_partition((partition.topic, store_partition(partition.index)))
 
     def _notify_coordinators(self, partition: Partition, removed: bool = False) -> None:
         """The coordinators load a partition of their topic they now lead and unload one they
@@ -256,6 +271,7 @@ class ReplicaManager:
             del self.topics_by_id[topic.topic_id]
         if self.fetchers is not None:
             self.fetchers.remove_partition((name, index))
+            self.fetchers.remove_partition((name, store_partition(index)))
         self._notify_coordinators(partition, removed=True)
         self.delayed_delivery.forget((name, index))
         self.log_manager.delete_log(name, index)
@@ -268,6 +284,9 @@ class ReplicaManager:
         log_config = log_config_for(self.config, configs)
         for partition in topic.partitions.values():
             self.update_log_config(partition, log_config)
+            following = not partition.is_leader and partition.leader_id >= 0
+            if self.fetchers is not None and following and self._following:
+                self._update_store_copy(partition)  # it may have opted in or out
 
     def update_log_config(self, partition: Partition, log_config: LogConfig) -> None:
         """A partition's log (and its delay store) take its topic's new log config."""
@@ -284,6 +303,7 @@ class ReplicaManager:
                 listener(partition)
             if self.fetchers is not None:
                 self.fetchers.remove_partition((name, partition.index))
+                self.fetchers.remove_partition((name, store_partition(partition.index)))
             self._notify_coordinators(partition, removed=True)
             self.delayed_delivery.forget((name, partition.index))
             self.log_manager.delete_log(name, partition.index)
@@ -303,6 +323,7 @@ class ReplicaManager:
             for topic in self.topics.values():
                 for partition in topic.partitions.values():
                     self.fetchers.remove_partition((topic.name, partition.index))
+                    self.fetchers.remove_partition((topic.name, store_partition(partition.index)))
 
     def shutdown(self) -> None:
         self.delayed_delivery.close()

@@ -5,19 +5,28 @@ follows P's ISR."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import trio
+from cluster_fixtures import ManualClock, running_cluster
 from kio.schema.errors import ErrorCode
+from partition_fixtures import open_partition
+from test_replication import until
 
+from kafkalite.broker import delay_store_replica, delayed_delivery_manager
 from kafkalite.broker.broker import Broker
-from kafkalite.broker.delay_store_replica import store_partition, store_source
+from kafkalite.broker.cluster_metadata import TopicMetadata
+from kafkalite.broker.delay_store_replica import open_store_copy, store_partition, store_source
 from kafkalite.broker.delayed import FetchInfo, FetchParams
 from kafkalite.broker.partition import EARLIEST, LATEST, LogReadResult, PartitionState
+from kafkalite.broker.replica_fetcher import Outcome, apply_partition_response
 from kafkalite.config import build_config
 from kafkalite.storage.batch import iter_batches
 from kafkalite.storage.log import LogConfig, UnifiedLog
-from kafkalite.storage.records import Record, encode_record_batch
+from kafkalite.storage.records import Record, decode_records, encode_record_batch
 
 T0 = 1_800_000_000_000
 LEADER, FOLLOWER = 0, 2
@@ -227,4 +236,111 @@ def test_a_topic_that_did_not_opt_in_has_no_store_partition(tmp_path: Path, cloc
     add_follower(broker)
     assert fetch_store(broker, 0).error is ErrorCode.unknown_topic_or_partition
     assert TP not in broker.replica_manager.delayed_delivery.stores
+    broker.shutdown()
+
+
+# -- followers copy the store (REPLICATE_STORES, off on main until the refusal is lifted) ----
+
+
+@pytest.fixture
+def replicated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Followers copy stores, and delayed records are held in a replicated partition."""
+    monkeypatch.setattr(delay_store_replica, "REPLICATE_STORES", True)
+    monkeypatch.setattr(delayed_delivery_manager, "_refusal", lambda partition: None)
+
+
+def store_bytes(log: UnifiedLog) -> bytes:
+    return log.read(log.log_start_offset, 1 << 24, log.log_end_offset)
+
+
+def test_followers_copy_the_store_and_a_new_leader_releases_from_its_copy(
+    tmp_path: Path, replicated: None
+) -> None:
+    clock = ManualClock(T0)
+
+    async def main() -> None:
+        async with running_cluster(tmp_path, 3, clock) as (cluster, running):
+            managers = {i: each.broker.replica_manager for i, each in running.items()}
+            topic = TopicMetadata("d", uuid.uuid4(), 1, 3, dict(OPT_IN))
+            cluster.topics["d"] = topic
+            cluster.create(topic, [[1, 2, 3]])
+            for values, delay_ms in (([b"a"], 1000), ([b"b", b"c"], 5000)):
+                results, _ = managers[1].append_records({TP: delayed(values, delay_ms)}, 1)
+                assert results[TP].error is ErrorCode.none
+            leader_store = managers[1].delayed_delivery.stores[TP]
+            assert leader_store.held_count == 3
+
+            def copies_equal() -> bool:
+                expected = store_bytes(leader_store.log)
+                return all(
+                    TP in managers[i].delayed_delivery.copies
+                    and store_bytes(managers[i].delayed_delivery.copies[TP].log) == expected
+                    for i in (2, 3)
+                )
+
+            await until(copies_equal, running)
+            assert all(TP not in managers[i].delayed_delivery.stores for i in (2, 3))
+            clock.now_ms = T0 + 1000  # a is due: released by broker 1 (intent, then P)
+            await until(
+                lambda: managers[1].partition(*TP).log_end_offset == 1 and copies_equal(),
+                running,
+            )
+            await until(lambda: managers[2].partition(*TP).log_end_offset == 1, running)
+            # Broker 2 takes over: it opens the store from its copy, broker 1 copies from it.
+            cluster.elect("d", 0, leader=2, isr=(1, 2, 3))
+            store = managers[2].delayed_delivery.stores[TP]
+            assert (store.held_count, TP in managers[2].delayed_delivery.copies) == (2, False)
+            assert TP in managers[1].delayed_delivery.copies
+            assert TP not in managers[1].delayed_delivery.stores
+            clock.now_ms = T0 + 5000
+            managers[2].release_delayed()
+            partition = managers[2].partition(*TP)
+            data = memoryview(partition.log.read(0, 1 << 20, partition.log_end_offset))
+            released = [
+                record.value
+                for position, header in iter_batches(data)
+                for record in decode_records(data[position : position + header.size])
+            ]
+            assert released == [b"a", b"b", b"c"]  # each once
+            assert managers[2].delayed_delivery.held == 0
+
+    trio.run(main)
+
+
+def test_a_followers_copy_diverging_from_the_leaders_store_is_truncated_by_epoch(
+    tmp_path: Path, clock: Clock
+) -> None:
+    broker = open_broker(tmp_path, clock)
+    hold(broker, [b"a"])  # store offsets 0-1, epoch 0
+    add_follower(broker)  # epoch 1
+    leader_log = store_log(broker)
+    followed = open_partition(tmp_path / "follower", broker_id=FOLLOWER)
+    followed.make_follower(
+        PartitionState("t", 0, (LEADER, FOLLOWER), LEADER, 1, (LEADER, FOLLOWER))
+    )
+    copy = open_store_copy(followed, T0)
+    assert (copy.index, copy.is_leader, copy.leader_epoch) == (store_partition(0), False, 1)
+    copy.append_records_to_follower(fetch_store(broker, 0).records, T0)
+    # What the dead leader of epoch 0 wrote after it and never shipped to the new one.
+    copy.log.append_as_leader(delayed([b"lost"], 1000), 0, T0)
+    assert copy.log_end_offset == 3
+
+    def fetch() -> Outcome:
+        read = fetch_store(
+            broker, copy.log_end_offset, last_fetched_epoch=copy.log.leader_epoch_cache.latest_epoch
+        )
+        diverging = read.diverging_epoch or (-1, -1)
+        data = SimpleNamespace(
+            error_code=read.error,
+            records=read.records,
+            high_watermark=read.high_watermark,
+            diverging_epoch=SimpleNamespace(epoch=diverging[0], end_offset=diverging[1]),
+            log_start_offset=read.log_start_offset,
+        )
+        return apply_partition_response(copy, data, T0)
+
+    assert fetch() is Outcome.TRUNCATED
+    assert copy.log_end_offset == 2
+    assert fetch() is Outcome.FETCHED
+    assert store_bytes(copy.log) == store_bytes(leader_log)
     broker.shutdown()
