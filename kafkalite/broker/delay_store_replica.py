@@ -45,6 +45,7 @@ from kafkalite.broker.partition import (
 )
 from kafkalite.storage.errors import OffsetOutOfRangeError
 from kafkalite.storage.log import UnifiedLog
+from kafkalite.storage.offset_metadata import LogOffsetMetadata
 
 STORE_PARTITION_BIT = 1 << 30  # above any partition count a topic can have
 # Followers copy the stores of opted-in topics (off until the rest of the replication is in).
@@ -164,6 +165,15 @@ class StoreLeader:
         except OffsetOutOfRangeError:
             return LogReadResult(ErrorCode.offset_out_of_range)
         return self._result(records)
+
+    def fetch_upper_bound_metadata(
+        self, current_leader_epoch: int, replica_id: int, isolation_level: int
+    ) -> LogOffsetMetadata | ErrorCode:
+        """Where a parked follower fetch may read the store to (its log end)."""
+        error = self._error(current_leader_epoch, replica_id)
+        if error is not ErrorCode.none:
+            return error
+        return self.log.offset_metadata(self.log.log_end_offset)
 
     def _result(self, records: bytes, diverging: tuple[int, int] | None = None) -> LogReadResult:
         hw = self.followers.high_watermark

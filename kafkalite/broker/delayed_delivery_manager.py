@@ -80,6 +80,9 @@ class DelayedDelivery:
     # Partitions a produce's records were released to at once (the caller wakes their
     # parked fetches and empties it).
     moved: set[TopicPartition] = field(default_factory=set)
+    # The store offset a produce's held batch ends before (its acks=all waits for the store
+    # high watermark to reach it; -1: nothing held). The caller reads and resets it.
+    held_until: int = -1
     _settings: dict[str, tuple[object, object, DelaySettings]] = field(default_factory=dict)
     # The followers' copies of the stores this broker leads (broker/delay_store_replica.py).
     _followers: dict[TopicPartition, StoreFollowers] = field(default_factory=dict)
@@ -193,6 +196,14 @@ class DelayedDelivery:
             copy.log.close()
         return copy
 
+    def store_high_watermark(self, tp: TopicPartition) -> int:
+        """The store high watermark of partition `tp` led here (-1 if it has no store or is
+        not led here): the smallest store log end over its ISR."""
+        if tp not in self.stores:
+            return -1
+        leader = self.store_leader(tp, 0)
+        return leader.followers.high_watermark if isinstance(leader, StoreLeader) else -1
+
     def update_config(self, tp: TopicPartition, topic_config: LogConfig) -> None:
         """The partition's log config changed: its store (or copy) validates with it too."""
         store = self.stores.get(tp)
@@ -273,6 +284,7 @@ class DelayedDelivery:
             return exc
         if held.duplicate:
             return AppendResult(-1, -1, -1, partition.log_start_offset, duplicate=True)
+        self.held_until = held.last_offset + 1
         placed = self._release(partition, store, now_ms, self.moved)
         return _answer(partition, held, placed)
 

@@ -28,6 +28,7 @@ from kafkalite.broker.delayed import (
     DelayedFetch,
     DelayedProduce,
     DeleteRecordsStatus,
+    FetchedPartition,
     FetchInfo,
     FetchParams,
     FetchRead,
@@ -342,6 +343,12 @@ class ReplicaManager:
         """The view named `topic` (None for any other topic)."""
         return None if topic in self.topics else self.views.get(topic)
 
+    def _fetch_key(self, tp: TopicPartition) -> TopicPartition:
+        """The partition whose appends a parked fetch of `tp` waits for: a view's source, a
+        delay store's partition (a hold appends to the store and wakes the partition's)."""
+        source = store_source(tp[1])
+        return (tp[0], source) if source is not None else self._source_tp(tp)
+
     def _source_tp(self, tp: TopicPartition) -> TopicPartition:
         """Where a partition's records are: a view's are in its source's partition."""
         view = self.view(tp[0])
@@ -400,13 +407,22 @@ class ReplicaManager:
             result, required_offset = self._append_to_local_log(
                 tp, records, required_acks, internal_topics_allowed, coordinator
             )
+            held_until, self.delayed_delivery.held_until = self.delayed_delivery.held_until, -1
             statuses[tp] = ProducePartitionStatus(
-                required_offset, result, acks_pending=result.error is ErrorCode.none
+                required_offset,
+                result,
+                acks_pending=result.error is ErrorCode.none,
+                store_required_offset=held_until if result.error is ErrorCode.none else -1,
             )
         results = {tp: status.result for tp, status in statuses.items()}
         if required_acks != -1 or not any(s.acks_pending for s in statuses.values()):
             return results, None
-        delayed = DelayedProduce(statuses, self._partition_of, self.min_insync_replicas)
+        delayed = DelayedProduce(
+            statuses,
+            self._partition_of,
+            self.min_insync_replicas,
+            self.delayed_delivery.store_high_watermark,
+        )
         return results, delayed
 
     def _append_to_local_log(
@@ -547,20 +563,29 @@ class ReplicaManager:
             params,
             infos,
             lambda: self.read_from_local_log(params, infos),
-            self._readable_partition,
-            self._source_tp,
+            self._fetched_partition,
+            self._fetch_key,
         )
+
+    def _fetched_partition(self, tp: TopicPartition) -> FetchedPartition | None:
+        """What a parked fetch of `tp` reads: a delay store's pseudo-partition reads its
+        store (broker/delay_store_replica.py), a view its source."""
+        store = self._store_leader(tp)
+        if store is None:
+            return self._readable_partition(tp)
+        return store if isinstance(store, StoreLeader) else None
 
     def _update_follower_fetch_state(self, replica_id: int, info: FetchInfo) -> None:
         store = self._store_leader(info.tp)
         if store is not None:
-            if isinstance(store, StoreLeader):
-                store.record_follower_fetch(
-                    replica_id,
-                    info.fetch_offset,
-                    current_leader_epoch=info.current_leader_epoch,
-                    last_fetched_epoch=info.last_fetched_epoch,
-                )
+            moved = isinstance(store, StoreLeader) and store.record_follower_fetch(
+                replica_id,
+                info.fetch_offset,
+                current_leader_epoch=info.current_leader_epoch,
+                last_fetched_epoch=info.last_fetched_epoch,
+            )
+            if moved:  # acks=all of held batches wait on the store high watermark
+                self.produce_purgatory.check_and_complete(self._fetch_key(info.tp))
             return
         partition = self._partition_of(info.tp)
         if partition is None or not partition.is_leader:

@@ -344,3 +344,48 @@ def test_a_followers_copy_diverging_from_the_leaders_store_is_truncated_by_epoch
     assert fetch() is Outcome.FETCHED
     assert store_bytes(copy.log) == store_bytes(leader_log)
     broker.shutdown()
+
+
+def follower_fetch(broker: Broker, store_offset: int, max_wait_ms: int = 0):
+    """A follower's fetch of P (at its log end) and of P's store, as its fetcher sends it."""
+    manager = broker.replica_manager
+    params = FetchParams(max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, replica_id=2)
+    end = manager.partition(*TP).log_end_offset
+    infos = [FetchInfo(*TP, end, 1 << 20), FetchInfo(*STORE_TP, store_offset, 1 << 20)]
+    return manager.fetch_messages(params, infos)
+
+
+def test_acks_all_of_a_held_batch_waits_for_the_store_high_watermark(
+    tmp_path: Path, clock: Clock, replicated: None
+) -> None:
+    broker = open_broker(tmp_path, clock)
+    add_follower(broker)
+    manager = broker.replica_manager
+    results, produce = manager.append_records({TP: delayed([b"a"], 1000)}, -1)
+    assert results[TP].error is ErrorCode.none and produce is not None
+    assert manager.produce_purgatory.try_complete_else_watch(produce) is False
+    end = store_log(broker).log_end_offset
+    assert end == 2
+    fetch = follower_fetch(broker, 0)  # the follower has none of the store yet
+    manager.fetch_purgatory.try_complete_else_watch(fetch)
+    assert fetch.read_result.results[1].records  # the held batch, to copy
+    assert not produce.completed
+    fetch = follower_fetch(broker, end)  # copied: the store high watermark reaches it
+    manager.fetch_purgatory.try_complete_else_watch(fetch)
+    assert produce.completed and produce.results[TP].error is ErrorCode.none
+    assert manager.produce_purgatory.watched() == 0
+    broker.shutdown()
+
+
+def test_a_parked_follower_fetch_is_woken_by_a_hold(
+    tmp_path: Path, clock: Clock, replicated: None
+) -> None:
+    broker = open_broker(tmp_path, clock)
+    add_follower(broker)
+    manager = broker.replica_manager
+    fetch = follower_fetch(broker, 0, max_wait_ms=60_000)
+    assert manager.fetch_purgatory.try_complete_else_watch(fetch) is False
+    manager.append_records({TP: delayed([b"a"], 1000)}, 1)  # held: P itself gets nothing
+    assert fetch.completed
+    assert [bool(r.records) for r in fetch.read_result.results] == [False, True]
+    broker.shutdown()
