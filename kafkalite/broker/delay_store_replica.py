@@ -64,14 +64,45 @@ def store_source(index: int) -> int | None:
     return index & ~STORE_PARTITION_BIT
 
 
+MAX_FENCES = 1024  # beyond, neighbours merge (conservative: a follower waits longer)
+
+
 @dataclass(eq=False)
 class StoreFollowers:
     """What the leader knows of its followers' copies of one store, in one leader epoch
-    (a new leader knows nothing of them yet, as for the partition's own replicas)."""
+    (a new leader knows nothing of them yet, as for the partition's own replicas).
+
+    Fences order P's replication after the store's: (P offset T, store offset S) means a
+    follower gets P's records from T on only once its copy of the store reaches S. A release
+    writes its intent (store offset I) and appends R to P at T in one step, with the fence
+    (T, I + 1): a replica that has R has the intent saying where R came from, so a new leader
+    never releases R's records again. A new leader's first fence is (0, its store's end)."""
 
     leader_epoch: int
     log_ends: dict[int, int] = field(default_factory=dict)  # broker id -> store log end
     high_watermark: int = 0
+    fences: list[tuple[int, int]] = field(default_factory=list)
+
+    def add_fence(self, partition_offset: int, store_offset: int, replicas: list[int]) -> None:
+        self.fences.append((partition_offset, store_offset))
+        self.prune(replicas)
+        if len(self.fences) > MAX_FENCES:
+            (first, _), (_, second) = self.fences[0], self.fences[1]
+            self.fences[0:2] = [(first, second)]
+
+    def prune(self, replicas: list[int]) -> None:
+        """Forget the fences every follower has passed."""
+        reached = min((self.log_ends.get(r, UNKNOWN_OFFSET) for r in replicas), default=None)
+        while self.fences and (reached is None or self.fences[0][1] <= reached):
+            del self.fences[0]
+
+    def read_cap(self, replica_id: int) -> int | None:
+        """The P offset a follower's read of P stops before (None: not fenced)."""
+        reached = self.log_ends.get(replica_id, UNKNOWN_OFFSET)
+        for partition_offset, store_offset in self.fences:
+            if store_offset > reached:
+                return partition_offset
+        return None
 
 
 @dataclass(eq=False)
@@ -90,6 +121,12 @@ class StoreLeader:
         cache = self.log.leader_epoch_cache
         if cache.latest_epoch < self.partition.leader_epoch:
             cache.assign(self.partition.leader_epoch, self.log.log_end_offset)
+        self.add_fence(0, self.log.log_end_offset)
+
+    def add_fence(self, partition_offset: int, store_offset: int) -> None:
+        self.followers.add_fence(
+            partition_offset, store_offset, list(self.partition.remote_replicas)
+        )
 
     def _error(self, current_leader_epoch: int, replica_id: int) -> ErrorCode:
         error = self.partition.check_leader(current_leader_epoch)
@@ -126,6 +163,7 @@ class StoreLeader:
         if self._diverging_epoch(fetch_offset, last_fetched_epoch) is not None:
             return False
         self.followers.log_ends[replica_id] = min(fetch_offset, self.log.log_end_offset)
+        self.followers.prune(list(self.partition.remote_replicas))
         return self.maybe_increment_high_watermark()
 
     def maybe_increment_high_watermark(self) -> bool:

@@ -196,6 +196,14 @@ class DelayedDelivery:
             copy.log.close()
         return copy
 
+    def read_cap(self, tp: TopicPartition, replica_id: int) -> int | None:
+        """Where a follower's read of partition `tp` stops until its copy of the store has
+        the intents of the releases beyond (StoreFollowers' fences); None: no limit."""
+        if not delay_store_replica.REPLICATE_STORES:
+            return None
+        leader = self.store_leader(tp, 0) if tp in self.stores else None
+        return leader.followers.read_cap(replica_id) if isinstance(leader, StoreLeader) else None
+
     def store_high_watermark(self, tp: TopicPartition) -> int:
         """The store high watermark of partition `tp` led here (-1 if it has no store or is
         not led here): the smallest store log end over its ISR."""
@@ -367,9 +375,7 @@ class DelayedDelivery:
                 self._drop(store, entries, f"{len(entries)} records of a deleted topic")
                 progress = True
             elif (
-                outcome := self._release_batch(
-                    tp, store, entries, records, now_ms, source.leader_epoch
-                )
+                outcome := self._release_batch(source, tp, store, entries, records, now_ms)
             ) is None:
                 stopped = True
             elif outcome:
@@ -416,12 +422,12 @@ class DelayedDelivery:
 
     def _release_batch(
         self,
+        source: Partition,
         tp: TopicPartition,
         store: DelayStore,
         entries: list[tuple[int, int]],
         records: list[Record],
         now_ms: int,
-        leader_epoch: int,
     ) -> dict[int, int] | None:
         """Intent, then append to `tp` (then a cancellation if it failed), of as many of the
         records as one batch of `tp` holds; the others go back. Returns store offset ->
@@ -434,8 +440,10 @@ class DelayedDelivery:
         store.restore(entries[count:])
         entries, records = entries[:count], records[:count]
         offsets = [offset for _, offset in entries]
+        leader_epoch = source.leader_epoch  # the store's batches carry its partition's
+        target_offset = partition.log_end_offset
         try:
-            intent = store.write_intent(tp, partition.log_end_offset, offsets, now_ms, leader_epoch)
+            intent = store.write_intent(tp, target_offset, offsets, now_ms, leader_epoch)
         except StorageError as exc:
             log.warning("%s: cannot write a release intent: %s", store.log.dir, exc)
             store.restore(entries)
@@ -443,6 +451,8 @@ class DelayedDelivery:
         # acks=1: the answer (if any) waited for the held record, not for its release.
         appended = partition.append_records_to_leader(encode_released(records), 1, 1, now_ms)
         if isinstance(appended, AppendResult):
+            if partition is source:  # followers get R only with its intent
+                self._fence(tp, target_offset, intent + 1)
             store.confirm(offsets)
             self.released += len(offsets)
             for due, _ in entries:
@@ -455,6 +465,12 @@ class DelayedDelivery:
         store.restore(entries)
         self._cancel(store, intent, now_ms, leader_epoch)
         return None
+
+    def _fence(self, tp: TopicPartition, partition_offset: int, store_offset: int) -> None:
+        if delay_store_replica.REPLICATE_STORES:
+            leader = self.store_leader(tp, 0)
+            if isinstance(leader, StoreLeader):
+                leader.add_fence(partition_offset, store_offset)
 
     def _drop(self, store: DelayStore, entries: list[tuple[int, int]], why: str) -> None:
         log.warning("%s: dropping %s", store.log.dir, why)

@@ -649,6 +649,9 @@ class ReplicaManager:
             if partition is None:
                 results.append(LogReadResult(self.missing_partition_error(info.tp)))
                 continue
+            read = self.view_read(view, partition) if view is not None else None
+            if params.is_from_follower:
+                read = self._fenced_read(partition, params.replica_id)
             result = partition.fetch_records(
                 info.fetch_offset,
                 min(info.max_bytes, remaining),
@@ -657,13 +660,26 @@ class ReplicaManager:
                 isolation_level=params.isolation_level,
                 min_one_batch=first,
                 last_fetched_epoch=info.last_fetched_epoch,
-                read=self.view_read(view, partition) if view is not None else None,
+                read=read,
             )
             if result.records:
                 first = False
                 remaining = max(remaining - len(result.records), 0)
             results.append(result)
         return FetchRead(tuple(results))
+
+    def _fenced_read(
+        self, partition: Partition, replica_id: int
+    ) -> Callable[[int, int, int, bool], bytes] | None:
+        """A follower's read of a partition whose delay store it copies stops where its copy
+        lacks a release's intent (broker/delay_store_replica.py); None: an ordinary read."""
+        cap = self.delayed_delivery.read_cap((partition.topic, partition.index), replica_id)
+        if cap is None:
+            return None
+        log_ = partition.log
+        return lambda offset, max_bytes, max_offset, min_one: log_.read(
+            offset, max_bytes, min(max_offset, cap), min_one
+        )
 
     def _store_leader(self, tp: TopicPartition) -> StoreLeader | ErrorCode | None:
         """The delay store a pseudo-partition index names, as its leader serves it

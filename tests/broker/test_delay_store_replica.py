@@ -389,3 +389,44 @@ def test_a_parked_follower_fetch_is_woken_by_a_hold(
     assert fetch.completed
     assert [bool(r.records) for r in fetch.read_result.results] == [False, True]
     broker.shutdown()
+
+
+def partition_records(fetch) -> bytes:
+    return fetch.read_result.results[0].records
+
+
+def test_a_follower_gets_a_release_only_with_its_intent(
+    tmp_path: Path, clock: Clock, replicated: None
+) -> None:
+    """The fences: P's records reach a follower only once its store copy has what they
+    depend on (the new leader's store at election; a release's intent)."""
+    broker = open_broker(tmp_path, clock)
+    manager = broker.replica_manager
+    plain = encode_record_batch(
+        [Record(0, T0, b"k", b"x", ())], base_offset=0, base_timestamp=T0, max_timestamp=T0
+    )
+    manager.append_records({TP: plain}, 1)  # P: x at 0
+    hold(broker, [b"a"])  # store: dues and a at 0-1
+    add_follower(broker)  # epoch 1: its first fence is (0, store end 2)
+
+    def fetch(offset: int, store_offset: int) -> list[bytes | None]:
+        """P's records a follower at `offset` in P and `store_offset` in the store gets."""
+        params = FetchParams(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, replica_id=FOLLOWER)
+        infos = [FetchInfo(*TP, offset, 1 << 20), FetchInfo(*STORE_TP, store_offset, 1 << 20)]
+        done = manager.fetch_messages(params, infos)
+        manager.fetch_purgatory.try_complete_else_watch(done)
+        data = memoryview(done.read_result.results[0].records)
+        return [
+            record.value
+            for position, header in iter_batches(data)
+            for record in decode_records(data[position : position + header.size])
+        ]
+
+    assert fetch(0, 0) == []  # its copy lacks the store the leader had at election
+    assert fetch(0, 2) == [b"x"]
+    clock.now = T0 + 1000
+    manager.release_delayed()  # the intent at store offset 2, a at P offset 1
+    assert (manager.partition(*TP).log_end_offset, store_log(broker).log_end_offset) == (2, 3)
+    assert fetch(1, 2) == []  # its copy lacks the intent
+    assert fetch(1, 3) == [b"a"]
+    broker.shutdown()
