@@ -22,6 +22,7 @@ with INVALID_RECORD; their batches without delayed records take the ordinary pat
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -41,7 +42,13 @@ from kafkalite.broker.delayed_delivery import (
     encode_released,
     settings_for,
 )
-from kafkalite.broker.delayed_delivery_store import DelayStore, store_config, store_dir
+from kafkalite.broker.delayed_delivery_store import (
+    DelayStore,
+    TakeOver,
+    store_config,
+    store_dir,
+)
+from kafkalite.broker.delayed_due_index import INDEX_DIR
 from kafkalite.broker.partition import Partition
 from kafkalite.broker.retry_topics import route
 from kafkalite.config import BrokerConfig
@@ -122,6 +129,22 @@ class DelayedDelivery:
             self._open(tp, partition, now_ms)
         else:
             copy.log = open_store_copy(partition, now_ms).log
+
+    def take_over(self, partition: Partition, now_ms: int) -> None:
+        """This broker leads the partition now, after following it: its store is opened
+        from the copy, every release to the partition resolved (DelayStore's TakeOver)."""
+        tp = (partition.topic, partition.index)
+        self.stop_copying(tp)
+        if tp in self.stores:
+            return
+        shutil.rmtree(store_dir(partition.log.dir) / INDEX_DIR, ignore_errors=True)
+        self.stores[tp] = DelayStore.open(
+            partition.log.dir,
+            partition.log.config,
+            now_ms,
+            self._log_end,
+            TakeOver(tp, partition.leader_epoch),
+        )
 
     def close_store(self, tp: TopicPartition) -> bool:
         """Close the partition's store or its copy (its directory moves); whether it had

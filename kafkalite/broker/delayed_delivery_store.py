@@ -51,6 +51,7 @@ from kafkalite.broker.delayed_delivery import (
 )
 from kafkalite.broker.delayed_due_index import DueIndex, Entry, Rebuild, bucket_of
 from kafkalite.storage.batch import BatchHeader, iter_batches, parse_header
+from kafkalite.storage.errors import StorageError
 from kafkalite.storage.log import AppendResult, LogConfig, UnifiedLog
 from kafkalite.storage.records import Record, decode_records
 
@@ -83,6 +84,14 @@ def store_config(topic_config: LogConfig) -> LogConfig:
 
 def store_dir(partition_dir: Path) -> Path:
     return partition_dir / STORE_DIR
+
+
+@dataclass(frozen=True)
+class TakeOver:
+    """A new leader opening its copy of a replicated store (broker/delay_store_replica.py)."""
+
+    partition: tuple[str, int]  # the store's own partition
+    leader_epoch: int  # its new epoch: the cancellations written are in it
 
 
 @dataclass(eq=False)
@@ -130,15 +139,18 @@ class DelayStore:
         topic_config: LogConfig,
         now_ms: int,
         log_end: Callable[[tuple[str, int]], int | None],
+        taking_over: TakeOver | None = None,
     ) -> DelayStore:
-        """`log_end`: a partition's log end offset (None: no such partition here)."""
+        """`log_end`: a partition's log end offset (None: no such partition here).
+        `taking_over`: opened by a new leader from its copy of a replicated store (all of
+        it indexed again; every release to the store's own partition resolved)."""
         directory = store_dir(partition_dir)
         store_log = UnifiedLog.open(directory, store_config(topic_config), now_ms=now_ms)
         start, end = store_log.log_start_offset, store_log.log_end_offset
-        found = DueIndex.open_checkpointed(directory, start, end)
+        found = None if taking_over else DueIndex.open_checkpointed(directory, start, end)
         if found is None:  # none, torn, or older than the store's log start: all again
             store = cls(store_log, DueIndex.create(directory))
-            store._recover(log_end, start, now_ms, whole=True)
+            store._recover(log_end, start, now_ms, whole=True, taking_over=taking_over)
         else:
             index, checkpoint = found
             store = cls(store_log, index, open_txns=checkpoint.open_txns)
@@ -167,11 +179,21 @@ class DelayStore:
         start: int,
         now_ms: int,
         whole: bool,
+        taking_over: TakeOver | None = None,
     ) -> None:
         """Index the store from `start` on (its files are the truth; the index, if not
         `whole`, is its checkpoint's): every intent's records were released but the last
         one's if it was cancelled or did not reach its partition. A checkpoint of the result
-        is begun (written as the release rounds sync its files)."""
+        is begun (written as the release rounds sync its files).
+
+        Taking over a replicated store, the intents of releases to its own partition are
+        resolved each (not only the last: an old leader's last releases may not have reached
+        this replica's partition): applied iff the partition's log end is beyond the
+        intent's offset (the fences make this replica's partition a prefix of the leaders'
+        that wrote them); those that were not are cancelled in the store, so that no later
+        leader finds them applied once the partition has grown past their offsets."""
+        own = taking_over.partition if taking_over is not None else None
+        unresolved: dict[int, Intent] = {}  # own releases not cancelled, by intent offset
         rebuild = Rebuild(self.index)
         last: Intent | None = None
         mark = 0  # where the last intent's records begin among the released
@@ -200,9 +222,13 @@ class DelayStore:
                     ended = open_txns.pop(marker.producer_id, [])
                     if marker.commit:
                         rebuild.add(ended)
+                elif isinstance(marker, Intent) and marker.target == own:
+                    unresolved[marker.offset] = marker
                 elif isinstance(marker, Intent):
                     last, mark = marker, len(rebuild.released)
                     rebuild.note_released(marker.store_offsets)
+                elif isinstance(marker, int) and marker in unresolved:
+                    del unresolved[marker]
                 elif last is not None and marker == last.offset:
                     rebuild.forget_released_since(mark)
                     last = None
@@ -216,6 +242,7 @@ class DelayStore:
                 target_end,
             )
             rebuild.forget_released_since(mark)
+        cancels = self._resolve(unresolved, log_end(own) if own is not None else None, rebuild)
         up_to = None if whole else bucket_of(latest_ms)
         self.index = rebuild.finish(self.log.log_start_offset, up_to)
         self.index.begin_checkpoint(self.log.log_end_offset, self.open_txns)
@@ -227,6 +254,33 @@ class DelayStore:
             self.log.log_end_offset,
             self.held_count,
         )
+        if taking_over is not None:
+            try:
+                for intent in cancels:  # before anything else is written in the new epoch
+                    self.write_cancel(intent, now_ms, taking_over.leader_epoch)
+            except StorageError as exc:
+                # Another release after these would let a later leader take them for done.
+                log.error("%s: cannot cancel a release, releases stop: %s", self.log.dir, exc)
+                self.failed = True
+
+    def _resolve(
+        self, unresolved: dict[int, Intent], partition_end: int | None, rebuild: Rebuild
+    ) -> list[int]:
+        """Note the applied releases of `unresolved` as released; return the others."""
+        cancels = []
+        for intent in unresolved.values():
+            if partition_end is not None and partition_end > intent.target_offset:
+                rebuild.note_released(intent.store_offsets)
+            else:
+                log.info(
+                    "%s: release to %s at %d did not reach it here (log end %s): held again",
+                    self.log.dir,
+                    intent.target,
+                    intent.target_offset,
+                    partition_end,
+                )
+                cancels.append(intent.offset)
+        return cancels
 
     @property
     def held_count(self) -> int:

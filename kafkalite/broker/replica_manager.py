@@ -212,7 +212,7 @@ class ReplicaManager:
             self.fetchers.remove_partition(tp)
             self.fetchers.remove_partition(store_tp)
             if self.delayed_delivery.stop_copying(tp) is not None and partition.is_leader:
-                self.delayed_delivery.open_store(partition, self.clock_ms())
+                self.delayed_delivery.take_over(partition, self.clock_ms())
         else:
             self.fetchers.add_partition(partition)
             self._update_store_copy(partition)

@@ -430,3 +430,44 @@ def test_a_follower_gets_a_release_only_with_its_intent(
     assert fetch(1, 2) == []  # its copy lacks the intent
     assert fetch(1, 3) == [b"a"]
     broker.shutdown()
+
+
+def test_a_new_leader_resolves_every_release_and_cancels_those_it_lacks(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """An old leader's intent whose release never reached this replica is held again and
+    cancelled in the store: once the partition grows past the intent's offset, a later
+    leader must not take it for done (the sketch resolved only the last intent, unwritten)."""
+    broker = open_broker(tmp_path, clock)
+    manager = broker.replica_manager
+    delivery = manager.delayed_delivery
+    hold(broker, [b"a"], delay_ms=100)  # store 0-1
+    hold(broker, [b"b"], delay_ms=5000)  # store 2-3
+    clock.now = T0 + 100
+    manager.release_delayed()  # intent (P offset 0) at 4, a at P offset 0
+    partition = manager.partition(*TP)
+    store = delivery.stores[TP]
+    # The old leader's last release: its intent replicated here, its append to P not.
+    store.write_intent(TP, 1, [3], clock.now, partition.leader_epoch)
+    assert partition.log_end_offset == 1
+    delivery.close_store(TP)
+
+    delivery.take_over(partition, clock.now)  # as a new leader, from its copy
+    assert delivery.held == 1  # b: its release did not reach P here
+    plain = encode_record_batch(
+        [Record(0, T0, b"k", b"x", ())], base_offset=0, base_timestamp=T0, max_timestamp=T0
+    )
+    manager.append_records({TP: plain}, 1)  # P grows past the intent's offset 1
+    delivery.close_store(TP)
+    delivery.take_over(partition, clock.now)  # the next leader
+    assert delivery.held == 1  # the cancellation says b was not released
+    clock.now = T0 + 5000
+    manager.release_delayed()
+    data = memoryview(partition.log.read(0, 1 << 20, partition.log_end_offset))
+    values = [
+        record.value
+        for position, header in iter_batches(data)
+        for record in decode_records(data[position : position + header.size])
+    ]
+    assert values == [b"a", b"x", b"b"]  # each once
+    broker.shutdown()
