@@ -346,7 +346,7 @@ class DelayedDelivery:
             if partition is None or not partition.is_leader or store.failed:
                 continue
             self._release(partition, store, now_ms, appended)
-            store.maintain(now_ms)
+            store.maintain(now_ms, self._replicated_up_to(partition))
         return appended
 
     def release_partition(self, partition: Partition, now_ms: int) -> set[TopicPartition]:
@@ -474,8 +474,9 @@ class DelayedDelivery:
         # acks=1: the answer (if any) waited for the held record, not for its release.
         appended = partition.append_records_to_leader(encode_released(records), 1, 1, now_ms)
         if isinstance(appended, AppendResult):
-            if partition is source:  # followers get R only with its intent
-                self._fence(tp, target_offset, intent + 1)
+            if partition is source and delay_store_replica.REPLICATE_STORES:
+                self._fence(tp, target_offset, intent + 1)  # followers get R with its intent
+                store.keep_until_replicated(appended.last_offset + 1)
             store.confirm(offsets)
             self.released += len(offsets)
             for due, _ in entries:
@@ -490,10 +491,14 @@ class DelayedDelivery:
         return None
 
     def _fence(self, tp: TopicPartition, partition_offset: int, store_offset: int) -> None:
-        if delay_store_replica.REPLICATE_STORES:
-            leader = self.store_leader(tp, 0)
-            if isinstance(leader, StoreLeader):
-                leader.add_fence(partition_offset, store_offset)
+        leader = self.store_leader(tp, 0)
+        if isinstance(leader, StoreLeader):
+            leader.add_fence(partition_offset, store_offset)
+
+    @staticmethod
+    def _replicated_up_to(partition: Partition) -> int | None:
+        """The partition's high watermark, when its store's releases must wait for it."""
+        return partition.high_watermark if delay_store_replica.REPLICATE_STORES else None
 
     def _drop(self, store: DelayStore, entries: list[tuple[int, int]], why: str) -> None:
         log.warning("%s: dropping %s", store.log.dir, why)

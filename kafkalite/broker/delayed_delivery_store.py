@@ -34,7 +34,7 @@ with it the index files whose entries were all released.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -131,6 +131,9 @@ class DelayStore:
     next_expiry_ms: int = 0  # when to look for expired producers next
     next_checkpoint_ms: int = 0  # when to checkpoint the index next
     paused_until_ms: int = 0  # see pause
+    # Releases to the store's own partition beyond its high watermark: (the partition offset
+    # they end before, the store's low before them); see trim.
+    unreplicated: deque[tuple[int, int]] = field(default_factory=deque)
 
     @classmethod
     def open(
@@ -389,10 +392,10 @@ class DelayStore:
         self.released += len(offsets)
         self.intent_open = False
 
-    def maintain(self, now_ms: int) -> None:
+    def maintain(self, now_ms: int, partition_high_watermark: int | None = None) -> None:
         """After a release round: trim, and now and then forget expired producers (Kafka's
         producer.id.expiration.ms, as for a partition)."""
-        self.trim()
+        self.trim(partition_high_watermark)
         index = self.index
         if index.pending is None and now_ms >= self.next_checkpoint_ms and not self.intent_open:
             index.begin_checkpoint(self.log.log_end_offset, self.open_txns)
@@ -405,16 +408,36 @@ class DelayStore:
     def update_config(self, topic_config: LogConfig) -> None:
         self.log.update_config(store_config(topic_config))
 
-    def trim(self) -> None:
+    def trim(self, partition_high_watermark: int | None = None) -> None:
         """Move the log start past every released record (their segments go): to the dues
-        record of the lowest held one."""
+        record of the lowest held one. Replicated (`partition_high_watermark` given), not
+        past a release the partition's high watermark does not cover yet: a follower's
+        copy follows this log start, and must keep the records until its partition has them."""
+        low = self._low()
+        kept = self.unreplicated
+        if partition_high_watermark is None:
+            kept.clear()
+        while kept and partition_high_watermark is not None:
+            if kept[0][0] > partition_high_watermark:
+                break
+            kept.popleft()
+        if kept:
+            low = min(low, kept[0][1])
+        if low > self.log.log_start_offset:
+            self.log.delete_records_before(low)
+
+    def _low(self) -> int:
+        """The dues record of the lowest held record (the log end when none is held)."""
         lows = [entries[0][2] for entries in self.open_txns.values() if entries]  # store order
         index_low = self.index.low_dues_offset()
         if index_low is not None:
             lows.append(index_low)
-        low = min(lows, default=self.log.log_end_offset)
-        if low > self.log.log_start_offset:
-            self.log.delete_records_before(low)
+        return min(lows, default=self.log.log_end_offset)
+
+    def keep_until_replicated(self, partition_end: int) -> None:
+        """Before a release to the store's own partition is confirmed: the store keeps what
+        it holds now until the partition's high watermark reaches `partition_end`."""
+        self.unreplicated.append((partition_end, self._low()))
 
     def close(self) -> None:
         """A clean close checkpoints the index (unless a release is unresolved: then the

@@ -471,3 +471,27 @@ def test_a_new_leader_resolves_every_release_and_cancels_those_it_lacks(
     ]
     assert values == [b"a", b"x", b"b"]  # each once
     broker.shutdown()
+
+
+def test_the_store_keeps_released_records_until_the_partition_has_them_replicated(
+    tmp_path: Path, clock: Clock, replicated: None
+) -> None:
+    """Followers' copies follow the store's log start: it must not pass a release their
+    partition may still lack, or a follower elected without it would have lost them."""
+    broker = open_broker(tmp_path, clock)
+    manager = broker.replica_manager
+    hold(broker, [b"a"], delay_ms=100)  # store 0-1
+    add_follower(broker)
+    clock.now = T0 + 100
+    manager.release_delayed()  # intent at 2, a at P offset 0; P's high watermark still 0
+    log = store_log(broker)
+    assert (log.log_start_offset, manager.partition(*TP).high_watermark) == (0, 0)
+    params = FetchParams(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, replica_id=FOLLOWER)
+    fetch = manager.fetch_messages(
+        params, [FetchInfo(*TP, 1, 1 << 20), FetchInfo(*STORE_TP, 3, 1 << 20)]
+    )  # the follower has a in P (and the intent)
+    manager.fetch_purgatory.try_complete_else_watch(fetch)
+    assert manager.partition(*TP).high_watermark == 1
+    manager.release_delayed()
+    assert log.log_start_offset == 3
+    broker.shutdown()
