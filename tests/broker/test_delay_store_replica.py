@@ -21,6 +21,7 @@ from kafkalite.broker.broker import Broker
 from kafkalite.broker.cluster_metadata import TopicMetadata
 from kafkalite.broker.delay_store_replica import open_store_copy, store_partition, store_source
 from kafkalite.broker.delayed import FetchInfo, FetchParams
+from kafkalite.broker.delayed_wait import complete_or_expire
 from kafkalite.broker.partition import EARLIEST, LATEST, LogReadResult, PartitionState
 from kafkalite.broker.replica_fetcher import Outcome, apply_partition_response
 from kafkalite.config import build_config
@@ -495,3 +496,43 @@ def test_the_store_keeps_released_records_until_the_partition_has_them_replicate
     manager.release_delayed()
     assert log.log_start_offset == 3
     broker.shutdown()
+
+
+def test_a_leader_stopped_in_the_middle_of_a_release_loses_and_repeats_nothing(
+    tmp_path: Path, replicated: None
+) -> None:
+    """Broker 1 releases a record after it stopped serving (its intent and append never
+    reach the others); broker 2, elected, releases it from its copy: once, with the rest."""
+    clock = ManualClock(T0)
+
+    async def main() -> None:
+        async with running_cluster(tmp_path, 3, clock) as (cluster, running):
+            managers = {i: each.broker.replica_manager for i, each in running.items()}
+            topic = TopicMetadata("d", uuid.uuid4(), 1, 3, dict(OPT_IN))
+            cluster.topics["d"] = topic
+            cluster.create(topic, [[1, 2, 3]])
+            for values, delay_ms in (([b"a"], 1000), ([b"b"], 1000), ([b"c"], 9000)):
+                results, produce = managers[1].append_records({TP: delayed(values, delay_ms)}, -1)
+                assert produce is not None
+                await complete_or_expire(managers[1].produce_purgatory, produce, 30_000)
+                assert produce.results[TP].error is ErrorCode.none  # the copies have it
+            running[1].stop()
+            clock.now_ms = T0 + 1000
+            managers[1].release_delayed()  # a and b appended on broker 1 only
+            assert managers[1].partition(*TP).log_end_offset == 2
+            cluster.elect("d", 0, leader=2, isr=(2, 3))
+            assert managers[2].delayed_delivery.held == 3
+            managers[2].release_delayed()
+            clock.now_ms = T0 + 9000
+            managers[2].release_delayed()
+            partition = managers[2].partition(*TP)
+            data = memoryview(partition.log.read(0, 1 << 20, partition.log_end_offset))
+            released = [
+                record.value
+                for position, header in iter_batches(data)
+                for record in decode_records(data[position : position + header.size])
+            ]
+            assert sorted(released) == [b"a", b"b", b"c"]  # each once
+            await until(lambda: managers[3].partition(*TP).log_end_offset == 3, running)
+
+    trio.run(main)
