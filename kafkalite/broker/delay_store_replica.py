@@ -18,9 +18,9 @@ store's log; P's replica fetcher fetches it with P (same fetcher), appends the l
 batches unchanged and truncates it by leader epoch, as for any partition. No DelayStore
 (due-time index, releases) is open on a follower.
 
-Not yet (issue 17, /work/notes/issue17_design.md): followers copy stores only when
-REPLICATE_STORES is on (off until acks=all, the release fences and the leader change are
-in), and delayed records in partitions with several replicas are still refused.
+Not yet (issue 17): followers copy stores only when REPLICATE_STORES is on (off until the
+replication is complete: docs/delayed-delivery.md, "Not yet"), and delayed records in
+partitions with several replicas are still refused.
 """
 
 from __future__ import annotations
