@@ -114,7 +114,11 @@ class DelayedDelivery:
         """Open the stores partitions already have (before the broker serves: a release
         interrupted by a crash is resolved against the partition's log end)."""
         for tp, partition in partitions.items():
-            if tp not in self.copies and store_dir(partition.log.dir).is_dir():
+            if tp in self.copies or not store_dir(partition.log.dir).is_dir():
+                continue
+            if self._replicated(partition) and partition.is_leader:
+                self.take_over(partition, now_ms)  # it may have been a follower before
+            else:
                 self._open(tp, partition, now_ms)
         held = sum(store.held_count for store in self.stores.values())
         if self.stores:
@@ -494,6 +498,10 @@ class DelayedDelivery:
         leader = self.store_leader(tp, 0)
         if isinstance(leader, StoreLeader):
             leader.add_fence(partition_offset, store_offset)
+
+    @staticmethod
+    def _replicated(partition: Partition) -> bool:
+        return delay_store_replica.REPLICATE_STORES and len(partition.replicas) > 1
 
     @staticmethod
     def _replicated_up_to(partition: Partition) -> int | None:

@@ -536,3 +536,29 @@ def test_a_leader_stopped_in_the_middle_of_a_release_loses_and_repeats_nothing(
             await until(lambda: managers[3].partition(*TP).log_end_offset == 3, running)
 
     trio.run(main)
+
+
+def test_a_leader_restarting_with_a_replicated_store_resolves_it_as_a_new_leader(
+    tmp_path: Path, clock: Clock, replicated: None
+) -> None:
+    """Loaded at startup as the leader of a replicated partition (it may have followed it
+    before, with an old leader's intent it lacks the release of), the store is taken over:
+    the intent is cancelled, not only held again in memory."""
+    broker = open_broker(tmp_path, clock)
+    manager = broker.replica_manager
+    delivery = manager.delayed_delivery
+    hold(broker, [b"b"], delay_ms=5000)  # store 0-1
+    add_follower(broker)
+    partition = manager.partition(*TP)
+    delivery.stores[TP].write_intent(TP, 0, [1], clock.now, partition.leader_epoch)
+    delivery.close_store(TP)
+    delivery.load({TP: partition}, clock.now)  # as at startup
+    assert delivery.held == 1
+    plain = encode_record_batch(
+        [Record(0, T0, b"k", b"x", ())], base_offset=0, base_timestamp=T0, max_timestamp=T0
+    )
+    manager.append_records({TP: plain}, 1)  # P grows past the intent's offset 0
+    delivery.close_store(TP)
+    delivery.take_over(partition, clock.now)  # the next leader
+    assert delivery.held == 1
+    broker.shutdown()
