@@ -330,13 +330,16 @@ class DelayedDelivery:
     ) -> StorageError | None:
         """Before a transaction's marker is appended to the partition: the producer's held
         records become due (released at once if they are) or are dropped."""
-        store = self.stores.get((partition.topic, partition.index))
-        if store is None:
+        tp = (partition.topic, partition.index)
+        store = self.stores.get(tp)
+        if store is None or producer_id not in store.open_txns:
             return None
         try:
             self.aborted += store.end_txn(producer_id, commit, now_ms, partition.leader_epoch)
         except StorageError as exc:
             return exc
+        if self._replicated(partition):  # followers get the marker with the end in the store
+            self._fence(tp, partition.log_end_offset, store.log.log_end_offset)
         return None
 
     # -- release ----------------------------------------------------------------------------

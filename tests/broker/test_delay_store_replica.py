@@ -25,7 +25,8 @@ from kafkalite.broker.delayed_wait import complete_or_expire
 from kafkalite.broker.partition import EARLIEST, LATEST, LogReadResult, PartitionState
 from kafkalite.broker.replica_fetcher import Outcome, apply_partition_response
 from kafkalite.config import build_config
-from kafkalite.storage.batch import iter_batches
+from kafkalite.storage.batch import TRANSACTIONAL_FLAG, iter_batches
+from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.log import LogConfig, UnifiedLog
 from kafkalite.storage.records import Record, decode_records, encode_record_batch
 
@@ -561,4 +562,42 @@ def test_a_leader_restarting_with_a_replicated_store_resolves_it_as_a_new_leader
     delivery.close_store(TP)
     delivery.take_over(partition, clock.now)  # the next leader
     assert delivery.held == 1
+    broker.shutdown()
+
+
+def test_a_follower_gets_a_transactions_marker_only_with_its_end_in_the_store(
+    tmp_path: Path, clock: Clock, replicated: None
+) -> None:
+    """Else a follower elected with the commit marker but not the store's transaction end
+    would hold the transaction's records forever."""
+    broker = open_broker(tmp_path, clock)
+    manager = broker.replica_manager
+    records = [Record(0, T0, b"k", b"a", (("kafkalite-delay-ms", b"100"),))]
+    txn = encode_record_batch(
+        records,
+        base_offset=0,
+        base_timestamp=T0,
+        max_timestamp=T0,
+        producer_id=4,
+        producer_epoch=0,
+        base_sequence=0,
+        attributes=TRANSACTIONAL_FLAG,
+    )
+    assert manager.append_records({TP: txn}, 1)[0][TP].error is ErrorCode.none
+    add_follower(broker)
+    end = store_log(broker).log_end_offset  # the dues and the held record
+
+    def partition_bytes(store_offset: int) -> bytes:
+        params = FetchParams(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, replica_id=FOLLOWER)
+        infos = [FetchInfo(*TP, 0, 1 << 20), FetchInfo(*STORE_TP, store_offset, 1 << 20)]
+        done = manager.fetch_messages(params, infos)
+        manager.fetch_purgatory.try_complete_else_watch(done)
+        return done.read_result.results[0].records
+
+    assert partition_bytes(end) == b""  # the follower's copy is complete (P is empty)
+    marker = EndTxnMarker(commit=True, coordinator_epoch=0)
+    assert manager.append_txn_marker(TP, 4, 0, marker) is ErrorCode.none
+    assert store_log(broker).log_end_offset == end + 1  # the transaction's end
+    assert partition_bytes(end) == b""
+    assert partition_bytes(end + 1) != b""
     broker.shutdown()
