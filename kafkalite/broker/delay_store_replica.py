@@ -246,6 +246,34 @@ class StoreLeader:
         return ErrorCode.none, (offset, -1, self.log.epoch_for_offset(offset))
 
 
+@dataclass(eq=False)
+class FencedPartition:
+    """P as a parked follower fetch sees it while the follower is fenced (StoreFollowers):
+    readable up to the fence only, so appends beyond it do not answer the fetch empty."""
+
+    partition: Partition
+    cap: int
+
+    @property
+    def log(self) -> UnifiedLog:
+        return self.partition.log
+
+    def fetch_upper_bound_metadata(
+        self, current_leader_epoch: int, replica_id: int, isolation_level: int
+    ) -> LogOffsetMetadata | ErrorCode:
+        bound = self.partition.fetch_upper_bound_metadata(
+            current_leader_epoch, replica_id, isolation_level
+        )
+        if isinstance(bound, ErrorCode) or bound.message_offset <= self.cap:
+            return bound
+        return self.partition.log.offset_metadata(self.cap)
+
+    def last_offset_for_leader_epoch(
+        self, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        return self.partition.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
+
+
 # -- follower side ----------------------------------------------------------------------------
 
 

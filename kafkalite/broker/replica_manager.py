@@ -22,7 +22,12 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.admin_manager import AdminManager, Outcome
 from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, TopicMetadata
-from kafkalite.broker.delay_store_replica import StoreLeader, store_partition, store_source
+from kafkalite.broker.delay_store_replica import (
+    FencedPartition,
+    StoreLeader,
+    store_partition,
+    store_source,
+)
 from kafkalite.broker.delayed import (
     DelayedDeleteRecords,
     DelayedFetch,
@@ -563,17 +568,22 @@ class ReplicaManager:
             params,
             infos,
             lambda: self.read_from_local_log(params, infos),
-            self._fetched_partition,
+            lambda tp: self._fetched_partition(tp, params.replica_id),
             self._fetch_key,
         )
 
-    def _fetched_partition(self, tp: TopicPartition) -> FetchedPartition | None:
+    def _fetched_partition(self, tp: TopicPartition, replica_id: int) -> FetchedPartition | None:
         """What a parked fetch of `tp` reads: a delay store's pseudo-partition reads its
-        store (broker/delay_store_replica.py), a view its source."""
+        store (broker/delay_store_replica.py), a fenced follower its partition up to the
+        fence, a view its source."""
         store = self._store_leader(tp)
-        if store is None:
-            return self._readable_partition(tp)
-        return store if isinstance(store, StoreLeader) else None
+        if store is not None:
+            return store if isinstance(store, StoreLeader) else None
+        partition = self._readable_partition(tp)
+        cap = self.delayed_delivery.read_cap(tp, replica_id) if replica_id >= 0 else None
+        if partition is None or cap is None:
+            return partition
+        return FencedPartition(partition, cap)
 
     def _update_follower_fetch_state(self, replica_id: int, info: FetchInfo) -> None:
         store = self._store_leader(info.tp)

@@ -601,3 +601,23 @@ def test_a_follower_gets_a_transactions_marker_only_with_its_end_in_the_store(
     assert partition_bytes(end) == b""
     assert partition_bytes(end + 1) != b""
     broker.shutdown()
+
+
+def test_a_fenced_followers_parked_fetch_waits_for_what_it_may_read(
+    tmp_path: Path, clock: Clock, replicated: None
+) -> None:
+    """Appends beyond a follower's fence do not answer its parked fetch (empty, at once)."""
+    broker = open_broker(tmp_path, clock)
+    manager = broker.replica_manager
+    hold(broker, [b"a"])  # store 0-1
+    add_follower(broker)  # fence (0, 2)
+    params = FetchParams(max_wait_ms=60_000, min_bytes=1, max_bytes=1 << 20, replica_id=FOLLOWER)
+    fetch = manager.fetch_messages(params, [FetchInfo(*TP, 0, 1 << 20)])  # no store copy
+    assert manager.fetch_purgatory.try_complete_else_watch(fetch) is False
+    plain = encode_record_batch(
+        [Record(0, T0, b"k", b"x", ())], base_offset=0, base_timestamp=T0, max_timestamp=T0
+    )
+    manager.append_records({TP: plain}, 1)
+    assert not fetch.completed
+    assert manager.fetch_purgatory.watched(TP) == 1
+    broker.shutdown()
