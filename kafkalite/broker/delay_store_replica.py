@@ -18,9 +18,10 @@ store's log; P's replica fetcher fetches it with P (same fetcher), appends the l
 batches unchanged and truncates it by leader epoch, as for any partition. No DelayStore
 (due-time index, releases) is open on a follower.
 
-Not yet (issue 17): followers copy stores only when REPLICATE_STORES is on (off until the
-replication is complete: docs/delayed-delivery.md, "Not yet"), and delayed records in
-partitions with several replicas are still refused.
+Experimental (issue 17): all of this, and delayed records in partitions with several
+replicas, only with the broker property kafkalite.delayed.delivery.replication.enable=true
+(off by default: such records are refused; docs/delayed-delivery.md, "Not yet"); retry
+topics with several replicas are refused still.
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ from kafkalite.storage.log import UnifiedLog
 from kafkalite.storage.offset_metadata import LogOffsetMetadata
 
 STORE_PARTITION_BIT = 1 << 30  # above any partition count a topic can have
-# Followers copy the stores of opted-in topics (off until the rest of the replication is in).
-REPLICATE_STORES = False
+REPLICATION_CONFIG = "kafkalite.delayed.delivery.replication.enable"
+REPLICATE_STORES = False  # tests: on whatever the broker's config says
 
 
 def store_partition(index: int) -> int:

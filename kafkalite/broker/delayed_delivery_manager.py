@@ -14,9 +14,11 @@ at least every `kafkalite.delayed.delivery.precision.ms`.
 A transactional producer's batches go to the store too; its records are held until the
 transaction's marker reaches the partition: then they are due as asked (commit) or dropped
 (abort). A retry topic's records all go to the store and are released to its target or
-dead-letter topic (broker/retry_topics.py). Not yet: delayed records (and any for a retry
-topic) in partitions with several replicas (the store is not replicated yet) are refused
-with INVALID_RECORD; their batches without delayed records take the ordinary path.
+dead-letter topic (broker/retry_topics.py). Delayed records in partitions with several
+replicas are refused with INVALID_RECORD (their batches without delayed records take the
+ordinary path) unless the store is replicated (experimental,
+kafkalite.delayed.delivery.replication.enable: broker/delay_store_replica.py); a retry
+topic's records in such partitions are refused still.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from kio.schema.errors import ErrorCode
 from kafkalite.broker import delay_store_replica
 from kafkalite.broker.cluster_metadata import TopicMetadata
 from kafkalite.broker.delay_store_replica import (
+    REPLICATION_CONFIG,
     StoreFollowers,
     StoreLeader,
     follow,
@@ -203,7 +206,7 @@ class DelayedDelivery:
         copy's)."""
         tp = (partition.topic, partition.index)
         meta = self.topics().get(tp[0])
-        if not delay_store_replica.REPLICATE_STORES or meta is None:
+        if not self._replicating() or meta is None:
             return None
         if not self.settings(tp[0], meta.configs).active:
             return None
@@ -226,7 +229,7 @@ class DelayedDelivery:
     def read_cap(self, tp: TopicPartition, replica_id: int) -> int | None:
         """Where a follower's read of partition `tp` stops until its copy of the store has
         the intents of the releases beyond (StoreFollowers' fences); None: no limit."""
-        if not delay_store_replica.REPLICATE_STORES:
+        if not self._replicating():
             return None
         leader = self.store_leader(tp, 0) if tp in self.stores else None
         return leader.followers.read_cap(replica_id) if isinstance(leader, StoreLeader) else None
@@ -307,7 +310,9 @@ class DelayedDelivery:
         moving = settings.retry is not None or any(due > now_ms for due in dues)
         if not moving and not header.has_producer_id:
             return as_sent()
-        refusal = _refusal(partition) or self._missing_topic(settings)
+        refusal = _refusal(partition, settings, self._replicating()) or self._missing_topic(
+            settings
+        )
         if refusal is not None:
             return InvalidRecordError(refusal) if moving else as_sent()
         if required_acks == -1 and len(partition.isr) < partition.effective_min_isr(min_isr):
@@ -481,7 +486,7 @@ class DelayedDelivery:
         # acks=1: the answer (if any) waited for the held record, not for its release.
         appended = partition.append_records_to_leader(encode_released(records), 1, 1, now_ms)
         if isinstance(appended, AppendResult):
-            if partition is source and delay_store_replica.REPLICATE_STORES:
+            if partition is source and self._replicating():
                 self._fence(tp, target_offset, intent + 1)  # followers get R with its intent
                 store.keep_until_replicated(appended.last_offset + 1)
             store.confirm(offsets)
@@ -502,14 +507,17 @@ class DelayedDelivery:
         if isinstance(leader, StoreLeader):
             leader.add_fence(partition_offset, store_offset)
 
-    @staticmethod
-    def _replicated(partition: Partition) -> bool:
-        return delay_store_replica.REPLICATE_STORES and len(partition.replicas) > 1
+    def _replicating(self) -> bool:
+        """Stores are replicated (experimental: kafkalite.delayed.delivery.replication.enable)."""
+        config = self.config()
+        return delay_store_replica.REPLICATE_STORES or config.bool(REPLICATION_CONFIG)
 
-    @staticmethod
-    def _replicated_up_to(partition: Partition) -> int | None:
+    def _replicated(self, partition: Partition) -> bool:
+        return self._replicating() and len(partition.replicas) > 1
+
+    def _replicated_up_to(self, partition: Partition) -> int | None:
         """The partition's high watermark, when its store's releases must wait for it."""
-        return partition.high_watermark if delay_store_replica.REPLICATE_STORES else None
+        return partition.high_watermark if self._replicating() else None
 
     def _drop(self, store: DelayStore, entries: list[tuple[int, int]], why: str) -> None:
         log.warning("%s: dropping %s", store.log.dir, why)
@@ -537,9 +545,9 @@ def _fitting(records: list[Record], limit: int) -> int:
     return len(records)
 
 
-def _refusal(partition: Partition) -> str | None:
+def _refusal(partition: Partition, settings: DelaySettings, replicating: bool) -> str | None:
     """Why delayed records cannot be held for this partition yet, if they cannot."""
-    if len(partition.replicas) > 1:
+    if len(partition.replicas) > 1 and (not replicating or settings.retry is not None):
         return "delayed records need a partition with a single replica (not replicated yet)"
     return None
 

@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 from partition_fixtures import open_partition
 from test_replication import until
 
-from kafkalite.broker import delay_store_replica, delayed_delivery_manager
+from kafkalite.broker import delay_store_replica
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.cluster_metadata import TopicMetadata
 from kafkalite.broker.delay_store_replica import open_store_copy, store_partition, store_source
@@ -248,7 +248,6 @@ def test_a_topic_that_did_not_opt_in_has_no_store_partition(tmp_path: Path, cloc
 def replicated(monkeypatch: pytest.MonkeyPatch) -> None:
     """Followers copy stores, and delayed records are held in a replicated partition."""
     monkeypatch.setattr(delay_store_replica, "REPLICATE_STORES", True)
-    monkeypatch.setattr(delayed_delivery_manager, "_refusal", lambda partition: None)
 
 
 def store_bytes(log: UnifiedLog) -> bytes:
@@ -620,4 +619,22 @@ def test_a_fenced_followers_parked_fetch_waits_for_what_it_may_read(
     manager.append_records({TP: plain}, 1)
     assert not fetch.completed
     assert manager.fetch_purgatory.watched(TP) == 1
+    broker.shutdown()
+
+
+@pytest.mark.parametrize("enabled", [False, True])
+def test_the_broker_property_lets_replicated_partitions_hold_delayed_records(
+    tmp_path: Path, clock: Clock, enabled: bool
+) -> None:
+    """Off by default: a delayed record in a partition with several replicas is refused."""
+    config = {"log.dirs": str(tmp_path), "broker.id": str(LEADER)}
+    if enabled:
+        config["kafkalite.delayed.delivery.replication.enable"] = "true"
+    broker = Broker.open(build_config(config), clock_ms=clock)
+    assert broker.admin_manager.create_topic("d", 1, 1, OPT_IN)[0].ok
+    add_follower(broker)
+    results, _ = broker.replica_manager.append_records({TP: delayed([b"a"], 1000)}, 1)
+    expected = ErrorCode.none if enabled else ErrorCode.invalid_record
+    assert results[TP].error is expected
+    assert broker.replica_manager.delayed_delivery.held == (1 if enabled else 0)
     broker.shutdown()
