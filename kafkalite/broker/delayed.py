@@ -13,11 +13,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.partition import UNDEFINED_EPOCH, UNKNOWN_OFFSET, LogReadResult, Partition
 from kafkalite.storage.errors import RecordError
+from kafkalite.storage.log import UnifiedLog
 from kafkalite.storage.offset_metadata import LogOffsetMetadata
 
 TopicPartition = tuple[str, int]
@@ -126,6 +128,24 @@ class ProducePartitionStatus:
     required_offset: int  # the high watermark must reach this (last offset + 1)
     result: ProduceResult
     acks_pending: bool = True
+    # A held batch (delayed delivery): its partition's store high watermark must reach this.
+    store_required_offset: int = -1
+
+
+class FetchedPartition(Protocol):
+    """What a parked fetch asks of a partition it reads: a Partition, or the delay store a
+    follower fetches as a pseudo-partition (broker/delay_store_replica.py)."""
+
+    @property
+    def log(self) -> UnifiedLog: ...
+
+    def fetch_upper_bound_metadata(
+        self, current_leader_epoch: int, replica_id: int, isolation_level: int
+    ) -> LogOffsetMetadata | ErrorCode: ...
+
+    def last_offset_for_leader_epoch(
+        self, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[ErrorCode, int, int]: ...
 
 
 class DelayedProduce(DelayedOperation):
@@ -138,11 +158,13 @@ class DelayedProduce(DelayedOperation):
         statuses: Mapping[TopicPartition, ProducePartitionStatus],
         partition: Callable[[TopicPartition], Partition | None],
         min_isr: Callable[[TopicPartition], int],
+        store_high_watermark: Callable[[TopicPartition], int] = lambda tp: -1,
     ) -> None:
         super().__init__(tp for tp, status in statuses.items() if status.acks_pending)
         self.statuses = dict(statuses)
         self._partition = partition
         self._min_isr = min_isr
+        self._store_high_watermark = store_high_watermark
 
     def try_complete(self) -> bool:
         for tp, status in self.statuses.items():
@@ -155,6 +177,9 @@ class DelayedProduce(DelayedOperation):
                 done, error = partition.check_enough_replicas_reach_offset(
                     status.required_offset, self._min_isr(tp)
                 )
+                if done and status.store_required_offset >= 0 and error is ErrorCode.none:
+                    # A held batch: replicated once the store's copies in the ISR have it.
+                    done = self._store_high_watermark(tp) >= status.store_required_offset
             if done or error is not ErrorCode.none:
                 status.acks_pending = False
                 status.result.error = error
@@ -297,7 +322,7 @@ class DelayedFetch(DelayedOperation):
         params: FetchParams,
         infos: Iterable[FetchInfo],
         read: Callable[[], FetchRead],
-        partition: Callable[[TopicPartition], Partition | None],
+        partition: Callable[[TopicPartition], FetchedPartition | None],
         key_of: Callable[[TopicPartition], TopicPartition] = lambda tp: tp,
     ) -> None:
         self.infos = tuple(infos)
@@ -376,7 +401,7 @@ class DelayedFetch(DelayedOperation):
         return accumulated >= self.params.min_bytes
 
     @staticmethod
-    def _diverged(partition: Partition, info: FetchInfo) -> bool:
+    def _diverged(partition: FetchedPartition, info: FetchInfo) -> bool:
         """Kafka's case H: a follower's last fetched epoch no longer ends at or after its
         fetch offset here (the leader's log changed while the fetch was parked)."""
         if info.last_fetched_epoch < 0:

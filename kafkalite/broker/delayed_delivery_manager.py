@@ -14,27 +14,44 @@ at least every `kafkalite.delayed.delivery.precision.ms`.
 A transactional producer's batches go to the store too; its records are held until the
 transaction's marker reaches the partition: then they are due as asked (commit) or dropped
 (abort). A retry topic's records all go to the store and are released to its target or
-dead-letter topic (broker/retry_topics.py). Not yet: delayed records (and any for a retry
-topic) in partitions with several replicas (the store is not replicated yet) are refused
-with INVALID_RECORD; their batches without delayed records take the ordinary path.
+dead-letter topic (broker/retry_topics.py). Delayed records in partitions with several
+replicas are refused with INVALID_RECORD (their batches without delayed records take the
+ordinary path) unless the store is replicated (experimental,
+kafkalite.delayed.delivery.replication.enable: broker/delay_store_replica.py); a retry
+topic's records in such partitions are refused still.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from kafkalite.broker import delay_store_replica
 from kafkalite.broker.cluster_metadata import TopicMetadata
+from kafkalite.broker.delay_store_replica import (
+    REPLICATION_CONFIG,
+    StoreFollowers,
+    StoreLeader,
+    follow,
+    open_store_copy,
+)
 from kafkalite.broker.delayed_delivery import (
     DelaySettings,
     batch_due_times,
     encode_released,
     settings_for,
 )
-from kafkalite.broker.delayed_delivery_store import DelayStore, store_dir
+from kafkalite.broker.delayed_delivery_store import (
+    DelayStore,
+    TakeOver,
+    store_config,
+    store_dir,
+)
+from kafkalite.broker.delayed_due_index import INDEX_DIR
 from kafkalite.broker.partition import Partition
 from kafkalite.broker.retry_topics import route
 from kafkalite.config import BrokerConfig
@@ -73,7 +90,14 @@ class DelayedDelivery:
     # Partitions a produce's records were released to at once (the caller wakes their
     # parked fetches and empties it).
     moved: set[TopicPartition] = field(default_factory=set)
+    # The store offset a produce's held batch ends before (its acks=all waits for the store
+    # high watermark to reach it; -1: nothing held). The caller reads and resets it.
+    held_until: int = -1
     _settings: dict[str, tuple[object, object, DelaySettings]] = field(default_factory=dict)
+    # The followers' copies of the stores this broker leads (broker/delay_store_replica.py).
+    _followers: dict[TopicPartition, StoreFollowers] = field(default_factory=dict)
+    # This broker's copies of the stores of partitions it follows (no DelayStore open).
+    copies: dict[TopicPartition, Partition] = field(default_factory=dict)
 
     # -- settings ---------------------------------------------------------------------------
 
@@ -93,17 +117,50 @@ class DelayedDelivery:
         """Open the stores partitions already have (before the broker serves: a release
         interrupted by a crash is resolved against the partition's log end)."""
         for tp, partition in partitions.items():
-            if store_dir(partition.log.dir).is_dir():
+            if tp in self.copies or not store_dir(partition.log.dir).is_dir():
+                continue
+            if self._replicated(partition) and partition.is_leader:
+                self.take_over(partition, now_ms)  # it may have been a follower before
+            else:
                 self._open(tp, partition, now_ms)
         held = sum(store.held_count for store in self.stores.values())
         if self.stores:
             log.info("%d delay stores opened, %d records held", len(self.stores), held)
 
-    def open_store(self, partition: Partition, now_ms: int) -> DelayStore:
-        return self._open((partition.topic, partition.index), partition, now_ms)
+    def open_store(self, partition: Partition, now_ms: int) -> None:
+        """Open the partition's store again where its directory now is (after close_store):
+        its copy's log if it is followed here (the fetcher keeps the same copy)."""
+        tp = (partition.topic, partition.index)
+        copy = self.copies.get(tp)
+        if copy is None:
+            self._open(tp, partition, now_ms)
+        else:
+            copy.log = open_store_copy(partition, now_ms).log
+
+    def take_over(self, partition: Partition, now_ms: int) -> None:
+        """This broker leads the partition now, after following it: its store is opened
+        from the copy, every release to the partition resolved (DelayStore's TakeOver)."""
+        tp = (partition.topic, partition.index)
+        self.stop_copying(tp)
+        if tp in self.stores:
+            return
+        shutil.rmtree(store_dir(partition.log.dir) / INDEX_DIR, ignore_errors=True)
+        self.stores[tp] = DelayStore.open(
+            partition.log.dir,
+            partition.log.config,
+            now_ms,
+            self._log_end,
+            TakeOver(tp, partition.leader_epoch),
+        )
 
     def close_store(self, tp: TopicPartition) -> bool:
-        """Close the partition's store (its directory moves); whether it had one."""
+        """Close the partition's store or its copy (its directory moves); whether it had
+        one."""
+        self._followers.pop(tp, None)
+        copy = self.copies.get(tp)
+        if copy is not None:
+            copy.log.close()
+            return True
         store = self.stores.pop(tp, None)
         if store is not None:
             store.close()
@@ -112,6 +169,7 @@ class DelayedDelivery:
     def _open(self, tp: TopicPartition, partition: Partition, now_ms: int) -> DelayStore:
         store = self.stores.get(tp)
         if store is None:
+            self.stop_copying(tp)  # led here now: the copy's log is the store's
             store = DelayStore.open(partition.log.dir, partition.log.config, now_ms, self._log_end)
             self.stores[tp] = store
         return store
@@ -120,14 +178,85 @@ class DelayedDelivery:
         partition = self.partition_of(tp)
         return partition.log_end_offset if partition is not None else None
 
+    def store_leader(self, tp: TopicPartition, now_ms: int) -> StoreLeader | ErrorCode:
+        """The store of partition `tp` as its leader serves it to followers (opened if it
+        was not: an opted-in partition's leader has one). UNKNOWN_TOPIC_OR_PARTITION for a
+        topic that did not opt in, NOT_LEADER_OR_FOLLOWER where `tp` is not led here."""
+        partition = self.partition_of(tp)
+        meta = self.topics().get(tp[0])
+        if partition is None or meta is None or not self.settings(tp[0], meta.configs).active:
+            return ErrorCode.unknown_topic_or_partition
+        if not partition.is_leader:
+            return ErrorCode.not_leader_or_follower
+        store = self._open(tp, partition, now_ms)
+        followers = self._followers.get(tp)
+        new_epoch = followers is None or followers.leader_epoch != partition.leader_epoch
+        if followers is None or new_epoch:
+            followers = self._followers[tp] = StoreFollowers(partition.leader_epoch)
+        leader = StoreLeader(partition, store.log, followers)
+        if new_epoch:
+            leader.begin_epoch()
+        leader.maybe_increment_high_watermark()
+        return leader
+
+    def copy_store(self, partition: Partition, now_ms: int) -> Partition | None:
+        """P is followed here: its store's copy (opened if needed, with P's new state), for
+        the replica fetcher to fetch with P; None when the topic keeps no store or stores
+        are not replicated yet. A store led here until now is closed (its log goes on as the
+        copy's)."""
+        tp = (partition.topic, partition.index)
+        meta = self.topics().get(tp[0])
+        if not self._replicating() or meta is None:
+            return None
+        if not self.settings(tp[0], meta.configs).active:
+            return None
+        copy = self.copies.get(tp)
+        if copy is None:
+            self.close_store(tp)  # led here until now
+            copy = self.copies[tp] = open_store_copy(partition, now_ms)
+        else:
+            follow(copy, partition)
+        return copy
+
+    def stop_copying(self, tp: TopicPartition) -> Partition | None:
+        """P is no longer followed here: close its store's copy (returned, if there was
+        one, for the fetcher to forget)."""
+        copy = self.copies.pop(tp, None)
+        if copy is not None:
+            copy.log.close()
+        return copy
+
+    def read_cap(self, tp: TopicPartition, replica_id: int) -> int | None:
+        """Where a follower's read of partition `tp` stops until its copy of the store has
+        the intents of the releases beyond (StoreFollowers' fences); None: no limit."""
+        if not self._replicating():
+            return None
+        leader = self.store_leader(tp, 0) if tp in self.stores else None
+        return leader.followers.read_cap(replica_id) if isinstance(leader, StoreLeader) else None
+
+    def store_high_watermark(self, tp: TopicPartition) -> int:
+        """The store high watermark of partition `tp` led here (-1 if it has no store or is
+        not led here): the smallest store log end over its ISR."""
+        if tp not in self.stores:
+            return -1
+        leader = self.store_leader(tp, 0)
+        return leader.followers.high_watermark if isinstance(leader, StoreLeader) else -1
+
     def update_config(self, tp: TopicPartition, topic_config: LogConfig) -> None:
-        """The partition's log config changed: its store validates with it too."""
+        """The partition's log config changed: its store (or copy) validates with it too."""
         store = self.stores.get(tp)
         if store is not None:
             store.update_config(topic_config)
+        copy = self.copies.get(tp)
+        if copy is not None:
+            copy.log.update_config(store_config(topic_config))
 
     def forget(self, tp: TopicPartition) -> None:
         """The partition is deleted here: its held records go with it."""
+        self._followers.pop(tp, None)
+        copy = self.copies.pop(tp, None)
+        if copy is not None:
+            copy.log.delete()
         store = self.stores.pop(tp, None)
         if store is not None:
             store.delete()
@@ -136,6 +265,9 @@ class DelayedDelivery:
         for store in self.stores.values():
             store.close()
         self.stores.clear()
+        for copy in self.copies.values():
+            copy.log.close()
+        self.copies.clear()
 
     @property
     def held(self) -> int:
@@ -178,7 +310,9 @@ class DelayedDelivery:
         moving = settings.retry is not None or any(due > now_ms for due in dues)
         if not moving and not header.has_producer_id:
             return as_sent()
-        refusal = _refusal(partition) or self._missing_topic(settings)
+        refusal = _refusal(partition, settings, self._replicating()) or self._missing_topic(
+            settings
+        )
         if refusal is not None:
             return InvalidRecordError(refusal) if moving else as_sent()
         if required_acks == -1 and len(partition.isr) < partition.effective_min_isr(min_isr):
@@ -190,6 +324,7 @@ class DelayedDelivery:
             return exc
         if held.duplicate:
             return AppendResult(-1, -1, -1, partition.log_start_offset, duplicate=True)
+        self.held_until = held.last_offset + 1
         placed = self._release(partition, store, now_ms, self.moved)
         return _answer(partition, held, placed)
 
@@ -200,13 +335,16 @@ class DelayedDelivery:
     ) -> StorageError | None:
         """Before a transaction's marker is appended to the partition: the producer's held
         records become due (released at once if they are) or are dropped."""
-        store = self.stores.get((partition.topic, partition.index))
-        if store is None:
+        tp = (partition.topic, partition.index)
+        store = self.stores.get(tp)
+        if store is None or producer_id not in store.open_txns:
             return None
         try:
-            self.aborted += store.end_txn(producer_id, commit, now_ms)
+            self.aborted += store.end_txn(producer_id, commit, now_ms, partition.leader_epoch)
         except StorageError as exc:
             return exc
+        if self._replicated(partition):  # followers get the marker with the end in the store
+            self._fence(tp, partition.log_end_offset, store.log.log_end_offset)
         return None
 
     # -- release ----------------------------------------------------------------------------
@@ -220,7 +358,7 @@ class DelayedDelivery:
             if partition is None or not partition.is_leader or store.failed:
                 continue
             self._release(partition, store, now_ms, appended)
-            store.maintain(now_ms)
+            store.maintain(now_ms, self._replicated_up_to(partition))
         return appended
 
     def release_partition(self, partition: Partition, now_ms: int) -> set[TopicPartition]:
@@ -271,7 +409,9 @@ class DelayedDelivery:
             elif tp is None:  # its topic is gone
                 self._drop(store, entries, f"{len(entries)} records of a deleted topic")
                 progress = True
-            elif (outcome := self._release_batch(tp, store, entries, records, now_ms)) is None:
+            elif (
+                outcome := self._release_batch(source, tp, store, entries, records, now_ms)
+            ) is None:
                 stopped = True
             elif outcome:
                 progress = True
@@ -317,6 +457,7 @@ class DelayedDelivery:
 
     def _release_batch(
         self,
+        source: Partition,
         tp: TopicPartition,
         store: DelayStore,
         entries: list[tuple[int, int]],
@@ -334,8 +475,10 @@ class DelayedDelivery:
         store.restore(entries[count:])
         entries, records = entries[:count], records[:count]
         offsets = [offset for _, offset in entries]
+        leader_epoch = source.leader_epoch  # the store's batches carry its partition's
+        target_offset = partition.log_end_offset
         try:
-            intent = store.write_intent(tp, partition.log_end_offset, offsets, now_ms)
+            intent = store.write_intent(tp, target_offset, offsets, now_ms, leader_epoch)
         except StorageError as exc:
             log.warning("%s: cannot write a release intent: %s", store.log.dir, exc)
             store.restore(entries)
@@ -343,6 +486,9 @@ class DelayedDelivery:
         # acks=1: the answer (if any) waited for the held record, not for its release.
         appended = partition.append_records_to_leader(encode_released(records), 1, 1, now_ms)
         if isinstance(appended, AppendResult):
+            if partition is source and self._replicating():
+                self._fence(tp, target_offset, intent + 1)  # followers get R with its intent
+                store.keep_until_replicated(appended.last_offset + 1)
             store.confirm(offsets)
             self.released += len(offsets)
             for due, _ in entries:
@@ -353,17 +499,34 @@ class DelayedDelivery:
             self._drop(store, entries, f"{len(entries)} due records {tp} refused: {appended}")
             return {offset: -1 for offset in offsets}
         store.restore(entries)
-        self._cancel(store, intent, now_ms)
+        self._cancel(store, intent, now_ms, leader_epoch)
         return None
+
+    def _fence(self, tp: TopicPartition, partition_offset: int, store_offset: int) -> None:
+        leader = self.store_leader(tp, 0)
+        if isinstance(leader, StoreLeader):
+            leader.add_fence(partition_offset, store_offset)
+
+    def _replicating(self) -> bool:
+        """Stores are replicated (experimental: kafkalite.delayed.delivery.replication.enable)."""
+        config = self.config()
+        return delay_store_replica.REPLICATE_STORES or config.bool(REPLICATION_CONFIG)
+
+    def _replicated(self, partition: Partition) -> bool:
+        return self._replicating() and len(partition.replicas) > 1
+
+    def _replicated_up_to(self, partition: Partition) -> int | None:
+        """The partition's high watermark, when its store's releases must wait for it."""
+        return partition.high_watermark if self._replicating() else None
 
     def _drop(self, store: DelayStore, entries: list[tuple[int, int]], why: str) -> None:
         log.warning("%s: dropping %s", store.log.dir, why)
         store.confirm([offset for _, offset in entries])
         self.dropped += len(entries)
 
-    def _cancel(self, store: DelayStore, intent: int, now_ms: int) -> None:
+    def _cancel(self, store: DelayStore, intent: int, now_ms: int, leader_epoch: int) -> None:
         try:
-            store.write_cancel(intent, now_ms)
+            store.write_cancel(intent, now_ms, leader_epoch)
         except StorageError as exc:
             # Another intent after this one would pass it for done: stop until a restart.
             log.error("%s: cannot cancel a release, releases stop: %s", store.log.dir, exc)
@@ -382,9 +545,9 @@ def _fitting(records: list[Record], limit: int) -> int:
     return len(records)
 
 
-def _refusal(partition: Partition) -> str | None:
+def _refusal(partition: Partition, settings: DelaySettings, replicating: bool) -> str | None:
     """Why delayed records cannot be held for this partition yet, if they cannot."""
-    if len(partition.replicas) > 1:
+    if len(partition.replicas) > 1 and (not replicating or settings.retry is not None):
         return "delayed records need a partition with a single replica (not replicated yet)"
     return None
 

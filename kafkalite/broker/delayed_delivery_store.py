@@ -14,6 +14,10 @@ the partition's log config: the same validation, segments and crash recovery. It
 - transaction ends: a transactional producer's held records become due (commit) or go
   (abort), written when its marker reaches the partition, before the marker.
 
+Every store batch carries the partition's leader epoch (the store's leader epoch cache
+follows the partition's leaders), so a follower's copy of the store can be truncated by
+leader epoch as the partition's is (broker/delay_store_replica.py).
+
 So every intent but the last one with no cancellation after it was appended; the last one was
 iff P's log end is beyond T (nothing else writes the partition between the two
 writes, and a restart checks this before the broker serves). A record is thus released once,
@@ -30,7 +34,7 @@ with it the index files whose entries were all released.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,6 +51,7 @@ from kafkalite.broker.delayed_delivery import (
 )
 from kafkalite.broker.delayed_due_index import DueIndex, Entry, Rebuild, bucket_of
 from kafkalite.storage.batch import BatchHeader, iter_batches, parse_header
+from kafkalite.storage.errors import StorageError
 from kafkalite.storage.log import AppendResult, LogConfig, UnifiedLog
 from kafkalite.storage.records import Record, decode_records
 
@@ -79,6 +84,14 @@ def store_config(topic_config: LogConfig) -> LogConfig:
 
 def store_dir(partition_dir: Path) -> Path:
     return partition_dir / STORE_DIR
+
+
+@dataclass(frozen=True)
+class TakeOver:
+    """A new leader opening its copy of a replicated store (broker/delay_store_replica.py)."""
+
+    partition: tuple[str, int]  # the store's own partition
+    leader_epoch: int  # its new epoch: the cancellations written are in it
 
 
 @dataclass(eq=False)
@@ -118,6 +131,9 @@ class DelayStore:
     next_expiry_ms: int = 0  # when to look for expired producers next
     next_checkpoint_ms: int = 0  # when to checkpoint the index next
     paused_until_ms: int = 0  # see pause
+    # Releases to the store's own partition beyond its high watermark: (the partition offset
+    # they end before, the store's low before them); see trim.
+    unreplicated: deque[tuple[int, int]] = field(default_factory=deque)
 
     @classmethod
     def open(
@@ -126,15 +142,18 @@ class DelayStore:
         topic_config: LogConfig,
         now_ms: int,
         log_end: Callable[[tuple[str, int]], int | None],
+        taking_over: TakeOver | None = None,
     ) -> DelayStore:
-        """`log_end`: a partition's log end offset (None: no such partition here)."""
+        """`log_end`: a partition's log end offset (None: no such partition here).
+        `taking_over`: opened by a new leader from its copy of a replicated store (all of
+        it indexed again; every release to the store's own partition resolved)."""
         directory = store_dir(partition_dir)
         store_log = UnifiedLog.open(directory, store_config(topic_config), now_ms=now_ms)
         start, end = store_log.log_start_offset, store_log.log_end_offset
-        found = DueIndex.open_checkpointed(directory, start, end)
+        found = None if taking_over else DueIndex.open_checkpointed(directory, start, end)
         if found is None:  # none, torn, or older than the store's log start: all again
             store = cls(store_log, DueIndex.create(directory))
-            store._recover(log_end, start, now_ms, whole=True)
+            store._recover(log_end, start, now_ms, whole=True, taking_over=taking_over)
         else:
             index, checkpoint = found
             store = cls(store_log, index, open_txns=checkpoint.open_txns)
@@ -163,11 +182,21 @@ class DelayStore:
         start: int,
         now_ms: int,
         whole: bool,
+        taking_over: TakeOver | None = None,
     ) -> None:
         """Index the store from `start` on (its files are the truth; the index, if not
         `whole`, is its checkpoint's): every intent's records were released but the last
         one's if it was cancelled or did not reach its partition. A checkpoint of the result
-        is begun (written as the release rounds sync its files)."""
+        is begun (written as the release rounds sync its files).
+
+        Taking over a replicated store, the intents of releases to its own partition are
+        resolved each (not only the last: an old leader's last releases may not have reached
+        this replica's partition): applied iff the partition's log end is beyond the
+        intent's offset (the fences make this replica's partition a prefix of the leaders'
+        that wrote them); those that were not are cancelled in the store, so that no later
+        leader finds them applied once the partition has grown past their offsets."""
+        own = taking_over.partition if taking_over is not None else None
+        unresolved: dict[int, Intent] = {}  # own releases not cancelled, by intent offset
         rebuild = Rebuild(self.index)
         last: Intent | None = None
         mark = 0  # where the last intent's records begin among the released
@@ -196,9 +225,13 @@ class DelayStore:
                     ended = open_txns.pop(marker.producer_id, [])
                     if marker.commit:
                         rebuild.add(ended)
+                elif isinstance(marker, Intent) and marker.target == own:
+                    unresolved[marker.offset] = marker
                 elif isinstance(marker, Intent):
                     last, mark = marker, len(rebuild.released)
                     rebuild.note_released(marker.store_offsets)
+                elif isinstance(marker, int) and marker in unresolved:
+                    del unresolved[marker]
                 elif last is not None and marker == last.offset:
                     rebuild.forget_released_since(mark)
                     last = None
@@ -212,6 +245,7 @@ class DelayStore:
                 target_end,
             )
             rebuild.forget_released_since(mark)
+        cancels = self._resolve(unresolved, log_end(own) if own is not None else None, rebuild)
         up_to = None if whole else bucket_of(latest_ms)
         self.index = rebuild.finish(self.log.log_start_offset, up_to)
         self.index.begin_checkpoint(self.log.log_end_offset, self.open_txns)
@@ -223,6 +257,33 @@ class DelayStore:
             self.log.log_end_offset,
             self.held_count,
         )
+        if taking_over is not None:
+            try:
+                for intent in cancels:  # before anything else is written in the new epoch
+                    self.write_cancel(intent, now_ms, taking_over.leader_epoch)
+            except StorageError as exc:
+                # Another release after these would let a later leader take them for done.
+                log.error("%s: cannot cancel a release, releases stop: %s", self.log.dir, exc)
+                self.failed = True
+
+    def _resolve(
+        self, unresolved: dict[int, Intent], partition_end: int | None, rebuild: Rebuild
+    ) -> list[int]:
+        """Note the applied releases of `unresolved` as released; return the others."""
+        cancels = []
+        for intent in unresolved.values():
+            if partition_end is not None and partition_end > intent.target_offset:
+                rebuild.note_released(intent.store_offsets)
+            else:
+                log.info(
+                    "%s: release to %s at %d did not reach it here (log end %s): held again",
+                    self.log.dir,
+                    intent.target,
+                    intent.target_offset,
+                    partition_end,
+                )
+                cancels.append(intent.offset)
+        return cancels
 
     @property
     def held_count(self) -> int:
@@ -249,14 +310,14 @@ class DelayStore:
             self.index.add(entries)
         return replace(appended, first_offset=first)
 
-    def end_txn(self, producer_id: int, commit: bool, now_ms: int) -> int:
+    def end_txn(self, producer_id: int, commit: bool, now_ms: int, leader_epoch: int = -1) -> int:
         """The producer's transaction ended (raises a StorageError if that cannot be
         written): its held records become due as asked (commit) or are dropped (abort).
         Returns how many were dropped."""
         if producer_id not in self.open_txns:
             return 0
         self.log.append_as_leader(
-            encode_txn_end(producer_id, commit, now_ms), -1, now_ms, coordinator=True
+            encode_txn_end(producer_id, commit, now_ms), leader_epoch, now_ms, coordinator=True
         )
         entries = self.open_txns.pop(producer_id)
         if commit:
@@ -305,17 +366,23 @@ class DelayStore:
     # -- releasing --------------------------------------------------------------------------
 
     def write_intent(
-        self, target: tuple[str, int], target_offset: int, offsets: Sequence[int], now_ms: int
+        self,
+        target: tuple[str, int],
+        target_offset: int,
+        offsets: Sequence[int],
+        now_ms: int,
+        leader_epoch: int = -1,
     ) -> int:
         """Raises a StorageError; returns the intent's store offset."""
         batch = encode_intent(target, target_offset, offsets, now_ms)
-        intent = self.log.append_as_leader(batch, -1, now_ms, coordinator=True).first_offset
+        appended = self.log.append_as_leader(batch, leader_epoch, now_ms, coordinator=True)
+        intent = appended.first_offset
         self.intent_open = True
         return intent
 
-    def write_cancel(self, intent_offset: int, now_ms: int) -> None:
+    def write_cancel(self, intent_offset: int, now_ms: int, leader_epoch: int = -1) -> None:
         self.log.append_as_leader(
-            encode_cancel(intent_offset, now_ms), -1, now_ms, coordinator=True
+            encode_cancel(intent_offset, now_ms), leader_epoch, now_ms, coordinator=True
         )
         self.intent_open = False
 
@@ -325,10 +392,10 @@ class DelayStore:
         self.released += len(offsets)
         self.intent_open = False
 
-    def maintain(self, now_ms: int) -> None:
+    def maintain(self, now_ms: int, partition_high_watermark: int | None = None) -> None:
         """After a release round: trim, and now and then forget expired producers (Kafka's
         producer.id.expiration.ms, as for a partition)."""
-        self.trim()
+        self.trim(partition_high_watermark)
         index = self.index
         if index.pending is None and now_ms >= self.next_checkpoint_ms and not self.intent_open:
             index.begin_checkpoint(self.log.log_end_offset, self.open_txns)
@@ -341,16 +408,36 @@ class DelayStore:
     def update_config(self, topic_config: LogConfig) -> None:
         self.log.update_config(store_config(topic_config))
 
-    def trim(self) -> None:
+    def trim(self, partition_high_watermark: int | None = None) -> None:
         """Move the log start past every released record (their segments go): to the dues
-        record of the lowest held one."""
+        record of the lowest held one. Replicated (`partition_high_watermark` given), not
+        past a release the partition's high watermark does not cover yet: a follower's
+        copy follows this log start, and must keep the records until its partition has them."""
+        low = self._low()
+        kept = self.unreplicated
+        if partition_high_watermark is None:
+            kept.clear()
+        while kept and partition_high_watermark is not None:
+            if kept[0][0] > partition_high_watermark:
+                break
+            kept.popleft()
+        if kept:
+            low = min(low, kept[0][1])
+        if low > self.log.log_start_offset:
+            self.log.delete_records_before(low)
+
+    def _low(self) -> int:
+        """The dues record of the lowest held record (the log end when none is held)."""
         lows = [entries[0][2] for entries in self.open_txns.values() if entries]  # store order
         index_low = self.index.low_dues_offset()
         if index_low is not None:
             lows.append(index_low)
-        low = min(lows, default=self.log.log_end_offset)
-        if low > self.log.log_start_offset:
-            self.log.delete_records_before(low)
+        return min(lows, default=self.log.log_end_offset)
+
+    def keep_until_replicated(self, partition_end: int) -> None:
+        """Before a release to the store's own partition is confirmed: the store keeps what
+        it holds now until the partition's high watermark reaches `partition_end`."""
+        self.unreplicated.append((partition_end, self._low()))
 
     def close(self) -> None:
         """A clean close checkpoints the index (unless a release is unresolved: then the

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import trio
 
 from kafkalite.broker.cluster_metadata import ClusterMetadata, Endpoint
+from kafkalite.broker.delay_store_replica import store_source
 from kafkalite.broker.delayed import TopicPartition
 from kafkalite.broker.partition import Partition
 from kafkalite.broker.replica_fetcher import BuildAuxState, FetchSettings, ReplicaFetcher
@@ -67,8 +68,11 @@ class ReplicaFetcherManager:
         self.build_aux_state: BuildAuxState | None = None
 
     def _fetcher_id(self, tp: TopicPartition) -> int:
+        """A partition's delay store is fetched with the partition (same fetcher)."""
         count = self.config.int("num.replica.fetchers")
-        return (zlib.crc32(tp[0].encode()) + 31 * tp[1]) % count
+        source = store_source(tp[1])
+        index = tp[1] if source is None else source
+        return (zlib.crc32(tp[0].encode()) + 31 * index) % count
 
     def endpoint_of(self, broker_id: int) -> Endpoint | None:
         return inter_broker_endpoint(self.config, self.metadata, broker_id)

@@ -22,11 +22,18 @@ from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.admin_manager import AdminManager, Outcome
 from kafkalite.broker.cluster_metadata import BrokerInfo, ClusterMetadata, TopicMetadata
+from kafkalite.broker.delay_store_replica import (
+    FencedPartition,
+    StoreLeader,
+    store_partition,
+    store_source,
+)
 from kafkalite.broker.delayed import (
     DelayedDeleteRecords,
     DelayedFetch,
     DelayedProduce,
     DeleteRecordsStatus,
+    FetchedPartition,
     FetchInfo,
     FetchParams,
     FetchRead,
@@ -205,10 +212,25 @@ class ReplicaManager:
         if self.fetchers is None:
             return
         tp = (partition.topic, partition.index)
+        store_tp = (partition.topic, store_partition(partition.index))
         if partition.is_leader or partition.leader_id < 0 or not self._following:
             self.fetchers.remove_partition(tp)
+            self.fetchers.remove_partition(store_tp)
+            if self.delayed_delivery.stop_copying(tp) is not None and partition.is_leader:
+                self.delayed_delivery.take_over(partition, self.clock_ms())
         else:
             self.fetchers.add_partition(partition)
+            self._update_store_copy(partition)
+
+    def _update_store_copy(self, partition: Partition) -> None:
+        """A followed partition's delay store is copied with it while its topic opts in
+        (broker/delay_store_replica.py)."""
+        assert self.fetchers is not None
+        copy = self.delayed_delivery.copy_store(partition, self.clock_ms())
+        if copy is not None:
+            self.fetchers.add_partition(copy)
+        elif self.delayed_delivery.stop_copying((partition.topic, partition.index)):
+            self.fetchers.remove_partition((partition.topic, store_partition(partition.index)))
 
     def _notify_coordinators(self, partition: Partition, removed: bool = False) -> None:
         """The coordinators load a partition of their topic they now lead and unload one they
@@ -255,6 +277,7 @@ class ReplicaManager:
             del self.topics_by_id[topic.topic_id]
         if self.fetchers is not None:
             self.fetchers.remove_partition((name, index))
+            self.fetchers.remove_partition((name, store_partition(index)))
         self._notify_coordinators(partition, removed=True)
         self.delayed_delivery.forget((name, index))
         self.log_manager.delete_log(name, index)
@@ -267,6 +290,9 @@ class ReplicaManager:
         log_config = log_config_for(self.config, configs)
         for partition in topic.partitions.values():
             self.update_log_config(partition, log_config)
+            following = not partition.is_leader and partition.leader_id >= 0
+            if self.fetchers is not None and following and self._following:
+                self._update_store_copy(partition)  # it may have opted in or out
 
     def update_log_config(self, partition: Partition, log_config: LogConfig) -> None:
         """A partition's log (and its delay store) take its topic's new log config."""
@@ -283,6 +309,7 @@ class ReplicaManager:
                 listener(partition)
             if self.fetchers is not None:
                 self.fetchers.remove_partition((name, partition.index))
+                self.fetchers.remove_partition((name, store_partition(partition.index)))
             self._notify_coordinators(partition, removed=True)
             self.delayed_delivery.forget((name, partition.index))
             self.log_manager.delete_log(name, partition.index)
@@ -302,6 +329,7 @@ class ReplicaManager:
             for topic in self.topics.values():
                 for partition in topic.partitions.values():
                     self.fetchers.remove_partition((topic.name, partition.index))
+                    self.fetchers.remove_partition((topic.name, store_partition(partition.index)))
 
     def shutdown(self) -> None:
         self.delayed_delivery.close()
@@ -319,6 +347,12 @@ class ReplicaManager:
     def view(self, topic: str) -> View | None:
         """The view named `topic` (None for any other topic)."""
         return None if topic in self.topics else self.views.get(topic)
+
+    def _fetch_key(self, tp: TopicPartition) -> TopicPartition:
+        """The partition whose appends a parked fetch of `tp` waits for: a view's source, a
+        delay store's partition (a hold appends to the store and wakes the partition's)."""
+        source = store_source(tp[1])
+        return (tp[0], source) if source is not None else self._source_tp(tp)
 
     def _source_tp(self, tp: TopicPartition) -> TopicPartition:
         """Where a partition's records are: a view's are in its source's partition."""
@@ -378,13 +412,22 @@ class ReplicaManager:
             result, required_offset = self._append_to_local_log(
                 tp, records, required_acks, internal_topics_allowed, coordinator
             )
+            held_until, self.delayed_delivery.held_until = self.delayed_delivery.held_until, -1
             statuses[tp] = ProducePartitionStatus(
-                required_offset, result, acks_pending=result.error is ErrorCode.none
+                required_offset,
+                result,
+                acks_pending=result.error is ErrorCode.none,
+                store_required_offset=held_until if result.error is ErrorCode.none else -1,
             )
         results = {tp: status.result for tp, status in statuses.items()}
         if required_acks != -1 or not any(s.acks_pending for s in statuses.values()):
             return results, None
-        delayed = DelayedProduce(statuses, self._partition_of, self.min_insync_replicas)
+        delayed = DelayedProduce(
+            statuses,
+            self._partition_of,
+            self.min_insync_replicas,
+            self.delayed_delivery.store_high_watermark,
+        )
         return results, delayed
 
     def _append_to_local_log(
@@ -525,11 +568,35 @@ class ReplicaManager:
             params,
             infos,
             lambda: self.read_from_local_log(params, infos),
-            self._readable_partition,
-            self._source_tp,
+            lambda tp: self._fetched_partition(tp, params.replica_id),
+            self._fetch_key,
         )
 
+    def _fetched_partition(self, tp: TopicPartition, replica_id: int) -> FetchedPartition | None:
+        """What a parked fetch of `tp` reads: a delay store's pseudo-partition reads its
+        store (broker/delay_store_replica.py), a fenced follower its partition up to the
+        fence, a view its source."""
+        store = self._store_leader(tp)
+        if store is not None:
+            return store if isinstance(store, StoreLeader) else None
+        partition = self._readable_partition(tp)
+        cap = self.delayed_delivery.read_cap(tp, replica_id) if replica_id >= 0 else None
+        if partition is None or cap is None:
+            return partition
+        return FencedPartition(partition, cap)
+
     def _update_follower_fetch_state(self, replica_id: int, info: FetchInfo) -> None:
+        store = self._store_leader(info.tp)
+        if store is not None:
+            moved = isinstance(store, StoreLeader) and store.record_follower_fetch(
+                replica_id,
+                info.fetch_offset,
+                current_leader_epoch=info.current_leader_epoch,
+                last_fetched_epoch=info.last_fetched_epoch,
+            )
+            if moved:  # acks=all of held batches wait on the store high watermark
+                self.produce_purgatory.check_and_complete(self._fetch_key(info.tp))
+            return
         partition = self._partition_of(info.tp)
         if partition is None or not partition.is_leader:
             return
@@ -578,6 +645,13 @@ class ReplicaManager:
         whole even when larger than the limits (KIP-74)."""
         remaining, first, results = params.max_bytes, True, []
         for info in infos:
+            if params.is_from_follower and store_source(info.partition) is not None:
+                result = self._read_store(params.replica_id, info, remaining, first)
+                if result.records:
+                    first = False
+                    remaining = max(remaining - len(result.records), 0)
+                results.append(result)
+                continue
             partition = self._partition_of(info.tp)
             view = self.view(info.topic) if partition is None else None
             if view is not None and not params.is_from_follower:
@@ -585,6 +659,9 @@ class ReplicaManager:
             if partition is None:
                 results.append(LogReadResult(self.missing_partition_error(info.tp)))
                 continue
+            read = self.view_read(view, partition) if view is not None else None
+            if params.is_from_follower:
+                read = self._fenced_read(partition, params.replica_id)
             result = partition.fetch_records(
                 info.fetch_offset,
                 min(info.max_bytes, remaining),
@@ -593,13 +670,49 @@ class ReplicaManager:
                 isolation_level=params.isolation_level,
                 min_one_batch=first,
                 last_fetched_epoch=info.last_fetched_epoch,
-                read=self.view_read(view, partition) if view is not None else None,
+                read=read,
             )
             if result.records:
                 first = False
                 remaining = max(remaining - len(result.records), 0)
             results.append(result)
         return FetchRead(tuple(results))
+
+    def _fenced_read(
+        self, partition: Partition, replica_id: int
+    ) -> Callable[[int, int, int, bool], bytes] | None:
+        """A follower's read of a partition whose delay store it copies stops where its copy
+        lacks a release's intent (broker/delay_store_replica.py); None: an ordinary read."""
+        cap = self.delayed_delivery.read_cap((partition.topic, partition.index), replica_id)
+        if cap is None:
+            return None
+        log_ = partition.log
+        return lambda offset, max_bytes, max_offset, min_one: log_.read(
+            offset, max_bytes, min(max_offset, cap), min_one
+        )
+
+    def _store_leader(self, tp: TopicPartition) -> StoreLeader | ErrorCode | None:
+        """The delay store a pseudo-partition index names, as its leader serves it
+        (broker/delay_store_replica.py); None for an ordinary partition."""
+        source = store_source(tp[1])
+        if source is None:
+            return None
+        return self.delayed_delivery.store_leader((tp[0], source), self.clock_ms())
+
+    def _read_store(
+        self, replica_id: int, info: FetchInfo, remaining: int, first: bool
+    ) -> LogReadResult:
+        store = self._store_leader(info.tp)
+        if not isinstance(store, StoreLeader):
+            return LogReadResult(ErrorCode.unknown_topic_or_partition if store is None else store)
+        return store.fetch_records(
+            info.fetch_offset,
+            min(info.max_bytes, remaining),
+            replica_id=replica_id,
+            current_leader_epoch=info.current_leader_epoch,
+            min_one_batch=first,
+            last_fetched_epoch=info.last_fetched_epoch,
+        )
 
     def view_read(self, view: View, partition: Partition) -> Callable[[int, int, int, bool], bytes]:
         """How a view reads its source partition: through the header index when the topic
@@ -638,6 +751,11 @@ class ReplicaManager:
     ) -> tuple[ErrorCode, tuple[int, int, int]]:
         """ListOffsets for one partition: (error, (offset, timestamp, leader epoch)); a view
         answers with its source's offsets (they are the same)."""
+        store = self._store_leader(tp) if not from_client else None
+        if store is not None:
+            if isinstance(store, StoreLeader):
+                return store.offset_for_timestamp(timestamp, current_leader_epoch)
+            return store, NOT_FOUND
         partition = self._readable_partition(tp)
         if partition is None:
             return self.missing_partition_error(tp), NOT_FOUND
@@ -649,7 +767,12 @@ class ReplicaManager:
         self, tp: TopicPartition, current_leader_epoch: int, leader_epoch: int
     ) -> tuple[ErrorCode, int, int]:
         """OffsetForLeaderEpoch for one partition: (error, epoch, end offset); a view
-        answers with its source's."""
+        answers with its source's; a delay store's pseudo-partition, its store's."""
+        store = self._store_leader(tp)
+        if store is not None:
+            if isinstance(store, StoreLeader):
+                return store.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
+            return store, -1, -1
         partition = self._readable_partition(tp)
         if partition is None:
             return self.missing_partition_error(tp), -1, -1
