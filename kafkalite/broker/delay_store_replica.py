@@ -43,6 +43,7 @@ from kafkalite.broker.partition import (
     LogReadResult,
     Partition,
     PartitionState,
+    diverging_epoch,
 )
 from kafkalite.storage.errors import OffsetOutOfRangeError
 from kafkalite.storage.log import UnifiedLog
@@ -138,16 +139,8 @@ class StoreLeader:
     def _diverging_epoch(
         self, fetch_offset: int, last_fetched_epoch: int
     ) -> tuple[int, int] | None:
-        """As Partition's: where the follower's last epoch ends in this store, if before
-        its fetch offset."""
-        if last_fetched_epoch < 0:
-            return None
-        epoch, end_offset = self.log.leader_epoch_cache.end_offset_for(
-            last_fetched_epoch, self.log.log_end_offset
-        )
-        if epoch < last_fetched_epoch or end_offset < fetch_offset:
-            return epoch, end_offset
-        return None
+        """As Partition's, in this store's log."""
+        return diverging_epoch(self.log, fetch_offset, last_fetched_epoch)
 
     def record_follower_fetch(
         self,

@@ -501,16 +501,7 @@ class Partition:
     def _diverging_epoch(
         self, fetch_offset: int, last_fetched_epoch: int
     ) -> tuple[int, int] | None:
-        """Kafka's validateFetchOffsetAndEpoch: where the fetcher's last epoch ends here, if
-        that is before its fetch offset (or this log never had that epoch)."""
-        if last_fetched_epoch < 0:
-            return None
-        epoch, end_offset = self.log.leader_epoch_cache.end_offset_for(
-            last_fetched_epoch, self.log_end_offset
-        )
-        if epoch < last_fetched_epoch or end_offset < fetch_offset:
-            return epoch, end_offset
-        return None
+        return diverging_epoch(self.log, fetch_offset, last_fetched_epoch)
 
     def fetch_offset_for_timestamp(
         self,
@@ -720,3 +711,18 @@ class Partition:
             # ends, then compare again from there.
             return min(follower_end, log_end), False
         return min(leader_end_offset, follower_end, log_end), True
+
+
+def diverging_epoch(
+    log: UnifiedLog, fetch_offset: int, last_fetched_epoch: int
+) -> tuple[int, int] | None:
+    """Kafka's validateFetchOffsetAndEpoch: where the fetcher's last epoch ends in `log`, if
+    that is before its fetch offset (or the log never had that epoch)."""
+    if last_fetched_epoch < 0:
+        return None
+    epoch, end_offset = log.leader_epoch_cache.end_offset_for(
+        last_fetched_epoch, log.log_end_offset
+    )
+    if epoch < last_fetched_epoch or end_offset < fetch_offset:
+        return epoch, end_offset
+    return None
