@@ -395,6 +395,15 @@ class KafkaZkClient:
             return {}
         return zd.decode_config(data)
 
+    async def entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
+        """Every entity's configs of one type, by its (sanitized) znode name: Kafka's
+        AdminZkClient.fetchAllEntityConfigs, as brokers read each entity type at start."""
+        try:
+            entities = await self.zk.children(f"/config/{entity_type}")
+        except NoNode:
+            return {}
+        return {entity: await self.entity_config(entity_type, entity) for entity in entities}
+
     async def mark_topic_for_deletion(self, topic: str) -> None:
         try:
             await self.zk.create(zd.delete_topic_path(topic), make_parents=True)

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kafkalite.cluster.kafka_zk import KafkaZkClient
-from kafkalite.cluster.zk_client import NoNode
 from kafkalite.cluster.zk_data import GROUPS
 from kafkalite.cluster.zk_scram_store import desanitize, sanitize
 
@@ -30,14 +29,8 @@ class ZkGroupConfigStore:
     @classmethod
     async def open(cls, kafka_zk: KafkaZkClient) -> ZkGroupConfigStore:
         """Read every group's configs (as Kafka's brokers read each entity type at start)."""
-        try:
-            entities = await kafka_zk.zk.children(f"/config/{GROUPS}")
-        except NoNode:
-            entities = []
-        configs = {}
-        for entity in entities:
-            if found := await kafka_zk.entity_config(GROUPS, entity):
-                configs[desanitize(entity)] = found
+        entities = await kafka_zk.entity_configs(GROUPS)
+        configs = {desanitize(entity): found for entity, found in entities.items() if found}
         return cls(kafka_zk, configs)
 
     def group_configs(self) -> Mapping[str, Mapping[str, str]]:

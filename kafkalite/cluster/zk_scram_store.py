@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from urllib.parse import quote, unquote
 
 from kafkalite.cluster.kafka_zk import KafkaZkClient
-from kafkalite.cluster.zk_client import NoNode
 from kafkalite.security.scram_credential import MECHANISMS, ScramCredential
 
 log = logging.getLogger(__name__)
@@ -56,13 +55,9 @@ class ZkScramCredentialStore:
     @classmethod
     async def open(cls, kafka_zk: KafkaZkClient) -> ZkScramCredentialStore:
         """Read every user's credentials (Kafka's CredentialProvider at start)."""
-        try:
-            entities = await kafka_zk.zk.children(f"/config/{USERS}")
-        except NoNode:
-            entities = []
         credentials = {}
-        for entity in entities:
-            if found := scram_of(await kafka_zk.entity_config(USERS, entity)):
+        for entity, configs in (await kafka_zk.entity_configs(USERS)).items():
+            if found := scram_of(configs):
                 credentials[desanitize(entity)] = found
         return cls(kafka_zk, credentials)
 
