@@ -163,8 +163,9 @@ def test_closed_segments_are_copied_then_deleted_locally_and_read_back(tmp_path:
     assert partition.fetch_offset_for_timestamp(EARLIEST_LOCAL)[1][0] == SEGMENTS - 1
     assert partition.fetch_offset_for_timestamp(LATEST_TIERED)[1][0] == SEGMENTS - 2
     assert partition.fetch_offset_for_timestamp(EARLIEST_PENDING_UPLOAD)[1][0] == SEGMENTS - 1
-    # A follower starts from the leader's local log: remote data is for consumers.
-    assert partition.fetch_offset_for_timestamp(EARLIEST, from_client=False)[1][0] == SEGMENTS - 1
+    # A follower (Kafka's fetchEarliestOffset) is told the log start across tiers too; it
+    # asks for the local log start (EARLIEST_LOCAL) when rebuilding from the remote tier.
+    assert partition.fetch_offset_for_timestamp(EARLIEST, from_client=False)[1][0] == 0
 
 
 def test_tier_offsets_of_a_topic_without_remote_storage_are_unknown(tmp_path: Path) -> None:
