@@ -35,6 +35,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import procstat
 from kafkalite.s3_server import S3Server
+from kafkalite.storage.remote.metadata import METADATA_FILE
 from kafkalite.storage.remote.s3_storage import S3RemoteStorageManager, S3Settings
 from kafkalite.testing import EMBEDDED_DEFAULTS, EmbeddedBroker
 
@@ -268,15 +269,32 @@ def _fill(overrides: dict[str, str], data_dir: Path, topic: str, config: dict, c
                     break
                 time.sleep(0.2)
         figures["local log bytes"] = _dir_bytes(data_dir / f"{topic}-0", ".log")[0]
+        figures["metadata file bytes"] = _dir_bytes(data_dir / f"{topic}-0", METADATA_FILE)[0]
         figures["local dir bytes"], figures["local dir allocated"] = _dir_bytes(
             data_dir / f"{topic}-0"
         )
     return figures
 
 
+def _empty_start(data_dir: Path, log_path: Path) -> float:
+    """Seconds from exec to the first answered request on an empty data dir (the floor)."""
+    port = procstat.free_port()
+    command = [sys.executable, "-m", "kafkalite", "serve", "--override"]
+    command += [f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={data_dir}"]
+    with open(log_path, "ab") as output:
+        spawned = time.perf_counter()
+        process = subprocess.Popen(command, stdout=output, stderr=output)
+    try:
+        return procstat.wait_until_answering("127.0.0.1", port, timeout=300) - spawned
+    finally:
+        process.terminate()
+        process.wait(120)
+
+
 def restart_bench(count: int) -> None:
     with tempfile.TemporaryDirectory(prefix="tiered-restart-") as name, S3Server() as s3:
         tmp = Path(name)
+        empty = _empty_start(tmp / "empty", tmp / "log")
         results = {}
         for topic, config, remote in (
             (
@@ -298,6 +316,7 @@ def restart_bench(count: int) -> None:
             restarts = _restarts({**overrides, "log.dirs": str(data_dir)}, topic, tmp / "log")
             results[topic] = (filled, restarts)
     print(f"{count} one-record segments of {VALUE} B (segment.bytes 2048)")
+    print(f"an empty broker's start (the floor): first answer {empty:.2f} s")
     for topic, (filled, restarts) in results.items():
         print(f"{topic}: produced in {filled['produce s']:.1f} s", end="")
         if "uploaded s" in filled:
@@ -311,7 +330,9 @@ def restart_bench(count: int) -> None:
         retained = filled["local log bytes"] + filled.get("remote bytes", 0)
         print(
             f"  local disk held: {filled['local dir bytes'] / 1024:.0f} KiB in the partition dir"
-            f" ({filled['local dir allocated'] / 1024:.0f} KiB allocated) for"
+            f" ({filled['local dir allocated'] / 1024:.0f} KiB allocated; segment data"
+            f" {filled['local log bytes'] / 1024:.0f} KiB, remote segment list"
+            f" {filled['metadata file bytes'] / 1024:.0f} KiB) for"
             f" {retained / (1 << 20):.1f} MiB retained"
             f" ({filled.get('remote bytes', 0) / (1 << 20):.1f} MiB remote)"
         )
