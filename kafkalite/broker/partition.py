@@ -515,8 +515,6 @@ class Partition:
         error = self.check_leader(current_leader_epoch)
         if error is not ErrorCode.none:
             return error, NOT_FOUND
-        if timestamp == EARLIEST and not from_client:
-            timestamp = EARLIEST_LOCAL  # a follower fetches from the leader's local log
         found = self._offset_for_timestamp(timestamp, isolation_level)
         if from_client and self._high_watermark_lags_epoch_start():
             # Kafka's fetchOffsetForTimestamp: a new leader whose high watermark has not yet

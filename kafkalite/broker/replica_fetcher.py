@@ -10,10 +10,12 @@ epoch truncates the log by leader epoch (never by high watermark alone).
 The decisions (`fetch_request`, `apply_partition_response`) are sans-IO; `ReplicaFetcher.run`
 is the trio task around them. NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH park a
 partition until the metadata brings its next state (the manager then re-adds it);
-OFFSET_OUT_OF_RANGE asks the leader (ListOffsets, as a replica) where its log starts and
-starts over there when this log ends before it; OFFSET_MOVED_TO_TIERED_STORAGE (a tiered
-leader's local log starts after this log's end) asks the same and rebuilds this log's start,
-leader epochs and producer state from the remote tier (`build_remote_log_aux_state`, Kafka's
+OFFSET_OUT_OF_RANGE asks the leader (ListOffsets earliest, as a replica) where its log starts
+(across tiers) and starts over there when this log ends before it (Kafka's
+fetchOffsetAndTruncate); OFFSET_MOVED_TO_TIERED_STORAGE (a tiered leader's local log starts
+after this log's end, also the next answer after starting over in its remote tier) asks for
+its earliest local offset and rebuilds this log's start, leader epochs and producer state
+there from the remote tier (`build_remote_log_aux_state`, Kafka's
 ReplicaFetcherTierStateMachine); other errors and a lost connection back off for
 replica.fetch.backoff.ms.
 """
@@ -36,7 +38,7 @@ from kio.static.constants import EntityType
 from kafkalite.broker.broker_connection import BrokerConnection, ConnectionLost
 from kafkalite.broker.cluster_metadata import Endpoint
 from kafkalite.broker.delayed import TopicPartition
-from kafkalite.broker.partition import EARLIEST, Partition
+from kafkalite.broker.partition import EARLIEST, EARLIEST_LOCAL, Partition
 from kafkalite.protocol.entities import make
 from kafkalite.security.inter_broker import InterBrokerSecurity
 from kafkalite.storage.errors import StorageError
@@ -47,7 +49,7 @@ FETCH_API_KEY = 1
 FETCH_VERSION = 16  # Kafka's inter-broker Fetch: topic ids, ReplicaState, diverging epochs
 NO_BROKER_EPOCH = -1
 LIST_OFFSETS_API_KEY = 2
-LIST_OFFSETS_VERSION = 7
+LIST_OFFSETS_VERSION = 8  # the first with earliest-local (-4)
 AWAIT_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
 
 
@@ -167,8 +169,11 @@ def apply_partition_response(partition: Partition, data: Any, now_ms: int) -> Ou
     return Outcome.FETCHED
 
 
-def earliest_offsets_request(partitions: list[Partition], broker_id: int) -> Any:
-    """ListOffsets for the leader's log start of `partitions`, as a replica."""
+def earliest_offsets_request(
+    partitions: list[Partition], broker_id: int, timestamp: int = EARLIEST
+) -> Any:
+    """ListOffsets for the leader's log start (EARLIEST_LOCAL: its local log start) of
+    `partitions`, as a replica."""
     module: Any = load_payload_module(
         LIST_OFFSETS_API_KEY, LIST_OFFSETS_VERSION, EntityType.request
     )
@@ -178,7 +183,7 @@ def earliest_offsets_request(partitions: list[Partition], broker_id: int) -> Any
             module.ListOffsetsPartition,
             partition_index=partition.index,
             current_leader_epoch=partition.leader_epoch,
-            timestamp=EARLIEST,
+            timestamp=timestamp,
         )
         by_topic.setdefault(partition.topic, []).append(entry)
     topics = tuple(
@@ -323,10 +328,14 @@ class ReplicaFetcher:
     async def _reset_out_of_range(
         self, connection: BrokerConnection, states: list[FetchState], tiered: bool = False
     ) -> None:
-        """Ask the leader where its (local) log starts; start over there, and when `tiered`
-        rebuild the state before it from the remote tier."""
+        """Ask the leader where its log starts; start over there. When `tiered`, where its
+        local log starts, and rebuild the state before it from the remote tier."""
         epochs = {(s.partition.topic, s.partition.index): s.leader_epoch for s in states}
-        request = earliest_offsets_request([s.partition for s in states], self.settings.broker_id)
+        request = earliest_offsets_request(
+            [s.partition for s in states],
+            self.settings.broker_id,
+            EARLIEST_LOCAL if tiered else EARLIEST,
+        )
         try:
             response = await self._request(connection, request)
         except ConnectionLost:

@@ -9,8 +9,10 @@ batch headers after the newest snapshot.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
+import os
 import struct
 from collections import deque
 from collections.abc import Iterable
@@ -124,6 +126,9 @@ class ProducerStateManager:
     producer_id_expiration_ms: int
     producers: dict[int, ProducerStateEntry] = field(default_factory=dict)
     map_end_offset: int = 0  # state covers every batch below this offset
+    # The snapshot files' offsets, sorted: listed once (a directory scan is O(segments), and a
+    # roll takes a snapshot), then kept by this manager, the only writer; None: list again.
+    _snapshots: list[int] | None = field(default=None, repr=False, compare=False)
 
     # ---- appends ---------------------------------------------------------------------------
 
@@ -221,9 +226,18 @@ class ProducerStateManager:
     # ---- snapshots -------------------------------------------------------------------------
 
     def snapshot_offsets(self) -> list[int]:
-        return sorted(
-            int(path.stem) for path in self.dir.glob("*" + SNAPSHOT_SUFFIX) if path.stem.isdigit()
-        )
+        if self._snapshots is None:
+            self._snapshots = sorted(
+                int(name.removesuffix(SNAPSHOT_SUFFIX))
+                for name in os.listdir(self.dir)
+                if name.endswith(SNAPSHOT_SUFFIX) and name.removesuffix(SNAPSHOT_SUFFIX).isdigit()
+            )
+        return list(self._snapshots)
+
+    def _forget_snapshot(self, offset: int) -> None:
+        _snapshot_path(self.dir, offset).unlink(missing_ok=True)
+        if self._snapshots is not None and offset in self._snapshots:
+            self._snapshots.remove(offset)
 
     def take_snapshot(self) -> None:
         """Write `<map end offset>.snapshot` and keep only the newest few."""
@@ -238,20 +252,27 @@ class ProducerStateManager:
         write_atomically(
             _snapshot_path(self.dir, self.map_end_offset), _CRC.pack(crc32c(payload)) + payload
         )
-        for offset in self.snapshot_offsets()[:-SNAPSHOTS_TO_KEEP]:
-            _snapshot_path(self.dir, offset).unlink(missing_ok=True)
+        offsets = self.snapshot_offsets()
+        if self.map_end_offset not in offsets:
+            bisect.insort(offsets, self.map_end_offset)
+            self._snapshots = offsets
+        for offset in offsets[:-SNAPSHOTS_TO_KEEP]:
+            self._forget_snapshot(offset)
 
     def delete_snapshots_after(self, offset: int) -> None:
         """Snapshots beyond the log end describe data that no longer exists."""
         for snapshot in self.snapshot_offsets():
             if snapshot > offset:
-                _snapshot_path(self.dir, snapshot).unlink(missing_ok=True)
+                self._forget_snapshot(snapshot)
 
     def load_latest_snapshot(self, max_offset: int, now_ms: int) -> int | None:
         """Load the newest valid snapshot at or below `max_offset`; returns its offset.
 
-        Newer snapshots are deleted first; unreadable ones are skipped and deleted.
+        Newer snapshots are deleted first; unreadable ones are skipped and deleted. The
+        directory is listed again (a snapshot may have been put there: a follower's rebuild
+        from the remote tier).
         """
+        self._snapshots = None
         self.delete_snapshots_after(max_offset)
         for offset in reversed(self.snapshot_offsets()):
             path = _snapshot_path(self.dir, offset)
@@ -259,7 +280,7 @@ class ProducerStateManager:
                 producers = _read_snapshot(path)
             except (ValueError, KeyError, TypeError, OSError) as exc:
                 log.warning("%s is unreadable (%s); deleting it", path, exc)
-                path.unlink(missing_ok=True)
+                self._forget_snapshot(offset)
                 continue
             self.producers = {e.producer_id: e for e in producers if not self._expired(e, now_ms)}
             self.map_end_offset = offset

@@ -6,6 +6,7 @@ ending before the leader's local start, and fetches on from there."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -19,6 +20,7 @@ from test_remote_log_manager import MemoryStore, ReplayedTopic, _tiered
 from kafkalite.broker.partition import Partition
 from kafkalite.broker.remote_log_manager import RemoteLogManager
 from kafkalite.broker.replica_fetcher import (
+    BuildAuxState,
     FetchSettings,
     Outcome,
     ReplicaFetcher,
@@ -26,6 +28,7 @@ from kafkalite.broker.replica_fetcher import (
 )
 from kafkalite.config import BrokerConfig
 from kafkalite.storage.leader_epoch import EpochEntry
+from kafkalite.storage.log import LogConfig
 from kafkalite.storage.remote.metadata import RemoteLogSegments
 
 LEADER, FOLLOWER = 1, 2
@@ -126,23 +129,33 @@ def test_a_follower_without_its_segment_in_the_replayed_metadata_backs_off(
     assert (follower.log_start_offset, follower.log_end_offset) == (0, 0)
 
 
-def test_the_fetcher_rebuilds_then_fetches_on_from_the_leaders_local_start(
-    tmp_path: Path,
-) -> None:
-    """The fetcher against the leader's own answers: fetch at 0 (moved to tiered storage),
-    ListOffsets for the leader's local start, the rebuild, then fetches from 5 on."""
-    leader, topic, store = _tiered_leader(tmp_path)
-    follower, manager = _follower(tmp_path, topic, store)
+@dataclass
+class Sent:
+    """A request the fetcher sent, with the follower's state when it was sent."""
+
+    kind: str  # "fetch" (its offset) or "list_offsets" (the leader's answer)
+    offset: int
+    log_start_offset: int
+    epochs: list[EpochEntry]
+    producer_last_seq: int | None
+
+
+def _fetch_from(
+    leader: Partition, follower: Partition, build_aux_state: BuildAuxState | None
+) -> list[Sent]:
+    """Run the follower's fetcher against the leader's own answers (Fetch and ListOffsets,
+    as a replica) until the follower reaches the leader's log end."""
     follower.topic_id = leader.topic_id  # the same topic
     fetcher = ReplicaFetcher(
-        LEADER,
-        SETTINGS,
-        lambda _: None,
-        lambda: 1_000,
-        lambda _: None,
-        manager.build_remote_log_aux_state,
+        LEADER, SETTINGS, lambda _: None, lambda: 1_000, lambda _: None, build_aux_state
     )
-    sent: list[tuple[str, int]] = []
+    sent: list[Sent] = []
+
+    def note(kind: str, offset: int) -> None:
+        entry = follower.log.producer_state.last_entry(PRODUCER)
+        last_seq = entry.last_seq if entry is not None else None
+        epochs = list(follower.log.leader_epoch_cache.entries)
+        sent.append(Sent(kind, offset, follower.log_start_offset, epochs, last_seq))
 
     async def connect() -> object:
         return object()
@@ -150,9 +163,9 @@ def test_the_fetcher_rebuilds_then_fetches_on_from_the_leaders_local_start(
     async def request(_connection: object, request: Any) -> Any:
         if hasattr(request, "replica_state"):  # Fetch
             (entry,) = request.topics[0].partitions
-            sent.append(("fetch", entry.fetch_offset))
-            if len(sent) > 4:
-                await trio.sleep_forever()  # parked on the leader
+            note("fetch", entry.fetch_offset)
+            if entry.fetch_offset >= leader.log_end_offset:
+                await trio.sleep_forever()  # parked on the leader: nothing more to read
             result = leader.fetch_records(
                 entry.fetch_offset,
                 1 << 20,
@@ -173,7 +186,7 @@ def test_the_fetcher_rebuilds_then_fetches_on_from_the_leaders_local_start(
         error, (offset, _, _) = leader.fetch_offset_for_timestamp(
             entry.timestamp, entry.current_leader_epoch, from_client=False
         )
-        sent.append(("list_offsets", offset))
+        note("list_offsets", offset)
         answer = SimpleNamespace(partition_index=0, error_code=error, offset=offset)
         return SimpleNamespace(topics=[SimpleNamespace(name=leader.topic, partitions=[answer])])
 
@@ -184,14 +197,86 @@ def test_the_fetcher_rebuilds_then_fetches_on_from_the_leaders_local_start(
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(fetcher.run)
-            while follower.log_end_offset < 6:
+            while follower.log_end_offset < leader.log_end_offset:
                 await trio.testing.wait_all_tasks_blocked()
             nursery.cancel_scope.cancel()
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
-    assert sent[:4] == [("fetch", 0), ("list_offsets", 5), ("fetch", 5), ("fetch", 6)]
+    return sent
+
+
+def test_the_fetcher_rebuilds_then_fetches_on_from_the_leaders_local_start(
+    tmp_path: Path,
+) -> None:
+    """Fetch at 0 (moved to tiered storage), ListOffsets for the leader's local start, the
+    rebuild, then fetches from 5 on."""
+    leader, topic, store = _tiered_leader(tmp_path)
+    follower, manager = _follower(tmp_path, topic, store)
+    sent = _fetch_from(leader, follower, manager.build_remote_log_aux_state)
+    assert [(s.kind, s.offset) for s in sent] == [
+        ("fetch", 0),
+        ("list_offsets", 5),
+        ("fetch", 5),
+        ("fetch", 6),
+    ]
     assert (follower.log_start_offset, follower.log_end_offset) == (5, 6)
     assert follower.log.leader_epoch_cache.entries == [EpochEntry(1, 5)]
+
+
+def test_a_follower_below_the_leaders_remote_log_start_truncates_then_rebuilds(
+    tmp_path: Path,
+) -> None:
+    """Kafka's handleOutOfRangeError then its tier state machine: the leader's log start
+    (DeleteRecords to 3, in the remote tier) is past the follower's end, so the fetch at 0
+    is OFFSET_OUT_OF_RANGE; the follower starts over empty at the leader's log start 3 (its
+    ListOffsets earliest), whose fetch is OFFSET_MOVED_TO_TIERED_STORAGE: it rebuilds at the
+    leader's earliest local offset 5 with the leader's epochs and producer state (before, it
+    started at 5 with neither), and fetches on to the leader's end."""
+    leader, topic, store = _tiered_leader(tmp_path)
+    assert leader.delete_records_on_leader(3) == (ErrorCode.none, 3)
+    assert (leader.remote_log_start_offset, leader.log_start_offset) == (3, 5)
+    follower, manager = _follower(tmp_path, topic, store)
+    sent = _fetch_from(leader, follower, manager.build_remote_log_aux_state)
+    assert [(s.kind, s.offset, s.log_start_offset) for s in sent] == [
+        ("fetch", 0, 0),
+        ("list_offsets", 3, 0),
+        ("fetch", 3, 3),
+        ("list_offsets", 5, 3),
+        ("fetch", 5, 5),
+        ("fetch", 6, 5),
+    ]
+    at_local_start = sent[4]
+    assert at_local_start.epochs == [EpochEntry(1, 5)]
+    assert at_local_start.producer_last_seq == 4
+    assert (follower.log_start_offset, follower.log_end_offset) == (5, 6)
+    assert [s.base_offset for s in follower.log.segments] == [5]
+    assert follower.log.read(5, 1 << 20, 6, True)
+
+
+def test_a_follower_below_a_plain_leaders_log_start_starts_over_there(tmp_path: Path) -> None:
+    """Not tiered: a follower that stopped at 2 while DeleteRecords moved the leader's log
+    start to 4 starts over empty at 4 (Kafka's truncateFullyAndStartAt), nothing below."""
+    leader = open_partition(tmp_path, LogConfig(segment_bytes=100), broker_id=LEADER)
+    follower = open_partition(tmp_path, LogConfig(segment_bytes=100), broker_id=FOLLOWER)
+    leader.make_leader(state(LEADER, 0, (LEADER, FOLLOWER), (LEADER,)), 0)
+    follower.make_follower(state(LEADER, 0, (LEADER, FOLLOWER), (LEADER,)))
+    for sequence in range(6):
+        records = batch(1, producer_id=PRODUCER, base_sequence=sequence)
+        leader.append_records_to_leader(records, 1, min_isr=1, now_ms=1_000)
+    for offset in (0, 1):  # replicated, then the follower stopped
+        replicated = leader.log.read(offset, 1 << 20, offset + 1, True)
+        assert follower.append_records_to_follower(replicated, 1_000) is ErrorCode.none
+    assert leader.delete_records_on_leader(4) == (ErrorCode.none, 4)
+    sent = _fetch_from(leader, follower, None)
+    assert [(s.kind, s.offset, s.log_start_offset) for s in sent] == [
+        ("fetch", 2, 0),
+        ("list_offsets", 4, 0),
+        ("fetch", 4, 4),
+        ("fetch", 5, 4),
+        ("fetch", 6, 4),
+    ]
+    assert (follower.log_start_offset, follower.log_end_offset) == (4, 6)
+    assert min(s.base_offset for s in follower.log.segments) == 4
 
 
 class ElectingStore(MemoryStore):
