@@ -177,6 +177,7 @@ class RemoteLogManager:
 
     async def run_once(self) -> None:
         await self._delete_deleted_topics()
+        failed = succeeded = False  # the store is reachable again only after a clean pass
         for partition in list(self._partitions()):
             remote = partition.log.remote
             if not partition.is_leader or remote is None:
@@ -195,6 +196,7 @@ class RemoteLogManager:
                 await self._apply_retention(partition, remote)
             except RemoteStorageError as exc:
                 self._failed(partition, exc)
+                failed = True
                 continue
             except LeaderEpochMoved as exc:
                 log.info("%s-%d: remote task stopped: %s", partition.topic, partition.index, exc)
@@ -202,6 +204,8 @@ class RemoteLogManager:
             except FileNotFoundError as exc:  # the partition was deleted meanwhile
                 log.info("%s-%d: remote task stopped: %s", partition.topic, partition.index, exc)
                 continue
+            succeeded = True
+        if succeeded and not failed:
             self._reachable()
 
     async def _delete_deleted_topics(self) -> None:

@@ -207,6 +207,42 @@ def test_unreachable_store_keeps_every_local_segment_then_uploads_resume(
     assert len(store.segment_ids()) == SEGMENTS - 1
 
 
+class OnePartitionDown(MemoryStore):
+    """Refuses every request about one partition (its objects' bucket or prefix is down)."""
+
+    def __init__(self, down: uuid.UUID) -> None:
+        super().__init__()
+        self.down = down
+
+    def copy_log_segment_data(self, partition: RemotePartition, *args: object) -> None:  # type: ignore[override]
+        if partition.topic_id == self.down:
+            raise RemoteStorageError("access denied")
+        super().copy_log_segment_data(partition, *args)  # type: ignore[arg-type]
+
+    def delete_log_segment_data(self, partition: RemotePartition, *args: object) -> None:  # type: ignore[override]
+        if partition.topic_id == self.down:
+            raise RemoteStorageError("access denied")
+        super().delete_log_segment_data(partition, *args)  # type: ignore[arg-type]
+
+
+def test_one_partition_failing_while_another_uploads_warns_once_per_outage(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    failing, _ = _leader(tmp_path / "a", _tiered())
+    working, _ = _leader(tmp_path / "b", _tiered())
+    store = OnePartitionDown(failing.topic_id)
+    config = BrokerConfig({"broker.id": "1"})
+    manager = RemoteLogManager(config, lambda: [failing, working], lambda: 1_000, storage=store)  # type: ignore[arg-type]
+    with caplog.at_level(logging.INFO):
+        for _ in range(3):
+            trio.run(manager.run_once)
+    messages = [r.getMessage() for r in caplog.records]
+    # Before, the working partition's pass said "reachable again" and the next failure warned anew.
+    assert sum("remote storage failed" in m for m in messages) == 1
+    assert not any("reachable again" in m for m in messages)
+    assert len(store.segment_ids()) == SEGMENTS - 1  # the working partition's, all copied
+
+
 def test_a_copy_interrupted_midway_is_never_served_and_is_copied_again(tmp_path: Path) -> None:
     partition, written = _leader(tmp_path, _tiered())
     store = MemoryStore()
