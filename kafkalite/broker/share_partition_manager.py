@@ -217,7 +217,11 @@ class SharePartitionManager:
         share = SharePartition(config, self._initial_offset(partition, settings))
         held = self.held[key] = _Held(key, partition.topic, share, partition.leader_epoch, -1)
         error = await self.persist(held)
-        return error, held if error is ErrorCode.none else None
+        if error is ErrorCode.none:
+            return error, held
+        if self.held.get(key) is held:  # not served before its start is durable (Kafka
+            self._drop(key)  # removes a SharePartition whose initialization failed)
+        return error, None
 
     def _initial_offset(self, partition: Partition, settings: ShareGroupSettings) -> int:
         """Where a share-partition without state starts: its group's

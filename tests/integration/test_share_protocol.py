@@ -584,3 +584,36 @@ def test_a_share_partition_reset_under_its_leader_is_read_again(
     acked = share_ack(client, group, "m1", 1, topic_id, 0, 2)
     assert acked.responses[0].partitions[0].error_code is ErrorCode.fenced_state_epoch
     assert acquired(share_fetch(client, group, "m1", 2, topic_id, max_wait=2000)) == [(1, 2, 1)]
+
+
+def test_a_share_partition_whose_first_write_fails_is_not_kept(
+    broker: EmbeddedBroker, client: RawClient
+) -> None:
+    """Its start offset could not be persisted: the fetch gets the persister's error and the
+    share-partition is not kept half-made (as Kafka drops a SharePartition whose
+    initialization failed); the next fetch initializes it afresh and acquires."""
+    topic, topic_id, group = new_queue(broker)
+    joined(client, group, "m1", topic, topic_id)
+    produce(broker, topic, 2)
+    manager = broker.broker.share_groups.partitions  # type: ignore[union-attr]
+    persister = manager.persister
+    read, write = persister.read_state, persister.write_state
+
+    async def not_there_once(*args: Any) -> tuple[ErrorCode, None]:
+        persister.read_state = read  # (its group coordinator initialized it on assignment)
+        return ErrorCode.none, None
+
+    async def fails_once(*args: Any) -> ErrorCode:
+        persister.write_state = write
+        return ErrorCode.coordinator_not_available
+
+    def patch() -> None:
+        manager.held.pop(SharePartitionKey(group, topic_id, 0), None)
+        persister.read_state, persister.write_state = not_there_once, fails_once
+
+    broker.call(patch)
+    first = share_fetch(client, group, "m1", 0, topic_id, max_wait=500)
+    assert first.responses[0].partitions[0].error_code is ErrorCode.coordinator_not_available
+    key = SharePartitionKey(group, topic_id, 0)
+    assert broker.call(lambda: key in manager.held) is False
+    assert acquired(share_fetch(client, group, "m1", 1, topic_id, max_wait=2000)) == [(0, 1, 1)]
