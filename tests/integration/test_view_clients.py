@@ -203,8 +203,9 @@ def test_share_consumer_on_a_view_gets_each_matching_record_once(broker: Embedde
 def test_java_share_consumer_on_a_view_gets_each_matching_record_once(
     broker: EmbeddedBroker,
 ) -> None:
-    """Apache Kafka's KafkaShareConsumer (tests/integration/java/JavaShareConsumer.java,
-    explicit mode, accepting each record)."""
+    """Apache Kafka's KafkaShareConsumer (tests/integration/java/JavaShareConsumer.java) in
+    implicit mode: its commits accept what each poll delivered (explicit mode is in
+    tests/integration/test_e2e_share_groups.py)."""
     from compat.kafka_dist import kafka_lib
 
     source, view = create_source_and_view(broker, "jshare", partitions=1)
@@ -212,7 +213,9 @@ def test_java_share_consumer_on_a_view_gets_each_matching_record_once(
     expected_count = 60
     command = ["java", "-cp", f"{kafka_lib()}/*", JAVA_SHARE_CONSUMER, broker.bootstrap]
     java = subprocess.Popen(
-        [*command, group, view, str(expected_count)], stdout=subprocess.PIPE, text=True
+        [*command, group, view, str(expected_count), "--implicit"],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         # Share groups start at the end: the records are produced once it has joined.
