@@ -97,10 +97,7 @@ BROKER_TESTS = (
     "TestTxnEtl",
     "TestUnknownGroupOffsetFetchPinned",
 )
-HANGS_ON_KAFKALITE = {
-    "TestTxnEtl": "transactions: FindCoordinator(TRANSACTION) answers UNSUPPORTED_VERSION"
-    " (no transactions yet), which the transactional producer retries until its timeout",
-}
+HANGS_ON_KAFKALITE: dict[str, str] = {}  # none since kafkalite serves transactions
 
 # Both brokers get compat.targets.COMMON_DEFAULTS (no initial rebalance delay, ...); the
 # tests create their topics with explicit partition counts and need nothing else.
