@@ -8,8 +8,11 @@ regression; on Kafka it means the allowlist holds something Kafka itself does no
 
 - kafka_python: kafka-python's integration suite from its PyPI sdist (about 50 s on kafkalite,
   30 s on Kafka; the first run also builds a venv under .cache/kafka_python/).
-- franz_go: franz-go's kgo integration tests with `go test` (about 45 s on kafkalite, 100 s on
+- franz_go: franz-go's kgo integration tests with `go test` (about 90 s on kafkalite, 100 s on
   Kafka; the first run downloads the module and compiles for about a minute, under .cache/go/).
+
+`test_franz_go_secured_kafkalite` (extended: `make test-extended`) runs franz-go again over
+TLS with its SCRAM tests.
 
 Both are marked slow (`-m "not slow"` leaves them out); their Kafka side is also marked
 `reference` (compat/conftest.py) and is left out of the default run: `make test-reference`.
@@ -49,5 +52,32 @@ def test_third_party_suite(suite: str, target_name: str, tmp_path: Path) -> None
     ]
     assert not failures, (
         f"{len(failures)} allowlisted {suite} tests did not pass on {target_name}"
+        f" (log: {counts.log}):\n" + "\n".join(failures)
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.extended
+def test_franz_go_secured_kafkalite(tmp_path: Path) -> None:
+    """franz-go's kgo tests over TLS (KGO_TEST_TLS, a trustme CA) with the SCRAM tests
+    (KGO_TEST_SCRAM*, a SASL_PLAINTEXT listener): about as long as the plain run, hence
+    extended; kafkalite only (compat/franz_go/tests_secured.allow)."""
+    from compat.franz_go import run
+
+    try:
+        run.ensure_setup()
+        with run.kafkalite_secured(tmp_path) as (bootstrap, secured):
+            counts = run.main(bootstrap, "kafkalite", secured)
+    except CompatSetupError as exc:
+        pytest.fail(f"franz_go secured: {exc}", pytrace=False)
+    print(counts.summary())
+    for note in counts.notes:
+        print(f"  note: {note}")
+    assert counts.allowed, "compat/franz_go/tests_secured.allow is empty"
+    failures = [
+        f"{test}: {counts.outcomes.get(test, 'not run')}" for test in counts.allowlist_failures
+    ]
+    assert not failures, (
+        f"{len(failures)} allowlisted franz-go tests did not pass over TLS/SCRAM"
         f" (log: {counts.log}):\n" + "\n".join(failures)
     )
