@@ -6,21 +6,20 @@ the others, and does a quota hold?
 
 Not a test: it prints figures. One `kafkalite serve`, or with `--target kafka` Apache Kafka 4.4
 (the listeners, certificates and users of bench/security_bench.py). A baseline client on
-SASL_SSL (SCRAM-SHA-256) makes produce/consume
-round trips, one at a time: produce one 1 KiB record (acks=1, linger.ms=0) and poll an
-assigned consumer until it has it; latency p50/p99 and round trips a second, measured alone
-for `--seconds`, then again while
+SASL_SSL (SCRAM-SHA-256) makes produce/consume round trips, one at a time: produce one 1 KiB
+record (acks=1, linger.ms=0) and poll an assigned consumer until it has it; latency p50/p99
+and round trips a second, measured alone for `--seconds`, then again while
   (a) `--scram-attempts` SCRAM exchanges with a wrong password run from 4 other processes
       (16 connections at a time each; the window is as long as they take),
   (b) `--half-open` TCP connections to the SASL_SSL port that never start the TLS handshake
       are held open for `--seconds` (from another process),
   (c) a producer with client id `throttled` (a `producer_byte_rate` quota of
       `--quota-bytes`, AlterClientQuotas) produces 1 KiB records flat out for `--seconds`
-      from another process;
-      its acknowledged payload bytes over those seconds are compared with the quota.
-Slowdown = baseline round trips a second in the `--seconds` alone just before the phase / under
-abuse - 1. The attackers run on the
-same cores as the broker and the baseline client, so their own CPU is part of the figure.
+      from another process; its acknowledged payload bytes over those seconds are compared
+      with the quota.
+Slowdown = baseline round trips a second in the `--seconds` alone just before the phase /
+under abuse - 1. The attackers run on the same cores as the broker and the baseline client,
+so their own CPU is part of the figure.
 """
 
 from __future__ import annotations

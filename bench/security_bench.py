@@ -1,7 +1,7 @@
 """Throughput and connection set-up rate per security protocol: kafkalite and Apache Kafka.
 
     python -m bench.security_bench [--target both|kafkalite|kafka] [--messages 100000]
-        [--size 1024] [--connections 200]
+        [--size 1024] [--connections 200] [--rounds 3]
 
 Not a test: it prints figures. Each broker listens on PLAINTEXT, SSL, SASL_PLAINTEXT and
 SASL_SSL with the same certificates (one `trustme` CA; the broker's key, PKCS#8, and chain in
@@ -12,7 +12,8 @@ node of compat/kafka_server.py. Per protocol: confluent-kafka produces `--messag
 B (acks=1, linger.ms=5) to a new 1-partition topic and consumes them back from offset 0, in MB/s
 of payload; then `--connections` fresh connections are opened one after another, each
 completing TLS and SASL (SCRAM-SHA-256 where SASL) and one ApiVersions, in set-ups per second.
-With both targets a last table gives the ratio kafkalite/Kafka.
+The protocols are measured in turn `--rounds` times (after an untimed PLAINTEXT warm-up) and
+each figure's median kept. With both targets a last table gives the ratio kafkalite/Kafka.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import itertools
 import os
 import socket
 import ssl
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -239,18 +241,27 @@ def measure(running: Running, certs: Certificates, args: argparse.Namespace) -> 
     # An untimed run first, so the JVM's JIT has compiled the produce and fetch paths.
     warm_up = client_settings("PLAINTEXT", running.ports["PLAINTEXT"], certs.ca)
     throughput(warm_up, topic_name("warm-up"), min(args.messages, 20_000), args.size)
-    figures: Figures = {}
-    for protocol in PROTOCOLS:
-        port = running.ports[protocol]
-        settings = client_settings(protocol, port, certs.ca)
-        produce, consume = throughput(settings, topic_name(protocol), args.messages, args.size)
-        started = time.perf_counter()
-        for _ in range(args.connections):
-            one_connection(protocol, port, certs.ca)
-        rate = args.connections / (time.perf_counter() - started)
-        figures[protocol] = (produce, consume, rate)
-        print(f"  {protocol:<16}{produce:>14.1f}{consume:>14.1f}{rate:>12.0f}", flush=True)
+    rounds: dict[str, list[tuple[float, float, float]]] = {p: [] for p in PROTOCOLS}
+    for round_ in range(args.rounds):
+        for protocol in PROTOCOLS:
+            port = running.ports[protocol]
+            settings = client_settings(protocol, port, certs.ca)
+            produce, consume = throughput(settings, topic_name(protocol), args.messages, args.size)
+            started = time.perf_counter()
+            for _ in range(args.connections):
+                one_connection(protocol, port, certs.ca)
+            rate = args.connections / (time.perf_counter() - started)
+            rounds[protocol].append((produce, consume, rate))
+            print(f"  {round_ + 1} {protocol:<14}{produce:>14.1f}{consume:>14.1f}{rate:>12.0f}")
+    figures = {p: median_figures(rounds[p]) for p in PROTOCOLS}
+    for protocol, (produce, consume, rate) in figures.items():
+        print(f"  median {protocol:<14}{produce:>9.1f}{consume:>14.1f}{rate:>12.0f}", flush=True)
     return figures
+
+
+def median_figures(rounds: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    produce, consume, rate = (statistics.median(column) for column in zip(*rounds, strict=True))
+    return produce, consume, rate
 
 
 @contextlib.contextmanager
@@ -280,6 +291,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--connections", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3, help="per protocol; medians are kept")
     args = parser.parse_args()
     targets = ("kafkalite", "kafka") if args.target == "both" else (args.target,)
     print(f"load average {os.getloadavg()[0]:.1f} at start", flush=True)
