@@ -57,10 +57,12 @@ bench: setup
 compat: setup
 	.venv/bin/python -m compat
 
-# The broker benchmark against kafkalite and Apache Kafka, with ratios (bench/results/).
+# The broker benchmark against kafkalite and Apache Kafka, with ratios (bench/results/);
+# then per security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) with the same certificates.
 bench-compare: setup
 	.venv/bin/python -m bench.compare
 	.venv/bin/python -m bench.cluster_bench --target both
+	.venv/bin/python -m bench.security_bench --target both
 
 # Spark Structured Streaming jobs (spark_jobs/) against kafkalite and Apache Kafka.
 spark-test: setup

@@ -1,22 +1,34 @@
-"""Throughput and connection set-up rate of one kafkalite broker per security protocol.
+"""Throughput and connection set-up rate per security protocol: kafkalite and Apache Kafka.
 
-    python -m bench.security_bench [--messages 100000] [--size 1024] [--connections 200]
+    python -m bench.security_bench [--target both|kafkalite|kafka] [--messages 100000]
+        [--size 1024] [--connections 200] [--rounds 3]
 
-Not a test: it prints figures. A `kafkalite serve` subprocess listens on PLAINTEXT, SSL,
-SASL_PLAINTEXT and SASL_SSL (certificates from `trustme`, SANs localhost and 127.0.0.1;
-SASL/PLAIN and SCRAM-SHA-256 users). Per protocol: confluent-kafka produces `--messages` x
-`--size` B (acks=1, linger.ms=5) and consumes them back from offset 0, in MB/s of payload;
-then `--connections` fresh connections are opened one after another, each completing TLS and
-SASL (SCRAM-SHA-256 where SASL) and one ApiVersions, in set-ups per second.
+Not a test: it prints figures. Each broker listens on PLAINTEXT, SSL, SASL_PLAINTEXT and
+SASL_SSL with the same certificates (one `trustme` CA; the broker's key, PKCS#8, and chain in
+one PEM file, SANs localhost and 127.0.0.1, as `ssl.keystore.type=PEM` takes it) and the same
+SASL users (PLAIN from the listeners' JAAS config, SCRAM-SHA-256 added with
+AlterUserScramCredentials). kafkalite is a `kafkalite serve` subprocess; Kafka 4.4 the KRaft
+node of compat/kafka_server.py. Per protocol: confluent-kafka produces `--messages` x `--size`
+B (acks=1, linger.ms=5) to a new 1-partition topic and consumes them back from offset 0, in MB/s
+of payload; then `--connections` fresh connections are opened one after another, each
+completing TLS and SASL (SCRAM-SHA-256 where SASL) and one ApiVersions, in set-ups per second.
+The protocols are measured in turn `--rounds` times (after an untimed PLAINTEXT warm-up) and
+each figure's median kept. With both targets a last table gives the ratio kafkalite/Kafka.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
+import os
 import socket
 import ssl
+import statistics
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,43 +37,119 @@ import trustme
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
+    NewTopic,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from cryptography.hazmat.primitives import serialization
 
+from compat.kafka_server import KafkaServer
 from kafkalite.testing import BrokerProcess, free_ports
 from protocol_tests.raw_client import RawClient, api_versions_request, build
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_bench="bench-pw";'
+USER, PASSWORD = "bench", "bench-pw"
+JAAS = f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{USER}="{PASSWORD}";'
+SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 
 
-def _start(folder: Path) -> tuple[BrokerProcess, dict[str, int], Path]:
+@dataclass(frozen=True)
+class Certificates:
+    ca: Path  # the CA certificate (clients' trust store)
+    keystore: Path  # the broker's PKCS#8 key followed by its certificate chain
+
+
+@dataclass
+class Running:
+    """A started broker: its port per security protocol and how to stop it."""
+
+    ports: dict[str, int]
+    stop: Callable[[], object]
+
+
+def write_certificates(folder: Path) -> Certificates:
     ca = trustme.CA()
-    ca.cert_pem.write_to_path(str(folder / "ca.pem"))
-    ca.issue_cert("localhost", "127.0.0.1").private_key_and_cert_chain_pem.write_to_path(
-        str(folder / "broker.pem")
+    leaf = ca.issue_cert("localhost", "127.0.0.1")
+    key = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), password=None)
+    pkcs8 = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,  # Kafka's PEM keystore reads PKCS#8 keys only
+        serialization.NoEncryption(),
     )
+    keystore = folder / "broker.pem"
+    keystore.write_bytes(pkcs8 + b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
+    ca.cert_pem.write_to_path(str(folder / "ca.pem"))
+    return Certificates(folder / "ca.pem", keystore)
+
+
+def security_overrides(certs: Certificates) -> dict[str, str]:
+    """The TLS and SASL settings both brokers take, with Kafka's names."""
+    settings = {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(certs.keystore),
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+    }
+    for listener in ("sasl_plaintext", "sasl_ssl"):
+        settings[f"listener.name.{listener}.plain.sasl.jaas.config"] = JAAS
+        settings[f"listener.name.{listener}.scram-sha-256.sasl.jaas.config"] = SCRAM_JAAS
+    return settings
+
+
+def start_kafkalite(folder: Path, certs: Certificates) -> Running:
     ports = dict(zip(PROTOCOLS, free_ports(len(PROTOCOLS)), strict=True))
     overrides = {
         "listeners": ",".join(f"{p}://127.0.0.1:{port}" for p, port in ports.items()),
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(folder / "broker.pem"),
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
         "num.partitions": "1",
+        **security_overrides(certs),
     }
-    broker = BrokerProcess(folder / "data", overrides).start()
-    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"})
+    broker = BrokerProcess(folder / "kafkalite", overrides).start()
+    return Running(ports, broker.stop)
+
+
+def start_kafka(folder: Path, certs: Certificates) -> Running:
+    *listener_ports, controller_port = free_ports(len(PROTOCOLS) + 1)
+    ports = dict(zip(PROTOCOLS, listener_ports, strict=True))
+    endpoints = [f"{p}://127.0.0.1:{port}" for p, port in ports.items()]
+    overrides = {
+        "listeners": ",".join([*endpoints, f"CONTROLLER://127.0.0.1:{controller_port}"]),
+        "advertised.listeners": ",".join(endpoints),
+        "listener.security.protocol.map": ",".join(
+            f"{p}:{p}" for p in (*PROTOCOLS, "CONTROLLER")
+        ).replace("CONTROLLER:CONTROLLER", "CONTROLLER:PLAINTEXT"),
+        **security_overrides(certs),
+    }
+    server = KafkaServer(folder / "kafka", overrides)
+    server.port, server.controller_port = ports["PLAINTEXT"], controller_port
+    server.start()
+    return Running(ports, server.stop)
+
+
+def prepare(running: Running, certs: Certificates) -> None:
+    """The SCRAM user and one topic per protocol, over PLAINTEXT; waits until SCRAM works."""
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{running.ports['PLAINTEXT']}"})
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
-    upsert = UserScramCredentialUpsertion("bench", info, b"bench-pw")
-    admin.alter_user_scram_credentials([upsert])["bench"].result(timeout=10)
-    return broker, ports, folder / "ca.pem"
+    upsert = UserScramCredentialUpsertion(USER, info, PASSWORD.encode())
+    admin.alter_user_scram_credentials([upsert])[USER].result(timeout=30)
+    topics = [NewTopic(topic_name(p), 1, 1) for p in (*PROTOCOLS, "warm-up")]
+    for future in admin.create_topics(topics, operation_timeout=30).values():
+        future.result(timeout=30)
+    deadline = time.monotonic() + 30  # Kafka applies the credential from its metadata log
+    while True:
+        try:
+            one_connection("SASL_SSL", running.ports["SASL_SSL"], certs.ca)
+            return
+        except (OSError, scramp.ScramException, ValueError, AttributeError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
-def _client_settings(protocol: str, port: int, ca: Path) -> dict[str, Any]:
+def topic_name(protocol: str) -> str:
+    return f"bench-{protocol.lower()}"
+
+
+def client_settings(protocol: str, port: int, ca: Path) -> dict[str, Any]:
     settings: dict[str, Any] = {
         "bootstrap.servers": f"127.0.0.1:{port}",
         "security.protocol": protocol,
@@ -70,12 +158,12 @@ def _client_settings(protocol: str, port: int, ca: Path) -> dict[str, Any]:
         settings["ssl.ca.location"] = str(ca)
     if protocol.startswith("SASL"):
         settings.update(
-            {"sasl.mechanism": "PLAIN", "sasl.username": "bench", "sasl.password": "bench-pw"}
+            {"sasl.mechanism": "PLAIN", "sasl.username": USER, "sasl.password": PASSWORD}
         )
     return settings
 
 
-def _throughput(
+def throughput(
     settings: dict[str, Any], topic: str, messages: int, size: int
 ) -> tuple[float, float]:
     payload = b"x" * size
@@ -88,20 +176,30 @@ def _throughput(
                 break
             except BufferError:
                 producer.poll(0.01)
-    producer.flush(120)
+    if producer.flush(120):
+        raise RuntimeError(f"{topic}: records left unacknowledged after 120 s")
     produce_s = time.perf_counter() - started
     consumer = Consumer({**settings, "group.id": "bench", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    started, received = time.perf_counter(), 0
-    while received < messages:
-        received += sum(1 for m in consumer.consume(10_000, 5.0) if m.error() is None)
-    consume_s = time.perf_counter() - started
-    consumer.close()
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        started, received = time.perf_counter(), 0
+        while received < messages:
+            if time.perf_counter() - started > 120:
+                raise RuntimeError(f"{topic}: {received} of {messages} consumed after 120 s")
+            received += sum(
+                1
+                for m in consumer.consume(min(10_000, messages - received), 5.0)
+                if m.error() is None
+            )
+        consume_s = time.perf_counter() - started
+    finally:
+        consumer.close()
     mb = messages * size / 2**20
     return mb / produce_s, mb / consume_s
 
 
-def _one_connection(protocol: str, port: int, ca: Path) -> None:
+def connect(protocol: str, port: int, ca: Path) -> RawClient:
+    """A raw-protocol client on a new connection, TLS handshake done where SSL."""
     raw = socket.create_connection(("127.0.0.1", port), timeout=10)
     raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock: socket.socket = raw
@@ -110,16 +208,25 @@ def _one_connection(protocol: str, port: int, ca: Path) -> None:
         sock = context.wrap_socket(raw, server_hostname="localhost")
     client = RawClient.__new__(RawClient)
     client.sock, client.timeout, client._buffer = sock, 10.0, bytearray()
-    client._correlation = iter(range(1, 100))
-    with client:
+    client._correlation = itertools.count(1)
+    return client
+
+
+def scram_exchange(client: RawClient, user: str, password: str) -> None:
+    """SaslHandshake v1 and the two SaslAuthenticate rounds of SCRAM-SHA-256; raises
+    scramp.ScramException (or ValueError) when the broker refuses."""
+    client.request(build(17, 1, "SaslHandshakeRequest", mechanism="SCRAM-SHA-256"))
+    scram = scramp.ScramClient(["SCRAM-SHA-256"], user, password)
+    first = client.request(_token(scram.get_client_first()))
+    scram.set_server_first(first.auth_bytes.decode())
+    final = client.request(_token(scram.get_client_final()))
+    scram.set_server_final(final.auth_bytes.decode())
+
+
+def one_connection(protocol: str, port: int, ca: Path) -> None:
+    with connect(protocol, port, ca) as client:
         if protocol.startswith("SASL"):
-            handshake = build(17, 1, "SaslHandshakeRequest", mechanism="SCRAM-SHA-256")
-            client.request(handshake)
-            scram = scramp.ScramClient(["SCRAM-SHA-256"], "bench", "bench-pw")
-            first = client.request(_token(scram.get_client_first()))
-            scram.set_server_first(first.auth_bytes.decode())
-            final = client.request(_token(scram.get_client_final()))
-            scram.set_server_final(final.auth_bytes.decode())
+            scram_exchange(client, USER, PASSWORD)
         client.request(api_versions_request())
 
 
@@ -127,28 +234,80 @@ def _token(message: str) -> Any:
     return build(36, 2, "SaslAuthenticateRequest", auth_bytes=message.encode())
 
 
+Figures = dict[str, tuple[float, float, float]]  # protocol -> produce, consume MB/s, set-ups/s
+
+
+def measure(running: Running, certs: Certificates, args: argparse.Namespace) -> Figures:
+    # An untimed run first, so the JVM's JIT has compiled the produce and fetch paths.
+    warm_up = client_settings("PLAINTEXT", running.ports["PLAINTEXT"], certs.ca)
+    throughput(warm_up, topic_name("warm-up"), min(args.messages, 20_000), args.size)
+    rounds: dict[str, list[tuple[float, float, float]]] = {p: [] for p in PROTOCOLS}
+    for round_ in range(args.rounds):
+        for protocol in PROTOCOLS:
+            port = running.ports[protocol]
+            settings = client_settings(protocol, port, certs.ca)
+            produce, consume = throughput(settings, topic_name(protocol), args.messages, args.size)
+            started = time.perf_counter()
+            for _ in range(args.connections):
+                one_connection(protocol, port, certs.ca)
+            rate = args.connections / (time.perf_counter() - started)
+            rounds[protocol].append((produce, consume, rate))
+            print(f"  {round_ + 1} {protocol:<14}{produce:>14.1f}{consume:>14.1f}{rate:>12.0f}")
+    figures = {p: median_figures(rounds[p]) for p in PROTOCOLS}
+    for protocol, (produce, consume, rate) in figures.items():
+        print(f"  median {protocol:<14}{produce:>9.1f}{consume:>14.1f}{rate:>12.0f}", flush=True)
+    return figures
+
+
+def median_figures(rounds: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    produce, consume, rate = (statistics.median(column) for column in zip(*rounds, strict=True))
+    return produce, consume, rate
+
+
+@contextlib.contextmanager
+def started(target: str, folder: Path, certs: Certificates) -> Iterator[Running]:
+    running = (start_kafkalite if target == "kafkalite" else start_kafka)(folder, certs)
+    try:
+        prepare(running, certs)
+        yield running
+    finally:
+        running.stop()
+
+
+def print_ratios(results: dict[str, Figures]) -> None:
+    print("kafkalite/Kafka")
+    print(f"  {'protocol':<16}{'produce':>14}{'consume':>14}{'set-ups':>12}")
+    for protocol in PROTOCOLS:
+        ratios = [
+            a / b
+            for a, b in zip(results["kafkalite"][protocol], results["kafka"][protocol], strict=True)
+        ]
+        print(f"  {protocol:<16}{ratios[0]:>14.2f}{ratios[1]:>14.2f}{ratios[2]:>12.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", choices=("both", "kafkalite", "kafka"), default="both")
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--connections", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3, help="per protocol; medians are kept")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="kafkalite-security-bench-") as folder:
-        broker, ports, ca = _start(Path(folder))
-        try:
-            print(f"{'protocol':<16}{'produce MB/s':>14}{'consume MB/s':>14}{'set-ups/s':>12}")
-            for protocol in PROTOCOLS:
-                settings = _client_settings(protocol, ports[protocol], ca)
-                produce, consume = _throughput(
-                    settings, f"bench-{protocol.lower()}", args.messages, args.size
+    targets = ("kafkalite", "kafka") if args.target == "both" else (args.target,)
+    print(f"load average {os.getloadavg()[0]:.1f} at start", flush=True)
+    results: dict[str, Figures] = {}
+    with tempfile.TemporaryDirectory(prefix="kafkalite-security-bench-") as tmp:
+        certs = write_certificates(Path(tmp))
+        for target in targets:
+            with started(target, Path(tmp), certs) as running:
+                print(target)
+                print(
+                    f"  {'protocol':<16}{'produce MB/s':>14}{'consume MB/s':>14}{'set-ups/s':>12}"
                 )
-                started = time.perf_counter()
-                for _ in range(args.connections):
-                    _one_connection(protocol, ports[protocol], ca)
-                rate = args.connections / (time.perf_counter() - started)
-                print(f"{protocol:<16}{produce:>14.1f}{consume:>14.1f}{rate:>12.0f}")
-        finally:
-            broker.stop()
+                results[target] = measure(running, certs, args)
+    if len(results) == 2:
+        print_ratios(results)
+    print(f"load average {os.getloadavg()[0]:.1f} at end", flush=True)
 
 
 if __name__ == "__main__":

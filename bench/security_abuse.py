@@ -1,0 +1,299 @@
+"""Abuse figures on a SASL_SSL broker (issue 20): does one client's misbehaviour slow
+the others, and does a quota hold?
+
+    python -m bench.security_abuse [--seconds 10] [--scram-attempts 10000]
+        [--half-open 1000] [--quota-bytes 1048576]
+
+Not a test: it prints figures. One `kafkalite serve`, or with `--target kafka` Apache Kafka 4.4
+(the listeners, certificates and users of bench/security_bench.py). A baseline client on
+SASL_SSL (SCRAM-SHA-256) makes produce/consume round trips, one at a time: produce one 1 KiB
+record (acks=1, linger.ms=0) and poll an assigned consumer until it has it; latency p50/p99
+and round trips a second, measured alone for `--seconds`, then again while
+  (a) `--scram-attempts` SCRAM exchanges with a wrong password run from 4 other processes
+      (16 connections at a time each; the window is as long as they take),
+  (b) `--half-open` TCP connections to the SASL_SSL port that never start the TLS handshake
+      are held open for `--seconds` (from another process),
+  (c) a producer with client id `throttled` (a `producer_byte_rate` quota of
+      `--quota-bytes`, AlterClientQuotas) produces 1 KiB records flat out for `--seconds`
+      from another process; its acknowledged payload bytes over those seconds are compared
+      with the quota.
+Slowdown = baseline round trips a second in the `--seconds` alone just before the phase /
+under abuse - 1. The attackers run on the same cores as the broker and the baseline client,
+so their own CPU is part of the figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import scramp
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from bench.security_bench import (
+    Certificates,
+    Running,
+    client_settings,
+    connect,
+    prepare,
+    scram_exchange,
+    start_kafka,
+    start_kafkalite,
+    topic_name,
+    write_certificates,
+)
+
+ATTACK_PROCESSES, ATTACK_THREADS = 4, 16
+THROTTLED_CLIENT = "throttled"
+
+
+@dataclass(frozen=True)
+class Baseline:
+    round_trips_per_s: float
+    p50_ms: float
+    p99_ms: float
+
+    def slowdown(self, alone: Baseline) -> float:
+        """How much fewer round trips a second than alone, in %."""
+        return (alone.round_trips_per_s / self.round_trips_per_s - 1) * 100
+
+    def __str__(self) -> str:
+        return (
+            f"{self.round_trips_per_s:8.1f} round trips/s"
+            f"  p50 {self.p50_ms:6.2f} ms  p99 {self.p99_ms:7.2f} ms"
+        )
+
+
+class BaselineClient:
+    """Produce one record, consume it back; one round trip at a time."""
+
+    def __init__(self, settings: dict[str, Any], topic: str) -> None:
+        self.topic = topic
+        self.producer = Producer({**settings, "linger.ms": 0, "acks": 1})
+        self.consumer = Consumer(
+            {**settings, "group.id": "baseline", "fetch.wait.max.ms": 100, "fetch.min.bytes": 1}
+        )
+        self.consumer.assign([TopicPartition(topic, 0, 0)])
+        self.payload = b"b" * 1024
+        while self.consumer.poll(0.5) is not None:  # skip what an earlier window left
+            pass
+
+    def round_trip(self) -> float:
+        started = time.perf_counter()
+        self.producer.produce(self.topic, self.payload)
+        self.producer.flush(30)
+        deadline = started + 30
+        while True:
+            message = self.consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                return time.perf_counter() - started
+            if time.perf_counter() > deadline:
+                raise RuntimeError("baseline round trip took over 30 s")
+
+    def run_while(self, busy: Callable[[], bool]) -> Baseline:
+        latencies, started = [], time.perf_counter()
+        while busy():
+            latencies.append(self.round_trip())
+        elapsed = time.perf_counter() - started
+        latencies.sort()
+        return Baseline(
+            len(latencies) / elapsed,
+            statistics.median(latencies) * 1000,
+            latencies[int(len(latencies) * 0.99)] * 1000,
+        )
+
+    def run_for(self, seconds: float) -> Baseline:
+        end = time.perf_counter() + seconds
+        return self.run_while(lambda: time.perf_counter() < end)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def wrong_scram_attempts(port: int, ca: str, attempts: int) -> int:
+    """In an attacker process: `attempts` SCRAM exchanges with a wrong password over TLS,
+    ATTACK_THREADS at a time; returns how many the broker refused."""
+    refused, lock = [0], threading.Lock()
+    counter = iter(range(attempts))
+
+    def attacker() -> None:
+        for _ in counter:
+            try:
+                with connect("SASL_SSL", port, Path(ca)) as client:
+                    scram_exchange(client, "bench", "wrong-password")
+            except (OSError, ValueError, AttributeError, scramp.ScramException):
+                with lock:
+                    refused[0] += 1
+
+    threads = [threading.Thread(target=attacker) for _ in range(ATTACK_THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return refused[0]
+
+
+def hold_half_open(port: int, count: int, seconds: float) -> int:
+    """In an attacker process: `count` TCP connections that never send a ClientHello, held
+    for `seconds`; returns how many the broker had closed by then."""
+    sockets = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(count)]
+    time.sleep(seconds)
+    closed = 0
+    for sock in sockets:
+        sock.setblocking(False)
+        try:
+            closed += sock.recv(1) == b""
+        except BlockingIOError:
+            pass
+        except OSError:
+            closed += 1
+        sock.close()
+    return closed
+
+
+def scram_phase(
+    baseline: BaselineClient, running: Running, certs: Certificates, total: int
+) -> tuple[Baseline, int, float]:
+    context = multiprocessing.get_context("spawn")
+    per_process = [total // ATTACK_PROCESSES] * ATTACK_PROCESSES
+    per_process[0] += total - sum(per_process)
+    args = [(running.ports["SASL_SSL"], str(certs.ca), n) for n in per_process]
+    with context.Pool(ATTACK_PROCESSES) as pool:
+        started = time.perf_counter()
+        result = pool.starmap_async(wrong_scram_attempts, args)
+        figures = baseline.run_while(lambda: not result.ready())
+        refused = sum(result.get(timeout=600))
+        elapsed = time.perf_counter() - started
+    return figures, refused, elapsed
+
+
+def half_open_phase(
+    baseline: BaselineClient, running: Running, count: int, seconds: float
+) -> tuple[Baseline, int]:
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1) as pool:
+        result = pool.apply_async(hold_half_open, (running.ports["SASL_SSL"], count, seconds))
+        time.sleep(1.0)  # let the connections open; then measure while they are held
+        figures = baseline.run_while(lambda: not result.ready())
+        closed = result.get(timeout=60)
+    return figures, closed
+
+
+def set_quota(running: Running, quota: int) -> None:
+    command = [sys.executable, "-m", "kafkalite", "quota", "set"]
+    command += ["-b", f"127.0.0.1:{running.ports['PLAINTEXT']}", "--client-id", THROTTLED_CLIENT]
+    command += ["--producer-byte-rate", str(quota)]
+    subprocess.run(command, check=True, capture_output=True, timeout=60)
+
+
+def throttled_producer(settings: dict[str, Any], topic: str, seconds: float) -> list[float]:
+    """Produce 1 KiB records flat out for `seconds`; the acknowledged bytes per second."""
+    producer = Producer({**settings, "client.id": THROTTLED_CLIENT, "linger.ms": 5, "acks": 1})
+    started = time.perf_counter()
+    per_second = [0.0] * int(seconds)
+
+    def acknowledged(error: Any, message: Any) -> None:
+        second = int(time.perf_counter() - started)
+        if error is None and second < len(per_second):
+            per_second[second] += len(message.value())
+
+    payload = b"t" * 1024
+    while time.perf_counter() - started < seconds:
+        try:
+            producer.produce(topic, payload, on_delivery=acknowledged)
+        except (BufferError, KafkaException):
+            producer.poll(0.01)
+        producer.poll(0)
+    producer.purge()
+    producer.flush(10)
+    return per_second
+
+
+def quota_phase(
+    baseline: BaselineClient, running: Running, certs: Certificates, quota: int, seconds: float
+) -> tuple[Baseline, list[float]]:
+    set_quota(running, quota)
+    settings = client_settings("SASL_SSL", running.ports["SASL_SSL"], certs.ca)
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1) as pool:  # its own process: not the baseline's GIL
+        result = pool.apply_async(throttled_producer, (settings, topic_name("SSL"), seconds))
+        figures = baseline.run_while(lambda: not result.ready())
+        per_second = result.get(timeout=60)
+    return figures, per_second
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--scram-attempts", type=int, default=10_000)
+    parser.add_argument("--half-open", type=int, default=1_000)
+    parser.add_argument("--quota-bytes", type=int, default=1_048_576)
+    parser.add_argument("--target", choices=("kafkalite", "kafka"), default="kafkalite")
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f} at start", flush=True)
+    with tempfile.TemporaryDirectory(prefix="kafkalite-security-abuse-") as tmp:
+        certs = write_certificates(Path(tmp))
+        start = start_kafkalite if args.target == "kafkalite" else start_kafka
+        running = start(Path(tmp), certs)
+        try:
+            prepare(running, certs)
+            run(running, certs, args)
+        finally:
+            running.stop()
+    print(f"load average {os.getloadavg()[0]:.1f} at end", flush=True)
+
+
+def run(running: Running, certs: Certificates, args: argparse.Namespace) -> None:
+    settings = client_settings("SASL_SSL", running.ports["SASL_SSL"], certs.ca)
+    settings.update({"sasl.mechanism": "SCRAM-SHA-256"})
+    baseline = BaselineClient(settings, topic_name("SASL_SSL"))
+    try:
+        baseline.run_for(2.0)  # warm-up
+        alone = baseline.run_for(args.seconds)  # each phase against the window just before
+        print(f"alone                      {alone}", flush=True)
+        scram, refused, elapsed = scram_phase(baseline, running, certs, args.scram_attempts)
+        print(
+            f"(a) wrong SCRAM attempts   {scram}  slowdown {scram.slowdown(alone):+.1f}%"
+            f"  ({refused} of {args.scram_attempts} refused in {elapsed:.1f} s)",
+            flush=True,
+        )
+        alone = baseline.run_for(args.seconds)
+        print(f"alone                      {alone}", flush=True)
+        half, closed = half_open_phase(baseline, running, args.half_open, args.seconds)
+        print(
+            f"(b) half-open handshakes   {half}  slowdown {half.slowdown(alone):+.1f}%"
+            f"  ({closed} of {args.half_open} closed by the broker after {args.seconds:.0f} s)",
+            flush=True,
+        )
+        alone = baseline.run_for(args.seconds)
+        print(f"alone                      {alone}", flush=True)
+        quota, per_second = quota_phase(baseline, running, certs, args.quota_bytes, args.seconds)
+        achieved = sum(per_second) / len(per_second)
+        print(
+            f"(c) throttled producer     {quota}  slowdown {quota.slowdown(alone):+.1f}%",
+            flush=True,
+        )
+        print(
+            f"    quota {args.quota_bytes / 2**20:.2f} MiB/s, achieved {achieved / 2**20:.2f} MiB/s"
+            f" over {len(per_second)} s ({(achieved / args.quota_bytes - 1) * 100:+.1f}%);"
+            f" MiB acknowledged each second: {' '.join(f'{b / 2**20:.2f}' for b in per_second)}",
+            flush=True,
+        )
+    finally:
+        baseline.close()
+
+
+if __name__ == "__main__":
+    main()
