@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
         "kafkalite.serve_command",
         "kafkalite.completion",
         "kafkalite.server",
+        "kafkalite.acceptor",  # the server's accept loops
         "kafkalite.pytest_plugin",
         "kafkalite.testing",
         "kafkalite.tools",
