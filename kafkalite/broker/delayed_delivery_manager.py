@@ -229,9 +229,9 @@ class DelayedDelivery:
     def read_cap(self, tp: TopicPartition, replica_id: int) -> int | None:
         """Where a follower's read of partition `tp` stops until its copy of the store has
         the intents of the releases beyond (StoreFollowers' fences); None: no limit."""
-        if not self._replicating():
-            return None
-        leader = self.store_leader(tp, 0) if tp in self.stores else None
+        if tp not in self.stores or not self._replicating():  # (a dict lookup first: this
+            return None  # runs for every partition of every follower fetch)
+        leader = self.store_leader(tp, 0)
         return leader.followers.read_cap(replica_id) if isinstance(leader, StoreLeader) else None
 
     def store_high_watermark(self, tp: TopicPartition) -> int:
