@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
+from e2e_helpers import wait_until
 from kio.schema.errors import ErrorCode
 
 from kafkalite.metrics import quota_metrics
@@ -18,13 +19,6 @@ from kafkalite.testing import EmbeddedBroker
 from protocol_tests.raw_client import RawClient, api_versions_request, build, response_class
 
 DEADLINE_S = 10.0
-
-
-def _until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def _accepted(broker: EmbeddedBroker, listener: str) -> int:
@@ -45,7 +39,7 @@ def _held(broker: EmbeddedBroker, listener: str = "PLAINTEXT") -> Iterator[RawCl
     before = _accepted(broker, listener)
     with RawClient(broker.host, broker.listener_ports[listener]) as client:
         client.send(api_versions_request())
-        _until(lambda: _accepted(broker, listener) == before + 1)
+        wait_until(lambda: _accepted(broker, listener) == before + 1)
         assert not client.readable_within(0.1)  # held by the acceptor: nothing reads it
         yield client
 
@@ -170,7 +164,7 @@ def test_the_inter_broker_listener_takes_the_slot_of_the_least_recently_active()
                 assert _served(replica)  # not held: the inter-broker listener is protected
                 assert idle.is_closed_by_peer(timeout=DEADLINE_S)
                 assert _served(busy)
-            _until(lambda: broker.call(lambda: broker.broker.quotas.connections.total) == 1)
+            wait_until(lambda: broker.call(lambda: broker.broker.quotas.connections.total) == 1)
 
 
 @pytest.mark.extended  # a JVM per tool run; the raw IncrementalAlterConfigs test covers it
