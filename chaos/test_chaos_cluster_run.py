@@ -1,10 +1,11 @@
-"""A short seeded chaos run against 3 kafkalite brokers on a real ZooKeeper (about 3 minutes):
-SIGKILL of a partition's leader, of a follower and of the controller, SIGSTOP/SIGCONT shorter
+"""A short seeded chaos run against 3 kafkalite brokers on a real ZooKeeper (about 2 minutes):
+SIGKILL of a partition's leader and of the controller, SIGSTOP/SIGCONT shorter
 and longer than the session timeout, SIGTERM restarts, two rolling restarts, ZooKeeper killed
-and restarted twice, proxy link drops, and a broker cut off from the others, under idempotent
+and restarted, a proxy link drop, and a broker cut off from the others, under idempotent
 acks=all producers and a consumer group. Nothing acknowledged may be lost, duplicated or
-reordered: exact counts. (Seed 43's 180 s schedule holds every kind at least twice and the
-three kill roles.)"""
+reordered: exact counts. (Seed 20's 110 s schedule holds every kind, both pause lengths and the
+leader and controller kill roles; the longer run, seed 43 for 180 s with every kind twice and
+the three kill roles, is in chaos/README.md.)"""
 
 from __future__ import annotations
 
@@ -25,19 +26,17 @@ FAULTS = ["kill", "pause", "term", "rolling", "zookeeper", "drop", "partition"]
 @pytest.fixture(scope="module")
 def cluster_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     runs = tmp_path_factory.mktemp("chaos-cluster")
-    options = Options(duration=180, seed=43, faults=FAULTS, brokers=3, runs_dir=runs)
+    options = Options(duration=110, seed=20, faults=FAULTS, brokers=3, runs_dir=runs)
     return run(options)  # its summary shows with a failure, or with -rP
 
 
-def test_the_schedule_applied_every_kind_and_the_three_kill_roles(cluster_run):
+def test_the_schedule_applied_every_kind_and_both_kill_roles(cluster_run):
     run_dir, _ = cluster_run
     applied = read_jsonl(run_dir / "faults.jsonl")
     kinds = Counter(fault["kind"] for fault in applied)
-    assert kinds == {"kill": 3, "partition": 3, "pause": 2, "term": 2, "rolling": 2,
-                     "zookeeper": 2, "drop": 2}  # fmt: skip
-    assert sorted(f["role"] for f in applied if f["kind"] == "kill") == [
-        "controller", "follower", "leader",
-    ]  # fmt: skip
+    assert kinds == {"kill": 2, "partition": 1, "pause": 2, "term": 2, "rolling": 1,
+                     "zookeeper": 1, "drop": 1}  # fmt: skip
+    assert sorted(f["role"] for f in applied if f["kind"] == "kill") == ["controller", "leader"]
     assert sorted(f["hold"] for f in applied if f["kind"] == "pause") == [3.0, 9.0]
     assert not any(fault.get("skipped") for fault in applied)
 
@@ -45,7 +44,7 @@ def test_the_schedule_applied_every_kind_and_the_three_kill_roles(cluster_run):
 def test_a_seeded_three_broker_run_loses_duplicates_and_reorders_nothing(cluster_run):
     run_dir, verdict = cluster_run
     figures = verdict["figures"]
-    assert figures["acked"] > 15_000, figures
+    assert figures["acked"] > 9_000, figures
     assert verdict["acked_lost"] == 0
     assert verdict["acked_moved"] == 0
     assert verdict["duplicates"] == 0
