@@ -72,25 +72,25 @@ TEST_FILES = (
 PER_TEST_TIMEOUT = 90  # seconds (pytest-timeout)
 SUITE_TIMEOUT = 900  # seconds, the whole pytest run
 
+AUTHORIZER = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+}
 # What kafka-python's own broker template sets (servers/resources/default/kafka.properties in
 # its repository): 4 partitions per topic (tests rely on it), session timeouts down to 1 s
-# (test_group uses 3 s), no initial rebalance delay, 2 offsets partitions. Both brokers.
+# (test_group uses 3 s), no initial rebalance delay, 2 offsets partitions, and an authorizer
+# that allows what no ACL names (test_create_describe_delete_acls). Both brokers.
 OVERRIDES: dict[str, str] = {
     "num.partitions": "4",
     "group.min.session.timeout.ms": "1000",
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "2",
+    **AUTHORIZER,
 }
 # Real Kafka only: the suite assumes node id 0 (test_create_partitions assigns replicas to
-# broker 0; compat.kafka_server uses node.id 1) and an authorizer for the ACL test (as the
-# template configures one). kafkalite's node id is 0 already and it rejects unknown properties.
-TARGET_OVERRIDES: dict[str, dict[str, str]] = {
-    "kafka": {
-        "node.id": "0",
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found": "true",
-    },
-}
+# broker 0; compat.kafka_server uses node.id 1). kafkalite's node id is 0 already and it
+# rejects unknown properties.
+TARGET_OVERRIDES: dict[str, dict[str, str]] = {"kafka": {"node.id": "0"}}
 
 ALLOWLIST_HEADER = f"""
 kafka-python {KAFKA_PYTHON_VERSION} integration tests that MUST pass on kafkalite

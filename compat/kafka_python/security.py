@@ -66,6 +66,7 @@ LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL")
 
 
 def broker_overrides(keystore: Path) -> dict[str, str]:
+    """run.py's (kafka-python's broker template, its authorizer too) and the listeners."""
     return {
         **run.overrides_for("kafkalite"),
         "listeners": ",".join(f"{name}://127.0.0.1:0" for name in LISTENERS),
@@ -73,8 +74,6 @@ def broker_overrides(keystore: Path) -> dict[str, str]:
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(keystore),
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found": "true",
     }
 
 
