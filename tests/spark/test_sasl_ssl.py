@@ -5,7 +5,8 @@ both over SASL_SSL with SCRAM (the Java client under Spark, configured with Kafk
 names as `kafka.`-prefixed options, the broker's CA as a PEM truststore); the output is read
 back exactly, by a Spark batch read over SASL_SSL and by confluent-kafka over PLAINTEXT. A
 principal with Write but no Read ACL on the topic (so it may describe it) gets the
-TopicAuthorizationException from Spark's batch read.
+TopicAuthorizationException from Spark's batch read, and one with Read but no Write from
+Spark's batch write.
 
 The broker runs in this process (EmbeddedBroker) with an ACL authorizer; users and ACLs are
 set up over the PLAINTEXT listener, whose ANONYMOUS principal is the super user.
@@ -49,7 +50,7 @@ SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
 @pytest.fixture(scope="module")
-def ca_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+def pki_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
     folder = tmp_path_factory.mktemp("spark-pki")
     ca = trustme.CA()
     server = ca.issue_cert("localhost", "127.0.0.1")
@@ -59,12 +60,12 @@ def ca_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pa
 
 
 @pytest.fixture(scope="module")
-def secured(ca_file: tuple[Path, Path]) -> Iterator[EmbeddedBroker]:
+def secured(pki_files: tuple[Path, Path]) -> Iterator[EmbeddedBroker]:
     overrides = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
         "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
         "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(ca_file[1]),
+        "ssl.keystore.location": str(pki_files[1]),
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:ANONYMOUS",
         "connection.failed.authentication.delay.ms": "100",
@@ -123,7 +124,7 @@ def produce(broker: EmbeddedBroker, topic: str) -> None:
 def test_streaming_source_and_sink_over_sasl_ssl(
     spark: Any,
     secured: EmbeddedBroker,
-    ca_file: tuple[Path, Path],
+    pki_files: tuple[Path, Path],
     topic_name: Any,
     tmp_path: Path,
 ) -> None:
@@ -133,7 +134,7 @@ def test_streaming_source_and_sink_over_sasl_ssl(
     allow(secured, "spark-etl", source, AclOperation.READ)
     allow(secured, "spark-sink", sink, AclOperation.WRITE, AclOperation.READ)
     produce(secured, source)
-    ca = ca_file[0]
+    ca = pki_files[0]
 
     stream = (
         spark.readStream.format("kafka")
@@ -151,7 +152,7 @@ def test_streaming_source_and_sink_over_sasl_ssl(
         .trigger(availableNow=True)
         .start()
     )
-    assert query.awaitTermination(120), "the query did not finish within 120 s"
+    assert query.awaitTermination(300), "the query did not finish within 300 s"
     assert query.exception() is None
 
     expected = sorted((f"k{i}".encode(), f"EVENT-{i}".encode()) for i in range(RECORDS))
@@ -170,16 +171,32 @@ def test_streaming_source_and_sink_over_sasl_ssl(
 
 
 def test_batch_read_without_read_acl_is_refused(
-    spark: Any, secured: EmbeddedBroker, ca_file: tuple[Path, Path], topic_name: Any
+    spark: Any, secured: EmbeddedBroker, pki_files: tuple[Path, Path], topic_name: Any
 ) -> None:
     topic = secured.create_topic(topic_name("guarded"), PARTITIONS)
     produce(secured, topic)
     allow(secured, "spark-nosy", topic, AclOperation.WRITE)  # Describe, but no Read
     reader = (
         spark.read.format("kafka")
-        .options(**kafka_options(secured, ca_file[0], "spark-nosy"))
+        .options(**kafka_options(secured, pki_files[0], "spark-nosy"))
         .option("subscribe", topic)
     )
     with pytest.raises(Exception, match="TopicAuthorizationException") as refused:
         reader.load().count()
     assert f"Not authorized to access topics: [{topic}]" in str(refused.value)
+
+
+def test_batch_write_without_write_acl_is_refused(
+    spark: Any, secured: EmbeddedBroker, pki_files: tuple[Path, Path], topic_name: Any
+) -> None:
+    topic = secured.create_topic(topic_name("readonly"), PARTITIONS)
+    allow(secured, "spark-nosy", topic, AclOperation.READ)  # Describe, but no Write
+    rows = spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(10)], ["key", "value"])
+    writer = (
+        rows.write.format("kafka")
+        .options(**kafka_options(secured, pki_files[0], "spark-nosy"))
+        .option("topic", topic)
+    )
+    with pytest.raises(Exception, match="TopicAuthorizationException"):
+        writer.save()
+    assert read_topic(secured.bootstrap_of("PLAINTEXT"), topic) == []
