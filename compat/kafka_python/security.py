@@ -17,6 +17,9 @@ test/kafkalite_listeners.py points the fixtures at these listeners. test_admin l
 with `kafka-topics.sh --command-config` (the Java admin client over SASL): KAFKA_ROOT gets a
 bin/kafka-topics.sh that runs Apache Kafka's TopicCommand from compat/kafka_tools.py's jars
 (`java_tool=False`, CI's quick run, lists them with kafka-python's admin client instead).
+`--sasl-over-ssl` runs the SASL tests on a SASL_SSL listener instead (the same 9 tests over
+TLS; topics listed with kafka-python's admin client, as the suite's kafka-topics.sh template
+has no truststore).
 
 Not run against Apache Kafka (the suite's own fixtures would need Kafka's distribution
 and JKS tooling; compat/test_security*.py compares SASL and TLS with Kafka). About 40 s on
@@ -62,7 +65,7 @@ PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required"
     f' username="{USER}" password="{PASSWORD}" user_{USER}="{PASSWORD}";'
 )
-LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL")
+LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
 
 
 def broker_overrides(keystore: Path) -> dict[str, str]:
@@ -72,6 +75,7 @@ def broker_overrides(keystore: Path) -> dict[str, str]:
         "listeners": ",".join(f"{name}://127.0.0.1:0" for name in LISTENERS),
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(keystore),
     }
@@ -124,7 +128,9 @@ def write_kafka_root(folder: Path) -> Path:
 
 
 @contextlib.contextmanager
-def secure_broker(work: Path, java_tool: bool = True) -> Iterator[tuple[str, dict[str, str]]]:
+def secure_broker(
+    work: Path, java_tool: bool = True, sasl_transport: str = "SASL_PLAINTEXT"
+) -> Iterator[tuple[str, dict[str, str]]]:
     """The broker; yields its PLAINTEXT bootstrap and the suite's environment."""
     from kafkalite.testing import EmbeddedBroker
 
@@ -146,6 +152,7 @@ def secure_broker(work: Path, java_tool: bool = True) -> Iterator[tuple[str, dic
                 "KAFKALITE_SSL_DIR": str(ssl_dir),
                 "KAFKA_ROOT": str(kafka_root),
                 "KAFKALITE_TOPICS_TOOL": "kafka-topics.sh" if java_tool else "admin",
+                "KAFKALITE_SASL_TRANSPORT": sasl_transport,
             },
         )
 
@@ -157,14 +164,15 @@ def ensure_setup() -> None:
         run.ensure_suite(SUITE, SHIMS)
 
 
-def run_secure(work: Path, java_tool: bool = True) -> Counts:
-    with secure_broker(work, java_tool) as (bootstrap, env):
+def run_secure(work: Path, java_tool: bool = True, sasl_over_ssl: bool = False) -> Counts:
+    transport = "SASL_SSL" if sasl_over_ssl else "SASL_PLAINTEXT"
+    with secure_broker(work, java_tool and not sasl_over_ssl, transport) as (bootstrap, env):
         return run.main(
             bootstrap,
             "kafkalite",
             test_files=TEST_FILES,
             allowlist=ALLOWLIST,
-            log_name="kafkalite-security",
+            log_name=f"kafkalite-security-{transport.lower()}",
             secure_env=env,
             suite=SUITE,
         )
@@ -178,11 +186,14 @@ def cli(argv: list[str] | None = None) -> int:
         action="store_true",
         help="list topics with kafka-python's admin client, not kafka-topics.sh",
     )
+    parser.add_argument(
+        "--sasl-over-ssl", action="store_true", help="the SASL tests on the SASL_SSL listener"
+    )
     args = parser.parse_args(argv)
     ensure_setup()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kafka-python-security-") as tmp:
-        counts = run_secure(Path(tmp), java_tool=not args.no_java)
+        counts = run_secure(Path(tmp), java_tool=not args.no_java, sasl_over_ssl=args.sasl_over_ssl)
     print(f"{counts.summary()} (with broker: {time.monotonic() - started:.0f}s)")
     for test, outcome in sorted(counts.outcomes.items()):
         print(f"  {outcome:8} {test}")

@@ -13,6 +13,9 @@ themselves; every other use of KafkaFixture.instance goes to the PLAINTEXT liste
 get_topic_names() runs kafka-topics.sh (Apache Kafka's Java admin client, seconds of JVM
 start each) unless $KAFKALITE_TOPICS_TOOL is `admin`: then kafka-python's own admin client
 lists the topics, over the same listener with the same credentials (the quick CI run).
+
+With $KAFKALITE_SASL_TRANSPORT=SASL_SSL the SASL fixtures use the SASL_SSL listener instead
+of SASL_PLAINTEXT (the same tests over TLS; kafka-python's fixture then also sets the CA).
 """
 
 import json
@@ -39,6 +42,8 @@ def _instance(
 ):
     ports = json.loads(os.environ["KAFKALITE_LISTENERS"])
     transport = transport.upper()
+    if transport == "SASL_PLAINTEXT":
+        transport = os.environ.get("KAFKALITE_SASL_TRANSPORT", transport)
     fixture = cls(
         host,
         ports[transport],
