@@ -6,9 +6,9 @@ a 3-broker kafkalite cluster (compat.cluster_targets), issue 13 point 6:
 prints the counts and exits 1 when a test of `cluster_tests.allow` does not pass. The suite is
 pointed at broker 1 (KAFKA_URI takes one broker; the client discovers the others). The cluster
 gets run.py's overrides (4 partitions per topic, 1 s minimum sessions) on top of the cluster
-defaults (replication factor 3). Not run against Kafka: compat/test_cluster_diff.py compares
-the two clusters; what fails here and why is in compat/FINDINGS.md. CI:
-compat/test_kafka_python_cluster.py (slow, about 40 s).
+defaults (replication factor 3), without its authorizer (see `cluster_overrides`). Not run
+against Kafka: compat/test_cluster_diff.py compares the two clusters; what fails here and why
+is in compat/FINDINGS.md. CI: compat/test_kafka_python_cluster.py (slow, about 40 s).
 """
 
 from __future__ import annotations
@@ -40,8 +40,15 @@ UNSTABLE = (
 )
 
 
+def cluster_overrides() -> dict[str, str]:
+    """run.py's, without its authorizer: on the cluster its ACL test reads ACLs that reach
+    the brokers asynchronously (never allowlisted), and one run in 3 with it saw
+    describe_topic_partitions get 2 of 4 partitions (compat/FINDINGS.md), not yet understood."""
+    return {k: v for k, v in run.overrides_for("kafkalite").items() if k not in run.AUTHORIZER}
+
+
 def run_on_cluster(data_dir: Path) -> Counts:
-    with running_cluster("kafkalite", data_dir, run.overrides_for("kafkalite")) as cluster:
+    with running_cluster("kafkalite", data_dir, cluster_overrides()) as cluster:
         return run.main(
             cluster.bootstrap_of(1),
             "kafkalite",

@@ -72,25 +72,25 @@ TEST_FILES = (
 PER_TEST_TIMEOUT = 90  # seconds (pytest-timeout)
 SUITE_TIMEOUT = 900  # seconds, the whole pytest run
 
+AUTHORIZER = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+}
 # What kafka-python's own broker template sets (servers/resources/default/kafka.properties in
 # its repository): 4 partitions per topic (tests rely on it), session timeouts down to 1 s
-# (test_group uses 3 s), no initial rebalance delay, 2 offsets partitions. Both brokers.
+# (test_group uses 3 s), no initial rebalance delay, 2 offsets partitions, and an authorizer
+# that allows what no ACL names (test_create_describe_delete_acls). Both brokers.
 OVERRIDES: dict[str, str] = {
     "num.partitions": "4",
     "group.min.session.timeout.ms": "1000",
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "2",
+    **AUTHORIZER,
 }
 # Real Kafka only: the suite assumes node id 0 (test_create_partitions assigns replicas to
-# broker 0; compat.kafka_server uses node.id 1) and an authorizer for the ACL test (as the
-# template configures one). kafkalite's node id is 0 already and it rejects unknown properties.
-TARGET_OVERRIDES: dict[str, dict[str, str]] = {
-    "kafka": {
-        "node.id": "0",
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found": "true",
-    },
-}
+# broker 0; compat.kafka_server uses node.id 1). kafkalite's node id is 0 already and it
+# rejects unknown properties.
+TARGET_OVERRIDES: dict[str, dict[str, str]] = {"kafka": {"node.id": "0"}}
 
 ALLOWLIST_HEADER = f"""
 kafka-python {KAFKA_PYTHON_VERSION} integration tests that MUST pass on kafkalite
@@ -168,28 +168,31 @@ def _ensure_venv() -> Path:
     return python
 
 
-def _ensure_suite() -> Path:
-    stamp = SUITE / ".compat-stamp"
-    shims = {name: (HERE / "shim" / name).read_bytes() for name in sorted(SHIMS)}
+def ensure_suite(suite: Path = SUITE, places: dict[str, str] = SHIMS) -> Path:
+    """The sdist's tests in `suite` with the shims (file in shim/ -> its place there);
+    compat/kafka_python/security.py makes a directory of its own with more shims."""
+    stamp = suite / ".compat-stamp"
+    shims = {name: (HERE / "shim" / name).read_bytes() for name in sorted(places)}
     want = _digest(SDIST.name, *shims.values())
     if stamp.is_file() and stamp.read_text() == want:
-        return SUITE
-    shutil.rmtree(SUITE, ignore_errors=True)
+        return suite
+    shutil.rmtree(suite, ignore_errors=True)
     prefix = f"kafka_python-{KAFKA_PYTHON_VERSION}/"
     with tarfile.open(SDIST) as archive:
         members = [m for m in archive.getmembers() if m.name.startswith(prefix + "test/")]
         for member in members:
             member.name = member.name[len(prefix) :]
-        archive.extractall(SUITE, members=members, filter="data")
-    if not (SUITE / "test" / "integration" / "conftest.py").is_file():
+        archive.extractall(suite, members=members, filter="data")
+    if not (suite / "test" / "integration" / "conftest.py").is_file():
         raise CompatSetupError(f"{SDIST.name} has no test/integration/conftest.py")
-    (SUITE / "test" / "__init__.py").touch()  # else `test` is the stdlib's regression tests
+    (suite / "test" / "__init__.py").touch()  # else `test` is the stdlib's regression tests
     for name, data in shims.items():
-        (SUITE / SHIMS[name]).write_bytes(data)
+        (suite / places[name]).parent.mkdir(parents=True, exist_ok=True)
+        (suite / places[name]).write_bytes(data)
     # Our own ini: the sdist's pyproject options (DEBUG logging, 300 s timeouts) stay out.
-    (SUITE / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
+    (suite / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
     stamp.write_text(want)
-    return SUITE
+    return suite
 
 
 def ensure_setup() -> Path:
@@ -197,7 +200,7 @@ def ensure_setup() -> Path:
     with locked(WORK / ".lock"):
         _download_sdist()
         python = _ensure_venv()
-        _ensure_suite()
+        ensure_suite()
     return python
 
 
@@ -240,10 +243,15 @@ def main(
     test_files: tuple[str, ...] = TEST_FILES,
     allowlist: Path = ALLOWLIST,
     log_name: str | None = None,
+    secure_env: dict[str, str] | None = None,
+    suite: Path = SUITE,
 ) -> Counts:
     """Run the suite against the broker at `bootstrap` ("host:port"); `target` is
     "kafkalite" or "kafka" (which broker that is). compat/kafka_python/cluster.py runs a
-    part of it (`test_files`) against a cluster with its own `allowlist`."""
+    part of it (`test_files`) against a cluster with its own `allowlist`;
+    compat/kafka_python/security.py runs the SASL and SSL tests with `secure_env` (the
+    listeners for the shim test/kafkalite_listeners.py, instead of KAFKA_URI, which makes
+    the SASL tests skip themselves) in a `suite` directory of its own."""
     check_call(bootstrap.split(",")[0], target)
     python = ensure_setup()
     version = suite_kafka_version(python)
@@ -256,13 +264,19 @@ def main(
         env.update(
             KAFKA_URI=f"PLAINTEXT://{bootstrap}",
             KAFKA_VERSION=version,
-            KAFKA_ROOT=str(SUITE),  # must exist; nothing is run from it with KAFKA_URI set
+            KAFKA_ROOT=str(suite),  # must exist; nothing is run from it with KAFKA_URI set
             KAFKALITE_COMPAT_REPORT=str(report),
         )
+        plugins: list[str] = []
+        if secure_env is not None:
+            del env["KAFKA_URI"]
+            env.update(secure_env)
+            plugins = ["-p", "test.kafkalite_listeners"]
         cmd = [
             str(python),
             "-m",
             "pytest",
+            *plugins,
             *test_files,
             "-q",
             "-rfE",
@@ -282,7 +296,7 @@ def main(
         started = time.monotonic()
         with open(log, "w") as out:
             code, _, _ = run_group(
-                cmd, SUITE_TIMEOUT, cwd=SUITE, env=env, stdout=out, stderr=subprocess.STDOUT
+                cmd, SUITE_TIMEOUT, cwd=suite, env=env, stdout=out, stderr=subprocess.STDOUT
             )
         if code is None:
             counts.notes.append(f"pytest killed after {SUITE_TIMEOUT}s")
