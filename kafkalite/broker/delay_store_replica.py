@@ -18,10 +18,8 @@ store's log; P's replica fetcher fetches it with P (same fetcher), appends the l
 batches unchanged and truncates it by leader epoch, as for any partition. No DelayStore
 (due-time index, releases) is open on a follower.
 
-Experimental (issue 17): all of this, and delayed records in partitions with several
-replicas, only with the broker property kafkalite.delayed.delivery.replication.enable=true
-(off by default: such records are refused; docs/delayed-delivery.md, "Not yet"); retry
-topics with several replicas are refused still.
+Retry topics with several replicas are refused still (their releases go to other
+partitions, maybe led elsewhere).
 """
 
 from __future__ import annotations
@@ -50,8 +48,6 @@ from kafkalite.storage.log import UnifiedLog
 from kafkalite.storage.offset_metadata import LogOffsetMetadata
 
 STORE_PARTITION_BIT = 1 << 30  # above any partition count a topic can have
-REPLICATION_CONFIG = "kafkalite.delayed.delivery.replication.enable"
-REPLICATE_STORES = False  # tests: on whatever the broker's config says
 
 
 def store_partition(index: int) -> int:

@@ -16,7 +16,6 @@ from kio.schema.errors import ErrorCode
 from partition_fixtures import open_partition
 from test_replication import until
 
-from kafkalite.broker import delay_store_replica
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.cluster_metadata import TopicMetadata
 from kafkalite.broker.delay_store_replica import open_store_copy, store_partition, store_source
@@ -70,8 +69,7 @@ def hold(broker: Broker, values: list[bytes], delay_ms: int = 1000) -> None:
 
 
 def add_follower(broker: Broker) -> None:
-    """A new epoch with FOLLOWER in P's replicas and ISR (delayed records are refused in a
-    replicated partition until the store's replication is complete: they are held before)."""
+    """A new epoch with FOLLOWER in P's replicas and ISR."""
     partition = broker.replica_manager.partition(*TP)
     state = PartitionState(
         "d", 0, (LEADER, FOLLOWER), LEADER, partition.leader_epoch + 1, (LEADER, FOLLOWER)
@@ -241,22 +239,14 @@ def test_a_topic_that_did_not_opt_in_has_no_store_partition(tmp_path: Path, cloc
     broker.shutdown()
 
 
-# -- followers copy the store (REPLICATE_STORES, off on main until the refusal is lifted) ----
-
-
-@pytest.fixture
-def replicated(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Followers copy stores, and delayed records are held in a replicated partition."""
-    monkeypatch.setattr(delay_store_replica, "REPLICATE_STORES", True)
+# -- followers copy the store ---------------------------------------------------------------
 
 
 def store_bytes(log: UnifiedLog) -> bytes:
     return log.read(log.log_start_offset, 1 << 24, log.log_end_offset)
 
 
-def test_followers_copy_the_store_and_a_new_leader_releases_from_its_copy(
-    tmp_path: Path, replicated: None
-) -> None:
+def test_followers_copy_the_store_and_a_new_leader_releases_from_its_copy(tmp_path: Path) -> None:
     clock = ManualClock(T0)
 
     async def main() -> None:
@@ -357,7 +347,7 @@ def follower_fetch(broker: Broker, store_offset: int, max_wait_ms: int = 0):
 
 
 def test_acks_all_of_a_held_batch_waits_for_the_store_high_watermark(
-    tmp_path: Path, clock: Clock, replicated: None
+    tmp_path: Path, clock: Clock
 ) -> None:
     broker = open_broker(tmp_path, clock)
     add_follower(broker)
@@ -378,9 +368,7 @@ def test_acks_all_of_a_held_batch_waits_for_the_store_high_watermark(
     broker.shutdown()
 
 
-def test_a_parked_follower_fetch_is_woken_by_a_hold(
-    tmp_path: Path, clock: Clock, replicated: None
-) -> None:
+def test_a_parked_follower_fetch_is_woken_by_a_hold(tmp_path: Path, clock: Clock) -> None:
     broker = open_broker(tmp_path, clock)
     add_follower(broker)
     manager = broker.replica_manager
@@ -396,9 +384,7 @@ def partition_records(fetch) -> bytes:
     return fetch.read_result.results[0].records
 
 
-def test_a_follower_gets_a_release_only_with_its_intent(
-    tmp_path: Path, clock: Clock, replicated: None
-) -> None:
+def test_a_follower_gets_a_release_only_with_its_intent(tmp_path: Path, clock: Clock) -> None:
     """The fences: P's records reach a follower only once its store copy has what they
     depend on (the new leader's store at election; a release's intent)."""
     broker = open_broker(tmp_path, clock)
@@ -475,7 +461,7 @@ def test_a_new_leader_resolves_every_release_and_cancels_those_it_lacks(
 
 
 def test_the_store_keeps_released_records_until_the_partition_has_them_replicated(
-    tmp_path: Path, clock: Clock, replicated: None
+    tmp_path: Path, clock: Clock
 ) -> None:
     """Followers' copies follow the store's log start: it must not pass a release their
     partition may still lack, or a follower elected without it would have lost them."""
@@ -499,7 +485,7 @@ def test_the_store_keeps_released_records_until_the_partition_has_them_replicate
 
 
 def test_a_leader_stopped_in_the_middle_of_a_release_loses_and_repeats_nothing(
-    tmp_path: Path, replicated: None
+    tmp_path: Path,
 ) -> None:
     """Broker 1 releases a record after it stopped serving (its intent and append never
     reach the others); broker 2, elected, releases it from its copy: once, with the rest."""
@@ -539,7 +525,7 @@ def test_a_leader_stopped_in_the_middle_of_a_release_loses_and_repeats_nothing(
 
 
 def test_a_leader_restarting_with_a_replicated_store_resolves_it_as_a_new_leader(
-    tmp_path: Path, clock: Clock, replicated: None
+    tmp_path: Path, clock: Clock
 ) -> None:
     """Loaded at startup as the leader of a replicated partition (it may have followed it
     before, with an old leader's intent it lacks the release of), the store is taken over:
@@ -565,7 +551,7 @@ def test_a_leader_restarting_with_a_replicated_store_resolves_it_as_a_new_leader
 
 
 def test_a_follower_gets_a_transactions_marker_only_with_its_end_in_the_store(
-    tmp_path: Path, clock: Clock, replicated: None
+    tmp_path: Path, clock: Clock
 ) -> None:
     """Else a follower elected with the commit marker but not the store's transaction end
     would hold the transaction's records forever."""
@@ -603,7 +589,7 @@ def test_a_follower_gets_a_transactions_marker_only_with_its_end_in_the_store(
 
 
 def test_a_fenced_followers_parked_fetch_waits_for_what_it_may_read(
-    tmp_path: Path, clock: Clock, replicated: None
+    tmp_path: Path, clock: Clock
 ) -> None:
     """Appends beyond a follower's fence do not answer its parked fetch (empty, at once)."""
     broker = open_broker(tmp_path, clock)
@@ -622,19 +608,13 @@ def test_a_fenced_followers_parked_fetch_waits_for_what_it_may_read(
     broker.shutdown()
 
 
-@pytest.mark.parametrize("enabled", [False, True])
-def test_the_broker_property_lets_replicated_partitions_hold_delayed_records(
-    tmp_path: Path, clock: Clock, enabled: bool
-) -> None:
-    """Off by default: a delayed record in a partition with several replicas is refused."""
+def test_a_replicated_partition_holds_delayed_records(tmp_path: Path, clock: Clock) -> None:
+    """Delayed records in a partition with several replicas are held (no broker switch)."""
     config = {"log.dirs": str(tmp_path), "broker.id": str(LEADER)}
-    if enabled:
-        config["kafkalite.delayed.delivery.replication.enable"] = "true"
     broker = Broker.open(build_config(config), clock_ms=clock)
     assert broker.admin_manager.create_topic("d", 1, 1, OPT_IN)[0].ok
     add_follower(broker)
     results, _ = broker.replica_manager.append_records({TP: delayed([b"a"], 1000)}, 1)
-    expected = ErrorCode.none if enabled else ErrorCode.invalid_record
-    assert results[TP].error is expected
-    assert broker.replica_manager.delayed_delivery.held == (1 if enabled else 0)
+    assert results[TP].error is ErrorCode.none
+    assert broker.replica_manager.delayed_delivery.held == 1
     broker.shutdown()

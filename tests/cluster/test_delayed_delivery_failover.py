@@ -1,6 +1,5 @@
-"""Held records survive their leader's SIGKILL (issue 17, experimental store replication):
-a real ZooKeeper, three `kafkalite serve` brokers with
-kafkalite.delayed.delivery.replication.enable=true, a topic with replication factor 3 that
+"""Held records survive their leader's SIGKILL (issue 17, the delay store is replicated):
+a real ZooKeeper, three `kafkalite serve` brokers, a topic with replication factor 3 that
 opts in. An idempotent acks=all producer's delayed records are all acknowledged (so held
 by the store's copies in the ISR), the leader is killed before they are due, and the new
 leader releases each of them exactly once."""
@@ -34,7 +33,6 @@ def brokers(start_brokers: StartBrokers) -> dict[int, BrokerProcess]:
         {
             "min.insync.replicas": "2",
             "offsets.topic.replication.factor": "3",
-            "kafkalite.delayed.delivery.replication.enable": "true",
         }
     )
 
