@@ -228,7 +228,15 @@ class DelayedDelivery:
         if tp not in self.stores:  # (a dict lookup first: this runs for every partition of
             return None  # every follower fetch)
         leader = self.store_leader(tp, 0)
-        return leader.followers.read_cap(replica_id) if isinstance(leader, StoreLeader) else None
+        return leader.read_cap(replica_id) if isinstance(leader, StoreLeader) else None
+
+    def store_in_sync(self, tp: TopicPartition, replica_id: int, partition_offset: int) -> bool:
+        """Whether a follower of partition `tp` led here may join its ISR as far as the
+        store goes (StoreLeader.in_sync); True where there is no store."""
+        if tp not in self.stores:
+            return True
+        leader = self.store_leader(tp, 0)
+        return not isinstance(leader, StoreLeader) or leader.in_sync(replica_id, partition_offset)
 
     def store_high_watermark(self, tp: TopicPartition) -> int:
         """The store high watermark of partition `tp` led here (-1 if it has no store or is

@@ -618,3 +618,48 @@ def test_a_replicated_partition_holds_delayed_records(tmp_path: Path, clock: Clo
     assert results[TP].error is ErrorCode.none
     assert broker.replica_manager.delayed_delivery.held == 1
     broker.shutdown()
+
+
+def test_a_follower_not_copying_the_store_is_not_held_back_nor_in_sync(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """A follower outside the ISR whose copy of the topic's configs has not opted in yet
+    (it fetches P, not P's store) gets P unfenced: it does not stall. It joins the ISR only
+    once it copies the store."""
+    broker = open_broker(tmp_path, clock)
+    manager = broker.replica_manager
+    plain = encode_record_batch(
+        [Record(0, T0, b"k", b"x", ())], base_offset=0, base_timestamp=T0, max_timestamp=T0
+    )
+    manager.append_records({TP: plain}, 1)  # P: x at 0
+    partition = manager.partition(*TP)
+    state = PartitionState(
+        "d", 0, (LEADER, FOLLOWER), LEADER, partition.leader_epoch + 1, (LEADER,)
+    )
+    assert partition.make_leader(state, now_ms=T0) is ErrorCode.none
+    hold(broker, [b"a"])
+    clock.now = T0 + 1000
+    manager.release_delayed()  # a at P offset 1, fenced on its intent
+    hold(broker, [b"b"], delay_ms=60_000)  # held still
+    assert partition.log_end_offset == 2
+
+    def fetch(infos: list[FetchInfo]) -> list[bytes | None]:
+        params = FetchParams(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, replica_id=FOLLOWER)
+        done = manager.fetch_messages(params, infos)
+        assert manager.fetch_purgatory.try_complete_else_watch(done) is True
+        data = memoryview(done.read_result.results[0].records)
+        return [
+            record.value
+            for position, header in iter_batches(data)
+            for record in decode_records(data[position : position + header.size])
+        ]
+
+    assert fetch([FetchInfo(*TP, 0, 1 << 20)]) == [b"x", b"a"]  # not held back
+    assert fetch([FetchInfo(*TP, 2, 1 << 20)]) == []  # caught up on P ...
+    assert manager.isr_expands == 0 and partition.pending_isr is None  # ... not in sync
+    start, end = store_log(broker).log_start_offset, store_log(broker).log_end_offset
+    assert fetch_store(broker, start).records  # it copies the store now
+    for _ in range(2):  # (P's position is taken before the store's of the same request)
+        fetch([FetchInfo(*TP, 2, 1 << 20), FetchInfo(*STORE_TP, end, 1 << 20)])
+    assert manager.isr_expands == 1  # asked for
+    broker.shutdown()
