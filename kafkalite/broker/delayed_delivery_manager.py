@@ -246,6 +246,21 @@ class DelayedDelivery:
         leader = self.store_leader(tp, 0)
         return leader.followers.high_watermark if isinstance(leader, StoreLeader) else -1
 
+    def store_replication_lag(self) -> dict[TopicPartition, int]:
+        """Store offsets not yet in every ISR copy (store log end - store high watermark),
+        per replicated partition led here (a metric; no store opened or epoch begun)."""
+        lags: dict[TopicPartition, int] = {}
+        for tp, store in self.stores.items():
+            partition = self.partition_of(tp)
+            if partition is None or not partition.is_leader or not self._replicated(partition):
+                continue
+            followers = self._followers.get(tp)
+            known = followers is not None and followers.leader_epoch == partition.leader_epoch
+            high_watermark = followers.high_watermark if followers is not None and known else 0
+            log_ = store.log
+            lags[tp] = log_.log_end_offset - max(high_watermark, log_.log_start_offset)
+        return lags
+
     def update_config(self, tp: TopicPartition, topic_config: LogConfig) -> None:
         """The partition's log config changed: its store (or copy) validates with it too."""
         store = self.stores.get(tp)

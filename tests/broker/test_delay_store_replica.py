@@ -24,6 +24,7 @@ from kafkalite.broker.delayed_wait import complete_or_expire
 from kafkalite.broker.partition import EARLIEST, LATEST, LogReadResult, PartitionState
 from kafkalite.broker.replica_fetcher import Outcome, apply_partition_response
 from kafkalite.config import build_config
+from kafkalite.metrics.collector import BrokerCollector
 from kafkalite.storage.batch import TRANSACTIONAL_FLAG, iter_batches
 from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.log import LogConfig, UnifiedLog
@@ -662,4 +663,56 @@ def test_a_follower_not_copying_the_store_is_not_held_back_nor_in_sync(
     for _ in range(2):  # (P's position is taken before the store's of the same request)
         fetch([FetchInfo(*TP, 2, 1 << 20), FetchInfo(*STORE_TP, end, 1 << 20)])
     assert manager.isr_expands == 1  # asked for
+    broker.shutdown()
+
+
+def test_acks_all_of_a_held_batch_needs_min_insync_replicas(tmp_path: Path, clock: Clock) -> None:
+    """As for ordinary records: refused when the ISR is below min.insync.replicas, and a
+    parked acks=all answer gets NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrinks so."""
+    broker = open_broker(tmp_path, clock, {**OPT_IN, "min.insync.replicas": "2"})
+    manager = broker.replica_manager
+    partition = manager.partition(*TP)
+
+    def isr(members: tuple[int, ...], leader_epoch: int, partition_epoch: int) -> None:
+        state = PartitionState(
+            "d", 0, (LEADER, FOLLOWER), LEADER, leader_epoch, members, partition_epoch
+        )
+        assert partition.make_leader(state, now_ms=T0) is ErrorCode.none
+
+    isr((LEADER,), 1, 1)
+    results, _ = manager.append_records({TP: delayed([b"a"], 1000)}, -1)
+    assert results[TP].error is ErrorCode.not_enough_replicas
+    assert manager.delayed_delivery.held == 0
+    isr((LEADER, FOLLOWER), 1, 2)
+    results, produce = manager.append_records({TP: delayed([b"b"], 1000)}, -1)
+    assert results[TP].error is ErrorCode.none and produce is not None
+    assert manager.produce_purgatory.try_complete_else_watch(produce) is False
+    isr((LEADER,), 1, 3)  # the follower leaves the ISR before it copied the held batch
+    manager.produce_purgatory.check_and_complete(TP)
+    assert produce.completed
+    assert produce.results[TP].error is ErrorCode.not_enough_replicas_after_append
+    broker.shutdown()
+
+
+def test_the_store_replication_lag_metric(tmp_path: Path, clock: Clock) -> None:
+    """kafka_server_delayeddelivery_storereplicationlag: store end - store high watermark."""
+    broker = open_broker(tmp_path, clock)
+    add_follower(broker)
+    hold(broker, [b"a"])
+
+    def lag() -> float:
+        (family,) = [
+            f
+            for f in BrokerCollector(broker, "PLAINTEXT", {}).collect()
+            if f.name == "kafka_server_delayeddelivery_storereplicationlag"
+        ]
+        (sample,) = family.samples
+        assert sample.labels == {"topic": "d", "partition": "0"}
+        return sample.value
+
+    end = store_log(broker).log_end_offset
+    fetch_store(broker, 0)
+    assert lag() == end  # the follower has none of it yet
+    fetch_store(broker, end)
+    assert lag() == 0
     broker.shutdown()
