@@ -486,9 +486,6 @@ PROPERTIES: dict[str, Property] = {
     "kafkalite.delayed.delivery.precision.ms": Property(
         _int(1, I32_MAX), "100", "held records are readable at most this late", TYPE_LONG
     ),
-    "kafkalite.delayed.delivery.replication.enable": Property(
-        _bool, "false", "experimental: delayed records in replicated partitions", TYPE_BOOLEAN
-    ),
     # kafkalite's own logging (Kafka configures it in log4j.properties): kafkalite/logging_config.py
     "kafkalite.log.level": Property(parse_level, "INFO", "level of every logger"),
     "kafkalite.log.levels": Property(parse_levels, "", "logger=LEVEL,... per-logger levels"),

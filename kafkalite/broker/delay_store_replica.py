@@ -18,10 +18,8 @@ store's log; P's replica fetcher fetches it with P (same fetcher), appends the l
 batches unchanged and truncates it by leader epoch, as for any partition. No DelayStore
 (due-time index, releases) is open on a follower.
 
-Experimental (issue 17): all of this, and delayed records in partitions with several
-replicas, only with the broker property kafkalite.delayed.delivery.replication.enable=true
-(off by default: such records are refused; docs/delayed-delivery.md, "Not yet"); retry
-topics with several replicas are refused still.
+Retry topics with several replicas are refused still (their releases go to other
+partitions, maybe led elsewhere).
 """
 
 from __future__ import annotations
@@ -50,8 +48,6 @@ from kafkalite.storage.log import UnifiedLog
 from kafkalite.storage.offset_metadata import LogOffsetMetadata
 
 STORE_PARTITION_BIT = 1 << 30  # above any partition count a topic can have
-REPLICATION_CONFIG = "kafkalite.delayed.delivery.replication.enable"
-REPLICATE_STORES = False  # tests: on whatever the broker's config says
 
 
 def store_partition(index: int) -> int:
@@ -78,23 +74,30 @@ class StoreFollowers:
     follower gets P's records from T on only once its copy of the store reaches S. A release
     writes its intent (store offset I) and appends R to P at T in one step, with the fence
     (T, I + 1): a replica that has R has the intent saying where R came from, so a new leader
-    never releases R's records again. A new leader's first fence is (0, its store's end)."""
+    never releases R's records again. A new leader's first fence is (0, its store's end).
+
+    Fences hold back the followers that copy the store (have a position in it this epoch)
+    and those in P's ISR (electable). A follower that does neither (its copy of the topic's
+    configs has not opted in yet) gets P unfenced, so it never stalls; it is not in sync
+    either (StoreLeader.in_sync): it joins P's ISR only once its copy holds the store up to
+    the store's high watermark and the intent of every release it got."""
 
     leader_epoch: int
     log_ends: dict[int, int] = field(default_factory=dict)  # broker id -> store log end
     high_watermark: int = 0
     fences: list[tuple[int, int]] = field(default_factory=list)
 
-    def add_fence(self, partition_offset: int, store_offset: int, replicas: list[int]) -> None:
+    def add_fence(self, partition_offset: int, store_offset: int, fenced: list[int]) -> None:
         self.fences.append((partition_offset, store_offset))
-        self.prune(replicas)
+        self.prune(fenced)
         if len(self.fences) > MAX_FENCES:
             (first, _), (_, second) = self.fences[0], self.fences[1]
             self.fences[0:2] = [(first, second)]
 
-    def prune(self, replicas: list[int]) -> None:
-        """Forget the fences every follower has passed."""
-        reached = min((self.log_ends.get(r, UNKNOWN_OFFSET) for r in replicas), default=None)
+    def prune(self, fenced: list[int]) -> None:
+        """Forget the fences every fenced follower has passed (the store high watermark,
+        over the ISR, is past them: a follower joining the ISR later must reach it)."""
+        reached = min((self.log_ends.get(r, UNKNOWN_OFFSET) for r in fenced), default=None)
         while self.fences and (reached is None or self.fences[0][1] <= reached):
             del self.fences[0]
 
@@ -126,9 +129,35 @@ class StoreLeader:
         self.add_fence(0, self.log.log_end_offset)
 
     def add_fence(self, partition_offset: int, store_offset: int) -> None:
-        self.followers.add_fence(
-            partition_offset, store_offset, list(self.partition.remote_replicas)
-        )
+        self.followers.add_fence(partition_offset, store_offset, self._fenced())
+
+    def _fenced(self) -> list[int]:
+        """The followers fences hold back: those copying the store, and P's ISR."""
+        isr = self.partition.maximal_isr
+        local = self.partition.local_broker_id
+        return [
+            r
+            for r in self.partition.remote_replicas
+            if r in self.followers.log_ends or (r in isr and r != local)
+        ]
+
+    def read_cap(self, replica_id: int) -> int | None:
+        """The P offset a follower's read of P stops before (None: not held back)."""
+        if replica_id not in self.followers.log_ends and replica_id not in (
+            self.partition.maximal_isr
+        ):
+            return None  # it does not copy the store and cannot be elected
+        return self.followers.read_cap(replica_id)
+
+    def in_sync(self, replica_id: int, partition_offset: int) -> bool:
+        """Whether a follower at `partition_offset` in P is in sync as far as the store goes
+        (it may join P's ISR): its copy reaches the store high watermark (acknowledged held
+        batches) and holds the intent of every release of P below its offset."""
+        reached = self.followers.log_ends.get(replica_id)
+        if reached is None or reached < self.followers.high_watermark:
+            return False
+        cap = self.followers.read_cap(replica_id)
+        return cap is None or cap >= partition_offset
 
     def _error(self, current_leader_epoch: int, replica_id: int) -> ErrorCode:
         error = self.partition.check_leader(current_leader_epoch)
@@ -157,7 +186,7 @@ class StoreLeader:
         if self._diverging_epoch(fetch_offset, last_fetched_epoch) is not None:
             return False
         self.followers.log_ends[replica_id] = min(fetch_offset, self.log.log_end_offset)
-        self.followers.prune(list(self.partition.remote_replicas))
+        self.followers.prune(self._fenced())
         return self.maybe_increment_high_watermark()
 
     def maybe_increment_high_watermark(self) -> bool:

@@ -14,11 +14,9 @@ at least every `kafkalite.delayed.delivery.precision.ms`.
 A transactional producer's batches go to the store too; its records are held until the
 transaction's marker reaches the partition: then they are due as asked (commit) or dropped
 (abort). A retry topic's records all go to the store and are released to its target or
-dead-letter topic (broker/retry_topics.py). Delayed records in partitions with several
-replicas are refused with INVALID_RECORD (their batches without delayed records take the
-ordinary path) unless the store is replicated (experimental,
-kafkalite.delayed.delivery.replication.enable: broker/delay_store_replica.py); a retry
-topic's records in such partitions are refused still.
+dead-letter topic (broker/retry_topics.py). In partitions with several replicas the
+store is replicated with the partition (broker/delay_store_replica.py); a retry topic's
+records in such partitions are refused with INVALID_RECORD still.
 """
 
 from __future__ import annotations
@@ -30,10 +28,8 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from kafkalite.broker import delay_store_replica
 from kafkalite.broker.cluster_metadata import TopicMetadata
 from kafkalite.broker.delay_store_replica import (
-    REPLICATION_CONFIG,
     StoreFollowers,
     StoreLeader,
     follow,
@@ -206,7 +202,7 @@ class DelayedDelivery:
         copy's)."""
         tp = (partition.topic, partition.index)
         meta = self.topics().get(tp[0])
-        if not self._replicating() or meta is None:
+        if meta is None:
             return None
         if not self.settings(tp[0], meta.configs).active:
             return None
@@ -229,10 +225,18 @@ class DelayedDelivery:
     def read_cap(self, tp: TopicPartition, replica_id: int) -> int | None:
         """Where a follower's read of partition `tp` stops until its copy of the store has
         the intents of the releases beyond (StoreFollowers' fences); None: no limit."""
-        if tp not in self.stores or not self._replicating():  # (a dict lookup first: this
-            return None  # runs for every partition of every follower fetch)
+        if tp not in self.stores:  # (a dict lookup first: this runs for every partition of
+            return None  # every follower fetch)
         leader = self.store_leader(tp, 0)
-        return leader.followers.read_cap(replica_id) if isinstance(leader, StoreLeader) else None
+        return leader.read_cap(replica_id) if isinstance(leader, StoreLeader) else None
+
+    def store_in_sync(self, tp: TopicPartition, replica_id: int, partition_offset: int) -> bool:
+        """Whether a follower of partition `tp` led here may join its ISR as far as the
+        store goes (StoreLeader.in_sync); True where there is no store."""
+        if tp not in self.stores:
+            return True
+        leader = self.store_leader(tp, 0)
+        return not isinstance(leader, StoreLeader) or leader.in_sync(replica_id, partition_offset)
 
     def store_high_watermark(self, tp: TopicPartition) -> int:
         """The store high watermark of partition `tp` led here (-1 if it has no store or is
@@ -241,6 +245,21 @@ class DelayedDelivery:
             return -1
         leader = self.store_leader(tp, 0)
         return leader.followers.high_watermark if isinstance(leader, StoreLeader) else -1
+
+    def store_replication_lag(self) -> dict[TopicPartition, int]:
+        """Store offsets not yet in every ISR copy (store log end - store high watermark),
+        per replicated partition led here (a metric; no store opened or epoch begun)."""
+        lags: dict[TopicPartition, int] = {}
+        for tp, store in self.stores.items():
+            partition = self.partition_of(tp)
+            if partition is None or not partition.is_leader or not self._replicated(partition):
+                continue
+            followers = self._followers.get(tp)
+            known = followers is not None and followers.leader_epoch == partition.leader_epoch
+            high_watermark = followers.high_watermark if followers is not None and known else 0
+            log_ = store.log
+            lags[tp] = log_.log_end_offset - max(high_watermark, log_.log_start_offset)
+        return lags
 
     def update_config(self, tp: TopicPartition, topic_config: LogConfig) -> None:
         """The partition's log config changed: its store (or copy) validates with it too."""
@@ -310,9 +329,7 @@ class DelayedDelivery:
         moving = settings.retry is not None or any(due > now_ms for due in dues)
         if not moving and not header.has_producer_id:
             return as_sent()
-        refusal = _refusal(partition, settings, self._replicating()) or self._missing_topic(
-            settings
-        )
+        refusal = _refusal(partition, settings) or self._missing_topic(settings)
         if refusal is not None:
             return InvalidRecordError(refusal) if moving else as_sent()
         if required_acks == -1 and len(partition.isr) < partition.effective_min_isr(min_isr):
@@ -358,7 +375,7 @@ class DelayedDelivery:
             if partition is None or not partition.is_leader or store.failed:
                 continue
             self._release(partition, store, now_ms, appended)
-            store.maintain(now_ms, self._replicated_up_to(partition))
+            store.maintain(now_ms, partition.high_watermark)
         return appended
 
     def release_partition(self, partition: Partition, now_ms: int) -> set[TopicPartition]:
@@ -486,7 +503,7 @@ class DelayedDelivery:
         # acks=1: the answer (if any) waited for the held record, not for its release.
         appended = partition.append_records_to_leader(encode_released(records), 1, 1, now_ms)
         if isinstance(appended, AppendResult):
-            if partition is source and self._replicating():
+            if partition is source:
                 self._fence(tp, target_offset, intent + 1)  # followers get R with its intent
                 store.keep_until_replicated(appended.last_offset + 1)
             store.confirm(offsets)
@@ -507,17 +524,8 @@ class DelayedDelivery:
         if isinstance(leader, StoreLeader):
             leader.add_fence(partition_offset, store_offset)
 
-    def _replicating(self) -> bool:
-        """Stores are replicated (experimental: kafkalite.delayed.delivery.replication.enable)."""
-        config = self.config()
-        return delay_store_replica.REPLICATE_STORES or config.bool(REPLICATION_CONFIG)
-
     def _replicated(self, partition: Partition) -> bool:
-        return self._replicating() and len(partition.replicas) > 1
-
-    def _replicated_up_to(self, partition: Partition) -> int | None:
-        """The partition's high watermark, when its store's releases must wait for it."""
-        return partition.high_watermark if self._replicating() else None
+        return len(partition.replicas) > 1
 
     def _drop(self, store: DelayStore, entries: list[tuple[int, int]], why: str) -> None:
         log.warning("%s: dropping %s", store.log.dir, why)
@@ -545,9 +553,9 @@ def _fitting(records: list[Record], limit: int) -> int:
     return len(records)
 
 
-def _refusal(partition: Partition, settings: DelaySettings, replicating: bool) -> str | None:
+def _refusal(partition: Partition, settings: DelaySettings) -> str | None:
     """Why delayed records cannot be held for this partition yet, if they cannot."""
-    if len(partition.replicas) > 1 and (not replicating or settings.retry is not None):
+    if len(partition.replicas) > 1 and settings.retry is not None:
         return "delayed records need a partition with a single replica (not replicated yet)"
     return None
 

@@ -611,9 +611,13 @@ class ReplicaManager:
         if moved:
             self._complete_delayed(info.tp)
         self.delete_records_purgatory.check_and_complete(info.tp)
-        proposal = partition.maybe_expand_isr(replica_id)
-        if proposal is not None:
-            self._alter_isr(partition, proposal)
+        if replica_id in partition.isr:
+            return
+        # A follower joins the ISR with P's delay store copied too (broker/delay_store_replica.py).
+        if self.delayed_delivery.store_in_sync(info.tp, replica_id, info.fetch_offset):
+            proposal = partition.maybe_expand_isr(replica_id)
+            if proposal is not None:
+                self._alter_isr(partition, proposal)
 
     def _alter_isr(self, partition: Partition, new_isr: list[int]) -> None:
         """Ask the controller for `new_isr` (pending until the new state comes back)."""

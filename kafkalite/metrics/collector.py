@@ -351,6 +351,15 @@ class BrokerCollector(Collector):
         )
         lateness.add_metric([], _buckets(delayed.lateness), delayed.lateness.sum_ms)
         yield lateness
+        # Kafka-style (kafka.server:type=DelayedDelivery,name=StoreReplicationLag,...).
+        lag = GaugeMetricFamily(
+            "kafka_server_delayeddelivery_storereplicationlag",
+            "Delay store offsets not yet copied by every ISR replica (store end - store HW)",
+            labels=labels,
+        )
+        for (topic, index), value in sorted(delayed.store_replication_lag().items()):
+            lag.add_metric([topic, str(index)], value)
+        yield lag
 
     def _groups(self) -> Iterator[Metric]:
         coordinator = self.broker.groups.coordinator

@@ -16,7 +16,6 @@ from kio.schema.errors import ErrorCode
 from partition_fixtures import open_partition
 from test_replication import until
 
-from kafkalite.broker import delay_store_replica
 from kafkalite.broker.broker import Broker
 from kafkalite.broker.cluster_metadata import TopicMetadata
 from kafkalite.broker.delay_store_replica import open_store_copy, store_partition, store_source
@@ -25,6 +24,7 @@ from kafkalite.broker.delayed_wait import complete_or_expire
 from kafkalite.broker.partition import EARLIEST, LATEST, LogReadResult, PartitionState
 from kafkalite.broker.replica_fetcher import Outcome, apply_partition_response
 from kafkalite.config import build_config
+from kafkalite.metrics.collector import BrokerCollector
 from kafkalite.storage.batch import TRANSACTIONAL_FLAG, iter_batches
 from kafkalite.storage.control_batch import EndTxnMarker
 from kafkalite.storage.log import LogConfig, UnifiedLog
@@ -70,8 +70,7 @@ def hold(broker: Broker, values: list[bytes], delay_ms: int = 1000) -> None:
 
 
 def add_follower(broker: Broker) -> None:
-    """A new epoch with FOLLOWER in P's replicas and ISR (delayed records are refused in a
-    replicated partition until the store's replication is complete: they are held before)."""
+    """A new epoch with FOLLOWER in P's replicas and ISR."""
     partition = broker.replica_manager.partition(*TP)
     state = PartitionState(
         "d", 0, (LEADER, FOLLOWER), LEADER, partition.leader_epoch + 1, (LEADER, FOLLOWER)
@@ -241,22 +240,14 @@ def test_a_topic_that_did_not_opt_in_has_no_store_partition(tmp_path: Path, cloc
     broker.shutdown()
 
 
-# -- followers copy the store (REPLICATE_STORES, off on main until the refusal is lifted) ----
-
-
-@pytest.fixture
-def replicated(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Followers copy stores, and delayed records are held in a replicated partition."""
-    monkeypatch.setattr(delay_store_replica, "REPLICATE_STORES", True)
+# -- followers copy the store ---------------------------------------------------------------
 
 
 def store_bytes(log: UnifiedLog) -> bytes:
     return log.read(log.log_start_offset, 1 << 24, log.log_end_offset)
 
 
-def test_followers_copy_the_store_and_a_new_leader_releases_from_its_copy(
-    tmp_path: Path, replicated: None
-) -> None:
+def test_followers_copy_the_store_and_a_new_leader_releases_from_its_copy(tmp_path: Path) -> None:
     clock = ManualClock(T0)
 
     async def main() -> None:
@@ -357,7 +348,7 @@ def follower_fetch(broker: Broker, store_offset: int, max_wait_ms: int = 0):
 
 
 def test_acks_all_of_a_held_batch_waits_for_the_store_high_watermark(
-    tmp_path: Path, clock: Clock, replicated: None
+    tmp_path: Path, clock: Clock
 ) -> None:
     broker = open_broker(tmp_path, clock)
     add_follower(broker)
@@ -378,9 +369,7 @@ def test_acks_all_of_a_held_batch_waits_for_the_store_high_watermark(
     broker.shutdown()
 
 
-def test_a_parked_follower_fetch_is_woken_by_a_hold(
-    tmp_path: Path, clock: Clock, replicated: None
-) -> None:
+def test_a_parked_follower_fetch_is_woken_by_a_hold(tmp_path: Path, clock: Clock) -> None:
     broker = open_broker(tmp_path, clock)
     add_follower(broker)
     manager = broker.replica_manager
@@ -396,9 +385,7 @@ def partition_records(fetch) -> bytes:
     return fetch.read_result.results[0].records
 
 
-def test_a_follower_gets_a_release_only_with_its_intent(
-    tmp_path: Path, clock: Clock, replicated: None
-) -> None:
+def test_a_follower_gets_a_release_only_with_its_intent(tmp_path: Path, clock: Clock) -> None:
     """The fences: P's records reach a follower only once its store copy has what they
     depend on (the new leader's store at election; a release's intent)."""
     broker = open_broker(tmp_path, clock)
@@ -475,7 +462,7 @@ def test_a_new_leader_resolves_every_release_and_cancels_those_it_lacks(
 
 
 def test_the_store_keeps_released_records_until_the_partition_has_them_replicated(
-    tmp_path: Path, clock: Clock, replicated: None
+    tmp_path: Path, clock: Clock
 ) -> None:
     """Followers' copies follow the store's log start: it must not pass a release their
     partition may still lack, or a follower elected without it would have lost them."""
@@ -499,7 +486,7 @@ def test_the_store_keeps_released_records_until_the_partition_has_them_replicate
 
 
 def test_a_leader_stopped_in_the_middle_of_a_release_loses_and_repeats_nothing(
-    tmp_path: Path, replicated: None
+    tmp_path: Path,
 ) -> None:
     """Broker 1 releases a record after it stopped serving (its intent and append never
     reach the others); broker 2, elected, releases it from its copy: once, with the rest."""
@@ -539,7 +526,7 @@ def test_a_leader_stopped_in_the_middle_of_a_release_loses_and_repeats_nothing(
 
 
 def test_a_leader_restarting_with_a_replicated_store_resolves_it_as_a_new_leader(
-    tmp_path: Path, clock: Clock, replicated: None
+    tmp_path: Path, clock: Clock
 ) -> None:
     """Loaded at startup as the leader of a replicated partition (it may have followed it
     before, with an old leader's intent it lacks the release of), the store is taken over:
@@ -565,7 +552,7 @@ def test_a_leader_restarting_with_a_replicated_store_resolves_it_as_a_new_leader
 
 
 def test_a_follower_gets_a_transactions_marker_only_with_its_end_in_the_store(
-    tmp_path: Path, clock: Clock, replicated: None
+    tmp_path: Path, clock: Clock
 ) -> None:
     """Else a follower elected with the commit marker but not the store's transaction end
     would hold the transaction's records forever."""
@@ -603,7 +590,7 @@ def test_a_follower_gets_a_transactions_marker_only_with_its_end_in_the_store(
 
 
 def test_a_fenced_followers_parked_fetch_waits_for_what_it_may_read(
-    tmp_path: Path, clock: Clock, replicated: None
+    tmp_path: Path, clock: Clock
 ) -> None:
     """Appends beyond a follower's fence do not answer its parked fetch (empty, at once)."""
     broker = open_broker(tmp_path, clock)
@@ -622,19 +609,110 @@ def test_a_fenced_followers_parked_fetch_waits_for_what_it_may_read(
     broker.shutdown()
 
 
-@pytest.mark.parametrize("enabled", [False, True])
-def test_the_broker_property_lets_replicated_partitions_hold_delayed_records(
-    tmp_path: Path, clock: Clock, enabled: bool
-) -> None:
-    """Off by default: a delayed record in a partition with several replicas is refused."""
+def test_a_replicated_partition_holds_delayed_records(tmp_path: Path, clock: Clock) -> None:
+    """Delayed records in a partition with several replicas are held (no broker switch)."""
     config = {"log.dirs": str(tmp_path), "broker.id": str(LEADER)}
-    if enabled:
-        config["kafkalite.delayed.delivery.replication.enable"] = "true"
     broker = Broker.open(build_config(config), clock_ms=clock)
     assert broker.admin_manager.create_topic("d", 1, 1, OPT_IN)[0].ok
     add_follower(broker)
     results, _ = broker.replica_manager.append_records({TP: delayed([b"a"], 1000)}, 1)
-    expected = ErrorCode.none if enabled else ErrorCode.invalid_record
-    assert results[TP].error is expected
-    assert broker.replica_manager.delayed_delivery.held == (1 if enabled else 0)
+    assert results[TP].error is ErrorCode.none
+    assert broker.replica_manager.delayed_delivery.held == 1
+    broker.shutdown()
+
+
+def test_a_follower_not_copying_the_store_is_not_held_back_nor_in_sync(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """A follower outside the ISR whose copy of the topic's configs has not opted in yet
+    (it fetches P, not P's store) gets P unfenced: it does not stall. It joins the ISR only
+    once it copies the store."""
+    broker = open_broker(tmp_path, clock)
+    manager = broker.replica_manager
+    plain = encode_record_batch(
+        [Record(0, T0, b"k", b"x", ())], base_offset=0, base_timestamp=T0, max_timestamp=T0
+    )
+    manager.append_records({TP: plain}, 1)  # P: x at 0
+    partition = manager.partition(*TP)
+    state = PartitionState(
+        "d", 0, (LEADER, FOLLOWER), LEADER, partition.leader_epoch + 1, (LEADER,)
+    )
+    assert partition.make_leader(state, now_ms=T0) is ErrorCode.none
+    hold(broker, [b"a"])
+    clock.now = T0 + 1000
+    manager.release_delayed()  # a at P offset 1, fenced on its intent
+    hold(broker, [b"b"], delay_ms=60_000)  # held still
+    assert partition.log_end_offset == 2
+
+    def fetch(infos: list[FetchInfo]) -> list[bytes | None]:
+        params = FetchParams(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, replica_id=FOLLOWER)
+        done = manager.fetch_messages(params, infos)
+        assert manager.fetch_purgatory.try_complete_else_watch(done) is True
+        data = memoryview(done.read_result.results[0].records)
+        return [
+            record.value
+            for position, header in iter_batches(data)
+            for record in decode_records(data[position : position + header.size])
+        ]
+
+    assert fetch([FetchInfo(*TP, 0, 1 << 20)]) == [b"x", b"a"]  # not held back
+    assert fetch([FetchInfo(*TP, 2, 1 << 20)]) == []  # caught up on P ...
+    assert manager.isr_expands == 0 and partition.pending_isr is None  # ... not in sync
+    start, end = store_log(broker).log_start_offset, store_log(broker).log_end_offset
+    assert fetch_store(broker, start).records  # it copies the store now
+    for _ in range(2):  # (P's position is taken before the store's of the same request)
+        fetch([FetchInfo(*TP, 2, 1 << 20), FetchInfo(*STORE_TP, end, 1 << 20)])
+    assert manager.isr_expands == 1  # asked for
+    broker.shutdown()
+
+
+def test_acks_all_of_a_held_batch_needs_min_insync_replicas(tmp_path: Path, clock: Clock) -> None:
+    """As for ordinary records: refused when the ISR is below min.insync.replicas, and a
+    parked acks=all answer gets NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrinks so."""
+    broker = open_broker(tmp_path, clock, {**OPT_IN, "min.insync.replicas": "2"})
+    manager = broker.replica_manager
+    partition = manager.partition(*TP)
+
+    def isr(members: tuple[int, ...], leader_epoch: int, partition_epoch: int) -> None:
+        state = PartitionState(
+            "d", 0, (LEADER, FOLLOWER), LEADER, leader_epoch, members, partition_epoch
+        )
+        assert partition.make_leader(state, now_ms=T0) is ErrorCode.none
+
+    isr((LEADER,), 1, 1)
+    results, _ = manager.append_records({TP: delayed([b"a"], 1000)}, -1)
+    assert results[TP].error is ErrorCode.not_enough_replicas
+    assert manager.delayed_delivery.held == 0
+    isr((LEADER, FOLLOWER), 1, 2)
+    results, produce = manager.append_records({TP: delayed([b"b"], 1000)}, -1)
+    assert results[TP].error is ErrorCode.none and produce is not None
+    assert manager.produce_purgatory.try_complete_else_watch(produce) is False
+    isr((LEADER,), 1, 3)  # the follower leaves the ISR before it copied the held batch
+    manager.produce_purgatory.check_and_complete(TP)
+    assert produce.completed
+    assert produce.results[TP].error is ErrorCode.not_enough_replicas_after_append
+    broker.shutdown()
+
+
+def test_the_store_replication_lag_metric(tmp_path: Path, clock: Clock) -> None:
+    """kafka_server_delayeddelivery_storereplicationlag: store end - store high watermark."""
+    broker = open_broker(tmp_path, clock)
+    add_follower(broker)
+    hold(broker, [b"a"])
+
+    def lag() -> float:
+        (family,) = [
+            f
+            for f in BrokerCollector(broker, "PLAINTEXT", {}).collect()
+            if f.name == "kafka_server_delayeddelivery_storereplicationlag"
+        ]
+        (sample,) = family.samples
+        assert sample.labels == {"topic": "d", "partition": "0"}
+        return sample.value
+
+    end = store_log(broker).log_end_offset
+    fetch_store(broker, 0)
+    assert lag() == end  # the follower has none of it yet
+    fetch_store(broker, end)
+    assert lag() == 0
     broker.shutdown()
