@@ -2,24 +2,33 @@
 the others, and does a quota hold?
 
     python -m bench.security_abuse [--seconds 10] [--scram-attempts 10000]
-        [--half-open 1000] [--quota-bytes 1048576]
+        [--half-open 1000] [--quota-bytes 1048576] [--quota-seconds 30]
+        [--attacker-address 127.0.0.2] [--ip-quota N] [--phases scram,half-open,quota]
+        [--target kafkalite|kafka]
 
 Not a test: it prints figures. One `kafkalite serve`, or with `--target kafka` Apache Kafka 4.4
 (the listeners, certificates and users of bench/security_bench.py). A baseline client on
-SASL_SSL (SCRAM-SHA-256) makes produce/consume round trips, one at a time: produce one 1 KiB
-record (acks=1, linger.ms=0) and poll an assigned consumer until it has it; latency p50/p99
-and round trips a second, measured alone for `--seconds`, then again while
+SASL_SSL (SCRAM-SHA-256) from 127.0.0.1 makes produce/consume round trips, one at a time:
+produce one 1 KiB record (acks=1, linger.ms=0) and poll an assigned consumer until it has it;
+latency p50/p99 and round trips a second, measured alone for `--seconds`, then again while
   (a) `--scram-attempts` SCRAM exchanges with a wrong password run from 4 other processes
       (16 connections at a time each; the window is as long as they take),
   (b) `--half-open` TCP connections to the SASL_SSL port that never start the TLS handshake
       are held open for `--seconds` (from another process),
   (c) a producer with client id `throttled` (a `producer_byte_rate` quota of
-      `--quota-bytes`, AlterClientQuotas) produces 1 KiB records flat out for `--seconds`
-      from another process; its acknowledged payload bytes over those seconds are compared
-      with the quota.
-Slowdown = baseline round trips a second in the `--seconds` alone just before the phase /
-under abuse - 1. The attackers run on the same cores as the broker and the baseline client,
-so their own CPU is part of the figure.
+      `--quota-bytes`, AlterClientQuotas) produces 1 KiB records flat out for
+      `--quota-seconds` from another process; its acknowledged payload bytes a second are
+      compared with the quota over the first 10 s and over the last 10 s (Kafka's quota
+      rate spans `quota.window.num` x `quota.window.size.seconds`, 11 s: a new client's
+      first 10 s of quota may come at once, so it converges only once that burst has left
+      the window).
+The attackers of (a) and (b) connect from `--attacker-address` (another loopback address);
+`--ip-quota N` gives that address a `connection_creation_rate` of N (AlterClientQuotas,
+entity type ip, as `kafka-configs.sh --entity-type ips`): the broker then holds each
+connection over the rate unanswered for its throttle time and closes it, before any TLS
+handshake. Slowdown = baseline round trips a second in the `--seconds` alone just before the
+phase / under abuse - 1. The attackers run on the same cores as the broker and the baseline
+client, so their own CPU is part of the figure.
 """
 
 from __future__ import annotations
@@ -122,33 +131,38 @@ class BaselineClient:
         self.consumer.close()
 
 
-def wrong_scram_attempts(port: int, ca: str, attempts: int) -> int:
-    """In an attacker process: `attempts` SCRAM exchanges with a wrong password over TLS,
-    ATTACK_THREADS at a time; returns how many the broker refused."""
-    refused, lock = [0], threading.Lock()
+def wrong_scram_attempts(port: int, ca: str, attempts: int, source: str) -> tuple[int, int]:
+    """In an attacker process: `attempts` SCRAM exchanges with a wrong password over TLS
+    from the address `source`, ATTACK_THREADS at a time; returns how many the broker refused
+    (SCRAM failed) and how many it closed before that (its connection quota)."""
+    refused, closed, lock = [0], [0], threading.Lock()
     counter = iter(range(attempts))
 
     def attacker() -> None:
         for _ in counter:
             try:
-                with connect("SASL_SSL", port, Path(ca)) as client:
+                with connect("SASL_SSL", port, Path(ca), source) as client:
                     scram_exchange(client, "bench", "wrong-password")
-            except (OSError, ValueError, AttributeError, scramp.ScramException):
+            except (ValueError, AttributeError, scramp.ScramException):
                 with lock:
                     refused[0] += 1
+            except OSError:
+                with lock:
+                    closed[0] += 1
 
     threads = [threading.Thread(target=attacker) for _ in range(ATTACK_THREADS)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return refused[0]
+    return refused[0], closed[0]
 
 
-def hold_half_open(port: int, count: int, seconds: float) -> int:
-    """In an attacker process: `count` TCP connections that never send a ClientHello, held
-    for `seconds`; returns how many the broker had closed by then."""
-    sockets = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(count)]
+def hold_half_open(port: int, count: int, seconds: float, source: str) -> int:
+    """In an attacker process: `count` TCP connections from `source` that never send a
+    ClientHello, held for `seconds`; returns how many the broker had closed by then."""
+    target, bind = ("127.0.0.1", port), (source, 0)
+    sockets = [socket.create_connection(target, 10, bind) for _ in range(count)]
     time.sleep(seconds)
     closed = 0
     for sock in sockets:
@@ -164,37 +178,39 @@ def hold_half_open(port: int, count: int, seconds: float) -> int:
 
 
 def scram_phase(
-    baseline: BaselineClient, running: Running, certs: Certificates, total: int
-) -> tuple[Baseline, int, float]:
+    baseline: BaselineClient, running: Running, certs: Certificates, total: int, source: str
+) -> tuple[Baseline, int, int, float]:
     context = multiprocessing.get_context("spawn")
     per_process = [total // ATTACK_PROCESSES] * ATTACK_PROCESSES
     per_process[0] += total - sum(per_process)
-    args = [(running.ports["SASL_SSL"], str(certs.ca), n) for n in per_process]
+    args = [(running.ports["SASL_SSL"], str(certs.ca), n, source) for n in per_process]
     with context.Pool(ATTACK_PROCESSES) as pool:
         started = time.perf_counter()
         result = pool.starmap_async(wrong_scram_attempts, args)
         figures = baseline.run_while(lambda: not result.ready())
-        refused = sum(result.get(timeout=600))
+        outcomes = result.get(timeout=900)
         elapsed = time.perf_counter() - started
-    return figures, refused, elapsed
+    refused, closed = (sum(counts) for counts in zip(*outcomes, strict=True))
+    return figures, refused, closed, elapsed
 
 
 def half_open_phase(
-    baseline: BaselineClient, running: Running, count: int, seconds: float
+    baseline: BaselineClient, running: Running, count: int, seconds: float, source: str
 ) -> tuple[Baseline, int]:
     context = multiprocessing.get_context("spawn")
     with context.Pool(1) as pool:
-        result = pool.apply_async(hold_half_open, (running.ports["SASL_SSL"], count, seconds))
+        args = (running.ports["SASL_SSL"], count, seconds, source)
+        result = pool.apply_async(hold_half_open, args)
         time.sleep(1.0)  # let the connections open; then measure while they are held
         figures = baseline.run_while(lambda: not result.ready())
         closed = result.get(timeout=60)
     return figures, closed
 
 
-def set_quota(running: Running, quota: int) -> None:
+def set_quota(running: Running, *entity_and_quota: str) -> None:
+    """AlterClientQuotas with the kafkalite CLI (over the PLAINTEXT listener; Kafka too)."""
     command = [sys.executable, "-m", "kafkalite", "quota", "set"]
-    command += ["-b", f"127.0.0.1:{running.ports['PLAINTEXT']}", "--client-id", THROTTLED_CLIENT]
-    command += ["--producer-byte-rate", str(quota)]
+    command += ["-b", f"127.0.0.1:{running.ports['PLAINTEXT']}", *entity_and_quota]
     subprocess.run(command, check=True, capture_output=True, timeout=60)
 
 
@@ -224,14 +240,17 @@ def throttled_producer(settings: dict[str, Any], topic: str, seconds: float) -> 
 def quota_phase(
     baseline: BaselineClient, running: Running, certs: Certificates, quota: int, seconds: float
 ) -> tuple[Baseline, list[float]]:
-    set_quota(running, quota)
+    set_quota(running, "--client-id", THROTTLED_CLIENT, "--producer-byte-rate", str(quota))
     settings = client_settings("SASL_SSL", running.ports["SASL_SSL"], certs.ca)
     context = multiprocessing.get_context("spawn")
     with context.Pool(1) as pool:  # its own process: not the baseline's GIL
         result = pool.apply_async(throttled_producer, (settings, topic_name("SSL"), seconds))
         figures = baseline.run_while(lambda: not result.ready())
-        per_second = result.get(timeout=60)
+        per_second = result.get(timeout=seconds + 60)
     return figures, per_second
+
+
+PHASES = ("scram", "half-open", "quota")
 
 
 def main() -> None:
@@ -240,6 +259,10 @@ def main() -> None:
     parser.add_argument("--scram-attempts", type=int, default=10_000)
     parser.add_argument("--half-open", type=int, default=1_000)
     parser.add_argument("--quota-bytes", type=int, default=1_048_576)
+    parser.add_argument("--quota-seconds", type=int, default=30)
+    parser.add_argument("--attacker-address", default="127.0.0.2")
+    parser.add_argument("--ip-quota", type=int, default=0, help="0: none")
+    parser.add_argument("--phases", default=",".join(PHASES))
     parser.add_argument("--target", choices=("kafkalite", "kafka"), default="kafkalite")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} at start", flush=True)
@@ -249,6 +272,9 @@ def main() -> None:
         running = start(Path(tmp), certs)
         try:
             prepare(running, certs)
+            if args.ip_quota:
+                ip = ["--ip", args.attacker_address]
+                set_quota(running, *ip, "--connection-creation-rate", str(args.ip_quota))
             run(running, certs, args)
         finally:
             running.stop()
@@ -259,40 +285,63 @@ def run(running: Running, certs: Certificates, args: argparse.Namespace) -> None
     settings = client_settings("SASL_SSL", running.ports["SASL_SSL"], certs.ca)
     settings.update({"sasl.mechanism": "SCRAM-SHA-256"})
     baseline = BaselineClient(settings, topic_name("SASL_SSL"))
+    phases = args.phases.split(",")
+    quota = f"connection_creation_rate {args.ip_quota}/s" if args.ip_quota else "no ip quota"
+    print(f"attackers from {args.attacker_address} ({quota})", flush=True)
     try:
         baseline.run_for(2.0)  # warm-up
-        alone = baseline.run_for(args.seconds)  # each phase against the window just before
-        print(f"alone                      {alone}", flush=True)
-        scram, refused, elapsed = scram_phase(baseline, running, certs, args.scram_attempts)
-        print(
-            f"(a) wrong SCRAM attempts   {scram}  slowdown {scram.slowdown(alone):+.1f}%"
-            f"  ({refused} of {args.scram_attempts} refused in {elapsed:.1f} s)",
-            flush=True,
-        )
-        alone = baseline.run_for(args.seconds)
-        print(f"alone                      {alone}", flush=True)
-        half, closed = half_open_phase(baseline, running, args.half_open, args.seconds)
-        print(
-            f"(b) half-open handshakes   {half}  slowdown {half.slowdown(alone):+.1f}%"
-            f"  ({closed} of {args.half_open} closed by the broker after {args.seconds:.0f} s)",
-            flush=True,
-        )
-        alone = baseline.run_for(args.seconds)
-        print(f"alone                      {alone}", flush=True)
-        quota, per_second = quota_phase(baseline, running, certs, args.quota_bytes, args.seconds)
-        achieved = sum(per_second) / len(per_second)
-        print(
-            f"(c) throttled producer     {quota}  slowdown {quota.slowdown(alone):+.1f}%",
-            flush=True,
-        )
-        print(
-            f"    quota {args.quota_bytes / 2**20:.2f} MiB/s, achieved {achieved / 2**20:.2f} MiB/s"
-            f" over {len(per_second)} s ({(achieved / args.quota_bytes - 1) * 100:+.1f}%);"
-            f" MiB acknowledged each second: {' '.join(f'{b / 2**20:.2f}' for b in per_second)}",
-            flush=True,
-        )
+        if "scram" in phases:
+            alone = baseline.run_for(args.seconds)  # each phase against the window just before
+            print(f"alone                      {alone}", flush=True)
+            scram, refused, closed, elapsed = scram_phase(
+                baseline, running, certs, args.scram_attempts, args.attacker_address
+            )
+            print(
+                f"(a) wrong SCRAM attempts   {scram}  slowdown {scram.slowdown(alone):+.1f}%"
+                f"  ({refused} of {args.scram_attempts} refused, {closed} closed before"
+                f" authenticating, in {elapsed:.1f} s)",
+                flush=True,
+            )
+        if "half-open" in phases:
+            alone = baseline.run_for(args.seconds)
+            print(f"alone                      {alone}", flush=True)
+            half, closed = half_open_phase(
+                baseline, running, args.half_open, args.seconds, args.attacker_address
+            )
+            print(
+                f"(b) half-open handshakes   {half}  slowdown {half.slowdown(alone):+.1f}%"
+                f"  ({closed} of {args.half_open} closed by the broker after"
+                f" {args.seconds:.0f} s)",
+                flush=True,
+            )
+        if "quota" in phases:
+            alone = baseline.run_for(args.seconds)
+            print(f"alone                      {alone}", flush=True)
+            throttled_phase(baseline, running, certs, args, alone)
     finally:
         baseline.close()
+
+
+def throttled_phase(
+    baseline: BaselineClient,
+    running: Running,
+    certs: Certificates,
+    args: argparse.Namespace,
+    alone: Baseline,
+) -> None:
+    figures, per_second = quota_phase(
+        baseline, running, certs, args.quota_bytes, args.quota_seconds
+    )
+    print(f"(c) throttled producer     {figures}  slowdown {figures.slowdown(alone):+.1f}%")
+    print(f"    quota {args.quota_bytes / 2**20:.2f} MiB/s; achieved:")
+    for label, seconds in (("first 10 s", per_second[:10]), ("last 10 s", per_second[-10:])):
+        achieved = sum(seconds) / len(seconds)
+        print(
+            f"      {label:<11} {achieved / 2**20:.2f} MiB/s"
+            f" ({(achieved / args.quota_bytes - 1) * 100:+.1f}%)"
+        )
+    each = " ".join(f"{b / 2**20:.2f}" for b in per_second)
+    print(f"    MiB acknowledged each second: {each}", flush=True)
 
 
 if __name__ == "__main__":

@@ -198,9 +198,11 @@ def throughput(
     return mb / produce_s, mb / consume_s
 
 
-def connect(protocol: str, port: int, ca: Path) -> RawClient:
-    """A raw-protocol client on a new connection, TLS handshake done where SSL."""
-    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+def connect(protocol: str, port: int, ca: Path, source: str | None = None) -> RawClient:
+    """A raw-protocol client on a new connection (from the local address `source`, if
+    given), TLS handshake done where SSL."""
+    bind = None if source is None else (source, 0)
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=bind)
     raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock: socket.socket = raw
     if "SSL" in protocol:
