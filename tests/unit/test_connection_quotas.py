@@ -127,3 +127,14 @@ def test_limits_from_the_config_fall_back_to_the_broker_wide_values() -> None:
     one_listener = ConnectionLimits.of(build_config({}))
     assert one_listener.max_connections == UNBOUNDED
     assert one_listener.inter_broker_listener is None  # protected only among others
+
+
+def test_acceptor_blocked_percent_is_the_held_time_over_the_quota_window() -> None:
+    connections = quotas()
+    assert connections.blocked_percent("A", 0) == 0.0
+    # 500 ms held in the first second: over at least 10 windows of 1 s, 50 ms a second
+    connections.record_blocked("A", 300, 0)
+    connections.record_blocked("A", 200, 500)
+    assert connections.blocked_percent("A", 1000) == 5.0
+    assert connections.blocked_percent("B", 1000) == 0.0
+    assert connections.blocked_percent("A", 12_000) == 0.0  # the window moved past it
