@@ -28,7 +28,8 @@ entity type ip, as `kafka-configs.sh --entity-type ips`): the broker then holds 
 connection over the rate unanswered for its throttle time and closes it, before any TLS
 handshake. Slowdown = baseline round trips a second in the `--seconds` alone just before the
 phase / under abuse - 1. The attackers run on the same cores as the broker and the baseline
-client, so their own CPU is part of the figure.
+client, so their own CPU is part of the figure; so each window also gives the broker's own
+CPU time (user + system, from /proc) per second of the window, in % of one core.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from typing import Any
 import scramp
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from bench.procstat import cpu_seconds
 from bench.security_bench import (
     Certificates,
     Running,
@@ -73,23 +75,30 @@ class Baseline:
     round_trips_per_s: float
     p50_ms: float
     p99_ms: float
+    broker_cpu_percent: float | None = None  # of one core, over the window
 
     def slowdown(self, alone: Baseline) -> float:
         """How much fewer round trips a second than alone, in %."""
         return (alone.round_trips_per_s / self.round_trips_per_s - 1) * 100
 
     def __str__(self) -> str:
+        cpu = (
+            ""
+            if self.broker_cpu_percent is None
+            else f"  broker CPU {self.broker_cpu_percent:3.0f}%"
+        )
         return (
             f"{self.round_trips_per_s:8.1f} round trips/s"
-            f"  p50 {self.p50_ms:6.2f} ms  p99 {self.p99_ms:7.2f} ms"
+            f"  p50 {self.p50_ms:6.2f} ms  p99 {self.p99_ms:7.2f} ms{cpu}"
         )
 
 
 class BaselineClient:
     """Produce one record, consume it back; one round trip at a time."""
 
-    def __init__(self, settings: dict[str, Any], topic: str) -> None:
+    def __init__(self, settings: dict[str, Any], topic: str, broker_pid: int | None) -> None:
         self.topic = topic
+        self.broker_pid = broker_pid
         self.producer = Producer({**settings, "linger.ms": 0, "acks": 1})
         self.consumer = Consumer(
             {**settings, "group.id": "baseline", "fetch.wait.max.ms": 100, "fetch.min.bytes": 1}
@@ -113,15 +122,24 @@ class BaselineClient:
 
     def run_while(self, busy: Callable[[], bool]) -> Baseline:
         latencies, started = [], time.perf_counter()
+        cpu_before = self._broker_cpu()
         while busy():
             latencies.append(self.round_trip())
         elapsed = time.perf_counter() - started
+        cpu_after = self._broker_cpu()
+        cpu = None
+        if cpu_before is not None and cpu_after is not None:
+            cpu = (cpu_after - cpu_before) / elapsed * 100
         latencies.sort()
         return Baseline(
             len(latencies) / elapsed,
             statistics.median(latencies) * 1000,
             latencies[int(len(latencies) * 0.99)] * 1000,
+            cpu,
         )
+
+    def _broker_cpu(self) -> float | None:
+        return None if self.broker_pid is None else cpu_seconds(self.broker_pid)
 
     def run_for(self, seconds: float) -> Baseline:
         end = time.perf_counter() + seconds
@@ -284,7 +302,7 @@ def main() -> None:
 def run(running: Running, certs: Certificates, args: argparse.Namespace) -> None:
     settings = client_settings("SASL_SSL", running.ports["SASL_SSL"], certs.ca)
     settings.update({"sasl.mechanism": "SCRAM-SHA-256"})
-    baseline = BaselineClient(settings, topic_name("SASL_SSL"))
+    baseline = BaselineClient(settings, topic_name("SASL_SSL"), running.pid)
     phases = args.phases.split(",")
     quota = f"connection_creation_rate {args.ip_quota}/s" if args.ip_quota else "no ip quota"
     print(f"attackers from {args.attacker_address} ({quota})", flush=True)

@@ -66,6 +66,7 @@ class Running:
 
     ports: dict[str, int]
     stop: Callable[[], object]
+    pid: int | None = None  # the broker's process (its CPU time)
 
 
 def write_certificates(folder: Path) -> Certificates:
@@ -104,7 +105,7 @@ def start_kafkalite(folder: Path, certs: Certificates) -> Running:
         **security_overrides(certs),
     }
     broker = BrokerProcess(folder / "kafkalite", overrides).start()
-    return Running(ports, broker.stop)
+    return Running(ports, broker.stop, broker.process.pid if broker.process else None)
 
 
 def start_kafka(folder: Path, certs: Certificates) -> Running:
@@ -122,7 +123,7 @@ def start_kafka(folder: Path, certs: Certificates) -> Running:
     server = KafkaServer(folder / "kafka", overrides)
     server.port, server.controller_port = ports["PLAINTEXT"], controller_port
     server.start()
-    return Running(ports, server.stop)
+    return Running(ports, server.stop, server.pid)
 
 
 def prepare(running: Running, certs: Certificates) -> None:
