@@ -18,10 +18,10 @@ latency p50/p99 and round trips a second, measured alone for `--seconds`, then a
   (c) a producer with client id `throttled` (a `producer_byte_rate` quota of
       `--quota-bytes`, AlterClientQuotas) produces 1 KiB records flat out for
       `--quota-seconds` from another process; its acknowledged payload bytes a second are
-      compared with the quota over the first 10 s and over the last 10 s (Kafka's quota
-      rate spans `quota.window.num` x `quota.window.size.seconds`, 11 s: a new client's
-      first 10 s of quota may come at once, so it converges only once that burst has left
-      the window).
+      compared with the quota over each 10 s and over the whole run (Kafka's quota rate
+      spans `quota.window.num` x `quota.window.size.seconds`, 11 s: a new client's first
+      10 s of quota may come at once, and is paid back by throttling until it has left the
+      window).
 The attackers of (a) and (b) connect from `--attacker-address` (another loopback address);
 `--ip-quota N` gives that address a `connection_creation_rate` of N (AlterClientQuotas,
 entity type ip, as `kafka-configs.sh --entity-type ips`): the broker then holds each
@@ -352,10 +352,11 @@ def throttled_phase(
     )
     print(f"(c) throttled producer     {figures}  slowdown {figures.slowdown(alone):+.1f}%")
     print(f"    quota {args.quota_bytes / 2**20:.2f} MiB/s; achieved:")
-    for label, seconds in (("first 10 s", per_second[:10]), ("last 10 s", per_second[-10:])):
-        achieved = sum(seconds) / len(seconds)
+    spans = [(start, min(start + 10, len(per_second))) for start in range(0, len(per_second), 10)]
+    for start, end in [*spans, (0, len(per_second))]:
+        achieved = sum(per_second[start:end]) / (end - start)
         print(
-            f"      {label:<11} {achieved / 2**20:.2f} MiB/s"
+            f"      s {start:>2}-{end:<2} {achieved / 2**20:.2f} MiB/s"
             f" ({(achieved / args.quota_bytes - 1) * 100:+.1f}%)"
         )
     each = " ".join(f"{b / 2**20:.2f}" for b in per_second)
