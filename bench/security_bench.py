@@ -19,9 +19,11 @@ each figure's median kept. With both targets a last table gives the ratio kafkal
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import itertools
 import os
+import secrets
 import socket
 import ssl
 import statistics
@@ -224,6 +226,20 @@ def scram_exchange(client: RawClient, user: str, password: str) -> None:
     scram.set_server_first(first.auth_bytes.decode())
     final = client.request(_token(scram.get_client_final()))
     scram.set_server_final(final.auth_bytes.decode())
+
+
+def wrong_scram_exchange(client: RawClient, user: str) -> bool:
+    """SCRAM-SHA-256 with a random proof: to the broker a wrong password, at the same cost
+    to it, without the client's PBKDF2 (an attacker's own CPU, on another machine in real
+    life). True when the broker refused it."""
+    client.request(build(17, 1, "SaslHandshakeRequest", mechanism="SCRAM-SHA-256"))
+    first = client.request(_token(f"n,,n={user},r={secrets.token_urlsafe(18)}"))
+    if first.error_code:
+        return True
+    server_first = dict(part.split("=", 1) for part in first.auth_bytes.decode().split(","))
+    proof = base64.b64encode(secrets.token_bytes(32)).decode()
+    final = client.request(_token(f"c=biws,r={server_first['r']},p={proof}"))
+    return bool(final.error_code)
 
 
 def one_connection(protocol: str, port: int, ca: Path) -> None:
