@@ -4,7 +4,7 @@ the others, and does a quota hold?
     python -m bench.security_abuse [--seconds 10] [--scram-attempts 10000]
         [--half-open 1000] [--quota-bytes 1048576] [--quota-seconds 30]
         [--attacker-address 127.0.0.2] [--ip-quota N] [--phases scram,half-open,quota]
-        [--target kafkalite|kafka]
+        [--warm-up 2] [--target kafkalite|kafka]
 
 Not a test: it prints figures. One `kafkalite serve`, or with `--target kafka` Apache Kafka 4.4
 (the listeners, certificates and users of bench/security_bench.py). A baseline client on
@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -155,11 +156,11 @@ class BaselineClient:
 
 def wrong_scram_attempts(
     port: int, ca: str, attempts: int, source: str, nice: int
-) -> tuple[int, int]:
+) -> tuple[int, int, float]:
     """In an attacker process (at `nice`): `attempts` SCRAM exchanges with a wrong proof
     over TLS from the address `source`, ATTACK_THREADS at a time; returns how many the
-    broker refused (SCRAM failed) and how many it closed before that (its connection
-    quota)."""
+    broker refused (SCRAM failed), how many it closed before that (its connection
+    quota), and the CPU seconds the process used."""
     os.nice(nice)  # below the broker and the baseline client, as if on another machine
     refused, closed, accepted, lock = [0], [0], [0], threading.Lock()
     counter = iter(range(attempts))
@@ -181,7 +182,8 @@ def wrong_scram_attempts(
         thread.join()
     if accepted[0]:
         raise RuntimeError(f"the broker accepted {accepted[0]} random SCRAM proofs")
-    return refused[0], closed[0]
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return refused[0], closed[0], usage.ru_utime + usage.ru_stime
 
 
 def hold_half_open(port: int, count: int, seconds: float, source: str, nice: int) -> int:
@@ -211,7 +213,7 @@ def scram_phase(
     total: int,
     source: str,
     nice: int,
-) -> tuple[Baseline, int, int, float]:
+) -> tuple[Baseline, int, int, float, float]:
     context = multiprocessing.get_context("spawn")
     per_process = [total // ATTACK_PROCESSES] * ATTACK_PROCESSES
     per_process[0] += total - sum(per_process)
@@ -222,8 +224,8 @@ def scram_phase(
         figures = baseline.run_while(lambda: not result.ready())
         outcomes = result.get(timeout=900)
         elapsed = time.perf_counter() - started
-    refused, closed = (sum(counts) for counts in zip(*outcomes, strict=True))
-    return figures, refused, closed, elapsed
+    refused, closed, cpu = (sum(counts) for counts in zip(*outcomes, strict=True))
+    return figures, int(refused), int(closed), elapsed, cpu
 
 
 def half_open_phase(
@@ -295,6 +297,7 @@ def main() -> None:
     parser.add_argument("--attacker-address", default="127.0.0.2")
     parser.add_argument("--ip-quota", type=int, default=0, help="0: none")
     parser.add_argument("--attacker-nice", type=int, default=10)
+    parser.add_argument("--warm-up", type=float, default=2.0, help="seconds, untimed")
     parser.add_argument("--phases", default=",".join(PHASES))
     parser.add_argument("--target", choices=("kafkalite", "kafka"), default="kafkalite")
     args = parser.parse_args()
@@ -325,11 +328,11 @@ def run(running: Running, certs: Certificates, args: argparse.Namespace) -> None
         flush=True,
     )
     try:
-        baseline.run_for(2.0)  # warm-up
+        baseline.run_for(args.warm_up)  # Kafka's JIT needs longer than kafkalite
         if "scram" in phases:
             alone = baseline.run_for(args.seconds)  # each phase against the window just before
             print(f"alone                      {alone}", flush=True)
-            scram, refused, closed, elapsed = scram_phase(
+            scram, refused, closed, elapsed, attackers_cpu = scram_phase(
                 baseline,
                 running,
                 certs,
@@ -340,7 +343,8 @@ def run(running: Running, certs: Certificates, args: argparse.Namespace) -> None
             print(
                 f"(a) wrong SCRAM attempts   {scram}  slowdown {scram.slowdown(alone):+.1f}%"
                 f"  ({refused} of {args.scram_attempts} refused, {closed} closed before"
-                f" authenticating, in {elapsed:.1f} s)",
+                f" authenticating, in {elapsed:.1f} s; the attackers' CPU"
+                f" {attackers_cpu / elapsed * 100:.0f}% of a core)",
                 flush=True,
             )
         if "half-open" in phases:
