@@ -64,16 +64,23 @@ def _per_listener(config: BrokerConfig, listeners: list[str], name: str) -> dict
 
 @dataclass(slots=True)
 class AcceptStats:
-    """A listener's connection-accept-rate and connection-accept-throttle-time (the average
-    of the non-zero throttle times, as Kafka's Avg sensor)."""
+    """A listener's connection-accept-rate, connection-accept-throttle-time and
+    ip-connection-accept-throttle-time (the averages of the non-zero throttle times, as
+    Kafka's Avg sensors)."""
 
     accepted: int = 0
     throttled: int = 0
     throttle_ms_total: int = 0
+    ip_throttled: int = 0
+    ip_throttle_ms_total: int = 0
 
     @property
     def throttle_time_avg_ms(self) -> float:
         return self.throttle_ms_total / self.throttled if self.throttled else 0.0
+
+    @property
+    def ip_throttle_time_avg_ms(self) -> float:
+        return self.ip_throttle_ms_total / self.ip_throttled if self.ip_throttled else 0.0
 
 
 def _nothing() -> None:
@@ -213,6 +220,10 @@ class ConnectionQuotas:
         if throttle_ms:
             rate.record(-1, now_ms)
             self._unrecord(listener, now_ms)
+            if listener:  # one the acceptors know
+                stats = self.accept_stats.setdefault(listener, AcceptStats())
+                stats.ip_throttled += 1
+                stats.ip_throttle_ms_total += throttle_ms
         return throttle_ms
 
     def _unrecord(self, listener: str, now_ms: int) -> None:

@@ -105,6 +105,9 @@ def test_an_ip_throttled_connection_is_not_counted_by_its_listener_nor_the_broke
     assert connections.record_accept("A", 0) == 200
     assert connections.record_connection("10.0.0.1", 0, "A") == 1000
     assert connections.record_accept("A", 0) == 200  # 51 counted again, not 52
+    assert connections.record_connection("10.0.0.1", 0, "A") == 1000
+    stats = connections.accept_stats["A"]  # ip-connection-accept-throttle-time
+    assert (stats.ip_throttled, stats.ip_throttle_time_avg_ms) == (2, 1000.0)
 
 
 def test_limits_from_the_config_fall_back_to_the_broker_wide_values() -> None:
