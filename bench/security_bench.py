@@ -19,9 +19,11 @@ each figure's median kept. With both targets a last table gives the ratio kafkal
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import itertools
 import os
+import secrets
 import socket
 import ssl
 import statistics
@@ -66,6 +68,7 @@ class Running:
 
     ports: dict[str, int]
     stop: Callable[[], object]
+    pid: int | None = None  # the broker's process (its CPU time)
 
 
 def write_certificates(folder: Path) -> Certificates:
@@ -104,7 +107,7 @@ def start_kafkalite(folder: Path, certs: Certificates) -> Running:
         **security_overrides(certs),
     }
     broker = BrokerProcess(folder / "kafkalite", overrides).start()
-    return Running(ports, broker.stop)
+    return Running(ports, broker.stop, broker.process.pid if broker.process else None)
 
 
 def start_kafka(folder: Path, certs: Certificates) -> Running:
@@ -122,7 +125,7 @@ def start_kafka(folder: Path, certs: Certificates) -> Running:
     server = KafkaServer(folder / "kafka", overrides)
     server.port, server.controller_port = ports["PLAINTEXT"], controller_port
     server.start()
-    return Running(ports, server.stop)
+    return Running(ports, server.stop, server.pid)
 
 
 def prepare(running: Running, certs: Certificates) -> None:
@@ -198,9 +201,11 @@ def throughput(
     return mb / produce_s, mb / consume_s
 
 
-def connect(protocol: str, port: int, ca: Path) -> RawClient:
-    """A raw-protocol client on a new connection, TLS handshake done where SSL."""
-    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+def connect(protocol: str, port: int, ca: Path, source: str | None = None) -> RawClient:
+    """A raw-protocol client on a new connection (from the local address `source`, if
+    given), TLS handshake done where SSL."""
+    bind = None if source is None else (source, 0)
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=bind)
     raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock: socket.socket = raw
     if "SSL" in protocol:
@@ -221,6 +226,20 @@ def scram_exchange(client: RawClient, user: str, password: str) -> None:
     scram.set_server_first(first.auth_bytes.decode())
     final = client.request(_token(scram.get_client_final()))
     scram.set_server_final(final.auth_bytes.decode())
+
+
+def wrong_scram_exchange(client: RawClient, user: str) -> bool:
+    """SCRAM-SHA-256 with a random proof: to the broker a wrong password, at the same cost
+    to it, without the client's PBKDF2 (an attacker's own CPU, on another machine in real
+    life). True when the broker refused it."""
+    client.request(build(17, 1, "SaslHandshakeRequest", mechanism="SCRAM-SHA-256"))
+    first = client.request(_token(f"n,,n={user},r={secrets.token_urlsafe(18)}"))
+    if first.error_code:
+        return True
+    server_first = dict(part.split("=", 1) for part in first.auth_bytes.decode().split(","))
+    proof = base64.b64encode(secrets.token_bytes(32)).decode()
+    final = client.request(_token(f"c=biws,r={server_first['r']},p={proof}"))
+    return bool(final.error_code)
 
 
 def one_connection(protocol: str, port: int, ca: Path) -> None:

@@ -97,12 +97,18 @@ class Acceptors:
     async def _take_in(self, listener: str, stream: trio.SocketStream) -> AcceptedConnection:
         """Kafka's ConnectionQuotas.waitForConnectionSlot: the creation rates' throttle time,
         then a free slot; this listener accepts nothing meanwhile."""
-        throttle_ms = self.quotas.record_accept(listener, self.clock_ms())
+        started_ms = self.clock_ms()
+        throttle_ms = self.quotas.record_accept(listener, started_ms)
+        blocked = throttle_ms > 0
         if throttle_ms:
             log.debug("delaying a connection on %s for %d ms", listener, throttle_ms)
             await trio.sleep(throttle_ms / 1000)
         while not self.quotas.slot_available(listener):
+            blocked = True
             await self._slot_freed.wait()
+        if blocked:  # Kafka's AcceptorBlockedPercent
+            now_ms = self.clock_ms()
+            self.quotas.record_blocked(listener, now_ms - started_ms, now_ms)
         self.quotas.inc(listener)
         connection = AcceptedConnection(listener, self.quotas, last_active=trio.current_time())
         self._live.setdefault(listener, {})[connection] = None

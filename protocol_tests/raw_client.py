@@ -99,8 +99,12 @@ class ConnectionClosed(Exception):
 
 
 class RawClient:
-    def __init__(self, host: str, port: int, timeout: float = DEFAULT_TIMEOUT) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(
+        self, host: str, port: int, timeout: float = DEFAULT_TIMEOUT, source: str | None = None
+    ) -> None:
+        """`source`: the local address to connect from (another loopback address, say)."""
+        bind = None if source is None else (source, 0)
+        self.sock = socket.create_connection((host, port), timeout=timeout, source_address=bind)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.timeout = timeout
         self._correlation = itertools.count(1)

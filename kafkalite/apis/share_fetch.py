@@ -20,6 +20,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kafkalite.apis.base import ApiHandler, RequestContext
+from kafkalite.apis.quota_throttle import record_bandwidth
 from kafkalite.apis.share_acks import (
     TopicIdPartition,
     acknowledge,
@@ -89,6 +90,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             await manager.persist(held)
     elif not getattr(request, "is_renew_ack", False):
         results = await _fetch(ctx, request, list(session.partitions))
+        _record_fetched_bytes(ctx, results)
     wanted = set(acks) | {
         tp for tp, r in results.items() if r.error is not ErrorCode.none or r.acquired
     }
@@ -121,8 +123,9 @@ async def _fetch(
     max_records = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
     record_limit = getattr(request, "share_acquire_mode", BATCH_OPTIMIZED) == RECORD_LIMIT
     deadline = trio.current_time() + max(millis(request.max_wait), 0) / 1000
+    max_bytes = _max_bytes(ctx, request.max_bytes)
     while True:
-        remaining_records, remaining_bytes = max_records, request.max_bytes
+        remaining_records, remaining_bytes = max_records, max_bytes
         for tp, held in helds:
             if remaining_records <= 0 or remaining_bytes <= 0:
                 break
@@ -137,6 +140,24 @@ async def _fetch(
         if results or wait_ms <= 0 or not helds:  # records acquired, or errors, or time up
             return results
         await manager.wait_for_records([h for _, h in helds], wait_ms)
+
+
+def _max_bytes(ctx: RequestContext, requested: int) -> int:
+    """Kafka: no more than a quota window allows, else the member is throttled for sure."""
+    quota = ctx.broker.quotas.fetch
+    if not quota.enabled:
+        return requested
+    window_bytes = quota.max_value_in_quota_window(ctx.quota_user, ctx.quota_client_id)
+    return int(min(requested, window_bytes))
+
+
+def _record_fetched_bytes(
+    ctx: RequestContext, results: dict[TopicIdPartition, ShareFetchResult]
+) -> None:
+    """The records' bytes against consumer_byte_rate; over it, the answer is throttled."""
+    quota = ctx.broker.quotas.fetch
+    if quota.enabled:
+        record_bandwidth(ctx, quota, sum(len(result.records) for result in results.values()))
 
 
 def _response(

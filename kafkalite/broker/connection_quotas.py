@@ -64,16 +64,23 @@ def _per_listener(config: BrokerConfig, listeners: list[str], name: str) -> dict
 
 @dataclass(slots=True)
 class AcceptStats:
-    """A listener's connection-accept-rate and connection-accept-throttle-time (the average
-    of the non-zero throttle times, as Kafka's Avg sensor)."""
+    """A listener's connection-accept-rate, connection-accept-throttle-time and
+    ip-connection-accept-throttle-time (the averages of the non-zero throttle times, as
+    Kafka's Avg sensors)."""
 
     accepted: int = 0
     throttled: int = 0
     throttle_ms_total: int = 0
+    ip_throttled: int = 0
+    ip_throttle_ms_total: int = 0
 
     @property
     def throttle_time_avg_ms(self) -> float:
         return self.throttle_ms_total / self.throttled if self.throttled else 0.0
+
+    @property
+    def ip_throttle_time_avg_ms(self) -> float:
+        return self.ip_throttle_ms_total / self.ip_throttled if self.ip_throttled else 0.0
 
 
 def _nothing() -> None:
@@ -96,6 +103,7 @@ class ConnectionQuotas:
         self._broker_rate = Rate(samples, self.window_ms)
         self._listener_rates: dict[str, Rate] = {}
         self.accept_stats: dict[str, AcceptStats] = {}
+        self._blocked: dict[str, Rate] = {}  # ms each listener's acceptor was held
         # what runs whenever a slot may have come free: the server's acceptors' wake-up
         self.on_change: Callable[[], None] = _nothing
 
@@ -136,6 +144,20 @@ class ConnectionQuotas:
         """Connections accepted a second, on `listener` (None: the broker's)."""
         rate = self._broker_rate if listener is None else self._listener_rates.get(listener)
         return 0.0 if rate is None else rate.measure(now_ms)
+
+    def record_blocked(self, listener: str, blocked_ms: int, now_ms: int) -> None:
+        """The acceptor of `listener` was held `blocked_ms` (a creation rate's throttle time,
+        or no slot free), Kafka's AcceptorBlockedPercent meter."""
+        rate = self._blocked.get(listener)
+        if rate is None:
+            rate = self._blocked[listener] = Rate(self.samples, self.window_ms)
+        rate.record(blocked_ms, now_ms)
+
+    def blocked_percent(self, listener: str, now_ms: int) -> float:
+        """The share of the quota window (`quota.window.num` x `.size.seconds`, at least) the
+        acceptor of `listener` was held, in percent."""
+        rate = self._blocked.get(listener)
+        return 0.0 if rate is None else rate.measure(now_ms) / 10  # ms a second -> percent
 
     def slot_available(self, listener: str) -> bool:
         if self.listener_counts.get(listener, 0) >= self.limits.listener_max_connections.get(
@@ -198,6 +220,10 @@ class ConnectionQuotas:
         if throttle_ms:
             rate.record(-1, now_ms)
             self._unrecord(listener, now_ms)
+            if listener:  # one the acceptors know
+                stats = self.accept_stats.setdefault(listener, AcceptStats())
+                stats.ip_throttled += 1
+                stats.ip_throttle_ms_total += throttle_ms
         return throttle_ms
 
     def _unrecord(self, listener: str, now_ms: int) -> None:

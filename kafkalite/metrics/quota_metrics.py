@@ -1,8 +1,11 @@
 """Client quotas' metrics, by Kafka's names (kafka.server:type=Produce|Fetch|Request,user=,
 client-id= byte-rate, request-time and throttle-time, as the JMX exporter names them): per
 quota sensor, the measured rate and the average throttle time given. Nothing for a quota
-type never configured. The acceptors' connection-accept-rate (per listener and broker-wide)
-and connection-accept-throttle-time (per listener), as socket-server-metrics."""
+type never configured. The acceptors' connection-accept-rate (per listener and broker-wide),
+connection-accept-throttle-time and ip-connection-accept-throttle-time (per listener), as
+socket-server-metrics, and the share of time each listener's acceptor was held
+(kafka.network:type=Acceptor,name=AcceptorBlockedPercent; here in percent of the last quota
+window, not Kafka's meter of blocked ns a second)."""
 
 from __future__ import annotations
 
@@ -58,11 +61,25 @@ def _connection_accept(quotas: QuotaManagers, now_ms: int) -> Iterator[Metric]:
         "Average delay in ms of connections accepted over a creation rate, per listener",
         labels=["listener"],
     )
+    ip_throttle = GaugeMetricFamily(
+        prefix + "ip_connection_accept_throttle_time",
+        "Average delay in ms before closing connections over their address's creation rate",
+        labels=["listener"],
+    )
+    blocked = GaugeMetricFamily(
+        "kafka_network_acceptor_acceptorblockedpercent",
+        "Percent of the last quota window the listener's acceptor was held (rate, max.connections)",
+        labels=["listener"],
+    )
     for listener, stats in sorted(connections.accept_stats.items()):
         rate.add_metric([listener], connections.accept_rate(listener, now_ms))
         throttle.add_metric([listener], stats.throttle_time_avg_ms)
+        ip_throttle.add_metric([listener], stats.ip_throttle_time_avg_ms)
+        blocked.add_metric([listener], connections.blocked_percent(listener, now_ms))
     yield rate
     yield throttle
+    yield ip_throttle
+    yield blocked
     yield GaugeMetricFamily(
         prefix + "broker_connection_accept_rate",
         "Connections accepted a second, broker-wide",

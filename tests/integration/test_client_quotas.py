@@ -187,8 +187,30 @@ def test_connections_over_the_ip_quota_are_held_then_closed(broker: EmbeddedBrok
             client.close()
 
 
-def _remove_ip_quota(client: RawClient) -> ErrorCode:
-    entity = build(49, 1, "EntityData", entity_type="ip", entity_name="127.0.0.1")
+def test_an_ip_quota_holds_back_only_its_own_address(broker: EmbeddedBroker) -> None:
+    ok(cli(broker, "quota", "set", "--ip", "127.0.0.2", "--connection-creation-rate", "1"))
+    noisy: list[RawClient] = []
+    try:
+        for _ in range(11):  # 1 a second over at least 10 windows: the 11th is over
+            noisy.append(RawClient(broker.host, broker.port, source="127.0.0.2"))
+        over = noisy[-1]
+        over.send(api_versions_request())
+        assert over.is_closed_by_peer(timeout=10)
+        assert not over._buffer  # never answered
+        # 127.0.0.1 has no quota: its new connections are served meanwhile
+        for _ in range(20):
+            with RawClient(broker.host, broker.port) as other:
+                assert other.request(api_versions_request()).error_code == ErrorCode.none
+        answered = [c.request(api_versions_request()).error_code for c in noisy[:10]]
+        assert answered == [ErrorCode.none] * 10
+        assert _remove_ip_quota(noisy[0], "127.0.0.2") == ErrorCode.none
+    finally:
+        for client in noisy:
+            client.close()
+
+
+def _remove_ip_quota(client: RawClient, ip: str = "127.0.0.1") -> ErrorCode:
+    entity = build(49, 1, "EntityData", entity_type="ip", entity_name=ip)
     op = build(49, 1, "OpData", key="connection_creation_rate", value=0.0, remove=True)
     entry = build(49, 1, "EntryData", entity=(entity,), ops=(op,))
     request = build(49, 1, "AlterClientQuotasRequest", entries=(entry,), validate_only=False)

@@ -141,6 +141,7 @@ def test_over_the_creation_rate_a_connection_is_served_after_its_throttle_time()
             prefix = "kafka_server_socket_server_metrics_connection_accept_"
             assert metrics[prefix + "throttle_time", "PLAINTEXT"] == stats.throttle_time_avg_ms
             assert metrics[prefix + "rate", "PLAINTEXT"] > 0
+            assert metrics["kafka_network_acceptor_acceptorblockedpercent", "PLAINTEXT"] > 0
         finally:
             for client in clients:
                 client.close()

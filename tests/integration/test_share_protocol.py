@@ -29,7 +29,7 @@ from kafkalite.share.share_records import (
 )
 from kafkalite.storage.records import decode_records
 from kafkalite.testing import EmbeddedBroker
-from protocol_tests.raw_client import RawClient, request_class
+from protocol_tests.raw_client import RawClient, build, request_class, response_class
 
 LOCK_MS = 1000
 BROKER = {
@@ -617,3 +617,53 @@ def test_a_share_partition_whose_first_write_fails_is_not_kept(
     key = SharePartitionKey(group, topic_id, 0)
     assert broker.call(lambda: key in manager.held) is False
     assert acquired(share_fetch(client, group, "m1", 1, topic_id, max_wait=2000)) == [(0, 1, 1)]
+
+
+def test_share_fetch_bytes_count_against_consumer_byte_rate(
+    broker: EmbeddedBroker, client: RawClient
+) -> None:
+    topic, topic_id, group = new_queue(broker)
+    throttled = "share-throttled"
+    quota = 100.0  # B/s: a quota window (10 x 1 s at least) allows 1000 B
+    assert _alter_quota(client, "client-id", throttled, "consumer_byte_rate", quota) is (
+        ErrorCode.none
+    )
+    joined(client, group, "m1", topic, topic_id)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(topic, value=b"x" * 1000)
+    assert producer.flush(20) == 0
+    m = schema(SHARE_FETCH, 2)
+    request = m.ShareFetchRequest(
+        group_id=group,
+        member_id="m1",
+        share_session_epoch=0,
+        max_wait=ms(2000),
+        min_bytes=1,
+        max_bytes=1_000_000,
+        max_records=100,
+        batch_size=100,
+        topics=(
+            m.FetchTopic(
+                topic_id=topic_id,
+                partitions=(m.FetchPartition(partition_index=0, acknowledgement_batches=()),),
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
+    client.send(request, client_id=throttled)
+    _, response = client.recv(response_class(SHARE_FETCH, 2))
+    # capped at the window's 1000 B, the fetch still gets the one whole batch it acquired
+    assert acquired(response) == [(0, 0, 1)]
+    size = len(response.responses[0].partitions[0].records)
+    # its first recording: the rate is size over 10 windows; (rate - quota) / quota * 10 s
+    expected_ms = round((size / 10 - quota) / quota * 10_000)
+    assert expected_ms > 0
+    assert response.throttle_time == ms(expected_ms)
+
+
+def _alter_quota(client: RawClient, kind: str, name: str, key: str, value: float) -> ErrorCode:
+    entity = build(49, 1, "EntityData", entity_type=kind, entity_name=name)
+    op = build(49, 1, "OpData", key=key, value=value, remove=False)
+    entry = build(49, 1, "EntryData", entity=(entity,), ops=(op,))
+    request = build(49, 1, "AlterClientQuotasRequest", entries=(entry,), validate_only=False)
+    return client.request(request).entries[0].error_code

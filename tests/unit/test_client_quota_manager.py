@@ -217,3 +217,25 @@ def test_max_connections_per_ip_and_its_overrides() -> None:
     assert connections.accepted("10.0.0.9", 2, overrides) is None
     assert connections.accepted("10.0.0.9", 2, overrides) == 1
     assert connections.accepted("0:0:0:0:0:0:0:1", 2, overrides) == 0
+
+
+def test_a_client_sending_flat_out_gets_its_quota_in_bursts_as_kafka() -> None:
+    # bench.security_abuse (c) on the fake clock: 100 B requests, each sent 5 ms after the
+    # last answer and its throttle time, against 1000 B/s. Kafka's rate spans at least 10
+    # windows, so the first ~10 s of quota pass at once; throttling then pays it back
+    # until the burst leaves the window, and the next burst comes (a period of ~11 s).
+    quotas = manager()
+    set_quota(quotas, False, "flat-out", 1000.0)
+    per_second = [0.0] * 60
+    now_ms = throttles = 0
+    while now_ms < 60_000:
+        throttle_ms = quotas.record_and_get_throttle_time_ms("", "flat-out", 100, now_ms)
+        per_second[now_ms // 1000] += 100
+        throttles += throttle_ms > 0
+        now_ms += throttle_ms + 5
+    # the first throttle at 10,600 B (0.525 s in: the rate spans 10.525 s); 11,000 B in 1 s
+    assert per_second[0] == 11_000
+    assert per_second[2:10] == [100.0] * 8  # then one request a 1.1 s until it rolls over
+    per_ten = [sum(per_second[s : s + 10]) / 10 for s in range(0, 60, 10)]
+    assert per_ten == [1190.0, 1100.0, 1100.0, 1100.0, 1100.0, 1100.0]
+    assert sum(per_second) / 60 == 1115.0  # within 20% of the quota, but not per second

@@ -105,6 +105,9 @@ def test_an_ip_throttled_connection_is_not_counted_by_its_listener_nor_the_broke
     assert connections.record_accept("A", 0) == 200
     assert connections.record_connection("10.0.0.1", 0, "A") == 1000
     assert connections.record_accept("A", 0) == 200  # 51 counted again, not 52
+    assert connections.record_connection("10.0.0.1", 0, "A") == 1000
+    stats = connections.accept_stats["A"]  # ip-connection-accept-throttle-time
+    assert (stats.ip_throttled, stats.ip_throttle_time_avg_ms) == (2, 1000.0)
 
 
 def test_limits_from_the_config_fall_back_to_the_broker_wide_values() -> None:
@@ -127,3 +130,14 @@ def test_limits_from_the_config_fall_back_to_the_broker_wide_values() -> None:
     one_listener = ConnectionLimits.of(build_config({}))
     assert one_listener.max_connections == UNBOUNDED
     assert one_listener.inter_broker_listener is None  # protected only among others
+
+
+def test_acceptor_blocked_percent_is_the_held_time_over_the_quota_window() -> None:
+    connections = quotas()
+    assert connections.blocked_percent("A", 0) == 0.0
+    # 500 ms held in the first second: over at least 10 windows of 1 s, 50 ms a second
+    connections.record_blocked("A", 300, 0)
+    connections.record_blocked("A", 200, 500)
+    assert connections.blocked_percent("A", 1000) == 5.0
+    assert connections.blocked_percent("B", 1000) == 0.0
+    assert connections.blocked_percent("A", 12_000) == 0.0  # the window moved past it
