@@ -123,6 +123,8 @@ class TLSStream(trio.abc.Stream):
             except ssl.SSLWantReadError:
                 if not filled:
                     return None
+            except ssl.SSLZeroReturnError:  # close_notify, as the stdlib says it at times
+                pass
             except (ssl.SSLError, ssl.CertificateError) as exc:
                 self._state = _State.BROKEN
                 if not filled:
