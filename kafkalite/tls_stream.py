@@ -78,7 +78,8 @@ class TLSStream(trio.abc.Stream):
                 # Tickets right after the handshake can reach a client that is not reading
                 # yet (OpenSSL issues 7948 and 7967): they wait for the first write.
                 self._delayed = self._outgoing.read()
-            await self._flush()
+            else:
+                await self._flush()
             if done:
                 self._state = _State.OK
                 return
