@@ -108,6 +108,7 @@ class TLSStream(trio.abc.Stream):
         """The records buffered so far, decrypted; None when none is whole yet; b"" at the
         peer's close_notify. A failure after some data is raised at the next call."""
         if self._receive_error is not None:
+            self._state = _State.BROKEN
             raise trio.BrokenResourceError from self._receive_error
         # Plaintext is never longer than its ciphertext: what the BIO holds, what OpenSSL
         # holds decrypted, and at most one record OpenSSL has begun to read.
@@ -127,10 +128,12 @@ class TLSStream(trio.abc.Stream):
             except ssl.SSLZeroReturnError:  # close_notify, as the stdlib says it at times
                 pass
             except (ssl.SSLError, ssl.CertificateError) as exc:
-                self._state = _State.BROKEN
                 if not filled:
+                    self._state = _State.BROKEN
                     raise trio.BrokenResourceError from exc
-                self._receive_error = exc
+                # For the next call, after this data; without its traceback, whose frames
+                # hold views of the buffer.
+                self._receive_error = exc.with_traceback(None)
         del buffer[filled:]
         return buffer
 

@@ -156,6 +156,21 @@ def test_eof_without_close_notify_is_a_broken_stream(pki: Pki) -> None:
     connected(pki, _nothing, client_side)
 
 
+def test_a_corrupt_record_after_good_ones_fails_after_their_data(pki: Pki) -> None:
+    async def client_side(server: TLSStream, client: Client) -> None:
+        await client.send(b"good")
+        await client.transport.send_all(b"\x17\x03\x03\x00\x20" + b"\x00" * 32)  # bad MAC
+        assert await server.receive_some(100) == b"good"
+        with pytest.raises(trio.BrokenResourceError) as raised:
+            await server.receive_some(100)
+        assert isinstance(raised.value.__cause__, ssl.SSLError)
+        with pytest.raises(trio.BrokenResourceError):
+            await server.send_all(b"answer")
+        await server.aclose()
+
+    connected(pki, _nothing, client_side)
+
+
 def test_aclose_sends_close_notify_then_closes_the_transport(pki: Pki) -> None:
     async def client_side(server: TLSStream, client: Client) -> None:
         await server.send_all(b"bye")
