@@ -69,7 +69,7 @@ class Running:
 
     ports: dict[str, int]
     stop: Callable[[], object]
-    pid: int  # the broker's process, for its CPU time
+    pid: int | None = None  # the broker's process (its CPU time)
 
 
 def write_certificates(folder: Path) -> Certificates:
@@ -108,8 +108,7 @@ def start_kafkalite(folder: Path, certs: Certificates) -> Running:
         **security_overrides(certs),
     }
     broker = BrokerProcess(folder / "kafkalite", overrides).start()
-    assert broker.process is not None
-    return Running(ports, broker.stop, broker.process.pid)
+    return Running(ports, broker.stop, broker.process.pid if broker.process else None)
 
 
 def start_kafka(folder: Path, certs: Certificates) -> Running:
@@ -127,7 +126,6 @@ def start_kafka(folder: Path, certs: Certificates) -> Running:
     server = KafkaServer(folder / "kafka", overrides)
     server.port, server.controller_port = ports["PLAINTEXT"], controller_port
     server.start()
-    assert server.pid is not None
     return Running(ports, server.stop, server.pid)
 
 
@@ -268,16 +266,18 @@ HEADER = ("produce MB/s", "consume MB/s", "set-ups/s", "cpu ms/MB p", "cpu ms/MB
 
 
 def measure(running: Running, certs: Certificates, args: argparse.Namespace) -> Figures:
+    pid = running.pid
+    assert pid is not None
     # An untimed run first, so the JVM's JIT has compiled the produce and fetch paths.
     warm_up = client_settings("PLAINTEXT", running.ports["PLAINTEXT"], certs.ca)
-    throughput(warm_up, topic_name("warm-up"), min(args.messages, 20_000), args.size, running.pid)
+    throughput(warm_up, topic_name("warm-up"), min(args.messages, 20_000), args.size, pid)
     rounds: dict[str, list[Row]] = {p: [] for p in PROTOCOLS}
     for round_ in range(args.rounds):
         for protocol in PROTOCOLS:
             port = running.ports[protocol]
             settings = client_settings(protocol, port, certs.ca)
             topic = topic_name(protocol)
-            moved = throughput(settings, topic, args.messages, args.size, running.pid)
+            moved = throughput(settings, topic, args.messages, args.size, pid)
             started = time.perf_counter()
             for _ in range(args.connections):
                 one_connection(protocol, port, certs.ca)
