@@ -10,10 +10,12 @@ SASL users (PLAIN from the listeners' JAAS config, SCRAM-SHA-256 added with
 AlterUserScramCredentials). kafkalite is a `kafkalite serve` subprocess; Kafka 4.4 the KRaft
 node of compat/kafka_server.py. Per protocol: confluent-kafka produces `--messages` x `--size`
 B (acks=1, linger.ms=5) to a new 1-partition topic and consumes them back from offset 0, in MB/s
-of payload; then `--connections` fresh connections are opened one after another, each
-completing TLS and SASL (SCRAM-SHA-256 where SASL) and one ApiVersions, in set-ups per second.
-The protocols are measured in turn `--rounds` times (after an untimed PLAINTEXT warm-up) and
-each figure's median kept. With both targets a last table gives the ratio kafkalite/Kafka.
+of payload, with the broker process's CPU (user + system, all threads) per MB in each phase,
+the steadier figure on a shared machine; then `--connections` fresh connections are opened one
+after another, each completing TLS and SASL (SCRAM-SHA-256 where SASL) and one ApiVersions, in
+set-ups per second. The protocols are measured in turn `--rounds` times (after an untimed
+PLAINTEXT warm-up) and each figure's median kept. With both targets a last table gives the
+ratio kafkalite/Kafka.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from confluent_kafka.admin import (
 )
 from cryptography.hazmat.primitives import serialization
 
+from bench.procstat import cpu_seconds
 from compat.kafka_server import KafkaServer
 from kafkalite.testing import BrokerProcess, free_ports
 from protocol_tests.raw_client import RawClient, api_versions_request, build
@@ -166,11 +169,21 @@ def client_settings(protocol: str, port: int, ca: Path) -> dict[str, Any]:
     return settings
 
 
+@dataclass(frozen=True)
+class Throughput:
+    produce_mb_s: float
+    consume_mb_s: float
+    produce_cpu_ms_mb: float  # the broker's CPU per MB produced
+    consume_cpu_ms_mb: float
+
+
 def throughput(
-    settings: dict[str, Any], topic: str, messages: int, size: int
-) -> tuple[float, float]:
+    settings: dict[str, Any], topic: str, messages: int, size: int, broker_pid: int
+) -> Throughput:
     payload = b"x" * size
+    mb = messages * size / 2**20
     producer = Producer({**settings, "linger.ms": 5, "acks": 1})
+    cpu_started = broker_cpu(broker_pid)
     started = time.perf_counter()
     for _ in range(messages):
         while True:
@@ -182,9 +195,11 @@ def throughput(
     if producer.flush(120):
         raise RuntimeError(f"{topic}: records left unacknowledged after 120 s")
     produce_s = time.perf_counter() - started
+    produce_cpu = broker_cpu(broker_pid) - cpu_started
     consumer = Consumer({**settings, "group.id": "bench", "enable.auto.commit": False})
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
+        cpu_started = broker_cpu(broker_pid)
         started, received = time.perf_counter(), 0
         while received < messages:
             if time.perf_counter() - started > 120:
@@ -195,10 +210,19 @@ def throughput(
                 if m.error() is None
             )
         consume_s = time.perf_counter() - started
+        consume_cpu = broker_cpu(broker_pid) - cpu_started
     finally:
         consumer.close()
-    mb = messages * size / 2**20
-    return mb / produce_s, mb / consume_s
+    return Throughput(
+        mb / produce_s, mb / consume_s, 1000 * produce_cpu / mb, 1000 * consume_cpu / mb
+    )
+
+
+def broker_cpu(pid: int) -> float:
+    seconds = cpu_seconds(pid)
+    if seconds is None:
+        raise RuntimeError(f"the broker (pid {pid}) is gone")
+    return seconds
 
 
 def connect(protocol: str, port: int, ca: Path, source: str | None = None) -> RawClient:
@@ -253,34 +277,54 @@ def _token(message: str) -> Any:
     return build(36, 2, "SaslAuthenticateRequest", auth_bytes=message.encode())
 
 
-Figures = dict[str, tuple[float, float, float]]  # protocol -> produce, consume MB/s, set-ups/s
+# protocol -> produce MB/s, consume MB/s, set-ups/s, broker CPU ms/MB produce and consume
+Row = tuple[float, float, float, float, float]
+Figures = dict[str, Row]
+HEADER = ("produce MB/s", "consume MB/s", "set-ups/s", "cpu ms/MB p", "cpu ms/MB c")
 
 
 def measure(running: Running, certs: Certificates, args: argparse.Namespace) -> Figures:
+    pid = running.pid
+    assert pid is not None
     # An untimed run first, so the JVM's JIT has compiled the produce and fetch paths.
     warm_up = client_settings("PLAINTEXT", running.ports["PLAINTEXT"], certs.ca)
-    throughput(warm_up, topic_name("warm-up"), min(args.messages, 20_000), args.size)
-    rounds: dict[str, list[tuple[float, float, float]]] = {p: [] for p in PROTOCOLS}
+    throughput(warm_up, topic_name("warm-up"), min(args.messages, 20_000), args.size, pid)
+    rounds: dict[str, list[Row]] = {p: [] for p in PROTOCOLS}
     for round_ in range(args.rounds):
         for protocol in PROTOCOLS:
             port = running.ports[protocol]
             settings = client_settings(protocol, port, certs.ca)
-            produce, consume = throughput(settings, topic_name(protocol), args.messages, args.size)
+            topic = topic_name(protocol)
+            moved = throughput(settings, topic, args.messages, args.size, pid)
             started = time.perf_counter()
             for _ in range(args.connections):
                 one_connection(protocol, port, certs.ca)
             rate = args.connections / (time.perf_counter() - started)
-            rounds[protocol].append((produce, consume, rate))
-            print(f"  {round_ + 1} {protocol:<14}{produce:>14.1f}{consume:>14.1f}{rate:>12.0f}")
+            row = (
+                moved.produce_mb_s,
+                moved.consume_mb_s,
+                rate,
+                moved.produce_cpu_ms_mb,
+                moved.consume_cpu_ms_mb,
+            )
+            rounds[protocol].append(row)
+            print(f"  {round_ + 1:<6} {protocol:<14}{format_row(row)}", flush=True)
     figures = {p: median_figures(rounds[p]) for p in PROTOCOLS}
-    for protocol, (produce, consume, rate) in figures.items():
-        print(f"  median {protocol:<14}{produce:>9.1f}{consume:>14.1f}{rate:>12.0f}", flush=True)
+    for protocol, row in figures.items():
+        print(f"  median {protocol:<14}{format_row(row)}", flush=True)
     return figures
 
 
-def median_figures(rounds: list[tuple[float, float, float]]) -> tuple[float, float, float]:
-    produce, consume, rate = (statistics.median(column) for column in zip(*rounds, strict=True))
-    return produce, consume, rate
+def format_row(row: Row) -> str:
+    produce, consume, rate, produce_cpu, consume_cpu = row
+    return f"{produce:>14.1f}{consume:>14.1f}{rate:>12.0f}{produce_cpu:>13.2f}{consume_cpu:>13.2f}"
+
+
+def median_figures(rounds: list[Row]) -> Row:
+    produce, consume, rate, produce_cpu, consume_cpu = (
+        statistics.median(column) for column in zip(*rounds, strict=True)
+    )
+    return produce, consume, rate, produce_cpu, consume_cpu
 
 
 @contextlib.contextmanager
@@ -295,13 +339,13 @@ def started(target: str, folder: Path, certs: Certificates) -> Iterator[Running]
 
 def print_ratios(results: dict[str, Figures]) -> None:
     print("kafkalite/Kafka")
-    print(f"  {'protocol':<16}{'produce':>14}{'consume':>14}{'set-ups':>12}")
+    print(f"  {'protocol':<21}" + "".join(f"{name:>14}" for name in HEADER))
     for protocol in PROTOCOLS:
         ratios = [
             a / b
             for a, b in zip(results["kafkalite"][protocol], results["kafka"][protocol], strict=True)
         ]
-        print(f"  {protocol:<16}{ratios[0]:>14.2f}{ratios[1]:>14.2f}{ratios[2]:>12.2f}")
+        print(f"  {protocol:<21}" + "".join(f"{ratio:>14.2f}" for ratio in ratios))
 
 
 def main() -> None:
@@ -320,9 +364,7 @@ def main() -> None:
         for target in targets:
             with started(target, Path(tmp), certs) as running:
                 print(target)
-                print(
-                    f"  {'protocol':<16}{'produce MB/s':>14}{'consume MB/s':>14}{'set-ups/s':>12}"
-                )
+                print(f"  {'round  protocol':<21}" + "".join(f"{n:>14}" for n in HEADER))
                 results[target] = measure(running, certs, args)
     if len(results) == 2:
         print_ratios(results)

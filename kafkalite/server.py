@@ -56,6 +56,7 @@ from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal, ssl_principa
 from kafkalite.security.reauthentication import Reauthentication
 from kafkalite.security.sasl_authenticator import SaslServerAuthenticator, SaslState, Session
 from kafkalite.security.ssl_principal_mapper import NoMatchingRule
+from kafkalite.tls_stream import TLSStream
 
 log = logging.getLogger("kafkalite.server")
 
@@ -387,7 +388,7 @@ async def _tls_handshake(
     broker: Broker, stream: trio.SocketStream, channel: Channel, security: ListenerSecurity
 ) -> tuple[Channel, trio.abc.Stream] | None:
     assert security.ssl_context is not None
-    tls = trio.SSLStream(stream, security.ssl_context, server_side=True)
+    tls = TLSStream(stream, security.ssl_context)
     try:
         await tls.do_handshake()
     except trio.BrokenResourceError as exc:

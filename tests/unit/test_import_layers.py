@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
         "kafkalite.completion",
         "kafkalite.server",
         "kafkalite.acceptor",  # the server's accept loops
+        "kafkalite.tls_stream",  # the server's TLS connections
         "kafkalite.pytest_plugin",
         "kafkalite.testing",
         "kafkalite.tools",
