@@ -489,6 +489,26 @@ def test_metadata_lists_only_the_topics_a_principal_may_describe(
     assert asked.error is None and len(asked.partitions) == 1
 
 
+def test_a_deny_wins_over_an_allow_and_hides_the_topic(secure_target: SecureTarget) -> None:
+    topic = unique("denied")
+    create_topic(secure_target, topic)
+    allow(secure_target, "alice", ResourceType.TOPIC, topic, AclOperation.READ)
+    deny = AclBinding(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.LITERAL,
+        "User:alice",
+        "*",
+        AclOperation.DESCRIBE,
+        AclPermissionType.DENY,
+    )
+    admin_of(secure_target).create_acls([deny])[deny].result(CLIENT_TIMEOUT)
+    alice = AdminClient(secure_target.client_config("alice"))
+    assert topic not in alice.list_topics(timeout=CLIENT_TIMEOUT).topics
+    asked = alice.list_topics(topic, timeout=CLIENT_TIMEOUT).topics[topic]
+    assert asked.error is not None and asked.error.name() == "TOPIC_AUTHORIZATION_FAILED"
+
+
 def test_authorized_operations_of_a_topic(secure_target: SecureTarget) -> None:
     topic = unique("ops")
     create_topic(secure_target, topic)
