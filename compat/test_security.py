@@ -103,8 +103,18 @@ def allow(
         AclBinding(resource, name, pattern, f"User:{user}", "*", op, AclPermissionType.ALLOW)
         for op in operations
     ]
-    for future in admin_of(target).create_acls(bindings).values():
+    admin = admin_of(target)
+    for future in admin.create_acls(bindings).values():
         future.result(CLIENT_TIMEOUT)
+    wanted = acl_rows(bindings)
+    exact = AclBindingFilter(
+        resource, name, pattern, f"User:{user}", "*", AclOperation.ANY, AclPermissionType.ALLOW
+    )
+    wait_until(
+        lambda: set(wanted) <= set(acl_rows(admin.describe_acls(exact).result(CLIENT_TIMEOUT))),
+        timeout=CLIENT_TIMEOUT,
+        message=f"the ACLs of {user} on {name} applied",
+    )
 
 
 def error_name(future: Any) -> str:
