@@ -43,6 +43,11 @@ def parse(argv: list[str] | None) -> Options:
         action="store_true",
         help="tier the topic to an S3 server (gofakes3); implied by the s3 fault kind",
     )
+    parser.add_argument(
+        "--secure",
+        action="store_true",
+        help="SASL_SSL and ACLs; the workload logs in as a SCRAM user (kafkalite only)",
+    )
     args = parser.parse_args(argv)
     faults = [kind.strip() for kind in args.faults.split(",") if kind.strip()]
     unknown = [kind for kind in faults if kind not in KINDS]
@@ -55,6 +60,7 @@ def parse(argv: list[str] | None) -> Options:
         target=args.target, workload=args.workload, producers=args.producers,
         consumers=args.consumers, rate=args.rate, partitions=args.partitions,
         stall_bound=args.stall_bound, runs_dir=args.runs_dir, tiered=args.tiered,
+        secure=args.secure,
     )  # fmt: skip
 
 

@@ -47,7 +47,7 @@ def _admin(target: Target):
     from confluent_kafka.admin import AdminClient
 
     direct = ",".join(f"127.0.0.1:{p.target_port}" for p in target.proxies.values())
-    return AdminClient({"bootstrap.servers": direct, "log_level": 0})
+    return AdminClient({**target.admin_config, "bootstrap.servers": direct, "log_level": 0})
 
 
 def _metadata(target: Target, topic: str):

@@ -31,7 +31,7 @@ from kio.schema.describe_share_group_offsets.v1.request import (
 from kio.schema.errors import ErrorCode
 from kio.schema.types import GroupId
 
-from chaos.workload import _emit
+from chaos.workload import _emit, connection
 
 SHARE_GROUP = "chaos-share"
 SHARE_MUST_BE_ZERO = (
@@ -64,7 +64,7 @@ def share_overrides(brokers: int) -> dict[str, str]:
 def run_share_consumer(args: argparse.Namespace, out: TextIO) -> int:
     consumer = ShareConsumer(
         {
-            "bootstrap.servers": args.bootstrap,
+            **connection(args),
             "group.id": args.group,
             "share.acknowledgement.mode": "explicit",
             "socket.connection.setup.timeout.ms": 5000,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from chaos.proxy import TcpProxy
+from chaos.security import ChaosSecurity
 from kafkalite.testing import free_ports
 
 _STARTED = re.compile(r"kafkalite started: ")
@@ -125,10 +126,22 @@ class Target:
         default_factory=dict
     )  # kafkalite.cluster.zookeeper_server.ZooKeeperServer
     _stop: Any = None
+    security: ChaosSecurity | None = None  # --secure (chaos/security.py)
 
     @property
     def bootstrap(self) -> str:
         return ",".join(proxy.address for proxy in self.proxies.values())
+
+    @property
+    def admin_config(self) -> dict[str, str]:
+        """The harness's librdkafka login (none on PLAINTEXT), without bootstrap.servers."""
+        return self.security.admin_config() if self.security else {}
+
+    def client_config_args(self) -> list[str]:
+        """chaos.workload's arguments for the workload's login (none on PLAINTEXT)."""
+        if self.security is None:
+            return []
+        return ["--client-config", str(self.security.workload_config_file)]
 
     def stop(self) -> None:
         try:
@@ -181,15 +194,21 @@ def start_kafkalite(
     overrides: Mapping[str, str] | None = None,
     data_dirs: Mapping[int, Path] | None = None,
     tiered: bool = False,
+    security: ChaosSecurity | None = None,
 ) -> Target:
     """kafkalite: one node without ZooKeeper, or `brokers` on a real ZooKeeper; tiered: with
-    an S3 server (chaos/tiered.py) the brokers tier to."""
+    an S3 server (chaos/tiered.py) the brokers tier to; security: on SASL_SSL with ACLs."""
     ids = list(range(1, brokers + 1))
     proxies, ports = _proxies(ids)
     nodes: dict[int, Node] = {}
     target = Target("kafkalite", nodes, proxies)
+    protocol = "PLAINTEXT"
     try:
         common = {**KAFKALITE_CHAOS_OVERRIDES, **(overrides or {})}
+        if security is not None:
+            protocol = "SASL_SSL"
+            common.update(security.broker_overrides())
+            target.security = security
         if tiered:
             from chaos import tiered as tier
 
@@ -211,8 +230,8 @@ def start_kafkalite(
                 i, data, run_dir / "logs" / f"broker-{i}.log",
                 {
                     "broker.id": str(i),
-                    "listeners": f"PLAINTEXT://127.0.0.1:{ports[i]}",
-                    "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxies[i].port}",
+                    "listeners": f"{protocol}://127.0.0.1:{ports[i]}",
+                    "advertised.listeners": f"{protocol}://127.0.0.1:{proxies[i].port}",
                     "log.dirs": str(data),
                     **common,
                 },

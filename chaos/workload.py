@@ -45,6 +45,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -58,7 +59,7 @@ def _emit(out: TextIO, **fields: Any) -> None:
 def run_producer(args: argparse.Namespace, out: TextIO) -> int:
     producer = Producer(
         {
-            "bootstrap.servers": args.bootstrap,
+            **connection(args),
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": 5,
@@ -140,7 +141,7 @@ def run_producer(args: argparse.Namespace, out: TextIO) -> int:
 def run_consumer(args: argparse.Namespace, out: TextIO) -> int:
     consumer = Consumer(
         {
-            "bootstrap.servers": args.bootstrap,
+            **connection(args),
             "group.id": args.group,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
@@ -205,7 +206,7 @@ def _commit(consumer: Consumer, positions: dict[int, int], topic: str, out: Text
 def run_drain(args: argparse.Namespace, out: TextIO) -> int:
     consumer = Consumer(
         {
-            "bootstrap.servers": args.bootstrap,
+            **connection(args),
             "group.id": args.group,
             "enable.auto.commit": False,
             "enable.partition.eof": True,
@@ -296,13 +297,19 @@ def run_transform(args: argparse.Namespace, out: TextIO) -> int:
         time.sleep(0.5)
 
 
+def connection(args: argparse.Namespace) -> dict:
+    """bootstrap.servers and, with --client-config (a run with --secure), the login."""
+    settings = json.loads(Path(args.client_config).read_text()) if args.client_config else {}
+    return {"bootstrap.servers": args.bootstrap, **settings}
+
+
 def transactional_id(group: str, name: str) -> str:
     return f"chaos-{group}-{name}"
 
 
 def _transform_clients(args: argparse.Namespace, out: TextIO) -> tuple[Producer, Consumer]:
     common = {
-        "bootstrap.servers": args.bootstrap,
+        **connection(args),
         "socket.connection.setup.timeout.ms": 5000,
         "reconnect.backoff.max.ms": 1000,
         "log_level": 4,
@@ -424,7 +431,7 @@ def _close_quietly(consumer: Consumer) -> None:
 def run_drain_output(args: argparse.Namespace, out: TextIO) -> int:
     """The transform's committed output (read_committed) and the transform group's offsets."""
     consumer = Consumer({
-        "bootstrap.servers": args.bootstrap, "group.id": args.group,
+        **connection(args), "group.id": args.group,
         "enable.auto.commit": False, "isolation.level": "read_committed", "log_level": 4,
     })  # fmt: skip
     partitions = sorted(consumer.list_topics(args.out_topic, timeout=30)
@@ -464,6 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=("producer", "consumer", "transform", "drain", "drain-output", "share-consumer"),
     )
     parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--client-config", default="", help="JSON: librdkafka security settings")
     parser.add_argument("--topic", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--name", default="p0")

@@ -6,6 +6,8 @@
   session, started on first use with `COMMON_DEFAULTS` and stopped at session end.
 - `target_factory`: `target_factory(overrides) -> Target` starts a fresh broker of the same
   kind with other settings (e.g. a small message.max.bytes), stopped after the test.
+- `secure_target`: a `compat.secure_targets.SecureTarget` of the same kind on SASL_SSL with
+  SCRAM users and an authorizer (compat/secure_targets.py), shared by the session.
 - `topic_name`: `topic_name(suffix="") -> str`, a fresh legal topic name from the test's name.
 - Strict xfails on kafkalite only: `compat.targets.kafkalite_xfail(request, target, reason)`,
   with one line per xfail in compat/FINDINGS.md.
@@ -29,6 +31,7 @@ from typing import Any
 import pytest
 
 from compat.kafka_dist import CompatSetupError
+from compat.secure_targets import SecureTarget, start_secure_target
 from compat.targets import TARGETS, Target, start_target
 from kafkalite.testing import stop_all
 
@@ -39,14 +42,17 @@ class _TargetPool:
     """Brokers shared by the session, started lazily; a failed start is remembered so it is
     reported once per test instead of being retried (with its timeout) for every test."""
 
-    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+    def __init__(
+        self, tmp_path_factory: pytest.TempPathFactory, starter: Callable[..., Any] = start_target
+    ) -> None:
         self.tmp_path_factory = tmp_path_factory
+        self.starter = starter
         self.running: dict[str, tuple[Target, Any]] = {}
         self.failures: dict[str, str] = {}
 
     def start(self, name: str, overrides: Mapping[str, str] | None = None) -> tuple[Target, Any]:
         try:
-            return start_target(name, self.tmp_path_factory.mktemp(f"target-{name}"), overrides)
+            return self.starter(name, self.tmp_path_factory.mktemp(f"target-{name}"), overrides)
         except CompatSetupError as exc:
             raise _Unavailable(f"real Apache Kafka is unavailable: {exc}") from None
         except Exception as exc:
@@ -94,6 +100,21 @@ def target_name(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def target(_target_pool: _TargetPool, target_name: str) -> Target:
     return _target_pool.get(target_name)
+
+
+@pytest.fixture(scope="session")
+def _secure_target_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_TargetPool]:
+    pool = _TargetPool(tmp_path_factory, start_secure_target)
+    try:
+        yield pool
+    finally:
+        pool.stop_all()
+
+
+@pytest.fixture(scope="session")
+def secure_target(_secure_target_pool: _TargetPool, target_name: str) -> SecureTarget:
+    """The target on SASL_SSL with SCRAM users and ACLs (compat/secure_targets.py)."""
+    return _secure_target_pool.get(target_name)
 
 
 @pytest.fixture

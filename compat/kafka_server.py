@@ -29,6 +29,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from compat.kafka_dist import CompatSetupError, java_executable, kafka_lib, kafka_version
 from kafkalite.testing import free_ports
@@ -96,6 +97,8 @@ class KafkaServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.version = kafka_version()
         self.startup_seconds: float | None = None
+        # More `kafka-storage format` arguments (e.g. `--add-scram ...`: users at bootstrap).
+        self.format_arguments: list[str] = []
 
     @property
     def bootstrap(self) -> str:
@@ -182,6 +185,7 @@ class KafkaServer:
             self.cluster_id,
             "--config",
             str(self.properties_file),
+            *self.format_arguments,
             heap=("-Xmx256m", "-XX:TieredStopAtLevel=1"),
         )
         result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
@@ -239,11 +243,15 @@ class KafkaServer:
         """A Metadata request lists this broker (it is unfenced: topics can be created)."""
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        admin = AdminClient({**self.client_config(), "log_level": 0})
         try:
             return bool(admin.list_topics(timeout=max(timeout, 0.5)).brokers)
         except Exception:
             return False
+
+    def client_config(self) -> dict[str, Any]:
+        """librdkafka's settings for a client of this broker (a secured one adds its login)."""
+        return {"bootstrap.servers": self.bootstrap}
 
     def log_tail(self, lines: int = 40) -> str:
         chunks = []

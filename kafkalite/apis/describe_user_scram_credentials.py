@@ -17,10 +17,10 @@ from kafkalite.security.acl import AclOperation
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     users = None if request.users is None else [u.name for u in request.users]
-    results: list[UserResult] = []
-    error, message = ErrorCode.cluster_authorization_failed, None
     if ctx.authorized_cluster(AclOperation.DESCRIBE):
         error, message, results = ctx.broker.scram.describe(users)
+    else:
+        error, message, results = _denied(users or [])
     return make(
         schema.DescribeUserScramCredentialsResponse,
         throttle_time=NO_THROTTLE,
@@ -40,6 +40,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             for result in results
         ),
     )
+
+
+def _denied(users: list[str]) -> tuple[ErrorCode, None, list[UserResult]]:
+    """DescribeUserScramCredentialsRequest.getErrorResponse: the error at the top and once
+    per user asked for, each result's user name left empty (no message: ApiError drops the
+    exception's default one)."""
+    error = ErrorCode.cluster_authorization_failed
+    return error, None, [UserResult("", error) for _ in users]
 
 
 API = ApiHandler(api_key=50, min_version=0, max_version=0, handle=handle)
