@@ -431,6 +431,8 @@ class DelayedDelivery:
             elif tp != own:
                 progress = self._start_forward(source, tp, store, entries, records, now_ms)
                 stopped = not progress
+                if progress and self._replicated(source):
+                    appended.add(own)  # parked follower fetches copy the intent at once
             elif (
                 outcome := self._release_batch(source, tp, store, entries, records, now_ms)
             ) is None:

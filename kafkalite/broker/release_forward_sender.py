@@ -105,8 +105,8 @@ class ReleaseForwardSender:
         for source, pending in entries:
             error = ErrorCode.request_timed_out
             try:
-                connection = await self._connections.get(leader)
-                with trio.fail_after(self.request_timeout_ms / 1000 + 5):
+                with trio.fail_after(self.request_timeout_ms / 1000 + 5):  # (connect too)
+                    connection = await self._connections.get(leader)
                     response = await connection.request(
                         produce_request(pending, self.request_timeout_ms)
                     )

@@ -224,3 +224,38 @@ def test_a_single_replica_retry_topic_moves_records_to_a_target_led_elsewhere(
             assert sorted(values_on(managers, "dead", 2)) == [b"v0", b"v5"]
 
     trio.run(main)
+
+
+def test_a_replicated_retry_partition_appends_nothing_before_its_intent_is_replicated(
+    tmp_path: Path, replicated: None
+) -> None:
+    """Else a new leader, lacking the intent, would move the records again."""
+    clock = ManualClock(T0)
+    source = ("work-retry", 0)
+
+    async def main() -> None:
+        async with running_cluster(tmp_path, 3, clock) as (cluster, running):
+            managers = {i: each.broker.replica_manager for i, each in running.items()}
+            retry = {**RETRY, "kafkalite.retry.backoff.ms": "1000"}
+            for name, configs in (("work", {}), ("dead", {}), ("work-retry", retry)):
+                cluster.topics[name] = topic = TopicMetadata(name, uuid.uuid4(), 1, 3, configs)
+                cluster.create(topic, [[1, 2, 3]])
+            results, _ = managers[1].append_records({source: retry_batch(1)}, 1)
+            assert results[source].error is ErrorCode.none
+            running[2].stop()
+            running[3].stop()  # still in the ISR: the store's high watermark stays
+            clock.now_ms = T0 + 2000
+            managers[1].release_delayed()
+            store = managers[1].delayed_delivery.stores[source]
+            assert store.forwarding is not None
+            for name in ("work", "dead"):
+                assert managers[1].partition(name, 0).log_end_offset == 0
+            for name in ("work-retry", "work", "dead"):  # (the others are gone)
+                cluster.elect(name, 0, leader=1, isr=(1,))
+            await poll(lambda: managers[1].delayed_delivery.held == 0)
+            assert sorted(values_on(managers, "work", 1)) == sorted(
+                b"v%d" % n for n in range(1, 11) if n % 5
+            )
+            assert sorted(values_on(managers, "dead", 1)) == [b"v10", b"v5"]
+
+    trio.run(main)
