@@ -14,13 +14,12 @@ at least every `kafkalite.delayed.delivery.precision.ms`.
 A transactional producer's batches go to the store too; its records are held until the
 transaction's marker reaches the partition: then they are due as asked (commit) or dropped
 (abort). A retry topic's records all go to the store and are released to its target or
-dead-letter topic (broker/retry_topics.py), forwarded: one batch at a time per store, with
-a broker-owned idempotent producer, appended here when the target is led here, else sent
-to its leader (broker/release_forward_sender.py), resent with the same producer and
-sequence until answered (broker/release_forwarding.py). Delayed records in partitions with
-several replicas are refused with INVALID_RECORD (their batches without delayed records
-take the ordinary path) unless the store is replicated (experimental,
-kafkalite.delayed.delivery.replication.enable: broker/delay_store_replica.py).
+dead-letter topic (broker/retry_topics.py). Delayed records in partitions with several
+replicas are refused with INVALID_RECORD (their batches without delayed records take the
+ordinary path) unless the store is replicated (experimental,
+kafkalite.delayed.delivery.replication.enable: broker/delay_store_replica.py), a retry
+topic's too: its records move with an idempotent producer of its own, appended here or sent
+to the target's leader, exactly once (broker/release_forwarding.py).
 """
 
 from __future__ import annotations
@@ -650,13 +649,15 @@ class DelayedDelivery:
         """The target's answer to a forwarded release (from the sender, or a local
         append's error); whether it is done."""
         self.outbox = [(tp, p) for tp, p in self.outbox if tp != source_tp]
-        store, pending = self.stores.get(source_tp), self.forwards.get(source_tp)
-        source = self.partition_of(source_tp)
-        if store is None or pending is None or source is None or not source.is_leader:
+        pending = self.forwards.get(source_tp)
+        if pending is None or pending.intent.offset != intent_offset:
+            return False
+        pending.sending = False
+        store, source = self.stores.get(source_tp), self.partition_of(source_tp)
+        if store is None or source is None or not source.is_leader:
             return False
         if store.forwarding is None or store.forwarding.offset != intent_offset:
             return False
-        pending.sending = False
         outcome = answer_outcome(error)
         if outcome is None:
             return False  # sent again in the next round
