@@ -3,9 +3,10 @@
 kafkalite.delayed.delivery.replication.enable=true; the retry topic (replication factor 3)
 is led by broker 1, its target by broker 2 and its dead-letter topic by broker 3, so every
 record moves to another broker (a Produce with the retry partition's own idempotent
-producer). Broker 1 is killed after the first attempts were moved, with the second
-attempts held; the new leader moves those, and resends an unfinished move (the target
-drops the duplicate): the target and the dead-letter topic hold each record once."""
+producer). Broker 1 is killed while the first attempts are being moved (in batches of about
+ten records: the target's max.message.bytes is small), with the second attempts held; the
+new leader resends an unfinished move (the target drops it if it has it) and moves the rest:
+the target and the dead-letter topic hold each record once."""
 
 from __future__ import annotations
 
@@ -86,7 +87,10 @@ def test_retry_records_move_once_across_the_retry_leaders_sigkill(
     }
     created = admin.create_topics(
         [
-            NewTopic(TARGET, 1, replica_assignment=[[2, 3, 1]]),
+            # Small batches: the first attempts move in many releases, one at a time.
+            NewTopic(
+                TARGET, 1, replica_assignment=[[2, 3, 1]], config={"max.message.bytes": "1024"}
+            ),
             NewTopic(DEAD, 1, replica_assignment=[[3, 2, 1]]),
         ]
     )
