@@ -55,7 +55,7 @@ from kafkalite.broker.delayed_delivery_store import (
 )
 from kafkalite.broker.delayed_due_index import INDEX_DIR
 from kafkalite.broker.partition import Partition
-from kafkalite.broker.release_forwarding import PendingForward, answer_outcome
+from kafkalite.broker.release_forwarding import STUCK_ERRORS, PendingForward, answer_outcome
 from kafkalite.broker.retry_topics import route
 from kafkalite.broker.topic_config import effective_value
 from kafkalite.config import BrokerConfig
@@ -660,6 +660,14 @@ class DelayedDelivery:
             return False
         outcome = answer_outcome(error)
         if outcome is None:
+            if error in STUCK_ERRORS and not pending.warned:
+                pending.warned = True
+                log.warning(
+                    "%s: the release to %s is refused with %s; sent again until accepted",
+                    store.log.dir,
+                    pending.intent.target,
+                    error.name.upper(),
+                )
             return False  # sent again in the next round
         return self._forwarded(source, store, pending, now_ms, outcome or None)
 

@@ -37,6 +37,18 @@ DROP_ERRORS = frozenset(
 )
 
 
+# Answers that a resend does not cure either, but after which the records may be in the
+# target (its producer state lost them: an unclean election, producer.id.expiration.ms):
+# the release waits, logged, rather than risk a duplicate.
+STUCK_ERRORS = frozenset(
+    {
+        ErrorCode.out_of_order_sequence_number,
+        ErrorCode.unknown_producer_id,
+        ErrorCode.invalid_producer_epoch,
+    }
+)
+
+
 @dataclass(eq=False)
 class PendingForward:
     """A forwarded release being appended."""
@@ -46,6 +58,7 @@ class PendingForward:
     dues: list[int]  # the records' due times (for the lateness histogram; [] if resumed)
     local_end: int | None = None  # appended here, done once the target's HW reaches it
     sending: bool = False  # with the sender (broker/release_forward_sender.py) now
+    warned: bool = False  # a STUCK_ERRORS answer was logged
 
 
 def answer_outcome(error: ErrorCode) -> str | None:
