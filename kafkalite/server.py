@@ -606,6 +606,8 @@ async def serve(
             nursery.start_soon(_release_delayed, broker)
             if broker.fetchers is not None:
                 await nursery.start(broker.fetchers.run)
+            if broker.release_forwarder is not None:
+                await nursery.start(broker.release_forwarder.run)
             if broker.remote_log_manager is not None:
                 if broker.remote_log_manager.metadata_manager is not None:
                     await nursery.start(broker.remote_log_manager.metadata_manager.run)

@@ -23,6 +23,7 @@ from kafkalite.broker.group_coordinator_service import GroupCoordinatorService
 from kafkalite.broker.metadata_store import SingleNodeMetadata
 from kafkalite.broker.partition import Partition
 from kafkalite.broker.quota_managers import QuotaManagers
+from kafkalite.broker.release_forward_sender import ReleaseForwardSender
 from kafkalite.broker.remote_log_manager import RemoteLogManager
 from kafkalite.broker.remote_log_metadata_manager import TopicBasedRemoteLogMetadataManager
 from kafkalite.broker.replica_fetcher_manager import ReplicaFetcherManager, inter_broker_endpoint
@@ -74,6 +75,23 @@ def _remote_log_manager(
     manager = RemoteLogManager(config, partitions, clock_ms, metadata_manager=metadata_manager)
     replicas.topic_partition_deleted.append(manager.on_topic_partition_deleted)
     return manager
+
+
+def _release_forwarder(
+    config: BrokerConfig, replicas: ReplicaManager, clock_ms: Callable[[], int]
+) -> ReleaseForwardSender:
+    def endpoint_of(broker_id: int) -> Endpoint | None:
+        return inter_broker_endpoint(config, replicas.metadata, broker_id)
+
+    return ReleaseForwardSender(
+        config.broker_id,
+        replicas.delayed_delivery,
+        replicas.metadata,
+        endpoint_of,
+        clock_ms,
+        config.int("request.timeout.ms"),
+        inter_broker_security(config),
+    )
 
 
 def local_broker_info(config: BrokerConfig) -> BrokerInfo:
@@ -143,6 +161,8 @@ class Broker:
     group_configs: GroupConfigManager | None = None  # kafka-configs --entity-type groups
     # Tiered storage (remote.log.storage.system.enable): run by the server.
     remote_log_manager: RemoteLogManager | None = None
+    # A retry topic's releases to partitions led by other brokers (run by the server).
+    release_forwarder: ReleaseForwardSender | None = None
     client_quotas: ClientQuotas = field(default_factory=lambda: ClientQuotas(None))
     quotas: QuotaManagers = field(default_factory=lambda: QuotaManagers.create(11, 1, 11, 1))
 
@@ -208,6 +228,8 @@ class Broker:
         )
         controller.subscribe(broker)
         broker.client_quotas, broker.quotas = open_quotas(config, metadata, quota_store)
+        if not isinstance(metadata, SingleNodeMetadata):  # other brokers lead partitions
+            broker.release_forwarder = _release_forwarder(config, replica_manager, clock_ms)
         if broker.remote_log_manager is not None:  # followers rebuild from the remote tier
             fetchers.build_aux_state = broker.remote_log_manager.build_remote_log_aux_state
         return broker

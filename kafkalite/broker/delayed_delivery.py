@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from kafkalite.broker.retry_topics import RetrySettings, retry_due_times, retry_settings
 from kafkalite.broker.topic_config import effective_value
 from kafkalite.config import BrokerConfig
-from kafkalite.storage.batch import HEADER_SIZE, BatchHeader
+from kafkalite.storage.batch import HEADER_SIZE, NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
 from kafkalite.storage.errors import InvalidRecordError, RecordError
 from kafkalite.storage.records import (
     NONE,
@@ -39,6 +39,7 @@ DUES_HEADER = "__kafkalite.dues"
 RELEASE_HEADER = "__kafkalite.release"
 TXN_END_HEADER = "__kafkalite.txn.end"
 CANCEL_HEADER = "__kafkalite.cancel"
+FORWARDED_HEADER = "__kafkalite.forwarded"
 
 ENABLE_CONFIG = "kafkalite.delayed.delivery.enable"
 TOPIC_DELAY_CONFIG = "kafkalite.delivery.delay.ms"
@@ -50,6 +51,7 @@ _INTENT = struct.Struct(">qiih")  # target offset, partition, count, topic name 
 _DUES = struct.Struct(">Ii")
 _OFFSET = struct.Struct(">q")
 _TXN_END = struct.Struct(">q?")
+_PRODUCER = struct.Struct(">qhi")  # an intent's trailer: producer id, epoch, base sequence
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,11 +162,30 @@ class Dues:
 
 
 @dataclass(frozen=True, slots=True)
+class ReleaseProducer:
+    """The broker-owned idempotent producer a release to another partition is appended with
+    (broker/release_forwarding.py): its target deduplicates a resend."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+
+@dataclass(frozen=True, slots=True)
 class Intent:
     offset: int  # the intent's own offset in the store
     target: tuple[str, int]  # the partition released to (a retry topic's: another topic's)
-    target_offset: int
+    target_offset: int  # its log end then (-1 for a forwarded release: not known here)
     store_offsets: tuple[int, ...]
+    producer: ReleaseProducer | None = None  # a forwarded release's
+
+
+@dataclass(frozen=True, slots=True)
+class Forwarded:
+    """The forwarded release of the intent at `intent_offset` is done (appended, or its
+    records dropped)."""
+
+    intent_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,17 +209,30 @@ def encode_dues(header: BatchHeader, dues: Sequence[int], now_ms: int) -> bytes:
 
 
 def encode_intent(
-    target: tuple[str, int], target_offset: int, store_offsets: Sequence[int], now_ms: int
+    target: tuple[str, int],
+    target_offset: int,
+    store_offsets: Sequence[int],
+    now_ms: int,
+    producer: ReleaseProducer | None = None,
 ) -> bytes:
     """Written to the store before the partition append: these held records are being
-    released to `target` at `target_offset` (its log end then)."""
+    released to `target` at `target_offset` (its log end then), or forwarded by `producer`."""
     topic = target[0].encode()
     value = (
         _INTENT.pack(target_offset, target[1], len(store_offsets), len(topic))
         + topic
         + struct.pack(f">{len(store_offsets)}q", *store_offsets)
     )
+    if producer is not None:
+        value += _PRODUCER.pack(
+            producer.producer_id, producer.producer_epoch, producer.base_sequence
+        )
     return _marker_batch(RELEASE_HEADER, value, now_ms)
+
+
+def encode_forwarded(intent_offset: int, now_ms: int) -> bytes:
+    """Written when the forwarded release of the intent at `intent_offset` is done."""
+    return _marker_batch(FORWARDED_HEADER, _OFFSET.pack(intent_offset), now_ms)
 
 
 def encode_cancel(intent_offset: int, now_ms: int) -> bytes:
@@ -211,9 +245,9 @@ def encode_txn_end(producer_id: int, commit: bool, now_ms: int) -> bytes:
     return _marker_batch(TXN_END_HEADER, _TXN_END.pack(producer_id, commit), now_ms)
 
 
-def decode_marker(record: Record) -> Dues | Intent | TxnEnd | int | None:
-    """A record the store wrote: Dues, an Intent, a TxnEnd, or the offset of a cancelled
-    intent."""
+def decode_marker(record: Record) -> Dues | Intent | TxnEnd | Forwarded | int | None:
+    """A record the store wrote: Dues, an Intent, a TxnEnd, Forwarded, or the offset of a
+    cancelled intent."""
     name = record.headers[-1][0] if record.headers else None
     value = record.value or b""
     if name == DUES_HEADER:
@@ -222,8 +256,15 @@ def decode_marker(record: Record) -> Dues | Intent | TxnEnd | int | None:
     if name == RELEASE_HEADER:
         target_offset, partition, count, topic_size = _INTENT.unpack_from(value)
         topic = value[_INTENT.size : _INTENT.size + topic_size].decode()
-        offsets = struct.unpack_from(f">{count}q", value, _INTENT.size + topic_size)
-        return Intent(record.offset, (topic, partition), target_offset, offsets)
+        end = _INTENT.size + topic_size
+        offsets = struct.unpack_from(f">{count}q", value, end)
+        end += 8 * count
+        producer = None
+        if len(value) >= end + _PRODUCER.size:  # a forwarded release's
+            producer = ReleaseProducer(*_PRODUCER.unpack_from(value, end))
+        return Intent(record.offset, (topic, partition), target_offset, offsets, producer)
+    if name == FORWARDED_HEADER:
+        return Forwarded(int(_OFFSET.unpack_from(value)[0]))
     if name == TXN_END_HEADER:
         producer_id, commit = _TXN_END.unpack_from(value)
         return TxnEnd(producer_id, commit)
@@ -232,14 +273,19 @@ def decode_marker(record: Record) -> Dues | Intent | TxnEnd | int | None:
     return None
 
 
-def encode_released(records: Sequence[Record]) -> bytes:
+def encode_released(records: Sequence[Record], producer: ReleaseProducer | None = None) -> bytes:
     """One batch of due records for the partition (offsets assigned by its log), with their
-    keys, values, headers and timestamps."""
+    keys, values, headers and timestamps; idempotent when forwarded by `producer`."""
     timestamps = [record.timestamp for record in records]
+    if producer is None:
+        producer = ReleaseProducer(NO_PRODUCER_ID, -1, NO_SEQUENCE)
     return encode_record_batch(
         [replace(record, offset=i) for i, record in enumerate(records)],
         base_offset=0,
         base_timestamp=min(timestamps),
         max_timestamp=max(timestamps),
         compression=NONE,
+        producer_id=producer.producer_id,
+        producer_epoch=producer.producer_epoch,
+        base_sequence=producer.base_sequence,
     )

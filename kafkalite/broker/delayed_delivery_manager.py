@@ -15,8 +15,9 @@ A transactional producer's batches go to the store too; its records are held unt
 transaction's marker reaches the partition: then they are due as asked (commit) or dropped
 (abort). A retry topic's records all go to the store and are released to its target or
 dead-letter topic (broker/retry_topics.py). In partitions with several replicas the
-store is replicated with the partition (broker/delay_store_replica.py); a retry topic's
-records in such partitions are refused with INVALID_RECORD still.
+store is replicated with the partition (broker/delay_store_replica.py). A retry topic's
+records move with an idempotent producer of its own, appended here or sent to the target's
+leader, exactly once (broker/release_forwarding.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from kafkalite.broker.delay_store_replica import (
 )
 from kafkalite.broker.delayed_delivery import (
     DelaySettings,
+    Intent,
     batch_due_times,
     encode_released,
     settings_for,
@@ -49,7 +51,9 @@ from kafkalite.broker.delayed_delivery_store import (
 )
 from kafkalite.broker.delayed_due_index import INDEX_DIR
 from kafkalite.broker.partition import Partition
+from kafkalite.broker.release_forwarding import STUCK_ERRORS, PendingForward, answer_outcome
 from kafkalite.broker.retry_topics import route
+from kafkalite.broker.topic_config import effective_value
 from kafkalite.config import BrokerConfig
 from kafkalite.metrics.counters import LatencyHistogram
 from kafkalite.storage.batch import HEADER_SIZE, InvalidBatch, validate_batches
@@ -94,6 +98,13 @@ class DelayedDelivery:
     _followers: dict[TopicPartition, StoreFollowers] = field(default_factory=dict)
     # This broker's copies of the stores of partitions it follows (no DelayStore open).
     copies: dict[TopicPartition, Partition] = field(default_factory=dict)
+    # Forwarded releases (a retry topic's) by their store's partition; those to partitions
+    # led elsewhere are in `outbox` too until the sender takes them.
+    allocate_producer_id: Callable[[], int] | None = None  # the cluster's InitProducerId's
+    min_insync_replicas: Callable[[TopicPartition], int] = lambda _: 1
+    wake_sender: Callable[[], None] | None = None  # set by the sender (cluster mode only)
+    forwards: dict[TopicPartition, PendingForward] = field(default_factory=dict)
+    outbox: list[tuple[TopicPartition, PendingForward]] = field(default_factory=list)
 
     # -- settings ---------------------------------------------------------------------------
 
@@ -153,6 +164,7 @@ class DelayedDelivery:
         """Close the partition's store or its copy (its directory moves); whether it had
         one."""
         self._followers.pop(tp, None)
+        self.forwards.pop(tp, None)
         copy = self.copies.get(tp)
         if copy is not None:
             copy.log.close()
@@ -273,6 +285,7 @@ class DelayedDelivery:
     def forget(self, tp: TopicPartition) -> None:
         """The partition is deleted here: its held records go with it."""
         self._followers.pop(tp, None)
+        self.forwards.pop(tp, None)
         copy = self.copies.pop(tp, None)
         if copy is not None:
             copy.log.delete()
@@ -329,7 +342,7 @@ class DelayedDelivery:
         moving = settings.retry is not None or any(due > now_ms for due in dues)
         if not moving and not header.has_producer_id:
             return as_sent()
-        refusal = _refusal(partition, settings) or self._missing_topic(settings)
+        refusal = self._missing_topic(settings)
         if refusal is not None:
             return InvalidRecordError(refusal) if moving else as_sent()
         if required_acks == -1 and len(partition.isr) < partition.effective_min_isr(min_isr):
@@ -398,9 +411,13 @@ class DelayedDelivery:
         to `appended`."""
         placed: dict[int, int] = {}
         appended = set() if appended is None else appended
+        if store.forwarding is not None and not self._forward(source, store, now_ms, appended):
+            return placed  # a forwarded release first
         while taken := store.take_due(now_ms, MAX_RELEASE_RECORDS):
             if not self._release_round(source, store, taken, now_ms, placed, appended):
                 store.pause(now_ms + PAUSE_MS)  # (not every round of the timer)
+                break
+            if store.forwarding is not None and not self._forward(source, store, now_ms, appended):
                 break
         return placed
 
@@ -420,12 +437,18 @@ class DelayedDelivery:
             log.error("%s: %d held records not found", store.log.dir, len(missing))
             store.confirm(missing)
         progress, stopped = bool(missing), False
+        own = (source.topic, source.index)
         for tp, (entries, records) in self._routes(source, taken, found).items():
-            if stopped:
-                store.restore(entries)
+            if stopped or store.forwarding is not None:
+                store.restore(entries)  # (one forwarded release at a time)
             elif tp is None:  # its topic is gone
                 self._drop(store, entries, f"{len(entries)} records of a deleted topic")
                 progress = True
+            elif tp != own:
+                progress = self._start_forward(source, tp, store, entries, records, now_ms)
+                stopped = not progress
+                if progress and self._replicated(source):
+                    appended.add(own)  # parked follower fetches copy the intent at once
             elif (
                 outcome := self._release_batch(source, tp, store, entries, records, now_ms)
             ) is None:
@@ -519,6 +542,179 @@ class DelayedDelivery:
         self._cancel(store, intent, now_ms, leader_epoch)
         return None
 
+    # -- forwarded releases (broker/release_forwarding.py) ------------------------------------
+
+    def _start_forward(
+        self,
+        source: Partition,
+        tp: TopicPartition,
+        store: DelayStore,
+        entries: list[tuple[int, int]],
+        records: list[Record],
+        now_ms: int,
+    ) -> bool:
+        """Write the intent of a forwarded release of as many of the records to `tp` as
+        one batch holds (the others go back); whether it was written."""
+        count = _fitting(records, self._max_message_bytes(tp[0]))
+        store.restore(entries[count:])
+        entries, records = entries[:count], records[:count]
+        try:
+            if store.producer_id < 0:
+                store.producer_id = self._allocate_producer_id()
+            producer = store.next_producer(tp)
+            offsets = [offset for _, offset in entries]
+            store.write_intent(tp, -1, offsets, now_ms, source.leader_epoch, producer)
+        except (StorageError, RuntimeError) as exc:  # (no producer id block yet)
+            log.warning("%s: cannot forward a release: %s", store.log.dir, exc)
+            store.restore(entries)
+            return False
+        assert store.forwarding is not None
+        batch = encode_released(records, producer)
+        dues = [due for due, _ in entries]
+        self.forwards[(source.topic, source.index)] = PendingForward(store.forwarding, batch, dues)
+        return True
+
+    def _allocate_producer_id(self) -> int:
+        if self.allocate_producer_id is None:
+            raise RuntimeError("no producer ids here")
+        return self.allocate_producer_id()
+
+    def _max_message_bytes(self, topic: str) -> int:
+        meta = self.topics().get(topic)
+        overrides = meta.configs if meta is not None else {}
+        return int(effective_value(self.config(), overrides, "max.message.bytes")[0])
+
+    def _forward(
+        self, source: Partition, store: DelayStore, now_ms: int, appended: set[TopicPartition]
+    ) -> bool:
+        """Move the store's forwarded release on; whether it is done. It is appended only
+        once its intent is replicated (the store's high watermark passed it: a new leader
+        of the source resends it then, never appends its records again), with acks=all:
+        here when its target is led here, else by the sender."""
+        own = (source.topic, source.index)
+        intent = store.forwarding
+        assert intent is not None
+        pending = self.forwards.get(own)
+        if pending is None or pending.intent.offset != intent.offset:
+            pending = self._resume(source, store, intent, now_ms)
+            if pending is None:
+                return store.forwarding is None
+        if pending.sending:
+            return False
+        if intent.target[0] not in self.topics():
+            return self._forwarded(source, store, pending, now_ms, "its topic was deleted")
+        if self._replicated(source) and self.store_high_watermark(own) <= intent.offset:
+            return False
+        target = self.partition_of(intent.target)
+        if target is None or not target.is_leader:
+            pending.local_end = None  # (a local append not replicated yet: resent there)
+            if self.wake_sender is None:  # a single node: led here again later
+                return False
+            pending.sending = True
+            self.outbox.append((own, pending))
+            self.wake_sender()
+            return False
+        if pending.local_end is None:
+            appended_here = target.append_records_to_leader(
+                pending.batch, -1, self.min_insync_replicas(intent.target), now_ms
+            )
+            if not isinstance(appended_here, AppendResult):
+                error = (
+                    appended_here
+                    if isinstance(appended_here, ErrorCode)
+                    else appended_here.error_code
+                )
+                return self.forward_answered(own, intent.offset, error, now_ms)
+            pending.local_end = appended_here.last_offset + 1
+            appended.add(intent.target)
+        if target.high_watermark < pending.local_end:
+            return False  # acks=all: the target's followers first
+        return self._forwarded(source, store, pending, now_ms)
+
+    def _resume(
+        self, source: Partition, store: DelayStore, intent: Intent, now_ms: int
+    ) -> PendingForward | None:
+        """A forwarded release found unresolved when the store was opened: its batch again,
+        with the producer and sequence it may have been appended with already."""
+        meta = self.topics().get(source.topic)
+        retry = self.settings(source.topic, meta.configs).retry if meta is not None else None
+        own = (source.topic, source.index)
+        records = []
+        for record in store.read_held(sorted(intent.store_offsets)):
+            routed = route(record, retry, own, self._partition_count) if retry else None
+            records.append(routed[1] if routed is not None else record)
+        pending = PendingForward(intent, b"", [])
+        if not records:
+            self._forwarded(source, store, pending, now_ms, "its records are not in the store")
+            return None
+        assert intent.producer is not None
+        pending.batch = encode_released(records, intent.producer)
+        self.forwards[own] = pending
+        log.info(
+            "%s: resending the release of %d records to %s (producer %d, sequence %d)",
+            store.log.dir,
+            len(records),
+            intent.target,
+            intent.producer.producer_id,
+            intent.producer.base_sequence,
+        )
+        return pending
+
+    def forward_answered(
+        self, source_tp: TopicPartition, intent_offset: int, error: ErrorCode, now_ms: int
+    ) -> bool:
+        """The target's answer to a forwarded release (from the sender, or a local
+        append's error); whether it is done."""
+        self.outbox = [(tp, p) for tp, p in self.outbox if tp != source_tp]
+        pending = self.forwards.get(source_tp)
+        if pending is None or pending.intent.offset != intent_offset:
+            return False
+        pending.sending = False
+        store, source = self.stores.get(source_tp), self.partition_of(source_tp)
+        if store is None or source is None or not source.is_leader:
+            return False
+        if store.forwarding is None or store.forwarding.offset != intent_offset:
+            return False
+        outcome = answer_outcome(error)
+        if outcome is None:
+            if error in STUCK_ERRORS and not pending.warned:
+                pending.warned = True
+                log.warning(
+                    "%s: the release to %s is refused with %s; sent again until accepted",
+                    store.log.dir,
+                    pending.intent.target,
+                    error.name.upper(),
+                )
+            return False  # sent again in the next round
+        return self._forwarded(source, store, pending, now_ms, outcome or None)
+
+    def _forwarded(
+        self,
+        source: Partition,
+        store: DelayStore,
+        pending: PendingForward,
+        now_ms: int,
+        dropped: str | None = None,
+    ) -> bool:
+        """The forwarded release is done: appended, or its records `dropped` (why)."""
+        try:
+            store.write_forwarded(now_ms, source.leader_epoch)
+        except StorageError as exc:  # a restart resends it: the target drops the duplicate
+            log.error("%s: cannot end a forwarded release, releases stop: %s", store.log.dir, exc)
+            store.failed = True
+            return False
+        self.forwards.pop((source.topic, source.index), None)
+        offsets = list(pending.intent.store_offsets)
+        store.confirm(offsets)
+        if dropped is not None:
+            log.warning("%s: dropping %d records: %s", store.log.dir, len(offsets), dropped)
+            self.dropped += len(offsets)
+            return True
+        self.released += len(offsets)
+        for due in pending.dues:
+            self.lateness.observe(now_ms - due)
+        return True
+
     def _fence(self, tp: TopicPartition, partition_offset: int, store_offset: int) -> None:
         leader = self.store_leader(tp, 0)
         if isinstance(leader, StoreLeader):
@@ -551,13 +747,6 @@ def _fitting(records: list[Record], limit: int) -> int:
         if index and size > limit:
             return index
     return len(records)
-
-
-def _refusal(partition: Partition, settings: DelaySettings) -> str | None:
-    """Why delayed records cannot be held for this partition yet, if they cannot."""
-    if len(partition.replicas) > 1 and settings.retry is not None:
-        return "delayed records need a partition with a single replica (not replicated yet)"
-    return None
 
 
 def _answer(partition: Partition, held: AppendResult, placed: Mapping[int, int]) -> AppendResult:

@@ -11,6 +11,12 @@ the partition's log config: the same validation, segments and crash recovery. It
   partition, or for a retry topic the target's or dead-letter topic's; T: P's log end),
   written just before the append to P, in the same synchronous step;
 - cancellations: the partition append of the previous intent failed;
+- forwarded releases (a retry topic's, to another topic's partition): the intent names the
+  broker-owned idempotent producer (id, epoch, base sequence) the records are appended
+  with, and a Forwarded record follows once they were; one at a time, so a store opened
+  with an intent not followed by its Forwarded resends it with the same producer and
+  sequence, and the target's producer state drops it if it was appended already
+  (broker/release_forwarding.py);
 - transaction ends: a transactional producer's held records become due (commit) or go
   (abort), written when its marker reaches the partition, before the marker.
 
@@ -41,11 +47,14 @@ from pathlib import Path
 
 from kafkalite.broker.delayed_delivery import (
     Dues,
+    Forwarded,
     Intent,
+    ReleaseProducer,
     TxnEnd,
     decode_marker,
     encode_cancel,
     encode_dues,
+    encode_forwarded,
     encode_intent,
     encode_txn_end,
 )
@@ -134,6 +143,14 @@ class DelayStore:
     # Releases to the store's own partition beyond its high watermark: (the partition offset
     # they end before, the store's low before them); see trim.
     unreplicated: deque[tuple[int, int]] = field(default_factory=deque)
+    # The forwarded release not known to be done (resent with its producer and sequence).
+    forwarding: Intent | None = None
+    # The producer this store's forwarded releases are appended with since it was opened (a
+    # new one each open: the sequences of an earlier one may be in trimmed intents only),
+    # and its next sequence per target partition.
+    producer_id: int = -1
+    resumed_held: int = 0  # the records of `forwarding` when found by open (not indexed)
+    sequences: dict[tuple[str, int], int] = field(default_factory=dict)
 
     @classmethod
     def open(
@@ -200,6 +217,8 @@ class DelayStore:
         rebuild = Rebuild(self.index)
         last: Intent | None = None
         mark = 0  # where the last intent's records begin among the released
+        forward: Intent | None = None  # the last forwarded release not done
+        forward_mark = 0
         dues: Dues | None = None
         open_txns = self.open_txns
         latest_ms = now_ms  # when the last release can have been
@@ -225,6 +244,14 @@ class DelayStore:
                     ended = open_txns.pop(marker.producer_id, [])
                     if marker.commit:
                         rebuild.add(ended)
+                elif isinstance(marker, Intent) and marker.producer is not None:
+                    forward, forward_mark, last = marker, len(rebuild.released), None
+                    rebuild.note_released(marker.store_offsets)
+                elif isinstance(marker, Forwarded):
+                    forward = None
+                elif forward is not None and marker == forward.offset:
+                    rebuild.forget_released_since(forward_mark)
+                    forward = None
                 elif isinstance(marker, Intent) and marker.target == own:
                     unresolved[marker.offset] = marker
                 elif isinstance(marker, Intent):
@@ -246,6 +273,8 @@ class DelayStore:
             )
             rebuild.forget_released_since(mark)
         cancels = self._resolve(unresolved, log_end(own) if own is not None else None, rebuild)
+        self.forwarding, self.intent_open = forward, forward is not None
+        self.resumed_held = len(forward.store_offsets) if forward is not None else 0
         up_to = None if whole else bucket_of(latest_ms)
         self.index = rebuild.finish(self.log.log_start_offset, up_to)
         self.index.begin_checkpoint(self.log.log_end_offset, self.open_txns)
@@ -287,8 +316,9 @@ class DelayStore:
 
     @property
     def held_count(self) -> int:
-        """Held records: indexed, or waiting for their transaction to end."""
-        return self.index.held + sum(len(entries) for entries in self.open_txns.values())
+        """Held records: indexed, waiting for their transaction to end, or being forwarded."""
+        txns = sum(len(entries) for entries in self.open_txns.values())
+        return self.index.held + txns + self.resumed_held
 
     # -- holding ----------------------------------------------------------------------------
 
@@ -372,13 +402,36 @@ class DelayStore:
         offsets: Sequence[int],
         now_ms: int,
         leader_epoch: int = -1,
+        producer: ReleaseProducer | None = None,
     ) -> int:
-        """Raises a StorageError; returns the intent's store offset."""
-        batch = encode_intent(target, target_offset, offsets, now_ms)
+        """Raises a StorageError; returns the intent's store offset. With `producer`: a
+        forwarded release (see `forwarding`)."""
+        batch = encode_intent(target, target_offset, offsets, now_ms, producer)
         appended = self.log.append_as_leader(batch, leader_epoch, now_ms, coordinator=True)
         intent = appended.first_offset
         self.intent_open = True
+        if producer is not None:
+            self.forwarding = Intent(intent, target, target_offset, tuple(offsets), producer)
+            # (wraps as Kafka's producer sequences do)
+            self.sequences[target] = (producer.base_sequence + len(offsets)) & 0x7FFFFFFF
         return intent
+
+    def next_producer(self, target: tuple[str, int]) -> ReleaseProducer:
+        """The producer and base sequence of the next forwarded release to `target`
+        (`producer_id` set first)."""
+        return ReleaseProducer(self.producer_id, 0, self.sequences.get(target, 0))
+
+    def write_forwarded(self, now_ms: int, leader_epoch: int = -1) -> None:
+        """The forwarded release is done (raises a StorageError: it stays open then)."""
+        forwarding = self.forwarding
+        if forwarding is None:
+            return
+        self.log.append_as_leader(
+            encode_forwarded(forwarding.offset, now_ms), leader_epoch, now_ms, coordinator=True
+        )
+        self.forwarding = None
+        self.intent_open = False
+        self.resumed_held = 0
 
     def write_cancel(self, intent_offset: int, now_ms: int, leader_epoch: int = -1) -> None:
         self.log.append_as_leader(
@@ -429,6 +482,8 @@ class DelayStore:
     def _low(self) -> int:
         """The dues record of the lowest held record (the log end when none is held)."""
         lows = [entries[0][2] for entries in self.open_txns.values() if entries]  # store order
+        if self.forwarding is not None:  # its records are read again to resend it
+            lows.append(min(self.forwarding.store_offsets) - 1)
         index_low = self.index.low_dues_offset()
         if index_low is not None:
             lows.append(index_low)

@@ -133,7 +133,11 @@ class ReplicaManager:
         self.admin_manager: AdminManager | None = None  # set by the Broker; see create_topic
         # Held records of topics that opted in to delayed delivery, per partition.
         self.delayed_delivery = DelayedDelivery(
-            lambda: self.config, self._partition_of, lambda: self.metadata.topics
+            lambda: self.config,
+            self._partition_of,
+            lambda: self.metadata.topics,
+            allocate_producer_id=lambda: self.metadata.allocate_producer_id(),
+            min_insync_replicas=self.min_insync_replicas,
         )
         # Topics that read another topic through a filter: no replica, read at the source.
         self.views = ViewCatalog(metadata)

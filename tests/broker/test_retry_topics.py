@@ -177,7 +177,7 @@ def setup_again(tmp_path: Path, clock: Clock) -> Broker:
     return open_broker(tmp_path, clock)
 
 
-def test_a_target_not_led_here_pauses_the_store_instead_of_spinning(
+def test_a_target_not_led_here_waits_with_its_release_written(
     tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     broker = setup(tmp_path, clock)
@@ -186,10 +186,16 @@ def test_a_target_not_led_here_pauses_the_store_instead_of_spinning(
     found = delayed.partition_of
     monkeypatch.setattr(delayed, "partition_of", lambda tp: None if tp[0] == "work" else found(tp))
     clock.now = T0 + 100
+    assert broker.replica_manager.release_delayed() == 1  # held still, being forwarded
+    store = delayed.stores[("work-retry", 0)]
+    assert store.forwarding is not None and store.forwarding.producer is not None
+    end = store.log.log_end_offset
+    clock.now = T0 + 200
     assert broker.replica_manager.release_delayed() == 1
-    assert delayed.next_due_ms() == T0 + 1100  # not before a second has passed
+    assert store.log.log_end_offset == end  # no intent more: the same release waits
     monkeypatch.setattr(delayed, "partition_of", found)
-    clock.now = T0 + 1100
+    clock.now = T0 + 300
     assert broker.replica_manager.release_delayed() == 0
     assert [value for _, value, _ in records_of(broker, "work", 3)] == [b"a"]
+    assert store.forwarding is None
     broker.shutdown()
