@@ -68,17 +68,18 @@ def test_a_seeded_single_node_run_loses_duplicates_and_reorders_nothing(tmp_path
 
 
 def test_a_seeded_single_node_transactional_run_is_exactly_once(tmp_path: Path):
-    """The transactional consume-transform-produce workload (seed 6: a SIGKILL, two SIGTERMs,
-    pauses of 9 s and 3 s against a 6 s session): each input record exactly once in the
-    committed output, and the transform group's offsets at the input's end."""
-    options = Options(duration=60, seed=6, faults=["kill", "term", "pause"], brokers=1,
+    """The transactional consume-transform-produce workload (seed 2 for 40 s: a SIGKILL, a
+    9 s pause against a 6 s session, a SIGTERM; seed 6 for 60 s, with a second pause and
+    SIGTERM, is in chaos/README.md): each input record exactly once in the committed output,
+    and the transform group's offsets at the input's end."""
+    options = Options(duration=40, seed=2, faults=["kill", "term", "pause"], brokers=1,
                       workload="txn", runs_dir=tmp_path)  # fmt: skip
     run_dir, verdict = run(options)
 
     applied = read_jsonl(run_dir / "faults.jsonl")
-    assert sorted(fault["kind"] for fault in applied) == ["kill", "pause", "pause", "term", "term"]
+    assert sorted(fault["kind"] for fault in applied) == ["kill", "pause", "term"]
     figures, txn = verdict["figures"], verdict["txn_figures"]
-    assert figures["acked"] > 5_000, figures
+    assert figures["acked"] > 3_000, figures
     assert_log_accounted_for(figures)
     for key in ("acked_lost", "duplicates", "order_violations", "unacked_disallowed",
                 *TXN_MUST_BE_ZERO):  # fmt: skip
