@@ -14,21 +14,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    ResourcePatternType,
-    ResourceType,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
-)
+from confluent_kafka.admin import AclOperation, ScramMechanism
 
 from kafkalite.testing import EmbeddedBroker
 from tests.conftest import make_topic_name
 from tests.security.conftest import Pki
+from tests.security.scram_acl_broker import allow, scram_acl_broker
 
 USERS = {
     "kate": (ScramMechanism.SCRAM_SHA_512, "kate-secret"),
@@ -40,42 +31,8 @@ TIMEOUT_S = 60
 
 @pytest.fixture(scope="module")
 def broker(pki: Pki) -> Iterator[EmbeddedBroker]:
-    overrides = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(pki.keystore_file),
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:ANONYMOUS",
-        "connection.failed.authentication.delay.ms": "100",
-    }
-    with EmbeddedBroker(overrides=overrides) as running:
-        admin = AdminClient({"bootstrap.servers": running.bootstrap_of("PLAINTEXT")})
-        upsertions = [
-            UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 4096), pw.encode())
-            for user, (mechanism, pw) in USERS.items()
-        ]
-        for future in admin.alter_user_scram_credentials(upsertions).values():
-            future.result(timeout=10)
+    with scram_acl_broker(pki.keystore_file, USERS) as running:
         yield running
-
-
-def _allow(broker: EmbeddedBroker, user: str, topic: str, *operations: AclOperation) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_of("PLAINTEXT")})
-    bindings = [
-        AclBinding(
-            ResourceType.TOPIC,
-            topic,
-            ResourcePatternType.LITERAL,
-            f"User:{user}",
-            "*",
-            operation,
-            AclPermissionType.ALLOW,
-        )
-        for operation in operations
-    ]
-    for future in admin.create_acls(bindings).values():
-        future.result(timeout=10)
 
 
 def _kcat(broker: EmbeddedBroker, pki: Pki, password: str, *args: str, **run: Any) -> Any:
@@ -100,7 +57,7 @@ def kcat() -> None:
 @pytest.mark.usefixtures("kcat")
 def test_kcat_produces_and_consumes_over_sasl_ssl(broker: EmbeddedBroker, pki: Pki) -> None:
     topic = broker.create_topic(make_topic_name("kcat-sasl-ssl"))
-    _allow(broker, "kate", topic, AclOperation.WRITE, AclOperation.READ)
+    allow(broker, "kate", topic, AclOperation.WRITE, AclOperation.READ)
     password = USERS["kate"][1]
     lines = [f"kcat-{i}" for i in range(5)]
     produced = _kcat(broker, pki, password, "-P", "-t", topic, "-p", "0", input="\n".join(lines))
@@ -127,7 +84,7 @@ def test_java_client_over_sasl_ssl_and_denied_a_topic_without_acl(
         pytest.skip("no java")
     allowed = broker.create_topic(make_topic_name("java-allowed"))
     denied = broker.create_topic(make_topic_name("java-denied"))
-    _allow(broker, "jack", allowed, AclOperation.WRITE, AclOperation.READ)
+    allow(broker, "jack", allowed, AclOperation.WRITE, AclOperation.READ)
     command = ["java", *SHORT_RUN_JVM, "-cp", f"{kafka_lib()}/*", JAVA_CLIENT]
     command.append(broker.bootstrap_of("SASL_SSL"))
     command += [str(pki.ca_file), "jack", USERS["jack"][1], allowed, denied, "5"]

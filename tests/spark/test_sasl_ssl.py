@@ -21,20 +21,11 @@ from typing import Any
 import pytest
 import trustme
 from confluent_kafka import Producer
-from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    ResourcePatternType,
-    ResourceType,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
-)
+from confluent_kafka.admin import AclOperation, ScramMechanism
 
 from kafkalite.testing import EmbeddedBroker
 from spark_jobs.kafka_util import read_topic
+from tests.security.scram_acl_broker import allow, scram_acl_broker
 
 # A SparkSession of its own (tens of seconds to start): `make test-extended` runs it.
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.extended]
@@ -61,42 +52,8 @@ def pki_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
 
 @pytest.fixture(scope="module")
 def secured(pki_files: tuple[Path, Path]) -> Iterator[EmbeddedBroker]:
-    overrides = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(pki_files[1]),
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:ANONYMOUS",
-        "connection.failed.authentication.delay.ms": "100",
-    }
-    with EmbeddedBroker(overrides=overrides) as broker:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap_of("PLAINTEXT")})
-        upsertions = [
-            UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 4096), pw.encode())
-            for user, (mechanism, pw) in USERS.items()
-        ]
-        for future in admin.alter_user_scram_credentials(upsertions).values():
-            future.result(timeout=10)
+    with scram_acl_broker(pki_files[1], USERS) as broker:
         yield broker
-
-
-def allow(broker: EmbeddedBroker, user: str, topic: str, *operations: AclOperation) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_of("PLAINTEXT")})
-    bindings = [
-        AclBinding(
-            ResourceType.TOPIC,
-            topic,
-            ResourcePatternType.LITERAL,
-            f"User:{user}",
-            "*",
-            operation,
-            AclPermissionType.ALLOW,
-        )
-        for operation in operations
-    ]
-    for future in admin.create_acls(bindings).values():
-        future.result(timeout=10)
 
 
 def kafka_options(broker: EmbeddedBroker, ca: Path, user: str) -> dict[str, str]:
