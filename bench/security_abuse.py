@@ -33,7 +33,9 @@ share the cores with the broker and the baseline client, in real life they would
 Slowdown = baseline round trips a second in the `--seconds` alone just before the
 phase / under abuse - 1. The attackers run on the same cores as the broker and the baseline
 client, so their own CPU is part of the figure; so each window also gives the broker's own
-CPU time (user + system, from /proc) per second of the window, in % of one core.
+CPU time (user + system, from /proc) per second of the window, in % of one core. With
+`--split-cpus`, the broker (every thread) and the baseline client run on CPU 0 and the
+attackers on the other CPUs, as if they came from other machines.
 """
 
 from __future__ import annotations
@@ -154,6 +156,31 @@ class BaselineClient:
         self.consumer.close()
 
 
+ATTACKER_CPUS_ENV = "SECURITY_ABUSE_ATTACKER_CPUS"  # set by --split-cpus, read by attackers
+DEFENDER_CPUS = {0}
+
+
+def _become_attacker(nice: int) -> None:
+    """Below the broker and the baseline client (nice), on CPUs of their own if split."""
+    os.nice(nice)
+    cpus = os.environ.get(ATTACKER_CPUS_ENV)
+    if cpus:
+        os.sched_setaffinity(0, {int(cpu) for cpu in cpus.split(",")})
+
+
+def split_cpus(broker_pid: int) -> None:
+    """The broker (all its threads) and this process (the baseline client) on CPU 0; the
+    attacker processes, started later, on the others."""
+    others = sorted(set(range(os.cpu_count() or 1)) - DEFENDER_CPUS)
+    if not others:
+        raise SystemExit("--split-cpus needs 2 CPUs or more")
+    defenders = ",".join(map(str, sorted(DEFENDER_CPUS)))
+    subprocess.run(["taskset", "-a", "-p", "-c", defenders, str(broker_pid)], check=True,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
+    os.sched_setaffinity(0, DEFENDER_CPUS)
+    os.environ[ATTACKER_CPUS_ENV] = ",".join(map(str, others))
+
+
 def wrong_scram_attempts(
     port: int, ca: str, attempts: int, source: str, nice: int
 ) -> tuple[int, int, float]:
@@ -161,7 +188,7 @@ def wrong_scram_attempts(
     over TLS from the address `source`, ATTACK_THREADS at a time; returns how many the
     broker refused (SCRAM failed), how many it closed before that (its connection
     quota), and the CPU seconds the process used."""
-    os.nice(nice)  # below the broker and the baseline client, as if on another machine
+    _become_attacker(nice)
     refused, closed, accepted, lock = [0], [0], [0], threading.Lock()
     counter = iter(range(attempts))
 
@@ -189,7 +216,7 @@ def wrong_scram_attempts(
 def hold_half_open(port: int, count: int, seconds: float, source: str, nice: int) -> int:
     """In an attacker process (at `nice`): `count` TCP connections from `source` that never
     send a ClientHello, held for `seconds`; returns how many the broker had closed by then."""
-    os.nice(nice)
+    _become_attacker(nice)
     target, bind = ("127.0.0.1", port), (source, 0)
     sockets = [socket.create_connection(target, 10, bind) for _ in range(count)]
     time.sleep(seconds)
@@ -297,6 +324,9 @@ def main() -> None:
     parser.add_argument("--attacker-address", default="127.0.0.2")
     parser.add_argument("--ip-quota", type=int, default=0, help="0: none")
     parser.add_argument("--attacker-nice", type=int, default=10)
+    parser.add_argument(
+        "--split-cpus", action="store_true", help="broker and baseline on CPU 0, attackers apart"
+    )
     parser.add_argument("--warm-up", type=float, default=2.0, help="seconds, untimed")
     parser.add_argument("--phases", default=",".join(PHASES))
     parser.add_argument("--target", choices=("kafkalite", "kafka"), default="kafkalite")
@@ -308,6 +338,9 @@ def main() -> None:
         running = start(Path(tmp), certs)
         try:
             prepare(running, certs)
+            if args.split_cpus:
+                assert running.pid is not None, "the broker's process is not known"
+                split_cpus(running.pid)
             if args.ip_quota:
                 ip = ["--ip", args.attacker_address]
                 set_quota(running, *ip, "--connection-creation-rate", str(args.ip_quota))
@@ -324,7 +357,8 @@ def run(running: Running, certs: Certificates, args: argparse.Namespace) -> None
     phases = args.phases.split(",")
     quota = f"connection_creation_rate {args.ip_quota}/s" if args.ip_quota else "no ip quota"
     print(
-        f"attackers from {args.attacker_address} ({quota}), nice {args.attacker_nice}",
+        f"attackers from {args.attacker_address} ({quota}), nice {args.attacker_nice}"
+        + (", on CPUs of their own" if args.split_cpus else ""),
         flush=True,
     )
     try:
