@@ -21,7 +21,7 @@ from pathlib import Path
 
 from compat.cluster_targets import running_cluster
 from compat.kafka_python import run
-from compat.kafka_python.common import PASSED, Counts, write_allowlist
+from compat.kafka_python.common import Counts, report_allowlist
 
 ALLOWLIST = run.HERE / "cluster_tests.allow"
 TEST_FILES = ("test/integration/test_admin_integration.py",)
@@ -67,20 +67,14 @@ def cli(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kafka-python-cluster-") as tmp:
         counts = run_on_cluster(Path(tmp))
     print(f"{counts.summary()} (with cluster: {time.monotonic() - started:.0f}s)")
-    for test, outcome in sorted(counts.outcomes.items()):
-        print(f"  {outcome:8} {test}")
-    if args.update_allowlist:
-        passing = sorted(t for t, o in counts.outcomes.items() if o == PASSED and t not in UNSTABLE)
-        write_allowlist(ALLOWLIST, ALLOWLIST_HEADER, passing)
-        print(f"wrote {ALLOWLIST} ({len(passing)} tests)")
-        return 0
-    status = 0
-    for test in counts.allowlist_failures:
-        print(f"ALLOWLIST: {test} did not pass on the cluster: {counts.outcomes.get(test)}")
-        status = 1
-    for test in counts.unlisted_passes:
-        print(f"  new pass (add to {ALLOWLIST.name}?): {test}")
-    return status
+    return report_allowlist(
+        counts,
+        ALLOWLIST,
+        ALLOWLIST_HEADER,
+        args.update_allowlist,
+        "on the cluster",
+        unstable=UNSTABLE,
+    )
 
 
 if __name__ == "__main__":

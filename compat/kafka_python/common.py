@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -53,6 +53,32 @@ def read_allowlist(path: Path) -> list[str]:
 def write_allowlist(path: Path, header: str, ids: list[str]) -> None:
     lines = [f"# {line}".rstrip() for line in header.strip().splitlines()]
     path.write_text("\n".join(lines + sorted(set(ids))) + "\n")
+
+
+def report_allowlist(
+    counts: Counts,
+    allowlist: Path,
+    header: str,
+    update: bool,
+    where: str,
+    unstable: Collection[str] = (),
+) -> int:
+    """Print each test's outcome; with `update`, write the passing ones (but `unstable`) as
+    the allowlist. The exit status: 1 if an allowlisted test did not pass `where`."""
+    for test, outcome in sorted(counts.outcomes.items()):
+        print(f"  {outcome:8} {test}")
+    if update:
+        passing = sorted(t for t, o in counts.outcomes.items() if o == PASSED and t not in unstable)
+        write_allowlist(allowlist, header, passing)
+        print(f"wrote {allowlist} ({len(passing)} tests)")
+        return 0
+    status = 0
+    for test in counts.allowlist_failures:
+        print(f"ALLOWLIST: {test} did not pass {where}: {counts.outcomes.get(test)}")
+        status = 1
+    for test in counts.unlisted_passes:
+        print(f"  new pass (add to {allowlist.name}?): {test}")
+    return status
 
 
 @dataclass

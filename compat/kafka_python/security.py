@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from compat.kafka_python import run
-from compat.kafka_python.common import PASSED, Counts, locked, write_allowlist
+from compat.kafka_python.common import Counts, locked, report_allowlist
 
 ALLOWLIST = run.HERE / "security_tests.allow"
 TEST_FILES = (
@@ -195,20 +195,13 @@ def cli(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kafka-python-security-") as tmp:
         counts = run_secure(Path(tmp), java_tool=not args.no_java, sasl_over_ssl=args.sasl_over_ssl)
     print(f"{counts.summary()} (with broker: {time.monotonic() - started:.0f}s)")
-    for test, outcome in sorted(counts.outcomes.items()):
-        print(f"  {outcome:8} {test}")
-    if args.update_allowlist:
-        passing = sorted(t for t, o in counts.outcomes.items() if o == PASSED)
-        write_allowlist(ALLOWLIST, ALLOWLIST_HEADER, passing)
-        print(f"wrote {ALLOWLIST} ({len(passing)} tests)")
-        return 0
-    status = 0
-    for test in counts.allowlist_failures:
-        print(f"ALLOWLIST: {test} did not pass on kafkalite: {counts.outcomes.get(test)}")
-        status = 1
-    for test in counts.unlisted_passes:
-        print(f"  new pass (add to {ALLOWLIST.name}?): {test}")
-    return status
+    return report_allowlist(
+        counts,
+        ALLOWLIST,
+        ALLOWLIST_HEADER,
+        args.update_allowlist,
+        "on kafkalite",
+    )
 
 
 if __name__ == "__main__":
