@@ -3,6 +3,7 @@ conftest.py)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -75,3 +76,24 @@ async def partition_state(
     found = await KafkaZkClient(zk).partition_state(topic, partition)
     assert found is not None
     return found.state.leader, found.state.leader_epoch, found.state.isr
+
+
+def read_int_values(
+    consumer: Any, until: Callable[[list[int]], bool], wait: float, quiet: float = 0.0
+) -> list[int]:
+    """Integer values read until `until(values)` holds (at most `wait` s), then `quiet` s
+    more, so a record served twice is seen."""
+    read: list[int] = []
+    deadline = time.monotonic() + wait
+    while not until(read) and time.monotonic() < deadline:
+        _read_one(consumer, read)
+    quiet_until = time.monotonic() + quiet
+    while time.monotonic() < quiet_until:
+        _read_one(consumer, read)
+    return read
+
+
+def _read_one(consumer: Any, read: list[int]) -> None:
+    message = consumer.poll(0.2)
+    if message is not None and message.error() is None:
+        read.append(int(message.value()))

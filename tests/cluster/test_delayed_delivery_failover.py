@@ -6,11 +6,10 @@ are being released, and every record is read back exactly once from the survivor
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
-from cluster_helpers import StartBrokers, poll
+from cluster_helpers import StartBrokers, poll, read_int_values
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -73,17 +72,6 @@ def consumer_of(bootstrap: str, group: str) -> Consumer:
     return consumer
 
 
-def read_values(consumer: Consumer, until: Any, wait: float = WAIT) -> list[int]:
-    """Values read until `until(values)` holds, then 2 s more (nothing released twice)."""
-    read: list[int] = []
-    deadline = time.monotonic() + wait
-    while not until(read) and time.monotonic() < deadline:
-        message = consumer.poll(0.2)
-        if message is not None and message.error() is None:
-            read.append(int(message.value()))
-    return read
-
-
 def read_back(brokers: dict[int, BrokerProcess], dead: int, count: int) -> list[int]:
     """Every value the survivors' new leader serves (exactly `count` expected)."""
     survivors = ",".join(b.bootstrap for i, b in brokers.items() if i != dead)
@@ -94,12 +82,7 @@ def read_back(brokers: dict[int, BrokerProcess], dead: int, count: int) -> list[
     )
     consumer = consumer_of(survivors, "failover-check")
     try:
-        read = read_values(consumer, lambda values: len(values) >= count)
-        quiet_until = time.monotonic() + 2.0
-        while time.monotonic() < quiet_until:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                read.append(int(message.value()))
+        read = read_int_values(consumer, lambda values: len(values) >= count, WAIT, quiet=2.0)
     finally:
         consumer.close()
     return read
@@ -129,7 +112,7 @@ def test_a_leader_killed_in_the_middle_of_releasing_loses_and_repeats_nothing(
     )
     watcher = consumer_of(brokers[leader].bootstrap, "release-watch")
     try:
-        seen = read_values(watcher, lambda values: len(values) >= 500, wait=30.0)
+        seen = read_int_values(watcher, lambda values: len(values) >= 500, 30.0)
     finally:
         watcher.close()
     assert 500 <= len(seen) < records  # in the middle of the releases

@@ -10,12 +10,11 @@ the target and the dead-letter topic hold each record once."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from typing import Any
 
 import pytest
-from cluster_helpers import StartBrokers, poll
+from cluster_helpers import StartBrokers, poll, read_int_values
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -58,22 +57,11 @@ def read_all(bootstrap: str, topic: str, expected: int) -> list[int]:
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.auto.commit": False}
     )
-    read: list[int] = []
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + READ_WAIT
-        while len(read) < expected and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                read.append(int(message.value()))
-        quiet_until = time.monotonic() + 2.0
-        while time.monotonic() < quiet_until:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                read.append(int(message.value()))
+        return read_int_values(consumer, lambda read: len(read) >= expected, READ_WAIT, quiet=2.0)
     finally:
         consumer.close()
-    return read
 
 
 def test_retry_records_move_once_across_the_retry_leaders_sigkill(
